@@ -1,0 +1,1261 @@
+//===- OnnxImporter.cpp - ONNX models to the train dialect ----------------===//
+//
+// Reads the protobuf, maps every node to one train op located at
+// "<file>":<node name>, and infers every shape statically. Values that shape
+// operands need (Reshape's shape, Slice's starts, ...) are known while
+// importing by evaluating constant subgraphs with the dialect's folders; the
+// graph itself keeps every node, and the fold pass removes them later.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/OnnxImporter.h"
+
+#include "dialects/Train/IR/ConstEval.h"
+#include "dialects/Train/IR/ShapeInference.h"
+#include "dialects/Train/IR/TrainOps.h"
+#include "runtime/safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <onnx/onnx_pb.h>
+
+#include <fcntl.h>
+#include <fstream>
+#include <unistd.h>
+
+using namespace mlir;
+using namespace mt::train;
+
+namespace mt {
+namespace {
+
+constexpr int64_t kMinOpset = 14, kMaxOpset = 20;
+constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 10;
+/// Frozen inline buffers up to this size (bytes) are read so that what is
+/// derived from them (rotary tables) folds. Trainable weights never are.
+constexpr int64_t kMaxFrozenValueBytes = 1 << 20;
+
+const char *kSupportedOps =
+    "Add, And, Cast, CastLike, Concat, Constant, ConstantOfShape, Cos, CumSum, "
+    "Div, Dropout, Equal, Erf, Exp, Expand, Flatten, Gather, GatherND, Gelu, "
+    "Gemm, Greater, GreaterOrEqual, Identity, LayerNormalization, Less, "
+    "LessOrEqual, Log, LogSoftmax, MatMul, Max, Min, Mul, Neg, Not, Or, Pad, "
+    "Pow, Range, Reciprocal, ReduceMax, ReduceMean, ReduceSum, Reshape, "
+    "SequenceAt, Shape, Sigmoid, Sin, Size, Slice, Softmax, "
+    "SoftmaxCrossEntropyLoss, Split, SplitToSequence, Sqrt, Squeeze, Sub, "
+    "Tanh, Tile, Transpose, Trilu, Unsqueeze, Where";
+
+/// Element type of an ONNX TensorProto data type, or null.
+Type elementTypeOf(MLIRContext &ctx, int dtype) {
+  using T = onnx::TensorProto;
+  switch (dtype) {
+  case T::FLOAT: return Float32Type::get(&ctx);
+  case T::DOUBLE: return Float64Type::get(&ctx);
+  case T::FLOAT16: return Float16Type::get(&ctx);
+  case T::BFLOAT16: return BFloat16Type::get(&ctx);
+  case T::INT64: return IntegerType::get(&ctx, 64);
+  case T::INT32: return IntegerType::get(&ctx, 32);
+  case T::INT16: return IntegerType::get(&ctx, 16);
+  case T::INT8: return IntegerType::get(&ctx, 8);
+  case T::UINT8: return IntegerType::get(&ctx, 8);
+  case T::BOOL: return IntegerType::get(&ctx, 1);
+  default: return nullptr;
+  }
+}
+
+int64_t bytesOf(Type t) {
+  return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+std::string lower(std::string s) {
+  for (char &c : s)
+    c = std::tolower(c);
+  return s;
+}
+
+/// Names of buffers that exporters store as floating initializers but that
+/// are not parameters.
+bool isKnownBuffer(const std::string &name) {
+  static const llvm::Regex re(
+      "(inv_freq|rotary_emb|cos_cached|sin_cached|position_ids|masked_bias|"
+      "causal_mask|(^|\\.)attn\\.bias$|(^|\\.)mask$)");
+  return re.match(name);
+}
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const ImportOptions &opts)
+      : ctx(ctx), opts(opts), b(&ctx) {
+    file = opts.modelPath;
+    fileLoc = FileLineColLoc::get(&ctx, file, 0, 0);
+  }
+
+  OwningOpRef<ModuleOp> run();
+
+private:
+  // Diagnostics.
+  InFlightDiagnostic fileError() {
+    return emitError(fileLoc) << file << ": ";
+  }
+  InFlightDiagnostic nodeError() {
+    return emitError(loc) << file << ": node '" << node->name() << "' ("
+                          << node->op_type() << "): ";
+  }
+
+  LogicalResult readModel();
+  LogicalResult checkVersions();
+  LogicalResult readTrainableSet();
+  LogicalResult importInputs(SmallVectorImpl<Type> &types,
+                             SmallVectorImpl<std::string> &names);
+  LogicalResult importInitializers();
+  LogicalResult importNode(const onnx::NodeProto &n);
+  LogicalResult importOutputs(func::FuncOp func);
+
+  FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &t,
+                                          StringRef what);
+  FailureOr<RankedTensorType> tensorTypeOf(const onnx::TensorProto &t,
+                                           StringRef what);
+
+  // Node helpers.
+  Value in(int i) {
+    if (i >= node->input_size() || node->input(i).empty())
+      return nullptr;
+    return values.lookup(node->input(i));
+  }
+  LogicalResult needInputs(int min, int max);
+  const onnx::AttributeProto *attr(StringRef name) {
+    for (const auto &a : node->attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  FailureOr<int64_t> attrInt(StringRef name, std::optional<int64_t> dflt);
+  FailureOr<float> attrFloat(StringRef name, float dflt);
+  FailureOr<std::string> attrString(StringRef name, StringRef dflt);
+  std::optional<SmallVector<int64_t>> attrInts(StringRef name);
+  FailureOr<SmallVector<int64_t>> constInts(Value v, StringRef what);
+  FailureOr<SmallVector<int64_t>> axesFrom(StringRef name, int inputIndex,
+                                           bool required);
+  FailureOr<Value> intConst(ArrayRef<int64_t> values);
+  RankedTensorType typeOf(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  /// Creates an op whose result types the op infers.
+  template <typename OpTy>
+  FailureOr<Operation *> make(ValueRange operands,
+                              ArrayRef<NamedAttribute> attrs = {});
+  /// Creates an op with stated result types, then verifies it.
+  template <typename OpTy>
+  FailureOr<Operation *> makeTyped(ValueRange operands,
+                                   ArrayRef<NamedAttribute> attrs,
+                                   TypeRange types);
+  LogicalResult bind(FailureOr<Operation *> op);
+  NamedAttribute named(StringRef name, Attribute a) {
+    return b.getNamedAttr(name, a);
+  }
+
+  MLIRContext &ctx;
+  const ImportOptions &opts;
+  OpBuilder b;
+  std::string file;
+  Location fileLoc = UnknownLoc::get(&ctx);
+  Location loc = UnknownLoc::get(&ctx);
+  std::string baseDir;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  const onnx::NodeProto *node = nullptr;
+  llvm::StringMap<Value> values;
+  DenseMap<Value, Attribute> known;
+  // --weights: trainable name -> safetensors entry.
+  bool haveWeightsFile = false;
+  runtime::SafetensorsHeader weights;
+  llvm::StringMap<const runtime::SafetensorsEntry *> weightByInit;
+  std::optional<llvm::Regex> trainableRe, frozenRe;
+  // Graph-level names for the diagnostics of shapes.
+  llvm::StringMap<std::string> symbolicDims;
+};
+
+LogicalResult Importer::readModel() {
+  int fd = ::open(file.c_str(), O_RDONLY);
+  if (fd < 0)
+    return fileError() << "cannot open the model file: " << strerror(errno),
+           failure();
+  google::protobuf::io::FileInputStream raw(fd);
+  raw.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(INT32_MAX);
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return fileError() << "not a valid ONNX model (the protobuf does not parse; "
+                          "the file may be truncated or not ONNX)",
+           failure();
+  if (!model.has_graph() || !model.has_ir_version())
+    return fileError() << "not an ONNX model (no graph or ir_version)",
+           failure();
+  baseDir = llvm::sys::path::parent_path(file).str();
+  return success();
+}
+
+LogicalResult Importer::checkVersions() {
+  int64_t ir = model.ir_version();
+  if (ir < kMinIrVersion || ir > kMaxIrVersion)
+    return fileError() << "ONNX IR version " << ir << " is not supported (use "
+                       << kMinIrVersion << " to " << kMaxIrVersion << ")",
+           failure();
+  for (const auto &o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  }
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return fileError() << "default-domain opset " << opset
+                       << " is not supported (export with opset "
+                       << kMinOpset << " to " << kMaxOpset << ")",
+           failure();
+  if (!opts.trainableRegex.empty())
+    trainableRe.emplace(opts.trainableRegex);
+  if (!opts.frozenRegex.empty())
+    frozenRe.emplace(opts.frozenRegex);
+  return success();
+}
+
+LogicalResult Importer::readTrainableSet() {
+  if (opts.weightsPath.empty())
+    return success();
+  runtime::Status st = runtime::readSafetensorsHeader(opts.weightsPath, weights);
+  if (!st)
+    return emitError(fileLoc) << st.message(), failure();
+  haveWeightsFile = true;
+  // Match each tensor of the file to the one initializer that has its name or
+  // ends with "." + its name (an exported wrapper adds a prefix like "m.").
+  for (const auto &e : weights.entries) {
+    const onnx::TensorProto *match = nullptr;
+    int count = 0;
+    for (const auto &init : model.graph().initializer()) {
+      const std::string &n = init.name();
+      if (n == e.name || (n.size() > e.name.size() &&
+                          n.compare(n.size() - e.name.size(), e.name.size(),
+                                    e.name) == 0 &&
+                          n[n.size() - e.name.size() - 1] == '.')) {
+        match = &init;
+        ++count;
+      }
+    }
+    if (count == 0)
+      return emitError(fileLoc)
+                 << opts.weightsPath << ": tensor '" << e.name
+                 << "' matches no initializer of " << file
+                 << " (by name or by a unique suffix)",
+             failure();
+    if (count > 1)
+      return emitError(fileLoc)
+                 << opts.weightsPath << ": tensor '" << e.name
+                 << "' matches " << count << " initializers of " << file
+                 << "; the suffix is ambiguous",
+             failure();
+    SmallVector<int64_t> dims(match->dims().begin(), match->dims().end());
+    if (ArrayRef<int64_t>(dims) != ArrayRef<int64_t>(e.shape))
+      return emitError(fileLoc)
+                 << opts.weightsPath << ": tensor '" << e.name << "' has shape "
+                 << shapeStr(e.shape) << " but initializer '" << match->name()
+                 << "' has " << shapeStr(dims),
+             failure();
+    weightByInit[match->name()] = &e;
+  }
+  return success();
+}
+
+FailureOr<RankedTensorType> Importer::tensorTypeOf(const onnx::TensorProto &t,
+                                                   StringRef what) {
+  Type et = elementTypeOf(ctx, t.data_type());
+  if (!et)
+    return fileError() << what << " '" << t.name() << "' has unsupported data type "
+                       << t.data_type(),
+           failure();
+  SmallVector<int64_t> dims;
+  for (int64_t d : t.dims()) {
+    if (d < 0)
+      return fileError() << what << " '" << t.name() << "' has a negative dim",
+             failure();
+    dims.push_back(d);
+  }
+  return RankedTensorType::get(dims, et);
+}
+
+FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
+                                                  StringRef what) {
+  auto type = tensorTypeOf(t, what);
+  if (failed(type))
+    return failure();
+  Type et = type->getElementType();
+  int64_t n = type->getNumElements(), width = bytesOf(et);
+  std::string bytes;
+  auto bad = [&](const Twine &why) {
+    return fileError() << what << " '" << t.name() << "': " << why, failure();
+  };
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+      else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+    }
+    std::string path = (baseDir.empty() ? location : baseDir + "/" + location);
+    std::ifstream f(path, std::ios::binary);
+    if (!f)
+      return bad("cannot open external data file '" + path + "'");
+    if (length < 0)
+      length = n * width;
+    bytes.resize(length);
+    f.seekg(offset);
+    if (!f.read(bytes.data(), length))
+      return bad("external data file '" + path + "' is too short");
+  } else if (t.has_raw_data()) {
+    bytes = t.raw_data();
+  } else {
+    // Typed fields: int64_data, float_data, double_data, or int32_data that
+    // also carries bool, int8/16 and the 16-bit floats (as bit patterns).
+    bytes.resize(n * width);
+    auto put = [&](int64_t i, uint64_t bits) {
+      std::memcpy(bytes.data() + i * width, &bits, width);
+    };
+    if (t.int64_data_size() == n)
+      for (int64_t i = 0; i < n; ++i) put(i, uint64_t(t.int64_data(i)));
+    else if (t.float_data_size() == n)
+      for (int64_t i = 0; i < n; ++i) {
+        float v = t.float_data(i);
+        if (et.isF32()) { uint32_t bits; std::memcpy(&bits, &v, 4); put(i, bits); }
+        else return bad("float_data for a non-float32 tensor");
+      }
+    else if (t.double_data_size() == n)
+      for (int64_t i = 0; i < n; ++i) {
+        double v = t.double_data(i); uint64_t bits;
+        std::memcpy(&bits, &v, 8); put(i, bits);
+      }
+    else if (t.int32_data_size() == n)
+      for (int64_t i = 0; i < n; ++i) put(i, uint64_t(int64_t(t.int32_data(i))));
+    else
+      return bad("holds no data for its " + std::to_string(n) + " elements");
+  }
+  if (int64_t(bytes.size()) != n * width)
+    return bad("holds " + std::to_string(bytes.size()) + " bytes, expected " +
+               std::to_string(n * width));
+  if (et.isInteger(1)) {
+    SmallVector<bool> v;
+    for (char c : bytes) v.push_back(c != 0);
+    return DenseElementsAttr::get(*type, ArrayRef<bool>(v));
+  }
+  bool splat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(*type, ArrayRef<char>(bytes.data(), bytes.size()), splat))
+    return bad("raw data does not fit its type");
+  return DenseElementsAttr::getFromRawBuffer(*type, ArrayRef<char>(bytes.data(), bytes.size()));
+}
+
+LogicalResult Importer::importInputs(SmallVectorImpl<Type> &types,
+                                     SmallVectorImpl<std::string> &names) {
+  llvm::StringSet<llvm::MallocAllocator> inits;
+  for (const auto &i : model.graph().initializer())
+    inits.insert(i.name());
+  for (const auto &vi : model.graph().input()) {
+    if (inits.contains(vi.name()))
+      continue;
+    const auto &tt = vi.type().tensor_type();
+    if (!vi.type().has_tensor_type() || !tt.has_shape())
+      return fileError() << "graph input '" << vi.name()
+                         << "' is not a tensor with a shape",
+             failure();
+    Type et = elementTypeOf(ctx, tt.elem_type());
+    if (!et)
+      return fileError() << "graph input '" << vi.name()
+                         << "' has unsupported element type " << tt.elem_type(),
+             failure();
+    SmallVector<int64_t> dims;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      if (dim.has_dim_value() && dim.dim_value() > 0) {
+        int64_t fixed = dim.dim_value();
+        int64_t asked = d == 0 ? opts.batch : d == 1 ? opts.seq : 0;
+        if (asked && asked != fixed)
+          return fileError() << "graph input '" << vi.name() << "' fixes dim "
+                             << d << " at " << fixed << " but --"
+                             << (d == 0 ? "batch" : "seq") << " " << asked
+                             << " was given; re-export the model with a "
+                                "dynamic dim or drop the flag",
+                 failure();
+        dims.push_back(fixed);
+        continue;
+      }
+      int64_t v = d == 0 ? opts.batch : d == 1 ? opts.seq : 0;
+      if (v <= 0)
+        return fileError() << "graph input '" << vi.name() << "' dim " << d
+                           << " is dynamic ('" << dim.dim_param()
+                           << "') and cannot be resolved; pass --batch "
+                              "(dim 0) and --seq (dim 1)",
+               failure();
+      dims.push_back(v);
+    }
+    types.push_back(RankedTensorType::get(dims, et));
+    names.push_back(vi.name());
+  }
+  return success();
+}
+
+LogicalResult Importer::importInitializers() {
+  for (const auto &init : model.graph().initializer()) {
+    auto type = tensorTypeOf(init, "initializer");
+    if (failed(type))
+      return failure();
+    Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
+    bool isFloat = isa<FloatType>(type->getElementType());
+    if (!isFloat || type->getRank() == 0) {
+      // Integers and scalars are constants of the graph, not parameters.
+      auto value = readTensor(init, "initializer");
+      if (failed(value))
+        return failure();
+      values[init.name()] = b.create<ConstantOp>(l, *value).getResult();
+      known[values[init.name()]] = *value;
+      continue;
+    }
+    bool trainable = haveWeightsFile ? weightByInit.count(init.name()) > 0
+                                     : !isKnownBuffer(init.name());
+    if (trainableRe && trainableRe->match(init.name()))
+      trainable = true;
+    if (frozenRe && frozenRe->match(init.name()))
+      trainable = false;
+    SmallVector<NamedAttribute> attrs{named("name", b.getStringAttr(init.name()))};
+    if (trainable)
+      attrs.push_back(named("trainable", b.getUnitAttr()));
+    WeightSource source = WeightSource::Inline;
+    if (auto it = weightByInit.find(init.name()); it != weightByInit.end()) {
+      source = WeightSource::Safetensors;
+      attrs.push_back(named("file", b.getStringAttr(opts.weightsPath)));
+      attrs.push_back(named("offset", b.getI64IntegerAttr(it->second->offset)));
+      attrs.push_back(named("length", b.getI64IntegerAttr(it->second->length)));
+    } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
+      source = WeightSource::External;
+      std::string location;
+      int64_t offset = 0, length = type->getNumElements() * bytesOf(type->getElementType());
+      for (const auto &kv : init.external_data()) {
+        if (kv.key() == "location") location = kv.value();
+        else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
+        else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+      }
+      if (location.empty())
+        return fileError() << "initializer '" << init.name()
+                           << "' has external data without a location",
+               failure();
+      attrs.push_back(named("file", b.getStringAttr(baseDir.empty() ? location : baseDir + "/" + location)));
+      attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
+      attrs.push_back(named("length", b.getI64IntegerAttr(length)));
+    } else {
+      attrs.push_back(named("file", b.getStringAttr(file)));
+      int64_t bytes = type->getNumElements() * bytesOf(type->getElementType());
+      if (!trainable && bytes <= kMaxFrozenValueBytes) {
+        auto value = readTensor(init, "initializer");
+        if (failed(value))
+          return failure();
+        attrs.push_back(named("value", *value));
+      }
+    }
+    attrs.push_back(named("source", WeightSourceAttr::get(&ctx, source)));
+    OperationState st(l, WeightOp::getOperationName());
+    st.addAttributes(attrs);
+    st.addTypes(*type);
+    Operation *op = b.create(st);
+    values[init.name()] = op->getResult(0);
+    if (auto w = cast<WeightOp>(op); w.getValue())
+      known[op->getResult(0)] = *w.getValue();
+  }
+  return success();
+}
+
+LogicalResult Importer::needInputs(int min, int max) {
+  int n = node->input_size();
+  while (n > 0 && node->input(n - 1).empty())
+    --n;
+  if (n < min || n > max) {
+    nodeError() << "takes " << min << (min == max ? "" : " to " + std::to_string(max))
+                << " inputs, got " << n;
+    return failure();
+  }
+  for (int i = 0; i < n; ++i)
+    if (!node->input(i).empty() && !values.count(node->input(i))) {
+      nodeError() << "input '" << node->input(i)
+                  << "' is not defined before this node";
+      return failure();
+    }
+  return success();
+}
+
+FailureOr<int64_t> Importer::attrInt(StringRef name,
+                                     std::optional<int64_t> dflt) {
+  if (const auto *a = attr(name)) {
+    if (a->type() != onnx::AttributeProto::INT)
+      return nodeError() << "attribute '" << name << "' must be an int", failure();
+    return a->i();
+  }
+  if (!dflt)
+    return nodeError() << "needs attribute '" << name << "'", failure();
+  return *dflt;
+}
+
+FailureOr<float> Importer::attrFloat(StringRef name, float dflt) {
+  if (const auto *a = attr(name)) {
+    if (a->type() != onnx::AttributeProto::FLOAT)
+      return nodeError() << "attribute '" << name << "' must be a float", failure();
+    return a->f();
+  }
+  return dflt;
+}
+
+FailureOr<std::string> Importer::attrString(StringRef name, StringRef dflt) {
+  if (const auto *a = attr(name)) {
+    if (a->type() != onnx::AttributeProto::STRING)
+      return nodeError() << "attribute '" << name << "' must be a string", failure();
+    return a->s();
+  }
+  return dflt.str();
+}
+
+std::optional<SmallVector<int64_t>> Importer::attrInts(StringRef name) {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<SmallVector<int64_t>> Importer::constInts(Value v, StringRef what) {
+  auto vals = getIntValues(known.lookup(v));
+  if (!vals)
+    return nodeError() << what << " must be a constant integer tensor; it "
+                          "depends on a graph input or a weight (static "
+                          "shapes from --batch/--seq make shape chains constant)",
+           failure();
+  return *vals;
+}
+
+FailureOr<SmallVector<int64_t>> Importer::axesFrom(StringRef name, int index,
+                                                   bool required) {
+  if (auto a = attrInts(name))
+    return *a;
+  if (Value v = in(index))
+    return constInts(v, ("input '" + name + "'").str());
+  if (required)
+    return nodeError() << "needs '" << name << "'", failure();
+  return SmallVector<int64_t>{};
+}
+
+FailureOr<Value> Importer::intConst(ArrayRef<int64_t> vals) {
+  auto type = RankedTensorType::get({int64_t(vals.size())}, b.getI64Type());
+  auto attr = DenseElementsAttr::get(type, vals);
+  auto c = b.create<ConstantOp>(loc, attr);
+  known[c] = attr;
+  return c.getResult();
+}
+
+template <typename OpTy>
+FailureOr<Operation *> Importer::make(ValueRange operands,
+                                      ArrayRef<NamedAttribute> attrs) {
+  OperationState st(loc, OpTy::getOperationName());
+  st.addOperands(operands);
+  st.addAttributes(attrs);
+  SmallVector<Type> types;
+  std::string why;
+  {
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      why = d.str();
+      return success();
+    });
+    if (failed(OpTy::inferReturnTypes(&ctx, loc, st.operands,
+                                      st.attributes.getDictionary(&ctx),
+                                      st.getRawProperties(), st.regions,
+                                      types)))
+      return nodeError() << why, failure();
+  }
+  st.addTypes(types);
+  return b.create(st);
+}
+
+template <typename OpTy>
+FailureOr<Operation *> Importer::makeTyped(ValueRange operands,
+                                           ArrayRef<NamedAttribute> attrs,
+                                           TypeRange types) {
+  OperationState st(loc, OpTy::getOperationName());
+  st.addOperands(operands);
+  st.addAttributes(attrs);
+  st.addTypes(types);
+  Operation *op = b.create(st);
+  std::string why;
+  {
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      why = d.str();
+      return success();
+    });
+    if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
+      return nodeError() << why, failure();
+  }
+  return op;
+}
+
+/// Maps the node's outputs to the op's results and records constant values.
+LogicalResult Importer::bind(FailureOr<Operation *> maybeOp) {
+  if (failed(maybeOp))
+    return failure();
+  Operation *op = *maybeOp;
+  int outputs = node->output_size();
+  for (int i = 0; i < outputs; ++i) {
+    if (node->output(i).empty())
+      continue;
+    if (i >= int(op->getNumResults()))
+      return nodeError() << "output " << i << " ('" << node->output(i)
+                         << "') is not supported",
+             failure();
+    values[node->output(i)] = op->getResult(i);
+  }
+  if (op->getNumResults() != 1)
+    return success();
+  SmallVector<Attribute> operands;
+  for (Value v : op->getOperands())
+    operands.push_back(known.lookup(v));
+  SmallVector<OpFoldResult> results;
+  if (succeeded(op->fold(operands, results)) && results.size() == 1) {
+    if (auto a = dyn_cast<Attribute>(results[0]))
+      known[op->getResult(0)] = a;
+    else if (Attribute a = known.lookup(cast<Value>(results[0])))
+      known[op->getResult(0)] = a;
+  }
+  return success();
+}
+
+LogicalResult Importer::importNode(const onnx::NodeProto &n) {
+  node = &n;
+  std::string name = n.name().empty() ? n.op_type() + "_" + (n.output_size() ? n.output(0) : "") : n.name();
+  loc = NameLoc::get(b.getStringAttr(name), fileLoc);
+  const std::string &t = n.op_type();
+  if (!n.domain().empty() && n.domain() != "ai.onnx")
+    return nodeError() << "domain '" << n.domain()
+                       << "' is not supported (only the default ONNX domain)",
+           failure();
+
+  auto unary = [&](auto tag) -> LogicalResult {
+    using OpTy = decltype(tag);
+    if (failed(needInputs(1, 1)))
+      return failure();
+    return bind(make<OpTy>({in(0)}));
+  };
+  auto binary = [&](auto tag) -> LogicalResult {
+    using OpTy = decltype(tag);
+    if (failed(needInputs(2, 2)))
+      return failure();
+    return bind(make<OpTy>({in(0), in(1)}));
+  };
+  // Max and Min take one or more inputs: a chain of binary ops.
+  auto variadic = [&](auto tag) -> LogicalResult {
+    using OpTy = decltype(tag);
+    if (failed(needInputs(1, 64)))
+      return failure();
+    if (n.input_size() == 1)
+      return bind(make<IdentityOp>({in(0)}));
+    FailureOr<Operation *> acc = make<OpTy>({in(0), in(1)});
+    for (int i = 2; i < n.input_size() && succeeded(acc); ++i)
+      acc = make<OpTy>({(*acc)->getResult(0), in(i)});
+    return bind(acc);
+  };
+  auto reduce = [&](auto tag, int axesInputOpset) -> LogicalResult {
+    using OpTy = decltype(tag);
+    if (failed(needInputs(1, 2)))
+      return failure();
+    auto axes = opset >= axesInputOpset ? axesFrom("axes", 1, false)
+                                        : FailureOr<SmallVector<int64_t>>(attrInts("axes").value_or(SmallVector<int64_t>{}));
+    auto keep = attrInt("keepdims", 1);
+    auto noop = attrInt("noop_with_empty_axes", 0);
+    if (failed(axes) || failed(keep) || failed(noop))
+      return failure();
+    if (axes->empty() && *noop)
+      return bind(make<IdentityOp>({in(0)}));
+    SmallVector<NamedAttribute> attrs{named("axes", b.getDenseI64ArrayAttr(*axes))};
+    if (*keep)
+      attrs.push_back(named("keepdims", b.getUnitAttr()));
+    return bind(make<OpTy>({in(0)}, attrs));
+  };
+
+  if (t == "Add") return binary(AddOp());
+  if (t == "Sub") return binary(SubOp());
+  if (t == "Mul") return binary(MulOp());
+  if (t == "Div") return binary(DivOp());
+  if (t == "Pow") return binary(PowOp());
+  if (t == "And") return binary(AndOp());
+  if (t == "Or") return binary(OrOp());
+  if (t == "Equal") return binary(EqualOp());
+  if (t == "Less") return binary(LessOp());
+  if (t == "LessOrEqual") return binary(LessOrEqualOp());
+  if (t == "Greater") return binary(GreaterOp());
+  if (t == "GreaterOrEqual") return binary(GreaterOrEqualOp());
+  if (t == "MatMul") return binary(MatMulOp());
+  if (t == "Max") return variadic(MaxOp());
+  if (t == "Min") return variadic(MinOp());
+  if (t == "Sqrt") return unary(SqrtOp());
+  if (t == "Reciprocal") return unary(ReciprocalOp());
+  if (t == "Neg") return unary(NegOp());
+  if (t == "Exp") return unary(ExpOp());
+  if (t == "Log") return unary(LogOp());
+  if (t == "Tanh") return unary(TanhOp());
+  if (t == "Sigmoid") return unary(SigmoidOp());
+  if (t == "Erf") return unary(ErfOp());
+  if (t == "Cos") return unary(CosOp());
+  if (t == "Sin") return unary(SinOp());
+  if (t == "Not") return unary(NotOp());
+  if (t == "Identity") return unary(IdentityOp());
+  if (t == "ReduceMean") return reduce(ReduceMeanOp(), 18);
+  if (t == "ReduceMax") return reduce(ReduceMaxOp(), 18);
+  if (t == "ReduceSum") return reduce(ReduceSumOp(), 13);
+
+  if (t == "Constant") {
+    if (failed(needInputs(0, 0)))
+      return failure();
+    Attribute value;
+    if (const auto *a = attr("value")) {
+      auto v = readTensor(a->t(), "Constant value");
+      if (failed(v))
+        return failure();
+      value = *v;
+    } else if (const auto *a = attr("value_float")) {
+      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), a->f());
+    } else if (const auto *a = attr("value_floats")) {
+      SmallVector<float> v(a->floats().begin(), a->floats().end());
+      value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, b.getF32Type()), ArrayRef<float>(v));
+    } else if (const auto *a = attr("value_int")) {
+      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(a->i()));
+    } else if (const auto *a = attr("value_ints")) {
+      SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
+      value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, b.getI64Type()), ArrayRef<int64_t>(v));
+    } else {
+      return nodeError() << "only tensor, float(s) and int(s) values are supported",
+             failure();
+    }
+    return bind(make<ConstantOp>({}, {named("value", value)}));
+  }
+  if (t == "Cast") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    auto to = attrInt("to", std::nullopt);
+    if (failed(to))
+      return failure();
+    Type et = elementTypeOf(ctx, *to);
+    if (!et)
+      return nodeError() << "cannot cast to data type " << *to, failure();
+    return bind(make<CastOp>({in(0)}, {named("to", TypeAttr::get(et))}));
+  }
+  if (t == "CastLike") return binary(CastLikeOp());
+  if (t == "Dropout") {
+    if (failed(needInputs(1, 3)))
+      return failure();
+    if (n.output_size() > 1 && !n.output(1).empty())
+      return nodeError() << "the mask output of Dropout is not supported", failure();
+    double ratio = 0.5;
+    bool training = false;
+    if (Value r = in(1)) {
+      auto v = getFloatValues(known.lookup(r));
+      if (!v)
+        return nodeError() << "ratio must be a constant", failure();
+      ratio = (*v)[0];
+    }
+    if (Value m = in(2)) {
+      auto v = getIntValues(known.lookup(m));
+      if (!v)
+        return nodeError() << "training_mode must be a constant", failure();
+      training = (*v)[0] != 0;
+    }
+    SmallVector<NamedAttribute> attrs{named("ratio", b.getF32FloatAttr(ratio))};
+    if (training)
+      attrs.push_back(named("training", b.getUnitAttr()));
+    return bind(make<DropoutOp>({in(0)}, attrs));
+  }
+  if (t == "Where") {
+    if (failed(needInputs(3, 3)))
+      return failure();
+    return bind(make<WhereOp>({in(0), in(1), in(2)}));
+  }
+  if (t == "Gelu") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    auto approx = attrString("approximate", "none");
+    if (failed(approx))
+      return failure();
+    if (*approx != "none" && *approx != "tanh")
+      return nodeError() << "approximate must be 'none' or 'tanh', got '" << *approx << "'", failure();
+    SmallVector<NamedAttribute> attrs;
+    if (*approx == "tanh")
+      attrs.push_back(named("tanh", b.getUnitAttr()));
+    return bind(make<GeluOp>({in(0)}, attrs));
+  }
+  if (t == "Gemm") {
+    if (failed(needInputs(2, 3)))
+      return failure();
+    auto ta = attrInt("transA", 0), tb = attrInt("transB", 0);
+    auto alpha = attrFloat("alpha", 1.0f), beta = attrFloat("beta", 1.0f);
+    if (failed(ta) || failed(tb) || failed(alpha) || failed(beta))
+      return failure();
+    if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1))
+      return nodeError() << "transA and transB must be 0 or 1, got " << *ta
+                         << " and " << *tb, failure();
+    SmallVector<NamedAttribute> attrs{named("alpha", b.getF32FloatAttr(*alpha)),
+                                      named("beta", b.getF32FloatAttr(*beta))};
+    if (*ta) attrs.push_back(named("transA", b.getUnitAttr()));
+    if (*tb) attrs.push_back(named("transB", b.getUnitAttr()));
+    SmallVector<Value> operands{in(0), in(1)};
+    if (Value c = in(2))
+      operands.push_back(c);
+    return bind(make<GemmOp>(operands, attrs));
+  }
+  if (t == "Softmax" || t == "LogSoftmax") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    auto axis = attrInt("axis", -1);
+    if (failed(axis))
+      return failure();
+    auto attrs = {named("axis", b.getI64IntegerAttr(*axis))};
+    return bind(t == "Softmax" ? make<SoftmaxOp>({in(0)}, attrs)
+                               : make<LogSoftmaxOp>({in(0)}, attrs));
+  }
+  if (t == "LayerNormalization") {
+    if (failed(needInputs(2, 3)))
+      return failure();
+    for (int i = 1; i < n.output_size(); ++i)
+      if (!n.output(i).empty())
+        return nodeError() << "only output Y is supported (Mean and InvStdDev are not)", failure();
+    auto axis = attrInt("axis", -1);
+    auto eps = attrFloat("epsilon", 1e-5f);
+    if (failed(axis) || failed(eps))
+      return failure();
+    SmallVector<Value> operands{in(0), in(1)};
+    if (Value bias = in(2))
+      operands.push_back(bias);
+    return bind(make<LayerNormalizationOp>(
+        operands, {named("axis", b.getI64IntegerAttr(*axis)),
+                   named("epsilon", b.getF32FloatAttr(*eps))}));
+  }
+  if (t == "CumSum") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto axis = constInts(in(1), "input 'axis'");
+    auto excl = attrInt("exclusive", 0), rev = attrInt("reverse", 0);
+    if (failed(axis) || failed(excl) || failed(rev))
+      return failure();
+    SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr((*axis)[0]))};
+    if (*excl) attrs.push_back(named("exclusive", b.getUnitAttr()));
+    if (*rev) attrs.push_back(named("reverse", b.getUnitAttr()));
+    return bind(make<CumSumOp>({in(0)}, attrs));
+  }
+  if (t == "Trilu") {
+    if (failed(needInputs(1, 2)))
+      return failure();
+    int64_t k = 0;
+    if (Value kv = in(1)) {
+      auto v = constInts(kv, "input 'k'");
+      if (failed(v))
+        return failure();
+      k = (*v)[0];
+    }
+    auto upper = attrInt("upper", 1);
+    if (failed(upper))
+      return failure();
+    SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr(k))};
+    if (*upper) attrs.push_back(named("upper", b.getUnitAttr()));
+    return bind(make<TriluOp>({in(0)}, attrs));
+  }
+  if (t == "SoftmaxCrossEntropyLoss") {
+    if (failed(needInputs(2, 3)))
+      return failure();
+    if (in(2))
+      return nodeError() << "class weights are not supported", failure();
+    if (n.output_size() > 1 && !n.output(1).empty())
+      return nodeError() << "the log_prob output is not supported", failure();
+    auto red = attrString("reduction", "mean");
+    if (failed(red))
+      return failure();
+    SmallVector<NamedAttribute> attrs{named("reduction", b.getStringAttr(*red))};
+    if (attr("ignore_index")) {
+      auto ii = attrInt("ignore_index", 0);
+      if (failed(ii))
+        return failure();
+      attrs.push_back(named("ignore_index", b.getI64IntegerAttr(*ii)));
+    }
+    return bind(make<SoftmaxCrossEntropyLossOp>({in(0), in(1)}, attrs));
+  }
+  if (t == "Transpose") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    SmallVector<int64_t> perm;
+    if (auto p = attrInts("perm")) {
+      perm = *p;
+    } else {
+      for (int64_t d = typeOf(in(0)).getRank() - 1; d >= 0; --d)
+        perm.push_back(d);
+    }
+    return bind(make<TransposeOp>({in(0)}, {named("perm", b.getDenseI64ArrayAttr(perm))}));
+  }
+  if (t == "Unsqueeze" || t == "Squeeze") {
+    if (failed(needInputs(1, 2)))
+      return failure();
+    auto axes = axesFrom("axes", 1, t == "Unsqueeze");
+    if (failed(axes))
+      return failure();
+    auto attrs = {named("axes", b.getDenseI64ArrayAttr(*axes))};
+    return bind(t == "Unsqueeze" ? make<UnsqueezeOp>({in(0)}, attrs)
+                                 : make<SqueezeOp>({in(0)}, attrs));
+  }
+  if (t == "Flatten") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    auto axis = attrInt("axis", 1);
+    if (failed(axis))
+      return failure();
+    return bind(make<FlattenOp>({in(0)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+  }
+  if (t == "Concat") {
+    if (failed(needInputs(1, 1 << 16)))
+      return failure();
+    auto axis = attrInt("axis", std::nullopt);
+    if (failed(axis))
+      return failure();
+    SmallVector<Value> operands;
+    for (int i = 0; i < n.input_size(); ++i)
+      operands.push_back(in(i));
+    return bind(make<ConcatOp>(operands, {named("axis", b.getI64IntegerAttr(*axis))}));
+  }
+  if (t == "Split" || t == "SplitToSequence") {
+    bool seq = t == "SplitToSequence";
+    if (failed(needInputs(1, 2)))
+      return failure();
+    auto axisAttr = attrInt("axis", 0);
+    if (failed(axisAttr))
+      return failure();
+    auto type = typeOf(in(0));
+    auto axis = normalizeAxis(*axisAttr, type.getRank());
+    if (!axis)
+      return nodeError() << "axis " << *axisAttr << " is out of range", failure();
+    int64_t dim = type.getDimSize(*axis);
+    SmallVector<int64_t> sizes;
+    if (auto s = attrInts("split")) {
+      sizes = *s;
+    } else if (Value sv = in(1)) {
+      auto s = constInts(sv, "input 'split'");
+      if (failed(s))
+        return failure();
+      sizes = *s;
+      // SplitToSequence with a scalar split: chunks of that size.
+      if (seq && typeOf(sv).getRank() == 0) {
+        int64_t chunk = sizes[0];
+        sizes.clear();
+        for (int64_t left = dim; left > 0; left -= chunk)
+          sizes.push_back(std::min(chunk, left));
+      }
+    } else {
+      int64_t parts = seq ? dim : n.output_size();
+      if (auto no = attr("num_outputs"))
+        parts = no->i();
+      if (parts <= 0)
+        return nodeError() << "cannot split into " << parts << " parts", failure();
+      int64_t chunk = (dim + parts - 1) / parts;
+      for (int64_t left = dim; left > 0; left -= chunk)
+        sizes.push_back(std::min(chunk, left));
+    }
+    SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr(*axisAttr)),
+                                      named("sizes", b.getDenseI64ArrayAttr(sizes))};
+    if (!seq)
+      return bind(make<SplitOp>({in(0)}, attrs));
+    auto keep = attrInt("keepdims", 1);
+    if (failed(keep))
+      return failure();
+    if (!*keep && !in(1))
+      attrs.push_back(named("squeeze", b.getUnitAttr()));
+    return bind(make<SplitToSequenceOp>({in(0)}, attrs));
+  }
+  if (t == "SequenceAt") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    if (!isa<SequenceType>(in(0).getType()))
+      return nodeError() << "input 0 is not a sequence", failure();
+    auto pos = constInts(in(1), "input 'position'");
+    if (failed(pos))
+      return failure();
+    return bind(make<SequenceAtOp>({in(0)}, {named("position", b.getI64IntegerAttr((*pos)[0]))}));
+  }
+  if (t == "Gather") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto axis = attrInt("axis", 0);
+    if (failed(axis))
+      return failure();
+    return bind(make<GatherOp>({in(0), in(1)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+  }
+  if (t == "GatherND") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto bd = attrInt("batch_dims", 0);
+    if (failed(bd))
+      return failure();
+    return bind(make<GatherNDOp>({in(0), in(1)}, {named("batch_dims", b.getI64IntegerAttr(*bd))}));
+  }
+  if (t == "Shape") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    int64_t rank = typeOf(in(0)).getRank();
+    auto start = attrInt("start", 0), end = attrInt("end", rank);
+    if (failed(start) || failed(end))
+      return failure();
+    int64_t s = std::clamp<int64_t>(*start < 0 ? *start + rank : *start, 0, rank);
+    int64_t e = std::clamp<int64_t>(*end < 0 ? *end + rank : *end, s, rank);
+    return bind(make<ShapeOp>({in(0)}, {named("start", b.getI64IntegerAttr(s)),
+                                        named("end", b.getI64IntegerAttr(e))}));
+  }
+  if (t == "Size") return unary(SizeOp());
+
+  // Value-shaped ops: the result shape comes from a constant operand.
+  std::string err;
+  Shape out;
+  auto typed = [&](auto tag, ValueRange operands, ArrayRef<NamedAttribute> attrs,
+                   Type elementType) -> LogicalResult {
+    using OpTy = decltype(tag);
+    return bind(makeTyped<OpTy>(operands, attrs,
+                                {RankedTensorType::get(out, elementType)}));
+  };
+  if (t == "Reshape") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto shape = constInts(in(1), "input 'shape'");
+    auto allowzero = attrInt("allowzero", 0);
+    if (failed(shape) || failed(allowzero))
+      return failure();
+    if (!reshapeShape(typeOf(in(0)).getShape(), *shape, *allowzero, out, err))
+      return nodeError() << err, failure();
+    SmallVector<NamedAttribute> attrs;
+    if (*allowzero)
+      attrs.push_back(named("allowzero", b.getUnitAttr()));
+    return typed(ReshapeOp(), {in(0), in(1)}, attrs, typeOf(in(0)).getElementType());
+  }
+  if (t == "Expand") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto shape = constInts(in(1), "input 'shape'");
+    if (failed(shape))
+      return failure();
+    if (!broadcastShapes(typeOf(in(0)).getShape(), *shape, out, err))
+      return nodeError() << err, failure();
+    return typed(ExpandOp(), {in(0), in(1)}, {}, typeOf(in(0)).getElementType());
+  }
+  if (t == "Tile") {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    auto reps = constInts(in(1), "input 'repeats'");
+    if (failed(reps))
+      return failure();
+    if (!tileShape(typeOf(in(0)).getShape(), *reps, out, err))
+      return nodeError() << err, failure();
+    return typed(TileOp(), {in(0), in(1)}, {}, typeOf(in(0)).getElementType());
+  }
+  if (t == "Slice") {
+    if (failed(needInputs(3, 5)))
+      return failure();
+    auto starts = constInts(in(1), "input 'starts'");
+    auto ends = constInts(in(2), "input 'ends'");
+    if (failed(starts) || failed(ends))
+      return failure();
+    SmallVector<int64_t> axes, steps(starts->size(), 1);
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+    Value axesV = in(3), stepsV = in(4);
+    if (axesV) {
+      auto a = constInts(axesV, "input 'axes'");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    } else {
+      axesV = *intConst(axes);
+    }
+    if (stepsV) {
+      auto s = constInts(stepsV, "input 'steps'");
+      if (failed(s))
+        return failure();
+      steps = *s;
+    } else {
+      stepsV = *intConst(steps);
+    }
+    SliceParams p;
+    if (!sliceShape(typeOf(in(0)).getShape(), *starts, *ends, axes, steps, p, err))
+      return nodeError() << err, failure();
+    out = p.size;
+    return typed(SliceOp(), {in(0), in(1), in(2), axesV, stepsV}, {},
+                 typeOf(in(0)).getElementType());
+  }
+  if (t == "Pad") {
+    if (failed(needInputs(2, 4)))
+      return failure();
+    auto mode = attrString("mode", "constant");
+    if (failed(mode))
+      return failure();
+    if (*mode != "constant")
+      return nodeError() << "only mode 'constant' is supported, got '" << *mode << "'", failure();
+    auto pads = constInts(in(1), "input 'pads'");
+    if (failed(pads))
+      return failure();
+    auto type = typeOf(in(0));
+    int64_t rank = type.getRank();
+    SmallVector<int64_t> full(*pads);
+    Value padsV = in(1);
+    if (Value axesV = in(3)) {
+      auto axes = constInts(axesV, "input 'axes'");
+      if (failed(axes))
+        return failure();
+      if (pads->size() != 2 * axes->size())
+        return nodeError() << "pads must have two values per axis", failure();
+      full.assign(2 * rank, 0);
+      for (size_t i = 0; i < axes->size(); ++i) {
+        auto ax = normalizeAxis((*axes)[i], rank);
+        if (!ax)
+          return nodeError() << "pad axis out of range", failure();
+        full[*ax] = (*pads)[i];
+        full[*ax + rank] = (*pads)[i + axes->size()];
+      }
+      padsV = *intConst(full);
+    }
+    if (!padShape(type.getShape(), full, out, err))
+      return nodeError() << err, failure();
+    Value value = in(2);
+    if (!value) {
+      auto vt = RankedTensorType::get({}, type.getElementType());
+      Attribute zero = isa<FloatType>(type.getElementType())
+                           ? DenseElementsAttr::get(vt, b.getFloatAttr(type.getElementType(), 0.0))
+                           : DenseElementsAttr::get(vt, b.getIntegerAttr(type.getElementType(), 0));
+      auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(zero));
+      known[c] = zero;
+      value = c;
+    }
+    return typed(PadOp(), {in(0), padsV, value}, {}, type.getElementType());
+  }
+  if (t == "Range") {
+    if (failed(needInputs(3, 3)))
+      return failure();
+    SmallVector<double> v;
+    for (int i = 0; i < 3; ++i) {
+      auto f = getFloatValues(known.lookup(in(i)));
+      if (!f || f->size() != 1)
+        return nodeError() << "start, limit and delta must be constant scalars", failure();
+      v.push_back((*f)[0]);
+    }
+    int64_t len;
+    if (!rangeLength(v[0], v[1], v[2], len, err))
+      return nodeError() << err, failure();
+    out = {len};
+    return typed(RangeOp(), {in(0), in(1), in(2)}, {}, typeOf(in(0)).getElementType());
+  }
+  if (t == "ConstantOfShape") {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    auto shape = constInts(in(0), "input 'shape'");
+    if (failed(shape))
+      return failure();
+    Attribute value = DenseElementsAttr::get(RankedTensorType::get({1}, b.getF32Type()), 0.0f);
+    if (const auto *a = attr("value")) {
+      auto v = readTensor(a->t(), "ConstantOfShape value");
+      if (failed(v))
+        return failure();
+      value = *v;
+    }
+    out.assign(shape->begin(), shape->end());
+    return typed(ConstantOfShapeOp(), {in(0)}, {named("value", value)},
+                 cast<ElementsAttr>(value).getElementType());
+  }
+  return nodeError() << "op type '" << t << "' (opset " << opset
+                     << ") is not supported; supported: " << kSupportedOps,
+         failure();
+}
+
+LogicalResult Importer::importOutputs(func::FuncOp func) {
+  SmallVector<Value> results;
+  SmallVector<Type> types;
+  SmallVector<Attribute> attrs;
+  bool haveLoss = false;
+  for (const auto &o : model.graph().output()) {
+    Value v = values.lookup(o.name());
+    if (!v)
+      return fileError() << "graph output '" << o.name()
+                         << "' is not produced by any node",
+             failure();
+    results.push_back(v);
+    types.push_back(v.getType());
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    bool isLoss = !haveLoss && type && type.getRank() == 0 &&
+                  isa<FloatType>(type.getElementType());
+    haveLoss |= isLoss;
+    SmallVector<NamedAttribute> a{named("train.name", b.getStringAttr(o.name()))};
+    if (isLoss)
+      a.push_back(named("train.loss", b.getUnitAttr()));
+    attrs.push_back(b.getDictionaryAttr(a));
+  }
+  if (!haveLoss)
+    return fileError() << "the graph has no loss output (a scalar floating "
+                          "output); export a module that returns the loss",
+           failure();
+  b.create<func::ReturnOp>(fileLoc, results);
+  func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
+  func.setAllResultAttrs(attrs);
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run() {
+  if (failed(readModel()) || failed(checkVersions()) ||
+      failed(readTrainableSet()))
+    return nullptr;
+  OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
+  (*module)->setAttr("train.model", b.getStringAttr(file));
+  SmallVector<Type> inputTypes;
+  SmallVector<std::string> inputNames;
+  if (failed(importInputs(inputTypes, inputNames)))
+    return nullptr;
+  b.setInsertionPointToEnd(module->getBody());
+  auto func = b.create<func::FuncOp>(fileLoc, "model",
+                                     b.getFunctionType(inputTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (size_t i = 0; i < inputNames.size(); ++i) {
+    func.setArgAttr(i, "train.name", b.getStringAttr(inputNames[i]));
+    values[inputNames[i]] = body->getArgument(i);
+  }
+  b.setInsertionPointToEnd(body);
+  if (failed(importInitializers()))
+    return nullptr;
+  for (const auto &n : model.graph().node())
+    if (failed(importNode(n)))
+      return nullptr;
+  if (failed(importOutputs(func)))
+    return nullptr;
+  return module;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &context,
+                                      const ImportOptions &options) {
+  context.loadDialect<TrainDialect, func::FuncDialect>();
+  for (const std::string *re : {&options.trainableRegex, &options.frozenRegex}) {
+    std::string why;
+    if (!re->empty() && !llvm::Regex(*re).isValid(why)) {
+      emitError(UnknownLoc::get(&context))
+          << "invalid regular expression '" << *re << "': " << why;
+      return nullptr;
+    }
+  }
+  Importer importer(context, options);
+  return importer.run();
+}
+
+} // namespace mt

@@ -1,0 +1,79 @@
+//===- Summary.cpp - what the compiler understood of a model --------------===//
+#include "compiler/Summary.h"
+
+#include "dialects/Train/IR/TrainOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mt::train;
+
+void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t parameters = 0;
+  llvm::json::Array trainable, frozen, inputs;
+  std::map<std::string, int64_t> fused, primitive;
+  int64_t layers = 0;
+  llvm::StringSet<> templates;
+
+  module.walk([&](Operation *op) {
+    if (auto w = dyn_cast<WeightOp>(op)) {
+      if (w.getTrainable()) {
+        trainable.push_back(w.getName());
+        parameters += w.getType().getNumElements();
+      } else {
+        frozen.push_back(w.getName());
+      }
+      return;
+    }
+    if (auto call = dyn_cast<func::CallOp>(op)) {
+      if (call->hasAttr("train.layer")) {
+        ++layers;
+        templates.insert(call.getCallee());
+      }
+      return;
+    }
+    if (!isa<TrainDialect>(op->getDialect()) || isa<ConstantOp>(op))
+      return;
+    StringRef name = op->getName().stripDialect();
+    bool isFused = isa<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp,
+                       AttentionOp, ActivationOp, GatedActivationOp,
+                       CrossEntropyOp>(op);
+    ++(isFused ? fused : primitive)[name.str()];
+  });
+
+  if (auto model = module.lookupSymbol<func::FuncOp>("model")) {
+    for (BlockArgument arg : model.getArguments()) {
+      llvm::json::Object in;
+      auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+      auto role = model.getArgAttrOfType<InputRoleAttr>(arg.getArgNumber(), "train.role");
+      in["name"] = name ? name.getValue().str() : "";
+      in["role"] = stringifyInputRole(role ? role.getValue() : InputRole::Other).str();
+      llvm::json::Array shape;
+      for (int64_t d : cast<RankedTensorType>(arg.getType()).getShape())
+        shape.push_back(d);
+      in["shape"] = std::move(shape);
+      inputs.push_back(std::move(in));
+    }
+  }
+
+  auto counts = [](const std::map<std::string, int64_t> &m) {
+    llvm::json::Object o;
+    for (const auto &[k, v] : m)
+      o[k] = v;
+    return o;
+  };
+  llvm::json::Object summary{
+      {"parameters", parameters},
+      {"trainable", std::move(trainable)},
+      {"frozen", std::move(frozen)},
+      {"layers", layers},
+      {"templates", int64_t(templates.size())},
+      {"inputs", std::move(inputs)},
+      {"fused", counts(fused)},
+      {"primitive", counts(primitive)},
+  };
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(summary))) << "\n";
+}

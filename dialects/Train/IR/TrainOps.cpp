@@ -1,0 +1,725 @@
+//===- TrainOps.cpp - type inference, verifiers and folds of train ops ----===//
+#include "dialects/Train/IR/TrainOps.h"
+
+#include "dialects/Train/IR/ConstEval.h"
+#include "dialects/Train/IR/ShapeInference.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mt::train;
+
+namespace {
+
+RankedTensorType rankedType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// A type-inference error under construction: `return fail(loc, "x") << y;`
+/// reports at `loc` when a location was given and fails either way.
+class Failure {
+public:
+  Failure(std::optional<Location> loc, const Twine &msg)
+      : loc(loc), msg(msg.str()) {}
+  template <typename T> Failure &operator<<(const T &v) {
+    llvm::raw_string_ostream(msg) << v;
+    return *this;
+  }
+  operator LogicalResult() const { return emitOptionalError(loc, msg); }
+
+private:
+  std::optional<Location> loc;
+  std::string msg;
+};
+
+Failure fail(std::optional<Location> loc, const Twine &msg) {
+  return Failure(loc, msg);
+}
+
+/// result = tensor<shape x elementType>.
+LogicalResult push(SmallVectorImpl<Type> &types, ArrayRef<int64_t> shape,
+                   Type elementType) {
+  types.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+LogicalResult sameAs(SmallVectorImpl<Type> &types, Value v) {
+  types.push_back(v.getType());
+  return success();
+}
+
+/// Values of `v` when it is defined by a constant.
+std::optional<SmallVector<int64_t>> constInts(Value v) {
+  Attribute attr;
+  if (!matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  return getIntValues(attr);
+}
+
+LogicalResult checkResult(Operation *op, ArrayRef<int64_t> expected) {
+  auto actual = cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  if (actual != expected)
+    return op->emitOpError("result shape ")
+           << shapeStr(actual) << " differs from the inferred "
+           << shapeStr(expected);
+  return success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Weights and constants
+//===----------------------------------------------------------------------===//
+
+LogicalResult WeightOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  bool located = getSource() == WeightSource::External ||
+                 getSource() == WeightSource::Safetensors;
+  if (located && (!getFile() || !getOffset() || !getLength()))
+    return emitOpError("of source ")
+           << stringifyWeightSource(getSource())
+           << " needs file, offset and length";
+  if (getValue()) {
+    if (getTrainable())
+      return emitOpError("is trainable and must not carry its value");
+    if (cast<ShapedType>(getValue()->getType()) != getType())
+      return emitOpError("value type differs from the result type");
+  }
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor a,
+                                           SmallVectorImpl<Type> &types) {
+  auto type = dyn_cast<RankedTensorType>(a.getValue().getType());
+  if (!type)
+    return fail(loc, "constant value must be a ranked tensor");
+  types.push_back(type);
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+//===----------------------------------------------------------------------===//
+// Type inference
+//===----------------------------------------------------------------------===//
+
+#define MT_INFER(OP)                                                           \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                        \
+                                     std::optional<Location> loc, Adaptor a,  \
+                                     SmallVectorImpl<Type> &types)
+
+#define MT_INFER_SAME(OP)                                                      \
+  MT_INFER(OP) { return sameAs(types, a.getInput()); }
+
+MT_INFER_SAME(SqrtOp)
+MT_INFER_SAME(ReciprocalOp)
+MT_INFER_SAME(NegOp)
+MT_INFER_SAME(ExpOp)
+MT_INFER_SAME(LogOp)
+MT_INFER_SAME(TanhOp)
+MT_INFER_SAME(SigmoidOp)
+MT_INFER_SAME(ErfOp)
+MT_INFER_SAME(CosOp)
+MT_INFER_SAME(SinOp)
+MT_INFER_SAME(NotOp)
+MT_INFER_SAME(IdentityOp)
+MT_INFER_SAME(GeluOp)
+MT_INFER_SAME(DropoutOp)
+MT_INFER_SAME(CumSumOp)
+MT_INFER_SAME(TriluOp)
+MT_INFER_SAME(ActivationOp)
+
+static LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs,
+                                    Value rhs, Type elementType,
+                                    SmallVectorImpl<Type> &types) {
+  auto l = rankedType(lhs), r = rankedType(rhs);
+  if (l.getElementType() != r.getElementType())
+    return fail(loc, "operand element types differ: ")
+           << l.getElementType() << " and " << r.getElementType();
+  Shape out;
+  std::string err;
+  if (!broadcastShapes(l.getShape(), r.getShape(), out, err))
+    return fail(loc, err);
+  return push(types, out, elementType ? elementType : l.getElementType());
+}
+
+#define MT_INFER_BINARY(OP)                                                    \
+  MT_INFER(OP) {                                                               \
+    return inferBroadcast(loc, a.getLhs(), a.getRhs(), Type(), types);         \
+  }
+#define MT_INFER_COMPARE(OP)                                                   \
+  MT_INFER(OP) {                                                               \
+    return inferBroadcast(loc, a.getLhs(), a.getRhs(),                         \
+                          IntegerType::get(ctx, 1), types);                    \
+  }
+MT_INFER_BINARY(AddOp)
+MT_INFER_BINARY(SubOp)
+MT_INFER_BINARY(MulOp)
+MT_INFER_BINARY(DivOp)
+MT_INFER_BINARY(MaxOp)
+MT_INFER_BINARY(MinOp)
+MT_INFER_BINARY(AndOp)
+MT_INFER_BINARY(OrOp)
+MT_INFER_COMPARE(EqualOp)
+MT_INFER_COMPARE(LessOp)
+MT_INFER_COMPARE(LessOrEqualOp)
+MT_INFER_COMPARE(GreaterOp)
+MT_INFER_COMPARE(GreaterOrEqualOp)
+
+MT_INFER(PowOp) {
+  // Pow's exponent may have another element type; the result follows the base.
+  Shape out;
+  std::string err;
+  auto l = rankedType(a.getLhs());
+  if (!broadcastShapes(l.getShape(), rankedType(a.getRhs()).getShape(), out,
+                       err))
+    return fail(loc, err);
+  return push(types, out, l.getElementType());
+}
+
+MT_INFER(WhereOp) {
+  auto x = rankedType(a.getX()), y = rankedType(a.getY());
+  if (x.getElementType() != y.getElementType())
+    return fail(loc, "where branches differ in element type");
+  Shape xy, out;
+  std::string err;
+  if (!broadcastShapes(x.getShape(), y.getShape(), xy, err) ||
+      !broadcastShapes(rankedType(a.getCondition()).getShape(), xy, out, err))
+    return fail(loc, err);
+  return push(types, out, x.getElementType());
+}
+
+MT_INFER(CastOp) {
+  return push(types, rankedType(a.getInput()).getShape(), a.getTo());
+}
+
+MT_INFER(CastLikeOp) {
+  return push(types, rankedType(a.getInput()).getShape(),
+              rankedType(a.getTarget()).getElementType());
+}
+
+MT_INFER(MatMulOp) {
+  auto l = rankedType(a.getLhs()), r = rankedType(a.getRhs());
+  if (l.getElementType() != r.getElementType())
+    return fail(loc, "matmul operand element types differ");
+  Shape out;
+  std::string err;
+  if (!matmulShape(l.getShape(), r.getShape(), out, err))
+    return fail(loc, err);
+  return push(types, out, l.getElementType());
+}
+
+MT_INFER(GemmOp) {
+  auto at = rankedType(a.getA()), bt = rankedType(a.getB());
+  if (at.getRank() != 2 || bt.getRank() != 2)
+    return fail(loc, "gemm operands must be 2-D");
+  int64_t m = at.getDimSize(a.getTransA() ? 1 : 0);
+  int64_t k = at.getDimSize(a.getTransA() ? 0 : 1);
+  int64_t k2 = bt.getDimSize(a.getTransB() ? 1 : 0);
+  int64_t n = bt.getDimSize(a.getTransB() ? 0 : 1);
+  if (k != k2)
+    return fail(loc, "gemm contraction dims differ: ") << k << " vs " << k2;
+  if (a.getC()) {
+    Shape out;
+    std::string err;
+    if (!broadcastShapes(rankedType(a.getC()).getShape(), {m, n}, out, err) ||
+        out != Shape{m, n})
+      return fail(loc, "gemm C does not broadcast to [")
+             << m << "," << n << "]";
+  }
+  return push(types, {m, n}, at.getElementType());
+}
+
+static LogicalResult inferAxisSame(std::optional<Location> loc, Value in,
+                                   int64_t axis,
+                                   SmallVectorImpl<Type> &types) {
+  if (!normalizeAxis(axis, rankedType(in).getRank()))
+    return fail(loc, "axis ") << axis << " is out of range";
+  return sameAs(types, in);
+}
+MT_INFER(SoftmaxOp) { return inferAxisSame(loc, a.getInput(), a.getAxis(), types); }
+MT_INFER(LogSoftmaxOp) { return inferAxisSame(loc, a.getInput(), a.getAxis(), types); }
+
+MT_INFER(LayerNormalizationOp) {
+  auto in = rankedType(a.getInput());
+  auto axis = normalizeAxis(a.getAxis(), in.getRank());
+  if (!axis)
+    return fail(loc, "axis out of range");
+  auto normShape = in.getShape().drop_front(*axis);
+  Shape out;
+  std::string err;
+  if (!broadcastShapes(rankedType(a.getScale()).getShape(), normShape, out,
+                       err) ||
+      ArrayRef<int64_t>(out) != normShape)
+    return fail(loc, "scale does not broadcast to the normalised dims ")
+           << shapeStr(normShape);
+  return sameAs(types, a.getInput());
+}
+
+static LogicalResult inferReduce(std::optional<Location> loc, Value input,
+                                 ArrayRef<int64_t> axesAttr, bool keepdims,
+                                 SmallVectorImpl<Type> &types) {
+  auto in = rankedType(input);
+  Shape axes;
+  std::string err;
+  if (!normalizeAxes(axesAttr, in.getRank(), axes, err))
+    return fail(loc, err);
+  Shape out;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    bool reduced = axesAttr.empty() || llvm::is_contained(axes, d);
+    if (!reduced)
+      out.push_back(in.getDimSize(d));
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return push(types, out, in.getElementType());
+}
+MT_INFER(ReduceMeanOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
+MT_INFER(ReduceSumOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
+MT_INFER(ReduceMaxOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
+
+MT_INFER(SoftmaxCrossEntropyLossOp) {
+  auto s = rankedType(a.getScores()), l = rankedType(a.getLabels());
+  if (s.getRank() < 2 || l.getRank() != s.getRank() - 1 ||
+      l.getDimSize(0) != s.getDimSize(0) ||
+      l.getShape().drop_front() != s.getShape().drop_front(2))
+    return fail(loc, "scores ")
+           << shapeStr(s.getShape()) << " and labels "
+           << shapeStr(l.getShape()) << " do not match ([N,C,d...] and [N,d...])";
+  StringRef red = a.getReduction();
+  if (red != "mean" && red != "sum" && red != "none")
+    return fail(loc, "reduction must be mean, sum or none, got ") << red;
+  if (red == "none")
+    return push(types, l.getShape(), s.getElementType());
+  return push(types, {}, s.getElementType());
+}
+
+MT_INFER(TransposeOp) {
+  auto in = rankedType(a.getInput());
+  ArrayRef<int64_t> perm = a.getPerm();
+  Shape sorted;
+  std::string err;
+  if (int64_t(perm.size()) != in.getRank() ||
+      !normalizeAxes(perm, in.getRank(), sorted, err) ||
+      llvm::any_of(perm, [](int64_t p) { return p < 0; }))
+    return fail(loc, "perm ") << shapeStr(perm) << " is not a permutation of "
+                              << in.getRank() << " dims";
+  Shape out;
+  for (int64_t p : perm)
+    out.push_back(in.getDimSize(p));
+  return push(types, out, in.getElementType());
+}
+
+MT_INFER(UnsqueezeOp) {
+  auto in = rankedType(a.getInput());
+  int64_t rank = in.getRank() + a.getAxes().size();
+  Shape axes;
+  std::string err;
+  if (!normalizeAxes(a.getAxes(), rank, axes, err))
+    return fail(loc, err);
+  Shape out;
+  auto src = in.getShape().begin();
+  for (int64_t d = 0; d < rank; ++d)
+    out.push_back(llvm::is_contained(axes, d) ? 1 : *src++);
+  return push(types, out, in.getElementType());
+}
+
+MT_INFER(SqueezeOp) {
+  auto in = rankedType(a.getInput());
+  Shape axes;
+  std::string err;
+  if (!normalizeAxes(a.getAxes(), in.getRank(), axes, err))
+    return fail(loc, err);
+  Shape out;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    bool listed = llvm::is_contained(axes, d);
+    if (listed && in.getDimSize(d) != 1)
+      return fail(loc, "cannot squeeze dim ")
+             << d << " of size " << in.getDimSize(d);
+    if (!(listed || (axes.empty() && in.getDimSize(d) == 1)))
+      out.push_back(in.getDimSize(d));
+  }
+  return push(types, out, in.getElementType());
+}
+
+MT_INFER(FlattenOp) {
+  auto in = rankedType(a.getInput());
+  int64_t axis = a.getAxis() < 0 ? a.getAxis() + in.getRank() : a.getAxis();
+  if (axis < 0 || axis > in.getRank())
+    return fail(loc, "flatten axis out of range");
+  return push(types,
+              {numElements(in.getShape().take_front(axis)),
+               numElements(in.getShape().drop_front(axis))},
+              in.getElementType());
+}
+
+MT_INFER(ConcatOp) {
+  if (a.getInputs().empty())
+    return fail(loc, "concat needs at least one input");
+  auto first = rankedType(a.getInputs()[0]);
+  auto axis = normalizeAxis(a.getAxis(), first.getRank());
+  if (!axis)
+    return fail(loc, "concat axis out of range");
+  Shape out(first.getShape());
+  out[*axis] = 0;
+  for (Value v : a.getInputs()) {
+    auto t = rankedType(v);
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return fail(loc, "concat inputs differ in rank or element type");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != *axis && t.getDimSize(d) != first.getDimSize(d))
+        return fail(loc, "concat inputs differ in dim ") << d;
+    out[*axis] += t.getDimSize(*axis);
+  }
+  return push(types, out, first.getElementType());
+}
+
+static LogicalResult splitTypes(std::optional<Location> loc, Value input,
+                                int64_t axisAttr, ArrayRef<int64_t> sizes,
+                                bool squeeze, SmallVectorImpl<Type> &types) {
+  auto in = rankedType(input);
+  auto axis = normalizeAxis(axisAttr, in.getRank());
+  if (!axis)
+    return fail(loc, "split axis out of range");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return fail(loc, "split sizes must be >= 0");
+    total += s;
+  }
+  if (total != in.getDimSize(*axis))
+    return fail(loc, "split sizes ")
+           << shapeStr(sizes) << " do not add up to dim " << *axis << " ("
+           << in.getDimSize(*axis) << ")";
+  for (int64_t s : sizes) {
+    Shape out(in.getShape());
+    out[*axis] = s;
+    if (squeeze)
+      out.erase(out.begin() + *axis);
+    types.push_back(RankedTensorType::get(out, in.getElementType()));
+  }
+  return success();
+}
+
+MT_INFER(SplitOp) {
+  return splitTypes(loc, a.getInput(), a.getAxis(), a.getSizes(), false,
+                    types);
+}
+
+MT_INFER(SplitToSequenceOp) {
+  SmallVector<Type> parts;
+  if (a.getSqueeze() && llvm::any_of(a.getSizes(), [](int64_t s) { return s != 1; }))
+    return fail(loc, "keepdims=0 needs parts of size 1");
+  if (failed(splitTypes(loc, a.getInput(), a.getAxis(), a.getSizes(),
+                        a.getSqueeze(), parts)))
+    return failure();
+  types.push_back(SequenceType::get(ctx, parts));
+  return success();
+}
+
+MT_INFER(SequenceAtOp) {
+  auto seq = cast<SequenceType>(a.getSequence().getType());
+  int64_t n = seq.getElementTypes().size(), p = a.getPosition();
+  if (p < -n || p >= n)
+    return fail(loc, "position ") << p << " is outside a sequence of " << n;
+  types.push_back(seq.getElementTypes()[p < 0 ? p + n : p]);
+  return success();
+}
+
+MT_INFER(GatherOp) {
+  auto data = rankedType(a.getData());
+  auto axis = normalizeAxis(a.getAxis(), data.getRank());
+  if (!axis)
+    return fail(loc, "gather axis out of range");
+  Shape out(data.getShape().take_front(*axis));
+  llvm::append_range(out, rankedType(a.getIndices()).getShape());
+  llvm::append_range(out, data.getShape().drop_front(*axis + 1));
+  return push(types, out, data.getElementType());
+}
+
+MT_INFER(GatherNDOp) {
+  auto data = rankedType(a.getData()), idx = rankedType(a.getIndices());
+  int64_t q = idx.getRank() ? idx.getShape().back() : 0;
+  if (a.getBatchDims() != 0 || idx.getRank() < 1 || q > data.getRank())
+    return fail(loc, "gather_nd supports batch_dims = 0 with index depth <= rank");
+  Shape out(idx.getShape().drop_back());
+  llvm::append_range(out, data.getShape().drop_front(q));
+  return push(types, out, data.getElementType());
+}
+
+MT_INFER(ShapeOp) {
+  int64_t rank = rankedType(a.getInput()).getRank();
+  if (a.getStart() < 0 || a.getEnd() > rank || a.getStart() > a.getEnd())
+    return fail(loc, "shape start/end must be normalised within the rank");
+  return push(types, {a.getEnd() - a.getStart()}, IntegerType::get(ctx, 64));
+}
+
+MT_INFER(SizeOp) { return push(types, {}, IntegerType::get(ctx, 64)); }
+
+//===----------------------------------------------------------------------===//
+// Fused ops
+//===----------------------------------------------------------------------===//
+
+MT_INFER(EmbeddingOp) {
+  auto table = rankedType(a.getTable());
+  if (table.getRank() != 2)
+    return fail(loc, "embedding table must be [vocab, dim]");
+  Shape out(rankedType(a.getIds()).getShape());
+  out.push_back(table.getDimSize(1));
+  return push(types, out, table.getElementType());
+}
+
+MT_INFER(LinearOp) {
+  auto x = rankedType(a.getInput()), w = rankedType(a.getWeight());
+  if (w.getRank() != 2 || x.getRank() < 1)
+    return fail(loc, "linear weight must be 2-D");
+  bool outIn = a.getLayout() == WeightLayout::OutIn;
+  int64_t k = w.getDimSize(outIn ? 1 : 0), n = w.getDimSize(outIn ? 0 : 1);
+  if (x.getShape().back() != k)
+    return fail(loc, "linear input dim ")
+           << x.getShape().back() << " does not match weight "
+           << shapeStr(w.getShape());
+  if (a.getBias() && rankedType(a.getBias()).getShape() != ArrayRef<int64_t>{n})
+    return fail(loc, "linear bias must be [") << n << "]";
+  Shape out(x.getShape().drop_back());
+  out.push_back(n);
+  return push(types, out, x.getElementType());
+}
+
+static LogicalResult checkLastDimParam(std::optional<Location> loc, Value x,
+                                       Value p, StringRef what) {
+  if (!p)
+    return success();
+  int64_t d = rankedType(x).getShape().back();
+  if (rankedType(p).getShape() != ArrayRef<int64_t>{d})
+    return fail(loc, what) << " must be [" << d << "]";
+  return success();
+}
+
+MT_INFER(RmsNormOp) {
+  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(), "rms_norm weight")))
+    return failure();
+  return sameAs(types, a.getInput());
+}
+
+MT_INFER(LayerNormOp) {
+  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(), "layer_norm weight")) ||
+      failed(checkLastDimParam(loc, a.getInput(), a.getBias(), "layer_norm bias")))
+    return failure();
+  return sameAs(types, a.getInput());
+}
+
+MT_INFER(RotaryOp) {
+  auto x = rankedType(a.getInput());
+  int64_t hd = a.getHeadDim();
+  if (x.getRank() != 3 || hd <= 0 || hd % 2 || x.getDimSize(2) % hd)
+    return fail(loc, "rotary input must be [B, S, H * head_dim] with an even head_dim");
+  for (Value t : {a.getCos(), a.getSin()}) {
+    auto s = rankedType(t).getShape();
+    bool ok = (s.size() == 2 && s[0] == x.getDimSize(1) && s[1] == hd) ||
+              (s.size() == 3 && s[0] == x.getDimSize(0) &&
+               s[1] == x.getDimSize(1) && s[2] == hd);
+    if (!ok)
+      return fail(loc, "rotary tables must be [S, head_dim] or [B, S, head_dim], got ")
+             << shapeStr(s);
+  }
+  return sameAs(types, a.getInput());
+}
+
+MT_INFER(AttentionOp) {
+  auto q = rankedType(a.getQ()), k = rankedType(a.getK()), v = rankedType(a.getV());
+  int64_t h = a.getNumHeads(), hkv = a.getNumKvHeads();
+  if (q.getRank() != 3 || h <= 0 || hkv <= 0 || h % hkv || q.getDimSize(2) % h)
+    return fail(loc, "attention q must be [B, S, num_heads * D] with num_heads a multiple of num_kv_heads");
+  int64_t d = q.getDimSize(2) / h;
+  Shape kv{q.getDimSize(0), q.getDimSize(1), hkv * d};
+  if (k.getShape() != ArrayRef<int64_t>(kv) || v.getShape() != ArrayRef<int64_t>(kv))
+    return fail(loc, "attention k and v must be ") << shapeStr(kv);
+  if (a.getMask()) {
+    Shape out;
+    std::string err;
+    Shape scores{q.getDimSize(0), h, q.getDimSize(1), q.getDimSize(1)};
+    if (!broadcastShapes(rankedType(a.getMask()).getShape(), scores, out, err) ||
+        out != scores)
+      return fail(loc, "attention mask does not broadcast to ") << shapeStr(scores);
+  }
+  return sameAs(types, a.getQ());
+}
+
+MT_INFER(GatedActivationOp) {
+  if (a.getGate().getType() != a.getUp().getType())
+    return fail(loc, "gate and up differ in type");
+  return sameAs(types, a.getGate());
+}
+
+MT_INFER(CrossEntropyOp) {
+  auto l = rankedType(a.getLogits()), t = rankedType(a.getLabels());
+  if (l.getRank() < 2 || t.getShape() != l.getShape().drop_back())
+    return fail(loc, "cross_entropy labels ")
+           << shapeStr(t.getShape()) << " must be the logits' leading dims of "
+           << shapeStr(l.getShape());
+  if (a.getShift() && t.getRank() < 1)
+    return fail(loc, "shifted labels need a sequence dim");
+  return push(types, {}, Float32Type::get(ctx));
+}
+
+//===----------------------------------------------------------------------===//
+// Value-shaped ops: verified when the shape operand is a constant.
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto shape = constInts(getShape());
+  if (!shape)
+    return success();
+  Shape out;
+  std::string err;
+  if (!reshapeShape(rankedType(getInput()).getShape(), *shape, getAllowzero(),
+                    out, err))
+    return emitOpError(err);
+  return checkResult(*this, out);
+}
+
+LogicalResult ExpandOp::verify() {
+  auto shape = constInts(getShape());
+  if (!shape)
+    return success();
+  Shape out;
+  std::string err;
+  if (!broadcastShapes(rankedType(getInput()).getShape(), *shape, out, err))
+    return emitOpError(err);
+  return checkResult(*this, out);
+}
+
+LogicalResult TileOp::verify() {
+  auto reps = constInts(getRepeats());
+  if (!reps)
+    return success();
+  Shape out;
+  std::string err;
+  if (!tileShape(rankedType(getInput()).getShape(), *reps, out, err))
+    return emitOpError(err);
+  return checkResult(*this, out);
+}
+
+LogicalResult SliceOp::verify() {
+  auto s = constInts(getStarts()), e = constInts(getEnds()),
+       ax = constInts(getAxes()), st = constInts(getSteps());
+  if (!s || !e || !ax || !st)
+    return success();
+  SliceParams p;
+  std::string err;
+  if (!sliceShape(rankedType(getInput()).getShape(), *s, *e, *ax, *st, p, err))
+    return emitOpError(err);
+  return checkResult(*this, p.size);
+}
+
+LogicalResult PadOp::verify() {
+  if (rankedType(getValue()).getRank() > 1 ||
+      numElements(rankedType(getValue()).getShape()) != 1)
+    return emitOpError("pad value must be a single element");
+  auto pads = constInts(getPads());
+  if (!pads)
+    return success();
+  Shape out;
+  std::string err;
+  if (!padShape(rankedType(getInput()).getShape(), *pads, out, err))
+    return emitOpError(err);
+  return checkResult(*this, out);
+}
+
+LogicalResult RangeOp::verify() {
+  for (Value v : {getStart(), getLimit(), getDelta()})
+    if (rankedType(v).getRank() != 0)
+      return emitOpError("start, limit and delta must be scalars");
+  if (getType().getRank() != 1)
+    return emitOpError("result must be 1-D");
+  Attribute s, l, d;
+  if (!matchPattern(getStart(), m_Constant(&s)) ||
+      !matchPattern(getLimit(), m_Constant(&l)) ||
+      !matchPattern(getDelta(), m_Constant(&d)))
+    return success();
+  int64_t n;
+  std::string err;
+  if (!rangeLength((*getFloatValues(s))[0], (*getFloatValues(l))[0],
+                   (*getFloatValues(d))[0], n, err))
+    return emitOpError(err);
+  return checkResult(*this, {n});
+}
+
+LogicalResult ConstantOfShapeOp::verify() {
+  if (cast<ShapedType>(getValue().getType()).getNumElements() != 1)
+    return emitOpError("value must hold one element");
+  auto shape = constInts(getShape());
+  if (shape)
+    return checkResult(*this, *shape);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Folds: all through the constant evaluator.
+//===----------------------------------------------------------------------===//
+
+#define MT_FOLD(OP)                                                            \
+  OpFoldResult OP::fold(FoldAdaptor a) {                                       \
+    return foldTrainOp(getOperation(), a.getOperands());                       \
+  }
+MT_FOLD(SqrtOp)
+MT_FOLD(ReciprocalOp)
+MT_FOLD(NegOp)
+MT_FOLD(ExpOp)
+MT_FOLD(LogOp)
+MT_FOLD(TanhOp)
+MT_FOLD(SigmoidOp)
+MT_FOLD(ErfOp)
+MT_FOLD(CosOp)
+MT_FOLD(SinOp)
+MT_FOLD(NotOp)
+MT_FOLD(IdentityOp)
+MT_FOLD(AddOp)
+MT_FOLD(SubOp)
+MT_FOLD(MulOp)
+MT_FOLD(DivOp)
+MT_FOLD(PowOp)
+MT_FOLD(MaxOp)
+MT_FOLD(MinOp)
+MT_FOLD(AndOp)
+MT_FOLD(OrOp)
+MT_FOLD(EqualOp)
+MT_FOLD(LessOp)
+MT_FOLD(LessOrEqualOp)
+MT_FOLD(GreaterOp)
+MT_FOLD(GreaterOrEqualOp)
+MT_FOLD(WhereOp)
+MT_FOLD(CastOp)
+MT_FOLD(CastLikeOp)
+MT_FOLD(DropoutOp)
+MT_FOLD(MatMulOp)
+MT_FOLD(ReduceMeanOp)
+MT_FOLD(ReduceSumOp)
+MT_FOLD(ReduceMaxOp)
+MT_FOLD(CumSumOp)
+MT_FOLD(TriluOp)
+MT_FOLD(TransposeOp)
+MT_FOLD(ReshapeOp)
+MT_FOLD(UnsqueezeOp)
+MT_FOLD(SqueezeOp)
+MT_FOLD(FlattenOp)
+MT_FOLD(ConcatOp)
+MT_FOLD(SliceOp)
+MT_FOLD(GatherOp)
+MT_FOLD(GatherNDOp)
+MT_FOLD(ExpandOp)
+MT_FOLD(TileOp)
+MT_FOLD(PadOp)
+MT_FOLD(RangeOp)
+MT_FOLD(ConstantOfShapeOp)
+MT_FOLD(ShapeOp)
+MT_FOLD(SizeOp)
+
+#define GET_OP_CLASSES
+#include "dialects/Train/IR/TrainOps.cpp.inc"

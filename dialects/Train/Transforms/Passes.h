@@ -1,0 +1,23 @@
+//===- Passes.h - front-end passes of the train dialect -------------------===//
+#ifndef MT_DIALECTS_TRAIN_TRANSFORMS_PASSES_H
+#define MT_DIALECTS_TRAIN_TRANSFORMS_PASSES_H
+
+#include "dialects/Train/IR/TrainOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mt::train {
+
+#define GEN_PASS_DECL
+#include "dialects/Train/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "dialects/Train/Transforms/Passes.h.inc"
+
+/// The front-end pipeline: fold, fuse, fold again, outline layers.
+void buildFrontendPipeline(mlir::OpPassManager &pm);
+
+} // namespace mt::train
+
+#endif // MT_DIALECTS_TRAIN_TRANSFORMS_PASSES_H

@@ -1,0 +1,94 @@
+//===- Passes.td - front-end passes of the train dialect ---*- tablegen -*-===//
+#ifndef MT_TRAIN_PASSES
+#define MT_TRAIN_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FoldConstantsPass : Pass<"mt-fold-constants", "mlir::ModuleOp"> {
+  let summary = "Fold everything that depends on neither graph inputs nor trainable weights";
+  let description = [{
+    Evaluates, in one pass over each function in program order, every op
+    whose operands are constants or frozen buffers with known values (shape
+    chains, causal masks, position ids, rotary tables), replaces it with a
+    `train.constant`, removes value-preserving ops (Identity, no-op Cast and
+    CastLike, Dropout with ratio 0 or training off, inverse Transposes),
+    turns `sequence_at(split_to_sequence)` into `split`, and erases what is
+    left unused. Trainable weights are never read.
+
+    Before:
+    ```mlir
+    %s = train.shape %x {start = 0 : i64, end = 2 : i64} : (tensor<2x16x64xf32>) -> tensor<2xi64>
+    %r = train.reshape %x, %s2 : ...
+    %i = train.identity %y : tensor<2x16xf32>
+    ```
+    After:
+    ```mlir
+    %s = train.constant dense<[2, 16]> : tensor<2xi64>
+    ```
+  }];
+  let dependentDialects = ["::mt::train::TrainDialect"];
+  let statistics = [
+    Statistic<"numFolded", "folded", "ops replaced by constants">,
+    Statistic<"numForwarded", "forwarded", "value-preserving ops removed">,
+    Statistic<"numErased", "erased", "unused ops erased">,
+  ];
+}
+
+def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
+  let summary = "Rewrite exporter patterns into fused ops";
+  let description = [{
+    Recognises what PyTorch's TorchScript and dynamo exporters emit and
+    rewrites it to fused ops: embedding (Gather on a weight), linear
+    (MatMul on a transposed or pre-transposed weight, Gemm, + bias),
+    rms_norm (Pow/ReduceMean/Add/Sqrt/Reciprocal or Div/Mul, also (1+w)),
+    layer_norm (LayerNormalization), rotary (Slice/Neg/Concat/Mul/Add or
+    Split), attention (QK^T, scale, mask, Softmax, V, with GQA head
+    repetition), SwiGLU and GELU (exact and tanh), and cross_entropy
+    (SoftmaxCrossEntropyLoss, with the Hugging Face label shift). Operands
+    that a fused op defines as non-trainable (masks, rotary tables) are
+    frozen. Graph inputs get their role (tokens, labels, targets).
+
+    Before:
+    ```mlir
+    %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<128x64xf32>) -> tensor<64x128xf32>
+    %y = train.matmul %x, %t : (tensor<2x16x64xf32>, tensor<64x128xf32>) -> tensor<2x16x128xf32>
+    ```
+    After:
+    ```mlir
+    %y = train.linear %x, %w {layout = #train<layout out_in>} : (tensor<2x16x64xf32>, tensor<128x64xf32>) -> tensor<2x16x128xf32>
+    ```
+  }];
+  let dependentDialects = ["::mt::train::TrainDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "fused ops created">,
+  ];
+}
+
+def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {
+  let summary = "Outline repeated decoder layers into one template per structure";
+  let description = [{
+    Groups the ops of the model function by the decoder layer whose
+    trainable weights they use (the layer index in the weight name, such as
+    `layers.3.` or `h.3.`), outlines each group into a private function with
+    its activations and weights as arguments, and keeps one function per
+    distinct structure: every layer then is a `func.call` of a template.
+
+    After (two layers of one structure):
+    ```mlir
+    func.func private @layer(%h: tensor<2x16x64xf32>, %w0: ..., ...) -> tensor<2x16x64xf32>
+    %h1 = func.call @layer(%h0, %a0, ...) {train.layer = 0 : i64}
+    %h2 = func.call @layer(%h1, %a1, ...) {train.layer = 1 : i64}
+    ```
+  }];
+  let dependentDialects = ["::mt::train::TrainDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"minLayers", "min-layers", "int64_t", "2",
+           "Outline only when at least this many layers are found">,
+  ];
+  let statistics = [
+    Statistic<"numLayers", "layers", "layer calls created">,
+    Statistic<"numTemplates", "templates", "distinct layer templates">,
+  ];
+}
+
+#endif // MT_TRAIN_PASSES

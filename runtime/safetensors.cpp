@@ -1,0 +1,96 @@
+// Safetensors header reader: an 8-byte little-endian header size, a JSON
+// header, then the data region that the header's offsets point into.
+#include "runtime/safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace mt::runtime {
+
+int safetensorsDtypeBytes(const std::string &dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64")
+    return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32")
+    return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16")
+    return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL" || dtype == "F8_E4M3" ||
+      dtype == "F8_E5M2")
+    return 1;
+  return 0;
+}
+
+Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
+  out = SafetensorsHeader{path, {}};
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error(path + ": cannot open the safetensors file");
+  uint64_t fileSize = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char sizeBytes[8];
+  if (fileSize < 8 || !in.read(reinterpret_cast<char *>(sizeBytes), 8))
+    return Status::error(path + ": too short for a safetensors file (" +
+                         std::to_string(fileSize) + " bytes)");
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = (headerSize << 8) | sizeBytes[i];
+  if (headerSize > fileSize - 8)
+    return Status::error(path + ": header size " + std::to_string(headerSize) +
+                         " exceeds the file; the file is truncated or not "
+                         "safetensors");
+  std::string header(headerSize, '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(headerSize)))
+    return Status::error(path + ": cannot read the header");
+  auto json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    return Status::error(path + ": the header is not a JSON object");
+  uint64_t dataStart = 8 + headerSize, dataSize = fileSize - dataStart;
+  for (auto &[name, value] : json.items()) {
+    if (name == "__metadata__")
+      continue;
+    auto bad = [&](const std::string &why) {
+      return Status::error(path + ": tensor '" + name + "': " + why);
+    };
+    if (!value.is_object() || !value.contains("dtype") ||
+        !value.contains("shape") || !value.contains("data_offsets"))
+      return bad("needs dtype, shape and data_offsets");
+    const auto &dtype = value["dtype"], &shape = value["shape"],
+               &offsets = value["data_offsets"];
+    if (!dtype.is_string() || !shape.is_array() || !offsets.is_array() ||
+        offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned())
+      return bad("malformed dtype, shape or data_offsets");
+    SafetensorsEntry e;
+    e.name = name;
+    e.dtype = dtype.get<std::string>();
+    int bytes = safetensorsDtypeBytes(e.dtype);
+    if (!bytes)
+      return bad("unknown dtype " + e.dtype);
+    uint64_t count = 1;
+    for (const auto &d : shape) {
+      if (!d.is_number_unsigned())
+        return bad("shape dims must be non-negative integers");
+      e.shape.push_back(d.get<int64_t>());
+      count *= d.get<uint64_t>();
+    }
+    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end || end > dataSize)
+      return bad("data_offsets [" + std::to_string(begin) + ", " +
+                 std::to_string(end) + ") fall outside the " +
+                 std::to_string(dataSize) + "-byte data region");
+    if (end - begin != count * bytes)
+      return bad("holds " + std::to_string(end - begin) + " bytes but " +
+                 e.dtype + " x " + std::to_string(count) + " needs " +
+                 std::to_string(count * bytes));
+    e.offset = dataStart + begin;
+    e.length = end - begin;
+    out.entries.push_back(std::move(e));
+  }
+  std::sort(out.entries.begin(), out.entries.end(),
+            [](const auto &a, const auto &b) { return a.offset < b.offset; });
+  return Status::ok();
+}
+
+} // namespace mt::runtime

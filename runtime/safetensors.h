@@ -1,0 +1,36 @@
+// Reads the header of a safetensors file: names, dtypes, shapes and the byte
+// range of each tensor. Never reads tensor data.
+#ifndef MT_RUNTIME_SAFETENSORS_H
+#define MT_RUNTIME_SAFETENSORS_H
+
+#include "runtime/status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt::runtime {
+
+struct SafetensorsEntry {
+  std::string name;
+  std::string dtype; ///< "F32", "BF16", "F16", "I64", ...
+  std::vector<int64_t> shape;
+  uint64_t offset = 0; ///< Absolute byte offset of the data in the file.
+  uint64_t length = 0; ///< Bytes.
+};
+
+struct SafetensorsHeader {
+  std::string path;
+  std::vector<SafetensorsEntry> entries; ///< In file order of their offsets.
+};
+
+/// Bytes per element of a safetensors dtype, or 0 when unknown.
+int safetensorsDtypeBytes(const std::string &dtype);
+
+/// Parses and validates the header of `path`: sizes, offsets inside the
+/// file, lengths that match dtype x shape.
+Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_SAFETENSORS_H

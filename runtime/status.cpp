@@ -1,0 +1,2 @@
+// Status has no out-of-line members yet; this file anchors the library.
+#include "runtime/status.h"

@@ -1,0 +1,23 @@
+# lit configuration for mt: IR tests (mt-opt) and tool tests (mtc).
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "mt"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mt_obj_root, "test")
+
+config.substitutions.append(("%mt_src", config.mt_src_root))
+# Fixtures shared by the project live beside the repository.
+shared = os.environ.get("MT_SHARED", os.path.join(config.mt_src_root, "..", "shared"))
+config.substitutions.append(("%shared", os.path.abspath(shared)))
+config.substitutions.append(("%python", "/usr/bin/python3"))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+tool_dirs = [config.mt_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["mt-opt", "mtc", "FileCheck", "not", "count"], tool_dirs)

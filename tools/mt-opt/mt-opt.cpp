@@ -1,0 +1,21 @@
+//===- mt-opt.cpp - run passes of the train dialect on MLIR files ---------===//
+#include "dialects/Train/IR/TrainOps.h"
+#include "dialects/Train/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<mt::train::TrainDialect, mlir::func::FuncDialect>();
+  mt::train::registerTrainPasses();
+  mlir::registerCSEPass();
+  mlir::registerCanonicalizerPass();
+  mlir::PassPipelineRegistration<>(
+      "mt-frontend", "fold, fuse, fold again and outline layers",
+      [](mlir::OpPassManager &pm) { mt::train::buildFrontendPipeline(pm); });
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "mt optimizer driver\n", registry));
+}

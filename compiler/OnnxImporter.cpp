@@ -131,6 +131,13 @@ private:
     return values.lookup(node->input(i));
   }
   LogicalResult needInputs(int min, int max);
+  /// Exporters name outputs that nothing reads (Dropout's mask); only a use
+  /// of one is an error, reported where it is used.
+  void unsupportedOutput(int i, StringRef what) {
+    if (i < node->output_size() && !node->output(i).empty())
+      unsupported[node->output(i)] =
+          (what + " of node '" + node->name() + "'").str();
+  }
   const onnx::AttributeProto *attr(StringRef name) {
     for (const auto &a : node->attribute())
       if (a.name() == name)
@@ -174,6 +181,7 @@ private:
   int64_t opset = 0;
   const onnx::NodeProto *node = nullptr;
   llvm::StringMap<Value> values;
+  llvm::StringMap<std::string> unsupported;
   DenseMap<Value, Attribute> known;
   // --weights: trainable name -> safetensors entry.
   bool haveWeightsFile = false;
@@ -486,12 +494,18 @@ LogicalResult Importer::needInputs(int min, int max) {
                 << " inputs, got " << n;
     return failure();
   }
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
+    if (auto it = unsupported.find(node->input(i)); it != unsupported.end()) {
+      nodeError() << "input '" << node->input(i) << "' is " << it->second
+                  << ", which is not supported";
+      return failure();
+    }
     if (!node->input(i).empty() && !values.count(node->input(i))) {
       nodeError() << "input '" << node->input(i)
                   << "' is not defined before this node";
       return failure();
     }
+  }
   return success();
 }
 
@@ -612,7 +626,7 @@ LogicalResult Importer::bind(FailureOr<Operation *> maybeOp) {
   Operation *op = *maybeOp;
   int outputs = node->output_size();
   for (int i = 0; i < outputs; ++i) {
-    if (node->output(i).empty())
+    if (node->output(i).empty() || unsupported.count(node->output(i)))
       continue;
     if (i >= int(op->getNumResults()))
       return nodeError() << "output " << i << " ('" << node->output(i)
@@ -758,8 +772,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
   if (t == "Dropout") {
     if (failed(needInputs(1, 3)))
       return failure();
-    if (n.output_size() > 1 && !n.output(1).empty())
-      return nodeError() << "the mask output of Dropout is not supported", failure();
+    unsupportedOutput(1, "the mask output of Dropout");
     double ratio = 0.5;
     bool training = false;
     if (Value r = in(1)) {
@@ -829,9 +842,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
   if (t == "LayerNormalization") {
     if (failed(needInputs(2, 3)))
       return failure();
-    for (int i = 1; i < n.output_size(); ++i)
-      if (!n.output(i).empty())
-        return nodeError() << "only output Y is supported (Mean and InvStdDev are not)", failure();
+    unsupportedOutput(1, "the Mean output of LayerNormalization");
+    unsupportedOutput(2, "the InvStdDev output of LayerNormalization");
     auto axis = attrInt("axis", -1);
     auto eps = attrFloat("epsilon", 1e-5f);
     if (failed(axis) || failed(eps))
@@ -877,8 +889,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       return failure();
     if (in(2))
       return nodeError() << "class weights are not supported", failure();
-    if (n.output_size() > 1 && !n.output(1).empty())
-      return nodeError() << "the log_prob output is not supported", failure();
+    unsupportedOutput(1, "the log_prob output of SoftmaxCrossEntropyLoss");
     auto red = attrString("reduction", "mean");
     if (failed(red))
       return failure();
@@ -1187,6 +1198,10 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
   bool haveLoss = false;
   for (const auto &o : model.graph().output()) {
     Value v = values.lookup(o.name());
+    if (auto it = unsupported.find(o.name()); it != unsupported.end())
+      return fileError() << "graph output '" << o.name() << "' is "
+                         << it->second << ", which is not supported",
+             failure();
     if (!v)
       return fileError() << "graph output '" << o.name()
                          << "' is not produced by any node",

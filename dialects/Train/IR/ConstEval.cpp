@@ -297,8 +297,15 @@ OpFoldResult foldStructural(Operation *op) {
                                                           : nullptr;
       })
       .Case<ReshapeOp, UnsqueezeOp, SqueezeOp, FlattenOp, ExpandOp>(
-          [&](auto) {
-            return in.getType() == resultType ? OpFoldResult(in) : nullptr;
+          [&](auto) -> OpFoldResult {
+            if (in.getType() == resultType)
+              return in;
+            // A chain of reshapes that ends where it started.
+            Operation *inner = in.getDefiningOp();
+            if (inner && isa<ReshapeOp, UnsqueezeOp, SqueezeOp, FlattenOp>(inner) &&
+                !isa<ExpandOp>(op) && inner->getOperand(0).getType() == resultType)
+              return inner->getOperand(0);
+            return nullptr;
           })
       .Case<TransposeOp>([&](TransposeOp t) -> OpFoldResult {
         auto perm = t.getPerm();

@@ -2,14 +2,13 @@
 #include "dialects/Train/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 
 void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm) {
+  // CSE is not used: it erases unused weights, which are part of the model's
+  // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
-  pm.addPass(mlir::createCSEPass());
   pm.addPass(createFuseOpsPass());
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
   pm.addPass(createFoldConstantsPass());
-  pm.addPass(mlir::createCSEPass());
   pm.addPass(createOutlineLayersPass());
 }

@@ -1,0 +1,65 @@
+"""Helpers shared by the example export scripts (Debian's torch 1.13, CPU).
+
+Each example exports its model with the TorchScript exporter in train mode,
+without constant folding, at opset 17 (see ../../shared/TOOLCHAIN.md), and
+records PyTorch's numbers for a fixed batch next to the .onnx file: the
+loss, and the losses of 5 AdamW steps on that batch (the first is the loss
+before any update), so that the compiler and runtime can be checked
+against PyTorch.
+"""
+import json
+import os
+
+import torch
+
+ADAMW = {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+
+
+def fixed_batch(vocab, batch, seq, seed=1234):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq + 1), generator=g)
+    # Next-token targets: the graph takes inputs and targets separately.
+    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+
+
+def export(model, batch, out_dir, name="model.onnx"):
+    ids, targets = batch
+    path = os.path.join(out_dir, name)
+    model.train()
+    torch.onnx.export(
+        model, (ids, targets), path,
+        opset_version=17,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        input_names=["input_ids", "targets"],
+        output_names=["loss", "logits"])
+    return path
+
+
+def record(model, batch, out_dir, arch):
+    ids, targets = batch
+    model.train()
+    loss, _ = model(ids, targets)
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"],
+                            betas=tuple(ADAMW["betas"]), eps=ADAMW["eps"],
+                            weight_decay=ADAMW["weight_decay"])
+    losses = []
+    for _ in range(5):
+        opt.zero_grad()
+        l, _ = model(ids, targets)
+        losses.append(l.item())
+        l.backward()
+        opt.step()
+    ref = {
+        "arch": arch,
+        "torch": torch.__version__,
+        "loss": loss.item(),
+        "adamw": ADAMW,
+        "adamw_losses": losses,
+        "input_ids": ids.tolist(),
+        "targets": targets.tolist(),
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }
+    with open(os.path.join(out_dir, "ref.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+    return ref

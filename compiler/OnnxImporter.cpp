@@ -239,7 +239,7 @@ LogicalResult Importer::readTrainableSet() {
     return success();
   runtime::Status st = runtime::readSafetensorsHeader(opts.weightsPath, weights);
   if (!st)
-    return emitError(fileLoc) << st.message(), failure();
+    return emitError(UnknownLoc::get(&ctx)) << st.message(), failure();
   haveWeightsFile = true;
   // Match each tensor of the file to the one initializer that has its name or
   // ends with "." + its name (an exported wrapper adds a prefix like "m.").
@@ -257,20 +257,20 @@ LogicalResult Importer::readTrainableSet() {
       }
     }
     if (count == 0)
-      return emitError(fileLoc)
+      return emitError(UnknownLoc::get(&ctx))
                  << opts.weightsPath << ": tensor '" << e.name
                  << "' matches no initializer of " << file
                  << " (by name or by a unique suffix)",
              failure();
     if (count > 1)
-      return emitError(fileLoc)
+      return emitError(UnknownLoc::get(&ctx))
                  << opts.weightsPath << ": tensor '" << e.name
                  << "' matches " << count << " initializers of " << file
                  << "; the suffix is ambiguous",
              failure();
     SmallVector<int64_t> dims(match->dims().begin(), match->dims().end());
     if (ArrayRef<int64_t>(dims) != ArrayRef<int64_t>(e.shape))
-      return emitError(fileLoc)
+      return emitError(UnknownLoc::get(&ctx))
                  << opts.weightsPath << ": tensor '" << e.name << "' has shape "
                  << shapeStr(e.shape) << " but initializer '" << match->name()
                  << "' has " << shapeStr(dims),
@@ -583,17 +583,19 @@ FailureOr<Operation *> Importer::make(ValueRange operands,
   st.addAttributes(attrs);
   SmallVector<Type> types;
   std::string why;
+  LogicalResult inferred = failure();
   {
+    // Re-emitted below with the file, node and op type in front.
     ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
       why = d.str();
       return success();
     });
-    if (failed(OpTy::inferReturnTypes(&ctx, loc, st.operands,
+    inferred = OpTy::inferReturnTypes(&ctx, loc, st.operands,
                                       st.attributes.getDictionary(&ctx),
-                                      st.getRawProperties(), st.regions,
-                                      types)))
-      return nodeError() << why, failure();
+                                      st.getRawProperties(), st.regions, types);
   }
+  if (failed(inferred))
+    return nodeError() << why, failure();
   st.addTypes(types);
   return b.create(st);
 }
@@ -608,14 +610,16 @@ FailureOr<Operation *> Importer::makeTyped(ValueRange operands,
   st.addTypes(types);
   Operation *op = b.create(st);
   std::string why;
+  LogicalResult verified = failure();
   {
     ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
       why = d.str();
       return success();
     });
-    if (failed(mlir::verify(op, /*verifyRecursively=*/false)))
-      return nodeError() << why, failure();
+    verified = mlir::verify(op, /*verifyRecursively=*/false);
   }
+  if (failed(verified))
+    return nodeError() << why, failure();
   return op;
 }
 
@@ -1265,7 +1269,8 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &context,
     std::string why;
     if (!re->empty() && !llvm::Regex(*re).isValid(why)) {
       emitError(UnknownLoc::get(&context))
-          << "invalid regular expression '" << *re << "': " << why;
+          << "invalid regular expression '" << *re
+          << "' given to --trainable or --frozen: " << why;
       return nullptr;
     }
   }

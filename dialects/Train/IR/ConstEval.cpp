@@ -37,16 +37,33 @@ std::optional<CTensor> toCTensor(Attribute attr) {
   t.shape.assign(type.getShape().begin(), type.getShape().end());
   t.elementType = type.getElementType();
   int64_t n = t.size();
-  if (t.isFloat()) {
+  // Typed iteration is an order of magnitude faster than APFloat/APInt for
+  // the large tables (masks) this sees.
+  if (t.elementType.isF32()) {
+    t.f.reserve(n);
+    for (float v : dense.getValues<float>())
+      t.f.push_back(v);
+  } else if (t.elementType.isF64()) {
+    t.f.reserve(n);
+    for (double v : dense.getValues<double>())
+      t.f.push_back(v);
+  } else if (t.isFloat()) {
     t.f.reserve(n);
     for (APFloat v : dense.getValues<APFloat>())
       t.f.push_back(v.convertToDouble());
+  } else if (t.elementType.isInteger(64)) {
+    t.i.reserve(n);
+    for (int64_t v : dense.getValues<int64_t>())
+      t.i.push_back(v);
+  } else if (t.elementType.isInteger(1)) {
+    t.i.reserve(n);
+    for (bool v : dense.getValues<bool>())
+      t.i.push_back(v);
   } else if (auto it = dyn_cast<IntegerType>(t.elementType)) {
     t.i.reserve(n);
-    bool isBool = it.getWidth() == 1;
     for (APInt v : dense.getValues<APInt>())
-      t.i.push_back(isBool || it.isUnsigned() ? int64_t(v.getZExtValue())
-                                              : v.getSExtValue());
+      t.i.push_back(it.isUnsigned() ? int64_t(v.getZExtValue())
+                                    : v.getSExtValue());
   } else {
     return std::nullopt;
   }
@@ -673,6 +690,11 @@ OpFoldResult foldTrainOp(Operation *op, ArrayRef<Attribute> operands) {
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!type || !type.hasStaticShape() ||
       numElements(type.getShape()) > kMaxFoldElements)
+    return nullptr;
+  // Only Shape and Size fold without knowing every operand; checking first
+  // avoids converting a large known operand for nothing.
+  if (!isa<ShapeOp, SizeOp>(op) &&
+      llvm::any_of(operands, [](Attribute a) { return !a; }))
     return nullptr;
   SmallVector<std::optional<CTensor>> values;
   SmallVector<CTensor *> ptrs;

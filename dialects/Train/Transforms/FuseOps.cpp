@@ -16,6 +16,7 @@
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
+#include <map>
 
 #define DEBUG_TYPE "mt-fuse-ops"
 
@@ -39,6 +40,9 @@ template <typename OpTy> OpTy def(Value v) {
 std::optional<double> splatValue(Value v) {
   Attribute attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense || (!dense.isSplat() && dense.getNumElements() > 16))
     return std::nullopt;
   auto values = getFloatValues(attr);
   if (!values || values->empty())
@@ -98,6 +102,7 @@ void collectFactors(Value v, SmallVectorImpl<Value> &factors, double &scale,
 
 struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
   void runOnOperation() override {
+    causalCache.clear();
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -530,6 +535,15 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
   /// `keepValue` marks a kept position (boolean masks) or, when null, an
   /// additive mask is 0 where kept and very negative elsewhere.
   bool isCausal(Value mask, std::optional<bool> keepValue) {
+    // Layers share one mask: decide once per value.
+    auto key = std::make_pair(mask.getAsOpaquePointer(), keepValue.value_or(2));
+    if (auto it = causalCache.find(key); it != causalCache.end())
+      return it->second;
+    return causalCache[key] = checkCausal(mask, keepValue);
+  }
+  std::map<std::pair<void *, int>, bool> causalCache;
+
+  bool checkCausal(Value mask, std::optional<bool> keepValue) {
     Attribute attr;
     if (!matchPattern(mask, m_Constant(&attr)))
       return false;

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Writes the small ONNX models that test/Import uses (run with Debian's
+python3-onnx; the outputs are committed, so tests need no Python):
+
+  /usr/bin/python3 make_models.py   # in this directory
+"""
+import onnx
+from onnx import TensorProto, helper
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, ir=8, domain=""):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid(domain, opset)])
+    m.ir_version = ir
+    return m
+
+
+def vi(name, dtype, shape):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def loss_model(extra_nodes=(), x_shape=(2, 4), opset=17, ir=8, extra_inits=()):
+    """x [2,4] -> ReduceMean over everything -> loss, plus extra nodes."""
+    nodes = list(extra_nodes) + [
+        helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)]
+    return model(nodes, [vi("x", F, list(x_shape))], [vi("loss", F, [])],
+                 inits=extra_inits, opset=opset, ir=ir)
+
+
+def save(m, name):
+    onnx.save(m, name)
+
+
+def safetensors(path, tensors):
+    """tensors: {name: (dtype, shape)}; data are zeros."""
+    import json
+    import struct
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = 4
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"\0" * offset)
+
+
+def main():
+    safetensors("unknown_name.safetensors", {"model.not_a_weight": ("F32", [2])})
+    safetensors("wrong_shape.safetensors", {"model.norm.weight": ("F32", [3])})
+    ident = [helper.make_node("Identity", ["x"], ["y"], name="id")]
+    save(loss_model(ident), "ok.onnx")
+    save(loss_model([helper.make_node("Foo", ["x"], ["y"], name="foo_1")]),
+         "unsupported_op.onnx")
+    save(loss_model([helper.make_node("Relu", ["x"], ["y"], name="custom_1",
+                                      domain="com.example")]),
+         "unsupported_domain.onnx")
+    save(loss_model(ident, opset=12), "old_opset.onnx")
+    save(loss_model(ident, ir=4), "old_ir.onnx")
+    save(loss_model(ident, x_shape=("batch", "seq")), "dynamic.onnx")
+    w = helper.make_tensor("w", F, [3, 5], [0.0] * 15)
+    save(loss_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm_1")],
+                    extra_inits=[w]), "bad_shapes.onnx")
+    save(loss_model([helper.make_node("Gemm", ["x", "x"], ["y"], name="gemm_12",
+                                      transA=2)]), "bad_attr.onnx")
+    save(loss_model([helper.make_node("Identity", ["z"], ["y"], name="uses_z")]),
+         "undefined_input.onnx")
+    nl = model([helper.make_node("Identity", ["x"], ["y"], name="id")],
+               [vi("x", F, [2, 4])], [vi("y", F, [2, 4])])
+    save(nl, "no_loss.onnx")
+    # A reshape whose target comes from a graph input cannot be made static.
+    save(model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs_dyn"),
+                helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
+               [vi("x", F, [2, 4]), vi("s", I64, [2])], [vi("loss", F, [])]),
+         "dynamic_reshape.onnx")
+    with open("ok.onnx", "rb") as f:
+        data = f.read()
+    with open("truncated.onnx", "wb") as f:
+        f.write(data[: len(data) // 2])
+    with open("not_onnx.onnx", "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+
+
+if __name__ == "__main__":
+    main()

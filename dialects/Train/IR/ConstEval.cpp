@@ -626,7 +626,9 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         CTensor r = makeResult(type);
         for (int64_t k = 0; k < r.size(); ++k) {
           int64_t i = (k / cols) % rows, j = k % cols;
-          bool keep = t.getUpper() ? j - i >= t.getK() : j - i <= t.getK();
+          // I64Attr getters are unsigned; k is signed.
+          int64_t diag = static_cast<int64_t>(t.getK());
+          bool keep = t.getUpper() ? j - i >= diag : j - i <= diag;
           setValue(r, k, keep ? a->get(k) : 0.0);
         }
         return r;

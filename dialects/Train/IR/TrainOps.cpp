@@ -454,9 +454,12 @@ MT_INFER(GatherNDOp) {
 
 MT_INFER(ShapeOp) {
   int64_t rank = rankedType(a.getInput()).getRank();
-  if (a.getStart() < 0 || a.getEnd() > rank || a.getStart() > a.getEnd())
+  // I64Attr getters are unsigned: compare as signed values.
+  int64_t start = static_cast<int64_t>(a.getStart()),
+          end = static_cast<int64_t>(a.getEnd());
+  if (start < 0 || end > rank || start > end)
     return fail(loc, "shape start/end must be normalised within the rank");
-  return push(types, {a.getEnd() - a.getStart()}, IntegerType::get(ctx, 64));
+  return push(types, {end - start}, IntegerType::get(ctx, 64));
 }
 
 MT_INFER(SizeOp) { return push(types, {}, IntegerType::get(ctx, 64)); }

@@ -1,0 +1,110 @@
+// RUN: mt-opt %s --split-input-file --verify-diagnostics
+
+// Operands that do not broadcast.
+func.func @no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) {
+  // expected-error @+2 {{shapes [2,3] and [4] do not broadcast}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// A result type that contradicts inference.
+func.func @wrong_result(%a: tensor<2x3xf32>) {
+  // expected-error @+2 {{'train.transpose' op inferred type(s) 'tensor<3x2xf32>' are incompatible with return type(s) of operation 'tensor<2x3xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.transpose %a {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// A reshape result checked against its constant target shape.
+func.func @reshape_mismatch(%a: tensor<2x8xf32>) {
+  %s = train.constant dense<[4, 4]> : tensor<2xi64>
+  // expected-error @+1 {{result shape [2,2,4] differs from the inferred [4,4]}}
+  %0 = train.reshape %a, %s : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<2x2x4xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_elements(%a: tensor<2x8xf32>) {
+  %s = train.constant dense<[3, 5]> : tensor<2xi64>
+  // expected-error @+1 {{cannot reshape [2,8] (16 elements) to [3,5]}}
+  %0 = train.reshape %a, %s : (tensor<2x8xf32>, tensor<2xi64>) -> tensor<3x5xf32>
+  return
+}
+
+// -----
+
+// Weights stored elsewhere must say where.
+func.func @weight_without_location() {
+  // expected-error @+1 {{of source external needs file, offset and length}}
+  %0 = train.weight "w" {source = #train<source external>, trainable} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A trainable weight never carries its data.
+func.func @trainable_with_value() {
+  // expected-error @+1 {{is trainable and must not carry its value}}
+  %0 = train.weight "w" {source = #train<source inline>, trainable, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_dims(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+2 {{matmul contraction dims differ: [2,3] x [4,5]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @split_sizes(%a: tensor<2x4xf32>) {
+  // expected-error @+2 {{split sizes [1,2] do not add up to dim 1 (4)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = train.split %a {axis = 1 : i64, sizes = array<i64: 1, 2>} : (tensor<2x4xf32>) -> (tensor<2x1xf32>, tensor<2x2xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_dims(%x: tensor<2x16x64xf32>, %w: tensor<128x32xf32>) {
+  // expected-error @+2 {{linear input dim 64 does not match weight [128,32]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.linear %x, %w {layout = #train<layout out_in>} : (tensor<2x16x64xf32>, tensor<128x32xf32>) -> tensor<2x16x128xf32>
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x16x64xf32>, %k: tensor<2x16x32xf32>) {
+  // expected-error @+2 {{attention q must be [B, S, num_heads * D] with num_heads a multiple of num_kv_heads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.attention %q, %k, %k {num_heads = 4 : i64, num_kv_heads = 3 : i64, scale = 0.25 : f32} : (tensor<2x16x64xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @rotary_tables(%x: tensor<2x16x64xf32>, %c: tensor<8x16xf32>) {
+  // expected-error @+2 {{rotary tables must be [S, head_dim] or [B, S, head_dim], got [8,16]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.rotary %x, %c, %c {head_dim = 16 : i64} : (tensor<2x16x64xf32>, tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<2x16x64xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<2x16x256xf32>, %t: tensor<2x15xi64>) {
+  // expected-error @+2 {{cross_entropy labels [2,15] must be the logits' leading dims of [2,16,256]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x15xi64>) -> tensor<f32>
+  return
+}

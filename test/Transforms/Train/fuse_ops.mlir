@@ -1,0 +1,331 @@
+// RUN: mt-opt --split-input-file --mt-fuse-ops --mt-fold-constants %s | FileCheck %s
+
+// MatMul on a transposed weight, and Add of a 1-D bias weight.
+// CHECK-LABEL: func @linear_transposed
+// CHECK: %[[W:.+]] = train.weight "w"
+// CHECK: %[[B:.+]] = train.weight "b"
+// CHECK-NEXT: %[[L:.+]] = train.linear %arg0, %[[W]], %[[B]] {layout = #train<layout out_in>}
+// CHECK-NEXT: return %[[L]]
+func.func @linear_transposed(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
+  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %m = train.matmul %x, %t : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %y = train.add %m, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// A pre-transposed weight (optimized exports), and Gemm with transB.
+// CHECK-LABEL: func @linear_in_out_and_gemm
+// CHECK: train.linear %arg0, %{{.*}} {layout = #train<layout in_out>}
+// CHECK: train.linear %arg0, %{{.*}}, %{{.*}} {layout = #train<layout out_in>}
+// CHECK-NOT: train.gemm
+func.func @linear_in_out_and_gemm(%x: tensor<2x8xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
+  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<8x4xf32>
+  %m = train.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %w2 = train.weight "w2" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %g = train.gemm %x, %w2, %b {transB} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %m, %g : tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// A MatMul of two activations is not a linear.
+// CHECK-LABEL: func @matmul_activations
+// CHECK: train.matmul
+// CHECK-NOT: train.linear
+func.func @matmul_activations(%x: tensor<2x8xf32>, %y: tensor<8x4xf32>) -> tensor<2x4xf32> {
+  %m = train.matmul %x, %y : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  return %m : tensor<2x4xf32>
+}
+
+// -----
+
+// Gather on a 2-D weight is an embedding; the ids input gets its role.
+// CHECK-LABEL: func @embedding
+// CHECK-SAME: train.role = #train<role tokens>
+// CHECK: train.embedding %{{.*}}, %arg0
+func.func @embedding(%ids: tensor<2x16xi64>) -> tensor<2x16x8xf32> {
+  %t = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<32x8xf32>
+  %e = train.gather %t, %ids {axis = 0 : i64} : (tensor<32x8xf32>, tensor<2x16xi64>) -> tensor<2x16x8xf32>
+  return %e : tensor<2x16x8xf32>
+}
+
+// -----
+
+// RMSNorm as the dynamo exporter writes it (Pow/ReduceMean/Add/Sqrt/Reciprocal).
+// CHECK-LABEL: func @rms_norm_reciprocal
+// CHECK: %[[N:.+]] = train.rms_norm %arg0, %{{.*}} {eps = 9.99999997E-7 : f32}
+// CHECK-NEXT: return %[[N]]
+func.func @rms_norm_reciprocal(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = train.weight "n" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %two = train.constant dense<2.0> : tensor<f32>
+  %p = train.pow %x, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = train.reduce_mean %p {axes = array<i64: -1>, keepdims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %eps = train.constant dense<1.0e-6> : tensor<f32>
+  %a = train.add %m, %eps : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %s = train.sqrt %a : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %r = train.reciprocal %s : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %n = train.mul %x, %r : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %y = train.mul %w, %n : (tensor<8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// RMSNorm with Div, x*x, and the (1 + w) scale.
+// CHECK-LABEL: func @rms_norm_div_plus_one
+// CHECK: train.rms_norm %arg0, %{{.*}} {eps = 9.99999974E-6 : f32, plus_one}
+func.func @rms_norm_div_plus_one(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %w = train.weight "n" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %sq = train.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = train.reduce_mean %sq {axes = array<i64: 1>, keepdims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
+  %eps = train.constant dense<1.0e-5> : tensor<f32>
+  %a = train.add %eps, %m : (tensor<f32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  %s = train.sqrt %a : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %n = train.div %x, %s : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %w1 = train.add %w, %one : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %y = train.mul %n, %w1 : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// LayerNormalization over the last dim becomes layer_norm.
+// CHECK-LABEL: func @layer_norm
+// CHECK: train.layer_norm %arg0, %arg1, %arg2 {eps = 9.99999974E-6 : f32}
+func.func @layer_norm(%x: tensor<2x8xf32>, %s: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<2x8xf32> {
+  %y = train.layer_normalization %x, %s, %b {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// SwiGLU: x * sigmoid(x) * up.
+// CHECK-LABEL: func @swiglu
+// CHECK: %[[G:.+]] = train.gated_activation %arg0, %arg1 {act = #train<act silu>}
+// CHECK-NEXT: return %[[G]]
+func.func @swiglu(%g: tensor<2x8xf32>, %u: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s = train.sigmoid %g : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %silu = train.mul %g, %s : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = train.mul %silu, %u : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// GELU, exact: 0.5 * x * (1 + erf(x / sqrt(2))) as torch 1.13 exports it.
+// CHECK-LABEL: func @gelu_erf
+// CHECK: %[[A:.+]] = train.activation %arg0 {act = #train<act gelu>}
+// CHECK-NEXT: return %[[A]]
+func.func @gelu_erf(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %r2 = train.constant dense<1.41421354> : tensor<f32>
+  %d = train.div %x, %r2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = train.erf %d : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %a = train.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %m = train.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %half = train.constant dense<0.5> : tensor<f32>
+  %y = train.mul %m, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// GELU, tanh: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), and
+// the opset-20 Gelu op.
+// CHECK-LABEL: func @gelu_tanh
+// CHECK: train.activation %arg0 {act = #train<act gelu_tanh>}
+// CHECK: train.activation %arg0 {act = #train<act gelu_tanh>}
+// CHECK-NOT: train.tanh
+func.func @gelu_tanh(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
+  %three = train.constant dense<3.0> : tensor<f32>
+  %p = train.pow %x, %three : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %c = train.constant dense<0.044715> : tensor<f32>
+  %pc = train.mul %p, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %in = train.add %x, %pc : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %k = train.constant dense<0.797884583> : tensor<f32>
+  %ik = train.mul %in, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %t = train.tanh %ik : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %a = train.add %t, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %half = train.constant dense<0.5> : tensor<f32>
+  %xh = train.mul %x, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %y = train.mul %xh, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g = train.gelu %x {tanh} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y, %g : tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Rotary, half-split with Slice/Neg/Concat on [B, H, S, D]; the result is
+// computed on packed heads, and frozen tables of shape [1, 1, S, D] become [S, D].
+// CHECK-LABEL: func @rotary_slices
+// CHECK: %[[R:.+]] = train.rotary %arg0, %{{.*}}, %{{.*}} {head_dim = 4 : i64} : (tensor<1x3x8xf32>, tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<1x3x8xf32>
+// CHECK-NEXT: return %[[R]]
+func.func @rotary_slices(%xp: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
+  %cos = train.constant dense<0.5> : tensor<1x1x3x4xf32>
+  %sin = train.constant dense<0.25> : tensor<1x1x3x4xf32>
+  %s4 = train.constant dense<[1, 3, 2, 4]> : tensor<4xi64>
+  %r4 = train.reshape %xp, %s4 : (tensor<1x3x8xf32>, tensor<4xi64>) -> tensor<1x3x2x4xf32>
+  %x = train.transpose %r4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %c0 = train.constant dense<0> : tensor<1xi64>
+  %c2 = train.constant dense<2> : tensor<1xi64>
+  %cmax = train.constant dense<9223372036854775807> : tensor<1xi64>
+  %ax = train.constant dense<3> : tensor<1xi64>
+  %st = train.constant dense<1> : tensor<1xi64>
+  %lo = train.slice %x, %c0, %c2, %ax, %st : (tensor<1x2x3x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x2x3x2xf32>
+  %hi = train.slice %x, %c2, %cmax, %ax, %st : (tensor<1x2x3x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x2x3x2xf32>
+  %n = train.neg %hi : (tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32>
+  %rot = train.concat %n, %lo {axis = -1 : i64} : (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x2x3x4xf32>
+  %a = train.mul %x, %cos : (tensor<1x2x3x4xf32>, tensor<1x1x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %b = train.mul %rot, %sin : (tensor<1x2x3x4xf32>, tensor<1x1x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %y = train.add %a, %b : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %yt = train.transpose %y {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x3x4xf32>) -> tensor<1x3x2x4xf32>
+  %s3 = train.constant dense<[1, 3, 8]> : tensor<3xi64>
+  %out = train.reshape %yt, %s3 : (tensor<1x3x2x4xf32>, tensor<3xi64>) -> tensor<1x3x8xf32>
+  return %out : tensor<1x3x8xf32>
+}
+
+// -----
+
+// Rotary with Split instead of Slices; tables that are weights get frozen.
+// CHECK-LABEL: func @rotary_split
+// CHECK: train.weight "cos" {{{.*}}} : tensor<3x4xf32>
+// CHECK-NOT: trainable
+// CHECK: train.rotary
+func.func @rotary_split(%x: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
+  %cos = train.weight "cos" {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
+  %sin = train.weight "sin" {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
+  %p:2 = train.split %x {axis = 3 : i64, sizes = array<i64: 2, 2>} : (tensor<1x2x3x4xf32>) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>)
+  %n = train.neg %p#1 : (tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32>
+  %rot = train.concat %n, %p#0 {axis = 3 : i64} : (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x2x3x4xf32>
+  %a = train.mul %cos, %x : (tensor<3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %b = train.mul %sin, %rot : (tensor<3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  %y = train.add %b, %a : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32>
+  return %y : tensor<1x2x3x4xf32>
+}
+
+// -----
+
+// Attention with an additive causal mask and GQA head repetition
+// (4 query heads, 2 key/value heads); scale applied after QK^T.
+// CHECK-LABEL: func @attention_gqa_causal
+// CHECK: %[[O:.+]] = train.attention %arg0, %arg1, %arg2 {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32} : (tensor<1x3x16xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x16xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @attention_gqa_causal(%q: tensor<1x3x16xf32>, %k: tensor<1x3x8xf32>, %v: tensor<1x3x8xf32>) -> tensor<1x3x16xf32> {
+  %sq = train.constant dense<[1, 3, 4, 4]> : tensor<4xi64>
+  %skv = train.constant dense<[1, 3, 2, 4]> : tensor<4xi64>
+  %q4 = train.reshape %q, %sq : (tensor<1x3x16xf32>, tensor<4xi64>) -> tensor<1x3x4x4xf32>
+  %qh = train.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x4x4xf32>) -> tensor<1x4x3x4xf32>
+  %k4 = train.reshape %k, %skv : (tensor<1x3x8xf32>, tensor<4xi64>) -> tensor<1x3x2x4xf32>
+  %kh = train.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %v4 = train.reshape %v, %skv : (tensor<1x3x8xf32>, tensor<4xi64>) -> tensor<1x3x2x4xf32>
+  %vh = train.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %e5 = train.constant dense<[1, 2, 2, 3, 4]> : tensor<5xi64>
+  %s4 = train.constant dense<[1, 4, 3, 4]> : tensor<4xi64>
+  %ku = train.unsqueeze %kh {axes = array<i64: 2>} : (tensor<1x2x3x4xf32>) -> tensor<1x2x1x3x4xf32>
+  %ke = train.expand %ku, %e5 : (tensor<1x2x1x3x4xf32>, tensor<5xi64>) -> tensor<1x2x2x3x4xf32>
+  %kr = train.reshape %ke, %s4 : (tensor<1x2x2x3x4xf32>, tensor<4xi64>) -> tensor<1x4x3x4xf32>
+  %vu = train.unsqueeze %vh {axes = array<i64: 2>} : (tensor<1x2x3x4xf32>) -> tensor<1x2x1x3x4xf32>
+  %ve = train.expand %vu, %e5 : (tensor<1x2x1x3x4xf32>, tensor<5xi64>) -> tensor<1x2x2x3x4xf32>
+  %vr = train.reshape %ve, %s4 : (tensor<1x2x2x3x4xf32>, tensor<4xi64>) -> tensor<1x4x3x4xf32>
+  %kt = train.transpose %kr {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x4x3x4xf32>) -> tensor<1x4x4x3xf32>
+  %s = train.matmul %qh, %kt : (tensor<1x4x3x4xf32>, tensor<1x4x4x3xf32>) -> tensor<1x4x3x3xf32>
+  %c = train.constant dense<0.5> : tensor<f32>
+  %ss = train.mul %s, %c : (tensor<1x4x3x3xf32>, tensor<f32>) -> tensor<1x4x3x3xf32>
+  %mask = train.constant dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>
+  %sm = train.add %ss, %mask : (tensor<1x4x3x3xf32>, tensor<3x3xf32>) -> tensor<1x4x3x3xf32>
+  %p = train.softmax %sm {axis = -1 : i64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %o = train.matmul %p, %vr : (tensor<1x4x3x3xf32>, tensor<1x4x3x4xf32>) -> tensor<1x4x3x4xf32>
+  %ot = train.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x3x4xf32>) -> tensor<1x3x4x4xf32>
+  %s3 = train.constant dense<[1, 3, 16]> : tensor<3xi64>
+  %out = train.reshape %ot, %s3 : (tensor<1x3x4x4xf32>, tensor<3xi64>) -> tensor<1x3x16xf32>
+  return %out : tensor<1x3x16xf32>
+}
+
+// -----
+
+// Attention with masked_fill's Where(cond, -inf, scores), the scale split
+// over q and k (decomposed SDPA), and a mask that is not causal: kept as a
+// frozen operand when additive, fused only when causal for Where.
+// CHECK-LABEL: func @attention_where_and_split_scale
+// CHECK: train.attention {{.*}} {causal, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 2.500000e-01 : f32}
+// CHECK: %[[M:.+]] = train.weight "mask" {{{.*}}} : tensor<1x1x2x2xf32>
+// CHECK-NOT: trainable
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {num_heads = 1 : i64
+func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) {
+  %h = train.constant dense<0.5> : tensor<f32>
+  %qs = train.mul %q, %h : (tensor<1x1x2x4xf32>, tensor<f32>) -> tensor<1x1x2x4xf32>
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x2x4xf32>) -> tensor<1x1x4x2xf32>
+  %ks = train.mul %kt, %h : (tensor<1x1x4x2xf32>, tensor<f32>) -> tensor<1x1x4x2xf32>
+  %s = train.matmul %qs, %ks : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
+  %cond = train.constant dense<[[false, true], [false, false]]> : tensor<2x2xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %w = train.where %cond, %ninf, %s : (tensor<2x2xi1>, tensor<f32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p = train.softmax %w {axis = -1 : i64} : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  %mask = train.weight "mask" {source = #train<source inline>, file = "m", trainable} : tensor<1x1x2x2xf32>
+  %kt2 = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x2x4xf32>) -> tensor<1x1x4x2xf32>
+  %s2 = train.matmul %q, %kt2 : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
+  %a2 = train.add %s2, %mask : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p2 = train.softmax %a2 {axis = 3 : i64} : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %o2 = train.matmul %p2, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o, %o2 : tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>
+}
+
+// -----
+
+// Softmax over scores that are not QK^T stays primitive.
+// CHECK-LABEL: func @not_attention
+// CHECK: train.softmax
+// CHECK-NOT: train.attention
+func.func @not_attention(%s: tensor<1x1x2x2xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %p = train.softmax %s {axis = -1 : i64} : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}
+
+// -----
+
+// Cross-entropy with the Hugging Face label shift (Pad by ignore_index, then
+// Slice from 1) on flattened logits; the labels input gets its role.
+// CHECK-LABEL: func @cross_entropy_shift
+// CHECK-SAME: train.role = #train<role labels>
+// CHECK: %[[L:.+]] = train.cross_entropy %arg0, %arg1 {ignore_index = -100 : i64, shift}
+// CHECK-NEXT: return %[[L]]
+func.func @cross_entropy_shift(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi64>) -> tensor<f32> {
+  %pads = train.constant dense<[0, 0, 0, 1]> : tensor<4xi64>
+  %ig = train.constant dense<-100> : tensor<i64>
+  %p = train.pad %labels, %pads, %ig : (tensor<2x4xi64>, tensor<4xi64>, tensor<i64>) -> tensor<2x5xi64>
+  %one = train.constant dense<1> : tensor<1xi64>
+  %max = train.constant dense<9223372036854775807> : tensor<1xi64>
+  %sl = train.slice %p, %one, %max, %one, %one : (tensor<2x5xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x4xi64>
+  %s2 = train.constant dense<[-1, 8]> : tensor<2xi64>
+  %s1 = train.constant dense<-1> : tensor<1xi64>
+  %lf = train.reshape %logits, %s2 : (tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<8x8xf32>
+  %tf = train.reshape %sl, %s1 : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
+  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Next-token targets (no shift); reduction sum is not fused.
+// CHECK-LABEL: func @cross_entropy_targets
+// CHECK-SAME: train.role = #train<role targets>
+// CHECK: train.cross_entropy %arg0, %arg1 {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+// CHECK: train.softmax_cross_entropy_loss {{.*}}reduction = "sum"
+func.func @cross_entropy_targets(%logits: tensor<2x4x8xf32>, %t: tensor<2x4xi64>) -> (tensor<f32>, tensor<f32>) {
+  %s2 = train.constant dense<[-1, 8]> : tensor<2xi64>
+  %s1 = train.constant dense<-1> : tensor<1xi64>
+  %lf = train.reshape %logits, %s2 : (tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<8x8xf32>
+  %tf = train.reshape %t, %s1 : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
+  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  %l2 = train.softmax_cross_entropy_loss %lf, %tf {reduction = "sum"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  return %l, %l2 : tensor<f32>, tensor<f32>
+}

@@ -1,0 +1,57 @@
+// RUN: mt-opt --split-input-file --mt-outline-layers %s | FileCheck %s
+// RUN: mt-opt --split-input-file --mt-outline-layers=min-layers=3 %s | FileCheck %s --check-prefix=MIN
+
+// Two layers of one structure share one template; the embedding stays
+// before the calls and the final norm and head after them.
+// CHECK-LABEL: func.func private @layer(
+// CHECK-SAME: %{{.*}}: tensor<2x8xf32>, %{{.*}}: tensor<8xf32> {train.param = "norm.weight"}, %{{.*}}: tensor<8x8xf32> {train.param = "proj.weight"}) -> tensor<2x8xf32>
+// CHECK: train.rms_norm
+// CHECK: train.linear
+// CHECK: train.add
+// CHECK-NOT: func.func private
+// CHECK-LABEL: func.func @model
+// CHECK: train.embedding
+// CHECK: %[[H0:.+]] = call @layer(%{{.*}}) {train.layer = 0 : i64}
+// CHECK: %[[H1:.+]] = call @layer(%[[H0]], {{.*}}) {train.layer = 1 : i64}
+// CHECK: train.rms_norm %[[H1]]
+// CHECK: train.linear
+// CHECK: train.cross_entropy
+// MIN-NOT: call @layer
+func.func @model(%ids: tensor<2xi64>, %t: tensor<2xi64>) -> tensor<f32> {
+  %emb = train.weight "embed.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %p0 = train.weight "layers.0.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %n1 = train.weight "layers.1.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %p1 = train.weight "layers.1.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %nf = train.weight "norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %h = train.embedding %emb, %ids : (tensor<16x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+  %a0 = train.rms_norm %h, %n0 {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %b0 = train.linear %a0, %p0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h0 = train.add %h, %b0 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a1 = train.rms_norm %h0, %n1 {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %b1 = train.linear %a1, %p1 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h1 = train.add %h0, %b1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %f = train.rms_norm %h1, %nf {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %lg = train.linear %f, %emb {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
+  %l = train.cross_entropy %lg, %t {ignore_index = -100 : i64} : (tensor<2x16xf32>, tensor<2xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Layers of different structure (another eps) get their own templates.
+// CHECK-LABEL: func.func private @layer(
+// CHECK: eps = 9.99999997E-7
+// CHECK-LABEL: func.func private @layer_1(
+// CHECK: eps = 9.99999974E-6
+// CHECK-LABEL: func.func @model
+// CHECK: call @layer(
+// CHECK: call @layer_1(
+func.func @model(%h: tensor<2x8xf32>) -> tensor<f32> {
+  %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %n1 = train.weight "layers.1.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %a0 = train.rms_norm %h, %n0 {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %a1 = train.rms_norm %a0, %n1 {eps = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %l = train.reduce_mean %a1 {axes = array<i64>} : (tensor<2x8xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -57,17 +57,28 @@ const char *kSupportedOps =
 Type elementTypeOf(MLIRContext &ctx, int dtype) {
   using T = onnx::TensorProto;
   switch (dtype) {
-  case T::FLOAT: return Float32Type::get(&ctx);
-  case T::DOUBLE: return Float64Type::get(&ctx);
-  case T::FLOAT16: return Float16Type::get(&ctx);
-  case T::BFLOAT16: return BFloat16Type::get(&ctx);
-  case T::INT64: return IntegerType::get(&ctx, 64);
-  case T::INT32: return IntegerType::get(&ctx, 32);
-  case T::INT16: return IntegerType::get(&ctx, 16);
-  case T::INT8: return IntegerType::get(&ctx, 8);
-  case T::UINT8: return IntegerType::get(&ctx, 8);
-  case T::BOOL: return IntegerType::get(&ctx, 1);
-  default: return nullptr;
+  case T::FLOAT:
+    return Float32Type::get(&ctx);
+  case T::DOUBLE:
+    return Float64Type::get(&ctx);
+  case T::FLOAT16:
+    return Float16Type::get(&ctx);
+  case T::BFLOAT16:
+    return BFloat16Type::get(&ctx);
+  case T::INT64:
+    return IntegerType::get(&ctx, 64);
+  case T::INT32:
+    return IntegerType::get(&ctx, 32);
+  case T::INT16:
+    return IntegerType::get(&ctx, 16);
+  case T::INT8:
+    return IntegerType::get(&ctx, 8);
+  case T::UINT8:
+    return IntegerType::get(&ctx, 8);
+  case T::BOOL:
+    return IntegerType::get(&ctx, 1);
+  default:
+    return nullptr;
   }
 }
 
@@ -102,9 +113,7 @@ public:
 
 private:
   // Diagnostics.
-  InFlightDiagnostic fileError() {
-    return emitError(fileLoc) << file << ": ";
-  }
+  InFlightDiagnostic fileError() { return emitError(fileLoc) << file << ": "; }
   InFlightDiagnostic nodeError() {
     return emitError(loc) << file << ": node '" << node->name() << "' ("
                           << node->op_type() << "): ";
@@ -202,8 +211,9 @@ LogicalResult Importer::readModel() {
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT32_MAX);
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
-    return fileError() << "not a valid ONNX model (the protobuf does not parse; "
-                          "the file may be truncated or not ONNX)",
+    return fileError()
+               << "not a valid ONNX model (the protobuf does not parse; "
+                  "the file may be truncated or not ONNX)",
            failure();
   if (!model.has_graph() || !model.has_ir_version())
     return fileError() << "not an ONNX model (no graph or ir_version)",
@@ -224,8 +234,8 @@ LogicalResult Importer::checkVersions() {
   }
   if (opset < kMinOpset || opset > kMaxOpset)
     return fileError() << "default-domain opset " << opset
-                       << " is not supported (export with opset "
-                       << kMinOpset << " to " << kMaxOpset << ")",
+                       << " is not supported (export with opset " << kMinOpset
+                       << " to " << kMaxOpset << ")",
            failure();
   if (!opts.trainableRegex.empty())
     trainableRe.emplace(opts.trainableRegex);
@@ -237,7 +247,8 @@ LogicalResult Importer::checkVersions() {
 LogicalResult Importer::readTrainableSet() {
   if (opts.weightsPath.empty())
     return success();
-  runtime::Status st = runtime::readSafetensorsHeader(opts.weightsPath, weights);
+  runtime::Status st =
+      runtime::readSafetensorsHeader(opts.weightsPath, weights);
   if (!st)
     return emitError(UnknownLoc::get(&ctx)) << st.message(), failure();
   haveWeightsFile = true;
@@ -248,10 +259,10 @@ LogicalResult Importer::readTrainableSet() {
     int count = 0;
     for (const auto &init : model.graph().initializer()) {
       const std::string &n = init.name();
-      if (n == e.name || (n.size() > e.name.size() &&
-                          n.compare(n.size() - e.name.size(), e.name.size(),
-                                    e.name) == 0 &&
-                          n[n.size() - e.name.size() - 1] == '.')) {
+      if (n == e.name ||
+          (n.size() > e.name.size() &&
+           n.compare(n.size() - e.name.size(), e.name.size(), e.name) == 0 &&
+           n[n.size() - e.name.size() - 1] == '.')) {
         match = &init;
         ++count;
       }
@@ -264,8 +275,8 @@ LogicalResult Importer::readTrainableSet() {
              failure();
     if (count > 1)
       return emitError(UnknownLoc::get(&ctx))
-                 << opts.weightsPath << ": tensor '" << e.name
-                 << "' matches " << count << " initializers of " << file
+                 << opts.weightsPath << ": tensor '" << e.name << "' matches "
+                 << count << " initializers of " << file
                  << "; the suffix is ambiguous",
              failure();
     SmallVector<int64_t> dims(match->dims().begin(), match->dims().end());
@@ -284,8 +295,8 @@ FailureOr<RankedTensorType> Importer::tensorTypeOf(const onnx::TensorProto &t,
                                                    StringRef what) {
   Type et = elementTypeOf(ctx, t.data_type());
   if (!et)
-    return fileError() << what << " '" << t.name() << "' has unsupported data type "
-                       << t.data_type(),
+    return fileError() << what << " '" << t.name()
+                       << "' has unsupported data type " << t.data_type(),
            failure();
   SmallVector<int64_t> dims;
   for (int64_t d : t.dims()) {
@@ -312,9 +323,12 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
     std::string location;
     int64_t offset = 0, length = -1;
     for (const auto &kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
-      else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        offset = std::atoll(kv.value().c_str());
+      else if (kv.key() == "length")
+        length = std::atoll(kv.value().c_str());
     }
     std::string path = (baseDir.empty() ? location : baseDir + "/" + location);
     std::ifstream f(path, std::ios::binary);
@@ -336,20 +350,28 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
       std::memcpy(bytes.data() + i * width, &bits, width);
     };
     if (t.int64_data_size() == n)
-      for (int64_t i = 0; i < n; ++i) put(i, uint64_t(t.int64_data(i)));
+      for (int64_t i = 0; i < n; ++i)
+        put(i, uint64_t(t.int64_data(i)));
     else if (t.float_data_size() == n)
       for (int64_t i = 0; i < n; ++i) {
         float v = t.float_data(i);
-        if (et.isF32()) { uint32_t bits; std::memcpy(&bits, &v, 4); put(i, bits); }
-        else return bad("float_data for a non-float32 tensor");
+        if (et.isF32()) {
+          uint32_t bits;
+          std::memcpy(&bits, &v, 4);
+          put(i, bits);
+        } else
+          return bad("float_data for a non-float32 tensor");
       }
     else if (t.double_data_size() == n)
       for (int64_t i = 0; i < n; ++i) {
-        double v = t.double_data(i); uint64_t bits;
-        std::memcpy(&bits, &v, 8); put(i, bits);
+        double v = t.double_data(i);
+        uint64_t bits;
+        std::memcpy(&bits, &v, 8);
+        put(i, bits);
       }
     else if (t.int32_data_size() == n)
-      for (int64_t i = 0; i < n; ++i) put(i, uint64_t(int64_t(t.int32_data(i))));
+      for (int64_t i = 0; i < n; ++i)
+        put(i, uint64_t(int64_t(t.int32_data(i))));
     else
       return bad("holds no data for its " + std::to_string(n) + " elements");
   }
@@ -358,13 +380,16 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
                std::to_string(n * width));
   if (et.isInteger(1)) {
     SmallVector<bool> v;
-    for (char c : bytes) v.push_back(c != 0);
+    for (char c : bytes)
+      v.push_back(c != 0);
     return DenseElementsAttr::get(*type, ArrayRef<bool>(v));
   }
   bool splat = false;
-  if (!DenseElementsAttr::isValidRawBuffer(*type, ArrayRef<char>(bytes.data(), bytes.size()), splat))
+  if (!DenseElementsAttr::isValidRawBuffer(
+          *type, ArrayRef<char>(bytes.data(), bytes.size()), splat))
     return bad("raw data does not fit its type");
-  return DenseElementsAttr::getFromRawBuffer(*type, ArrayRef<char>(bytes.data(), bytes.size()));
+  return DenseElementsAttr::getFromRawBuffer(
+      *type, ArrayRef<char>(bytes.data(), bytes.size()));
 }
 
 LogicalResult Importer::importInputs(SmallVectorImpl<Type> &types,
@@ -438,7 +463,8 @@ LogicalResult Importer::importInitializers() {
       trainable = true;
     if (frozenRe && frozenRe->match(init.name()))
       trainable = false;
-    SmallVector<NamedAttribute> attrs{named("name", b.getStringAttr(init.name()))};
+    SmallVector<NamedAttribute> attrs{
+        named("name", b.getStringAttr(init.name()))};
     if (trainable)
       attrs.push_back(named("trainable", b.getUnitAttr()));
     WeightSource source = WeightSource::Inline;
@@ -450,17 +476,23 @@ LogicalResult Importer::importInitializers() {
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       source = WeightSource::External;
       std::string location;
-      int64_t offset = 0, length = type->getNumElements() * bytesOf(type->getElementType());
+      int64_t offset = 0,
+              length = type->getNumElements() * bytesOf(type->getElementType());
       for (const auto &kv : init.external_data()) {
-        if (kv.key() == "location") location = kv.value();
-        else if (kv.key() == "offset") offset = std::atoll(kv.value().c_str());
-        else if (kv.key() == "length") length = std::atoll(kv.value().c_str());
+        if (kv.key() == "location")
+          location = kv.value();
+        else if (kv.key() == "offset")
+          offset = std::atoll(kv.value().c_str());
+        else if (kv.key() == "length")
+          length = std::atoll(kv.value().c_str());
       }
       if (location.empty())
         return fileError() << "initializer '" << init.name()
                            << "' has external data without a location",
                failure();
-      attrs.push_back(named("file", b.getStringAttr(baseDir.empty() ? location : baseDir + "/" + location)));
+      attrs.push_back(named(
+          "file", b.getStringAttr(baseDir.empty() ? location
+                                                  : baseDir + "/" + location)));
       attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
       attrs.push_back(named("length", b.getI64IntegerAttr(length)));
     } else {
@@ -490,7 +522,8 @@ LogicalResult Importer::needInputs(int min, int max) {
   while (n > 0 && node->input(n - 1).empty())
     --n;
   if (n < min || n > max) {
-    nodeError() << "takes " << min << (min == max ? "" : " to " + std::to_string(max))
+    nodeError() << "takes " << min
+                << (min == max ? "" : " to " + std::to_string(max))
                 << " inputs, got " << n;
     return failure();
   }
@@ -513,7 +546,8 @@ FailureOr<int64_t> Importer::attrInt(StringRef name,
                                      std::optional<int64_t> dflt) {
   if (const auto *a = attr(name)) {
     if (a->type() != onnx::AttributeProto::INT)
-      return nodeError() << "attribute '" << name << "' must be an int", failure();
+      return nodeError() << "attribute '" << name << "' must be an int",
+             failure();
     return a->i();
   }
   if (!dflt)
@@ -524,7 +558,8 @@ FailureOr<int64_t> Importer::attrInt(StringRef name,
 FailureOr<float> Importer::attrFloat(StringRef name, float dflt) {
   if (const auto *a = attr(name)) {
     if (a->type() != onnx::AttributeProto::FLOAT)
-      return nodeError() << "attribute '" << name << "' must be a float", failure();
+      return nodeError() << "attribute '" << name << "' must be a float",
+             failure();
     return a->f();
   }
   return dflt;
@@ -533,7 +568,8 @@ FailureOr<float> Importer::attrFloat(StringRef name, float dflt) {
 FailureOr<std::string> Importer::attrString(StringRef name, StringRef dflt) {
   if (const auto *a = attr(name)) {
     if (a->type() != onnx::AttributeProto::STRING)
-      return nodeError() << "attribute '" << name << "' must be a string", failure();
+      return nodeError() << "attribute '" << name << "' must be a string",
+             failure();
     return a->s();
   }
   return dflt.str();
@@ -549,9 +585,11 @@ std::optional<SmallVector<int64_t>> Importer::attrInts(StringRef name) {
 FailureOr<SmallVector<int64_t>> Importer::constInts(Value v, StringRef what) {
   auto vals = getIntValues(known.lookup(v));
   if (!vals)
-    return nodeError() << what << " must be a constant integer tensor; it "
-                          "depends on a graph input or a weight (static "
-                          "shapes from --batch/--seq make shape chains constant)",
+    return nodeError()
+               << what
+               << " must be a constant integer tensor; it "
+                  "depends on a graph input or a weight (static "
+                  "shapes from --batch/--seq make shape chains constant)",
            failure();
   return *vals;
 }
@@ -655,7 +693,9 @@ LogicalResult Importer::bind(FailureOr<Operation *> maybeOp) {
 
 LogicalResult Importer::importNode(const onnx::NodeProto &n) {
   node = &n;
-  std::string name = n.name().empty() ? n.op_type() + "_" + (n.output_size() ? n.output(0) : "") : n.name();
+  std::string name = n.name().empty() ? n.op_type() + "_" +
+                                            (n.output_size() ? n.output(0) : "")
+                                      : n.name();
   loc = NameLoc::get(b.getStringAttr(name), fileLoc);
   const std::string &t = n.op_type();
   if (!n.domain().empty() && n.domain() != "ai.onnx")
@@ -691,50 +731,83 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     using OpTy = decltype(tag);
     if (failed(needInputs(1, 2)))
       return failure();
-    auto axes = opset >= axesInputOpset ? axesFrom("axes", 1, false)
-                                        : FailureOr<SmallVector<int64_t>>(attrInts("axes").value_or(SmallVector<int64_t>{}));
+    auto axes = opset >= axesInputOpset
+                    ? axesFrom("axes", 1, false)
+                    : FailureOr<SmallVector<int64_t>>(
+                          attrInts("axes").value_or(SmallVector<int64_t>{}));
     auto keep = attrInt("keepdims", 1);
     auto noop = attrInt("noop_with_empty_axes", 0);
     if (failed(axes) || failed(keep) || failed(noop))
       return failure();
     if (axes->empty() && *noop)
       return bind(make<IdentityOp>({in(0)}));
-    SmallVector<NamedAttribute> attrs{named("axes", b.getDenseI64ArrayAttr(*axes))};
+    SmallVector<NamedAttribute> attrs{
+        named("axes", b.getDenseI64ArrayAttr(*axes))};
     if (*keep)
       attrs.push_back(named("keepdims", b.getUnitAttr()));
     return bind(make<OpTy>({in(0)}, attrs));
   };
 
-  if (t == "Add") return binary(AddOp());
-  if (t == "Sub") return binary(SubOp());
-  if (t == "Mul") return binary(MulOp());
-  if (t == "Div") return binary(DivOp());
-  if (t == "Pow") return binary(PowOp());
-  if (t == "And") return binary(AndOp());
-  if (t == "Or") return binary(OrOp());
-  if (t == "Equal") return binary(EqualOp());
-  if (t == "Less") return binary(LessOp());
-  if (t == "LessOrEqual") return binary(LessOrEqualOp());
-  if (t == "Greater") return binary(GreaterOp());
-  if (t == "GreaterOrEqual") return binary(GreaterOrEqualOp());
-  if (t == "MatMul") return binary(MatMulOp());
-  if (t == "Max") return variadic(MaxOp());
-  if (t == "Min") return variadic(MinOp());
-  if (t == "Sqrt") return unary(SqrtOp());
-  if (t == "Reciprocal") return unary(ReciprocalOp());
-  if (t == "Neg") return unary(NegOp());
-  if (t == "Exp") return unary(ExpOp());
-  if (t == "Log") return unary(LogOp());
-  if (t == "Tanh") return unary(TanhOp());
-  if (t == "Sigmoid") return unary(SigmoidOp());
-  if (t == "Erf") return unary(ErfOp());
-  if (t == "Cos") return unary(CosOp());
-  if (t == "Sin") return unary(SinOp());
-  if (t == "Not") return unary(NotOp());
-  if (t == "Identity") return unary(IdentityOp());
-  if (t == "ReduceMean") return reduce(ReduceMeanOp(), 18);
-  if (t == "ReduceMax") return reduce(ReduceMaxOp(), 18);
-  if (t == "ReduceSum") return reduce(ReduceSumOp(), 13);
+  if (t == "Add")
+    return binary(AddOp());
+  if (t == "Sub")
+    return binary(SubOp());
+  if (t == "Mul")
+    return binary(MulOp());
+  if (t == "Div")
+    return binary(DivOp());
+  if (t == "Pow")
+    return binary(PowOp());
+  if (t == "And")
+    return binary(AndOp());
+  if (t == "Or")
+    return binary(OrOp());
+  if (t == "Equal")
+    return binary(EqualOp());
+  if (t == "Less")
+    return binary(LessOp());
+  if (t == "LessOrEqual")
+    return binary(LessOrEqualOp());
+  if (t == "Greater")
+    return binary(GreaterOp());
+  if (t == "GreaterOrEqual")
+    return binary(GreaterOrEqualOp());
+  if (t == "MatMul")
+    return binary(MatMulOp());
+  if (t == "Max")
+    return variadic(MaxOp());
+  if (t == "Min")
+    return variadic(MinOp());
+  if (t == "Sqrt")
+    return unary(SqrtOp());
+  if (t == "Reciprocal")
+    return unary(ReciprocalOp());
+  if (t == "Neg")
+    return unary(NegOp());
+  if (t == "Exp")
+    return unary(ExpOp());
+  if (t == "Log")
+    return unary(LogOp());
+  if (t == "Tanh")
+    return unary(TanhOp());
+  if (t == "Sigmoid")
+    return unary(SigmoidOp());
+  if (t == "Erf")
+    return unary(ErfOp());
+  if (t == "Cos")
+    return unary(CosOp());
+  if (t == "Sin")
+    return unary(SinOp());
+  if (t == "Not")
+    return unary(NotOp());
+  if (t == "Identity")
+    return unary(IdentityOp());
+  if (t == "ReduceMean")
+    return reduce(ReduceMeanOp(), 18);
+  if (t == "ReduceMax")
+    return reduce(ReduceMaxOp(), 18);
+  if (t == "ReduceSum")
+    return reduce(ReduceSumOp(), 13);
 
   if (t == "Constant") {
     if (failed(needInputs(0, 0)))
@@ -746,17 +819,24 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
         return failure();
       value = *v;
     } else if (const auto *a = attr("value_float")) {
-      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()), a->f());
+      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                     a->f());
     } else if (const auto *a = attr("value_floats")) {
       SmallVector<float> v(a->floats().begin(), a->floats().end());
-      value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, b.getF32Type()), ArrayRef<float>(v));
+      value = DenseElementsAttr::get(
+          RankedTensorType::get({int64_t(v.size())}, b.getF32Type()),
+          ArrayRef<float>(v));
     } else if (const auto *a = attr("value_int")) {
-      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()), int64_t(a->i()));
+      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                     int64_t(a->i()));
     } else if (const auto *a = attr("value_ints")) {
       SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
-      value = DenseElementsAttr::get(RankedTensorType::get({int64_t(v.size())}, b.getI64Type()), ArrayRef<int64_t>(v));
+      value = DenseElementsAttr::get(
+          RankedTensorType::get({int64_t(v.size())}, b.getI64Type()),
+          ArrayRef<int64_t>(v));
     } else {
-      return nodeError() << "only tensor, float(s) and int(s) values are supported",
+      return nodeError()
+                 << "only tensor, float(s) and int(s) values are supported",
              failure();
     }
     return bind(make<ConstantOp>({}, {named("value", value)}));
@@ -772,7 +852,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       return nodeError() << "cannot cast to data type " << *to, failure();
     return bind(make<CastOp>({in(0)}, {named("to", TypeAttr::get(et))}));
   }
-  if (t == "CastLike") return binary(CastLikeOp());
+  if (t == "CastLike")
+    return binary(CastLikeOp());
   if (t == "Dropout") {
     if (failed(needInputs(1, 3)))
       return failure();
@@ -808,7 +889,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     if (failed(approx))
       return failure();
     if (*approx != "none" && *approx != "tanh")
-      return nodeError() << "approximate must be 'none' or 'tanh', got '" << *approx << "'", failure();
+      return nodeError() << "approximate must be 'none' or 'tanh', got '"
+                         << *approx << "'",
+             failure();
     SmallVector<NamedAttribute> attrs;
     if (*approx == "tanh")
       attrs.push_back(named("tanh", b.getUnitAttr()));
@@ -823,11 +906,14 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       return failure();
     if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1))
       return nodeError() << "transA and transB must be 0 or 1, got " << *ta
-                         << " and " << *tb, failure();
+                         << " and " << *tb,
+             failure();
     SmallVector<NamedAttribute> attrs{named("alpha", b.getF32FloatAttr(*alpha)),
                                       named("beta", b.getF32FloatAttr(*beta))};
-    if (*ta) attrs.push_back(named("transA", b.getUnitAttr()));
-    if (*tb) attrs.push_back(named("transB", b.getUnitAttr()));
+    if (*ta)
+      attrs.push_back(named("transA", b.getUnitAttr()));
+    if (*tb)
+      attrs.push_back(named("transB", b.getUnitAttr()));
     SmallVector<Value> operands{in(0), in(1)};
     if (Value c = in(2))
       operands.push_back(c);
@@ -866,9 +952,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto excl = attrInt("exclusive", 0), rev = attrInt("reverse", 0);
     if (failed(axis) || failed(excl) || failed(rev))
       return failure();
-    SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr((*axis)[0]))};
-    if (*excl) attrs.push_back(named("exclusive", b.getUnitAttr()));
-    if (*rev) attrs.push_back(named("reverse", b.getUnitAttr()));
+    SmallVector<NamedAttribute> attrs{
+        named("axis", b.getI64IntegerAttr((*axis)[0]))};
+    if (*excl)
+      attrs.push_back(named("exclusive", b.getUnitAttr()));
+    if (*rev)
+      attrs.push_back(named("reverse", b.getUnitAttr()));
     return bind(make<CumSumOp>({in(0)}, attrs));
   }
   if (t == "Trilu") {
@@ -885,7 +974,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     if (failed(upper))
       return failure();
     SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr(k))};
-    if (*upper) attrs.push_back(named("upper", b.getUnitAttr()));
+    if (*upper)
+      attrs.push_back(named("upper", b.getUnitAttr()));
     return bind(make<TriluOp>({in(0)}, attrs));
   }
   if (t == "SoftmaxCrossEntropyLoss") {
@@ -897,7 +987,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto red = attrString("reduction", "mean");
     if (failed(red))
       return failure();
-    SmallVector<NamedAttribute> attrs{named("reduction", b.getStringAttr(*red))};
+    SmallVector<NamedAttribute> attrs{
+        named("reduction", b.getStringAttr(*red))};
     if (attr("ignore_index")) {
       auto ii = attrInt("ignore_index", 0);
       if (failed(ii))
@@ -916,7 +1007,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       for (int64_t d = typeOf(in(0)).getRank() - 1; d >= 0; --d)
         perm.push_back(d);
     }
-    return bind(make<TransposeOp>({in(0)}, {named("perm", b.getDenseI64ArrayAttr(perm))}));
+    return bind(make<TransposeOp>(
+        {in(0)}, {named("perm", b.getDenseI64ArrayAttr(perm))}));
   }
   if (t == "Unsqueeze" || t == "Squeeze") {
     if (failed(needInputs(1, 2)))
@@ -934,7 +1026,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto axis = attrInt("axis", 1);
     if (failed(axis))
       return failure();
-    return bind(make<FlattenOp>({in(0)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+    return bind(
+        make<FlattenOp>({in(0)}, {named("axis", b.getI64IntegerAttr(*axis))}));
   }
   if (t == "Concat") {
     if (failed(needInputs(1, 1 << 16)))
@@ -945,7 +1038,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     SmallVector<Value> operands;
     for (int i = 0; i < n.input_size(); ++i)
       operands.push_back(in(i));
-    return bind(make<ConcatOp>(operands, {named("axis", b.getI64IntegerAttr(*axis))}));
+    return bind(
+        make<ConcatOp>(operands, {named("axis", b.getI64IntegerAttr(*axis))}));
   }
   if (t == "Split" || t == "SplitToSequence") {
     bool seq = t == "SplitToSequence";
@@ -957,7 +1051,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto type = typeOf(in(0));
     auto axis = normalizeAxis(*axisAttr, type.getRank());
     if (!axis)
-      return nodeError() << "axis " << *axisAttr << " is out of range", failure();
+      return nodeError() << "axis " << *axisAttr << " is out of range",
+             failure();
     int64_t dim = type.getDimSize(*axis);
     SmallVector<int64_t> sizes;
     if (auto s = attrInts("split")) {
@@ -979,13 +1074,15 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       if (auto no = attr("num_outputs"))
         parts = no->i();
       if (parts <= 0)
-        return nodeError() << "cannot split into " << parts << " parts", failure();
+        return nodeError() << "cannot split into " << parts << " parts",
+               failure();
       int64_t chunk = (dim + parts - 1) / parts;
       for (int64_t left = dim; left > 0; left -= chunk)
         sizes.push_back(std::min(chunk, left));
     }
-    SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr(*axisAttr)),
-                                      named("sizes", b.getDenseI64ArrayAttr(sizes))};
+    SmallVector<NamedAttribute> attrs{
+        named("axis", b.getI64IntegerAttr(*axisAttr)),
+        named("sizes", b.getDenseI64ArrayAttr(sizes))};
     if (!seq)
       return bind(make<SplitOp>({in(0)}, attrs));
     auto keep = attrInt("keepdims", 1);
@@ -1003,7 +1100,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto pos = constInts(in(1), "input 'position'");
     if (failed(pos))
       return failure();
-    return bind(make<SequenceAtOp>({in(0)}, {named("position", b.getI64IntegerAttr((*pos)[0]))}));
+    return bind(make<SequenceAtOp>(
+        {in(0)}, {named("position", b.getI64IntegerAttr((*pos)[0]))}));
   }
   if (t == "Gather") {
     if (failed(needInputs(2, 2)))
@@ -1011,7 +1109,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto axis = attrInt("axis", 0);
     if (failed(axis))
       return failure();
-    return bind(make<GatherOp>({in(0), in(1)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+    return bind(make<GatherOp>({in(0), in(1)},
+                               {named("axis", b.getI64IntegerAttr(*axis))}));
   }
   if (t == "GatherND") {
     if (failed(needInputs(2, 2)))
@@ -1019,7 +1118,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto bd = attrInt("batch_dims", 0);
     if (failed(bd))
       return failure();
-    return bind(make<GatherNDOp>({in(0), in(1)}, {named("batch_dims", b.getI64IntegerAttr(*bd))}));
+    return bind(make<GatherNDOp>(
+        {in(0), in(1)}, {named("batch_dims", b.getI64IntegerAttr(*bd))}));
   }
   if (t == "Shape") {
     if (failed(needInputs(1, 1)))
@@ -1028,17 +1128,20 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto start = attrInt("start", 0), end = attrInt("end", rank);
     if (failed(start) || failed(end))
       return failure();
-    int64_t s = std::clamp<int64_t>(*start < 0 ? *start + rank : *start, 0, rank);
+    int64_t s =
+        std::clamp<int64_t>(*start < 0 ? *start + rank : *start, 0, rank);
     int64_t e = std::clamp<int64_t>(*end < 0 ? *end + rank : *end, s, rank);
     return bind(make<ShapeOp>({in(0)}, {named("start", b.getI64IntegerAttr(s)),
                                         named("end", b.getI64IntegerAttr(e))}));
   }
-  if (t == "Size") return unary(SizeOp());
+  if (t == "Size")
+    return unary(SizeOp());
 
   // Value-shaped ops: the result shape comes from a constant operand.
   std::string err;
   Shape out;
-  auto typed = [&](auto tag, ValueRange operands, ArrayRef<NamedAttribute> attrs,
+  auto typed = [&](auto tag, ValueRange operands,
+                   ArrayRef<NamedAttribute> attrs,
                    Type elementType) -> LogicalResult {
     using OpTy = decltype(tag);
     return bind(makeTyped<OpTy>(operands, attrs,
@@ -1056,7 +1159,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     SmallVector<NamedAttribute> attrs;
     if (*allowzero)
       attrs.push_back(named("allowzero", b.getUnitAttr()));
-    return typed(ReshapeOp(), {in(0), in(1)}, attrs, typeOf(in(0)).getElementType());
+    return typed(ReshapeOp(), {in(0), in(1)}, attrs,
+                 typeOf(in(0)).getElementType());
   }
   if (t == "Expand") {
     if (failed(needInputs(2, 2)))
@@ -1066,7 +1170,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       return failure();
     if (!broadcastShapes(typeOf(in(0)).getShape(), *shape, out, err))
       return nodeError() << err, failure();
-    return typed(ExpandOp(), {in(0), in(1)}, {}, typeOf(in(0)).getElementType());
+    return typed(ExpandOp(), {in(0), in(1)}, {},
+                 typeOf(in(0)).getElementType());
   }
   if (t == "Tile") {
     if (failed(needInputs(2, 2)))
@@ -1106,7 +1211,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       stepsV = *intConst(steps);
     }
     SliceParams p;
-    if (!sliceShape(typeOf(in(0)).getShape(), *starts, *ends, axes, steps, p, err))
+    if (!sliceShape(typeOf(in(0)).getShape(), *starts, *ends, axes, steps, p,
+                    err))
       return nodeError() << err, failure();
     out = p.size;
     return typed(SliceOp(), {in(0), in(1), in(2), axesV, stepsV}, {},
@@ -1119,7 +1225,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     if (failed(mode))
       return failure();
     if (*mode != "constant")
-      return nodeError() << "only mode 'constant' is supported, got '" << *mode << "'", failure();
+      return nodeError() << "only mode 'constant' is supported, got '" << *mode
+                         << "'",
+             failure();
     auto pads = constInts(in(1), "input 'pads'");
     if (failed(pads))
       return failure();
@@ -1148,9 +1256,12 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     Value value = in(2);
     if (!value) {
       auto vt = RankedTensorType::get({}, type.getElementType());
-      Attribute zero = isa<FloatType>(type.getElementType())
-                           ? DenseElementsAttr::get(vt, b.getFloatAttr(type.getElementType(), 0.0))
-                           : DenseElementsAttr::get(vt, b.getIntegerAttr(type.getElementType(), 0));
+      Attribute zero =
+          isa<FloatType>(type.getElementType())
+              ? DenseElementsAttr::get(
+                    vt, b.getFloatAttr(type.getElementType(), 0.0))
+              : DenseElementsAttr::get(
+                    vt, b.getIntegerAttr(type.getElementType(), 0));
       auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(zero));
       known[c] = zero;
       value = c;
@@ -1164,14 +1275,16 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     for (int i = 0; i < 3; ++i) {
       auto f = getFloatValues(known.lookup(in(i)));
       if (!f || f->size() != 1)
-        return nodeError() << "start, limit and delta must be constant scalars", failure();
+        return nodeError() << "start, limit and delta must be constant scalars",
+               failure();
       v.push_back((*f)[0]);
     }
     int64_t len;
     if (!rangeLength(v[0], v[1], v[2], len, err))
       return nodeError() << err, failure();
     out = {len};
-    return typed(RangeOp(), {in(0), in(1), in(2)}, {}, typeOf(in(0)).getElementType());
+    return typed(RangeOp(), {in(0), in(1), in(2)}, {},
+                 typeOf(in(0)).getElementType());
   }
   if (t == "ConstantOfShape") {
     if (failed(needInputs(1, 1)))
@@ -1179,7 +1292,8 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto shape = constInts(in(0), "input 'shape'");
     if (failed(shape))
       return failure();
-    Attribute value = DenseElementsAttr::get(RankedTensorType::get({1}, b.getF32Type()), 0.0f);
+    Attribute value = DenseElementsAttr::get(
+        RankedTensorType::get({1}, b.getF32Type()), 0.0f);
     if (const auto *a = attr("value")) {
       auto v = readTensor(a->t(), "ConstantOfShape value");
       if (failed(v))
@@ -1216,7 +1330,8 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
     bool isLoss = !haveLoss && type && type.getRank() == 0 &&
                   isa<FloatType>(type.getElementType());
     haveLoss |= isLoss;
-    SmallVector<NamedAttribute> a{named("train.name", b.getStringAttr(o.name()))};
+    SmallVector<NamedAttribute> a{
+        named("train.name", b.getStringAttr(o.name()))};
     if (isLoss)
       a.push_back(named("train.loss", b.getUnitAttr()));
     attrs.push_back(b.getDictionaryAttr(a));
@@ -1265,7 +1380,8 @@ OwningOpRef<ModuleOp> Importer::run() {
 OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &context,
                                       const ImportOptions &options) {
   context.loadDialect<TrainDialect, func::FuncDialect>();
-  for (const std::string *re : {&options.trainableRegex, &options.frozenRegex}) {
+  for (const std::string *re :
+       {&options.trainableRegex, &options.frozenRegex}) {
     std::string why;
     if (!re->empty() && !llvm::Regex(*re).isValid(why)) {
       emitError(UnknownLoc::get(&context))

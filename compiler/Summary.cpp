@@ -38,19 +38,22 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
     if (!isa<TrainDialect>(op->getDialect()) || isa<ConstantOp>(op))
       return;
     StringRef name = op->getName().stripDialect();
-    bool isFused = isa<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp,
-                       AttentionOp, ActivationOp, GatedActivationOp,
-                       CrossEntropyOp>(op);
+    bool isFused =
+        isa<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp,
+            AttentionOp, ActivationOp, GatedActivationOp, CrossEntropyOp>(op);
     ++(isFused ? fused : primitive)[name.str()];
   });
 
   if (auto model = module.lookupSymbol<func::FuncOp>("model")) {
     for (BlockArgument arg : model.getArguments()) {
       llvm::json::Object in;
-      auto name = model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
-      auto role = model.getArgAttrOfType<InputRoleAttr>(arg.getArgNumber(), "train.role");
+      auto name =
+          model.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+      auto role = model.getArgAttrOfType<InputRoleAttr>(arg.getArgNumber(),
+                                                        "train.role");
       in["name"] = name ? name.getValue().str() : "";
-      in["role"] = stringifyInputRole(role ? role.getValue() : InputRole::Other).str();
+      in["role"] =
+          stringifyInputRole(role ? role.getValue() : InputRole::Other).str();
       llvm::json::Array shape;
       for (int64_t d : cast<RankedTensorType>(arg.getType()).getShape())
         shape.push_back(d);

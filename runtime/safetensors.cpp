@@ -43,7 +43,8 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
   std::string header(headerSize, '\0');
   if (!in.read(header.data(), static_cast<std::streamsize>(headerSize)))
     return Status::error(path + ": cannot read the header");
-  auto json = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  auto json =
+      nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object())
     return Status::error(path + ": the header is not a JSON object");
   uint64_t dataStart = 8 + headerSize, dataSize = fileSize - dataStart;
@@ -75,7 +76,8 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
       e.shape.push_back(d.get<int64_t>());
       count *= d.get<uint64_t>();
     }
-    uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    uint64_t begin = offsets[0].get<uint64_t>(),
+             end = offsets[1].get<uint64_t>();
     if (begin > end || end > dataSize)
       return bad("data_offsets [" + std::to_string(begin) + ", " +
                  std::to_string(end) + ") fall outside the " +

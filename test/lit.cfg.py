@@ -15,6 +15,8 @@ config.substitutions.append(("%mt_src", config.mt_src_root))
 # Fixtures shared by the project live beside the repository.
 shared = os.environ.get("MT_SHARED", os.path.join(config.mt_src_root, "..", "shared"))
 config.substitutions.append(("%shared", os.path.abspath(shared)))
+if os.path.isdir(os.path.join(shared, "fixtures")):
+    config.available_features.add("shared-fixtures")
 config.substitutions.append(("%python", "/usr/bin/python3"))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])

@@ -50,8 +50,8 @@ class SafetensorsBad : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(SafetensorsBad, IsRefusedWithAReason) {
   const BadCase &c = GetParam();
-  std::string path = writeFile(std::string(c.name) + ".safetensors", c.header,
-                               c.data, c.lie);
+  std::string path =
+      writeFile(std::string(c.name) + ".safetensors", c.header, c.data, c.lie);
   mt::runtime::SafetensorsHeader h;
   auto st = mt::runtime::readSafetensorsHeader(path, h);
   ASSERT_FALSE(st.isOk());
@@ -66,12 +66,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"truncated", "{}", 0, true, "exceeds the file"},
         BadCase{"nofields", R"({"a":{"dtype":"F32"}})", 0, false,
                 "needs dtype, shape and data_offsets"},
-        BadCase{"dtype", R"({"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})",
-                1, false, "unknown dtype"},
-        BadCase{"outside", R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-                8, false, "fall outside"},
-        BadCase{"length", R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
-                8, false, "needs 12"}),
+        BadCase{"dtype",
+                R"({"a":{"dtype":"Q7","shape":[1],"data_offsets":[0,1]}})", 1,
+                false, "unknown dtype"},
+        BadCase{"outside",
+                R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8,
+                false, "fall outside"},
+        BadCase{"length",
+                R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
+                false, "needs 12"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(Safetensors, MissingFileIsAnError) {

@@ -45,18 +45,20 @@ cl::opt<std::string> weightsPath(
     cl::desc("safetensors file whose tensors are the trainable set (matched "
              "by name or by a unique suffix)"),
     cl::value_desc("file"), cl::cat(category));
-cl::opt<std::string> trainableRe(
-    "trainable", cl::desc("Mark initializers whose name matches as trainable"),
-    cl::value_desc("regex"), cl::cat(category));
-cl::opt<std::string> frozenRe(
-    "frozen", cl::desc("Mark initializers whose name matches as frozen"),
-    cl::value_desc("regex"), cl::cat(category));
+cl::opt<std::string>
+    trainableRe("trainable",
+                cl::desc("Mark initializers whose name matches as trainable"),
+                cl::value_desc("regex"), cl::cat(category));
+cl::opt<std::string>
+    frozenRe("frozen",
+             cl::desc("Mark initializers whose name matches as frozen"),
+             cl::value_desc("regex"), cl::cat(category));
 cl::opt<int64_t> batch("batch",
                        cl::desc("Batch size for a dynamic dim 0 of inputs"),
                        cl::init(0), cl::cat(category));
-cl::opt<int64_t> seqLen("seq",
-                     cl::desc("Sequence length for a dynamic dim 1 of inputs"),
-                     cl::init(0), cl::cat(category));
+cl::opt<int64_t>
+    seqLen("seq", cl::desc("Sequence length for a dynamic dim 1 of inputs"),
+           cl::init(0), cl::cat(category));
 
 /// Prints diagnostics as "mtc: error: <file>: node '<name>': <message>".
 /// Importer messages already name the file and node; others get them from
@@ -93,11 +95,12 @@ int main(int argc, char **argv) {
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &d) {
     std::string msg = d.str();
     std::string where = describe(d.getLocation());
-    if (!where.empty() && StringRef(msg).starts_with(where.substr(0, where.find(':'))))
+    if (!where.empty() &&
+        StringRef(msg).starts_with(where.substr(0, where.find(':'))))
       where.clear();
     errs() << "mtc: "
            << (d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
-                                                                   : "note: ")
+                                                                  : "note: ")
            << where << msg << "\n";
     return mlir::success();
   });

@@ -311,7 +311,7 @@ OpFoldResult foldStructural(Operation *op) {
       })
       .Case<DropoutOp>([&](DropoutOp d) {
         return !d.getTraining() || d.getRatio().isZero() ? OpFoldResult(in)
-                                                          : nullptr;
+                                                         : nullptr;
       })
       .Case<ReshapeOp, UnsqueezeOp, SqueezeOp, FlattenOp, ExpandOp>(
           [&](auto) -> OpFoldResult {
@@ -319,8 +319,10 @@ OpFoldResult foldStructural(Operation *op) {
               return in;
             // A chain of reshapes that ends where it started.
             Operation *inner = in.getDefiningOp();
-            if (inner && isa<ReshapeOp, UnsqueezeOp, SqueezeOp, FlattenOp>(inner) &&
-                !isa<ExpandOp>(op) && inner->getOperand(0).getType() == resultType)
+            if (inner &&
+                isa<ReshapeOp, UnsqueezeOp, SqueezeOp, FlattenOp>(inner) &&
+                !isa<ExpandOp>(op) &&
+                inner->getOperand(0).getType() == resultType)
               return inner->getOperand(0);
             return nullptr;
           })
@@ -398,8 +400,7 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         return unary(*a, type, identity);
       })
       .Case<AddOp>([&](auto) {
-        return binary(*a, *b, type, std::plus<double>(),
-                      std::plus<int64_t>());
+        return binary(*a, *b, type, std::plus<double>(), std::plus<int64_t>());
       })
       .Case<SubOp>([&](auto) {
         return binary(*a, *b, type, std::minus<double>(),
@@ -418,19 +419,19 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
                       std::divides<int64_t>());
       })
       .Case<PowOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return std::pow(x, y);
-        }, nullptr);
+        return binary(
+            *a, *b, type, [](double x, double y) { return std::pow(x, y); },
+            nullptr);
       })
       .Case<MaxOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return std::max(x, y);
-        }, [](int64_t x, int64_t y) { return std::max(x, y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return std::max(x, y); },
+            [](int64_t x, int64_t y) { return std::max(x, y); });
       })
       .Case<MinOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return std::min(x, y);
-        }, [](int64_t x, int64_t y) { return std::min(x, y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return std::min(x, y); },
+            [](int64_t x, int64_t y) { return std::min(x, y); });
       })
       .Case<AndOp>([&](auto) {
         return cmp([](double x, double y) { return double(x && y); });
@@ -439,29 +440,29 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         return cmp([](double x, double y) { return double(x || y); });
       })
       .Case<EqualOp>([&](auto) -> R {
-        return binary(*a, *b, type, [](double x, double y) {
-          return double(x == y);
-        }, [](int64_t x, int64_t y) { return int64_t(x == y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return double(x == y); },
+            [](int64_t x, int64_t y) { return int64_t(x == y); });
       })
       .Case<LessOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return double(x < y);
-        }, [](int64_t x, int64_t y) { return int64_t(x < y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return double(x < y); },
+            [](int64_t x, int64_t y) { return int64_t(x < y); });
       })
       .Case<LessOrEqualOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return double(x <= y);
-        }, [](int64_t x, int64_t y) { return int64_t(x <= y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return double(x <= y); },
+            [](int64_t x, int64_t y) { return int64_t(x <= y); });
       })
       .Case<GreaterOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return double(x > y);
-        }, [](int64_t x, int64_t y) { return int64_t(x > y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return double(x > y); },
+            [](int64_t x, int64_t y) { return int64_t(x > y); });
       })
       .Case<GreaterOrEqualOp>([&](auto) {
-        return binary(*a, *b, type, [](double x, double y) {
-          return double(x >= y);
-        }, [](int64_t x, int64_t y) { return int64_t(x >= y); });
+        return binary(
+            *a, *b, type, [](double x, double y) { return double(x >= y); },
+            [](int64_t x, int64_t y) { return int64_t(x >= y); });
       })
       .Case<WhereOp>([&](auto) -> R {
         const CTensor &c = *in[0], &x = *in[1], &y = *in[2];
@@ -505,7 +506,8 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         int64_t k = 0;
         for (int64_t o = 0; o < outer; ++o)
           for (CTensor *t : in) {
-            int64_t chunk = numElements(ArrayRef<int64_t>(t->shape).drop_front(axis));
+            int64_t chunk =
+                numElements(ArrayRef<int64_t>(t->shape).drop_front(axis));
             for (int64_t j = 0; j < chunk; ++j, ++k) {
               if (r.isFloat())
                 r.f[k] = t->get(o * chunk + j);
@@ -534,8 +536,10 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
       .Case<GatherOp>([&](GatherOp g) -> R {
         int64_t rank = a->shape.size();
         int64_t axis = *normalizeAxis(g.getAxis(), rank);
-        int64_t outer = numElements(ArrayRef<int64_t>(a->shape).take_front(axis));
-        int64_t inner = numElements(ArrayRef<int64_t>(a->shape).drop_front(axis + 1));
+        int64_t outer =
+            numElements(ArrayRef<int64_t>(a->shape).take_front(axis));
+        int64_t inner =
+            numElements(ArrayRef<int64_t>(a->shape).drop_front(axis + 1));
         int64_t dim = a->shape[axis];
         std::vector<int64_t> src;
         src.reserve(numElements(type.getShape()));
@@ -602,7 +606,8 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         int64_t rank = a->shape.size();
         int64_t axis = *normalizeAxis(c.getAxis(), rank);
         int64_t dim = a->shape[axis];
-        int64_t inner = numElements(ArrayRef<int64_t>(a->shape).drop_front(axis + 1));
+        int64_t inner =
+            numElements(ArrayRef<int64_t>(a->shape).drop_front(axis + 1));
         int64_t outer = a->size() / std::max<int64_t>(1, dim * inner);
         CTensor r = makeResult(type);
         for (int64_t o = 0; o < outer; ++o)
@@ -633,9 +638,12 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         }
         return r;
       })
-      .Case<ReduceMeanOp>([&](ReduceMeanOp o) { return reduce(*a, type, o.getAxes(), 0); })
-      .Case<ReduceSumOp>([&](ReduceSumOp o) { return reduce(*a, type, o.getAxes(), 1); })
-      .Case<ReduceMaxOp>([&](ReduceMaxOp o) { return reduce(*a, type, o.getAxes(), 2); })
+      .Case<ReduceMeanOp>(
+          [&](ReduceMeanOp o) { return reduce(*a, type, o.getAxes(), 0); })
+      .Case<ReduceSumOp>(
+          [&](ReduceSumOp o) { return reduce(*a, type, o.getAxes(), 1); })
+      .Case<ReduceMaxOp>(
+          [&](ReduceMaxOp o) { return reduce(*a, type, o.getAxes(), 2); })
       .Case<MatMulOp>([&](auto) -> R {
         // Small constant products only (rotary frequencies times positions).
         if (a->shape.size() < 2 || b->shape.size() < 2)
@@ -645,7 +653,8 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         Shape batch(type.getShape().drop_back(2));
         Shape aBatch(ArrayRef<int64_t>(a->shape).drop_back(2));
         Shape bBatch(ArrayRef<int64_t>(b->shape).drop_back(2));
-        auto ia = broadcastIndex(aBatch, batch), ib = broadcastIndex(bBatch, batch);
+        auto ia = broadcastIndex(aBatch, batch),
+             ib = broadcastIndex(bBatch, batch);
         CTensor r = makeResult(type);
         for (size_t t = 0; t < ia.size(); ++t)
           for (int64_t i = 0; i < m; ++i)

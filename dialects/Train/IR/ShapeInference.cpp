@@ -35,8 +35,8 @@ bool broadcastShapes(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      err = "shapes " + shapeStr(a) + " and " + shapeStr(b) +
-            " do not broadcast";
+      err =
+          "shapes " + shapeStr(a) + " and " + shapeStr(b) + " do not broadcast";
       return false;
     }
     out[i] = da == 1 ? db : da;
@@ -58,8 +58,8 @@ bool matmulShape(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b,
     sb.push_back(1);
   int64_t k = sa.back(), k2 = sb[sb.size() - 2];
   if (k != k2) {
-    err = "matmul contraction dims differ: " + shapeStr(a) + " x " +
-          shapeStr(b);
+    err =
+        "matmul contraction dims differ: " + shapeStr(a) + " x " + shapeStr(b);
     return false;
   }
   llvm::ArrayRef<int64_t> batchA(sa.data(), sa.size() - 2);

@@ -78,9 +78,8 @@ LogicalResult WeightOp::verify() {
   bool located = getSource() == WeightSource::External ||
                  getSource() == WeightSource::Safetensors;
   if (located && (!getFile() || !getOffset() || !getLength()))
-    return emitOpError("of source ")
-           << stringifyWeightSource(getSource())
-           << " needs file, offset and length";
+    return emitOpError("of source ") << stringifyWeightSource(getSource())
+                                     << " needs file, offset and length";
   if (getValue()) {
     if (getTrainable())
       return emitOpError("is trainable and must not carry its value");
@@ -108,8 +107,8 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 //===----------------------------------------------------------------------===//
 
 #define MT_INFER(OP)                                                           \
-  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                        \
-                                     std::optional<Location> loc, Adaptor a,  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx,                         \
+                                     std::optional<Location> loc, Adaptor a,   \
                                      SmallVectorImpl<Type> &types)
 
 #define MT_INFER_SAME(OP)                                                      \
@@ -235,14 +234,17 @@ MT_INFER(GemmOp) {
 }
 
 static LogicalResult inferAxisSame(std::optional<Location> loc, Value in,
-                                   int64_t axis,
-                                   SmallVectorImpl<Type> &types) {
+                                   int64_t axis, SmallVectorImpl<Type> &types) {
   if (!normalizeAxis(axis, rankedType(in).getRank()))
     return fail(loc, "axis ") << axis << " is out of range";
   return sameAs(types, in);
 }
-MT_INFER(SoftmaxOp) { return inferAxisSame(loc, a.getInput(), a.getAxis(), types); }
-MT_INFER(LogSoftmaxOp) { return inferAxisSame(loc, a.getInput(), a.getAxis(), types); }
+MT_INFER(SoftmaxOp) {
+  return inferAxisSame(loc, a.getInput(), a.getAxis(), types);
+}
+MT_INFER(LogSoftmaxOp) {
+  return inferAxisSame(loc, a.getInput(), a.getAxis(), types);
+}
 
 MT_INFER(LayerNormalizationOp) {
   auto in = rankedType(a.getInput());
@@ -278,9 +280,15 @@ static LogicalResult inferReduce(std::optional<Location> loc, Value input,
   }
   return push(types, out, in.getElementType());
 }
-MT_INFER(ReduceMeanOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
-MT_INFER(ReduceSumOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
-MT_INFER(ReduceMaxOp) { return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types); }
+MT_INFER(ReduceMeanOp) {
+  return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types);
+}
+MT_INFER(ReduceSumOp) {
+  return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types);
+}
+MT_INFER(ReduceMaxOp) {
+  return inferReduce(loc, a.getInput(), a.getAxes(), a.getKeepdims(), types);
+}
 
 MT_INFER(SoftmaxCrossEntropyLossOp) {
   auto s = rankedType(a.getScores()), l = rankedType(a.getLabels());
@@ -288,8 +296,8 @@ MT_INFER(SoftmaxCrossEntropyLossOp) {
       l.getDimSize(0) != s.getDimSize(0) ||
       l.getShape().drop_front() != s.getShape().drop_front(2))
     return fail(loc, "scores ")
-           << shapeStr(s.getShape()) << " and labels "
-           << shapeStr(l.getShape()) << " do not match ([N,C,d...] and [N,d...])";
+           << shapeStr(s.getShape()) << " and labels " << shapeStr(l.getShape())
+           << " do not match ([N,C,d...] and [N,d...])";
   StringRef red = a.getReduction();
   if (red != "mean" && red != "sum" && red != "none")
     return fail(loc, "reduction must be mean, sum or none, got ") << red;
@@ -407,13 +415,13 @@ static LogicalResult splitTypes(std::optional<Location> loc, Value input,
 }
 
 MT_INFER(SplitOp) {
-  return splitTypes(loc, a.getInput(), a.getAxis(), a.getSizes(), false,
-                    types);
+  return splitTypes(loc, a.getInput(), a.getAxis(), a.getSizes(), false, types);
 }
 
 MT_INFER(SplitToSequenceOp) {
   SmallVector<Type> parts;
-  if (a.getSqueeze() && llvm::any_of(a.getSizes(), [](int64_t s) { return s != 1; }))
+  if (a.getSqueeze() &&
+      llvm::any_of(a.getSizes(), [](int64_t s) { return s != 1; }))
     return fail(loc, "keepdims=0 needs parts of size 1");
   if (failed(splitTypes(loc, a.getInput(), a.getAxis(), a.getSizes(),
                         a.getSqueeze(), parts)))
@@ -446,7 +454,8 @@ MT_INFER(GatherNDOp) {
   auto data = rankedType(a.getData()), idx = rankedType(a.getIndices());
   int64_t q = idx.getRank() ? idx.getShape().back() : 0;
   if (a.getBatchDims() != 0 || idx.getRank() < 1 || q > data.getRank())
-    return fail(loc, "gather_nd supports batch_dims = 0 with index depth <= rank");
+    return fail(loc,
+                "gather_nd supports batch_dims = 0 with index depth <= rank");
   Shape out(idx.getShape().drop_back());
   llvm::append_range(out, data.getShape().drop_front(q));
   return push(types, out, data.getElementType());
@@ -505,14 +514,17 @@ static LogicalResult checkLastDimParam(std::optional<Location> loc, Value x,
 }
 
 MT_INFER(RmsNormOp) {
-  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(), "rms_norm weight")))
+  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(),
+                               "rms_norm weight")))
     return failure();
   return sameAs(types, a.getInput());
 }
 
 MT_INFER(LayerNormOp) {
-  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(), "layer_norm weight")) ||
-      failed(checkLastDimParam(loc, a.getInput(), a.getBias(), "layer_norm bias")))
+  if (failed(checkLastDimParam(loc, a.getInput(), a.getWeight(),
+                               "layer_norm weight")) ||
+      failed(
+          checkLastDimParam(loc, a.getInput(), a.getBias(), "layer_norm bias")))
     return failure();
   return sameAs(types, a.getInput());
 }
@@ -521,35 +533,42 @@ MT_INFER(RotaryOp) {
   auto x = rankedType(a.getInput());
   int64_t hd = a.getHeadDim();
   if (x.getRank() != 3 || hd <= 0 || hd % 2 || x.getDimSize(2) % hd)
-    return fail(loc, "rotary input must be [B, S, H * head_dim] with an even head_dim");
+    return fail(
+        loc, "rotary input must be [B, S, H * head_dim] with an even head_dim");
   for (Value t : {a.getCos(), a.getSin()}) {
     auto s = rankedType(t).getShape();
     bool ok = (s.size() == 2 && s[0] == x.getDimSize(1) && s[1] == hd) ||
               (s.size() == 3 && s[0] == x.getDimSize(0) &&
                s[1] == x.getDimSize(1) && s[2] == hd);
     if (!ok)
-      return fail(loc, "rotary tables must be [S, head_dim] or [B, S, head_dim], got ")
+      return fail(loc, "rotary tables must be [S, head_dim] or [B, S, "
+                       "head_dim], got ")
              << shapeStr(s);
   }
   return sameAs(types, a.getInput());
 }
 
 MT_INFER(AttentionOp) {
-  auto q = rankedType(a.getQ()), k = rankedType(a.getK()), v = rankedType(a.getV());
+  auto q = rankedType(a.getQ()), k = rankedType(a.getK()),
+       v = rankedType(a.getV());
   int64_t h = a.getNumHeads(), hkv = a.getNumKvHeads();
   if (q.getRank() != 3 || h <= 0 || hkv <= 0 || h % hkv || q.getDimSize(2) % h)
-    return fail(loc, "attention q must be [B, S, num_heads * D] with num_heads a multiple of num_kv_heads");
+    return fail(loc, "attention q must be [B, S, num_heads * D] with num_heads "
+                     "a multiple of num_kv_heads");
   int64_t d = q.getDimSize(2) / h;
   Shape kv{q.getDimSize(0), q.getDimSize(1), hkv * d};
-  if (k.getShape() != ArrayRef<int64_t>(kv) || v.getShape() != ArrayRef<int64_t>(kv))
+  if (k.getShape() != ArrayRef<int64_t>(kv) ||
+      v.getShape() != ArrayRef<int64_t>(kv))
     return fail(loc, "attention k and v must be ") << shapeStr(kv);
   if (a.getMask()) {
     Shape out;
     std::string err;
     Shape scores{q.getDimSize(0), h, q.getDimSize(1), q.getDimSize(1)};
-    if (!broadcastShapes(rankedType(a.getMask()).getShape(), scores, out, err) ||
+    if (!broadcastShapes(rankedType(a.getMask()).getShape(), scores, out,
+                         err) ||
         out != scores)
-      return fail(loc, "attention mask does not broadcast to ") << shapeStr(scores);
+      return fail(loc, "attention mask does not broadcast to ")
+             << shapeStr(scores);
   }
   return sameAs(types, a.getQ());
 }

@@ -1,4 +1,5 @@
-//===- FoldConstants.cpp - fold what depends on no input or trainable weight -===//
+//===- FoldConstants.cpp - fold what depends on no input or trainable weight
+//-===//
 //
 // One walk over each function in program order: an op whose operands all
 // have known values is evaluated by its fold hook and replaced by a
@@ -52,10 +53,10 @@ Value rewriteSequenceAt(SequenceAtOp at, OpBuilder &b,
   Value part = split->getResult(p < 0 ? p + n : p);
   if (seq.getSqueeze()) {
     b.setInsertionPoint(at);
-    int64_t axis = *normalizeAxis(seq.getAxis(),
-                                  cast<RankedTensorType>(part.getType()).getRank());
-    part = b.create<SqueezeOp>(at.getLoc(), part,
-                               b.getDenseI64ArrayAttr({axis}));
+    int64_t axis = *normalizeAxis(
+        seq.getAxis(), cast<RankedTensorType>(part.getType()).getRank());
+    part =
+        b.create<SqueezeOp>(at.getLoc(), part, b.getDenseI64ArrayAttr({axis}));
   }
   return part;
 }

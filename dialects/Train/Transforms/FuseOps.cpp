@@ -143,7 +143,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       if (auto rs = def<ReshapeOp>(tr.getInput()))
         if (typeOf(rs.getInput()).getShape() == ArrayRef<int64_t>{B, S, H * D})
           return rs.getInput();
-    auto tr = b.create<TransposeOp>(loc, bhsd, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
+    auto tr =
+        b.create<TransposeOp>(loc, bhsd, b.getDenseI64ArrayAttr({0, 2, 1, 3}));
     return reshape(b, loc, tr, {B, S, H * D});
   }
 
@@ -185,7 +186,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         return;
       }
       OpBuilder b(mm);
-      auto lin = b.create<LinearOp>(mm.getLoc(), mm.getLhs(), w, Value(), layout);
+      auto lin =
+          b.create<LinearOp>(mm.getLoc(), mm.getLhs(), w, Value(), layout);
       replace(mm, lin);
       absorbBias(lin);
     });
@@ -197,9 +199,9 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       if (bias && (!isWeight(bias) || typeOf(bias).getRank() != 1))
         return;
       OpBuilder b(g);
-      auto lin = b.create<LinearOp>(
-          g.getLoc(), g.getA(), g.getB(), bias,
-          g.getTransB() ? WeightLayout::OutIn : WeightLayout::InOut);
+      auto lin = b.create<LinearOp>(g.getLoc(), g.getA(), g.getB(), bias,
+                                    g.getTransB() ? WeightLayout::OutIn
+                                                  : WeightLayout::InOut);
       replace(g, lin);
     });
   }
@@ -209,7 +211,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     if (!lin->hasOneUse())
       return;
     auto add = dyn_cast<AddOp>(*lin->getUsers().begin());
-    auto ops = operandsWhere(add, [&](Value v) { return v == lin.getResult(); });
+    auto ops =
+        operandsWhere(add, [&](Value v) { return v == lin.getResult(); });
     if (!ops || !isWeight(ops->second) ||
         typeOf(ops->second).getShape() !=
             ArrayRef<int64_t>{typeOf(lin).getShape().back()})
@@ -224,7 +227,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           typeOf(g.getData()).getRank() != 2)
         return;
       OpBuilder b(g);
-      replace(g, b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
+      replace(g,
+              b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
       setRole(g.getIndices(), InputRole::Tokens);
     });
   }
@@ -253,11 +257,13 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       auto inverse = [](Value r) -> Value {
         if (auto rec = def<ReciprocalOp>(r))
           return rec.getInput();
-        if (auto div = def<DivOp>(r); div && near(splatValue(div.getLhs()), 1.0, 0))
+        if (auto div = def<DivOp>(r);
+            div && near(splatValue(div.getLhs()), 1.0, 0))
           return div.getRhs();
         return nullptr;
       };
-      auto ops = operandsWhere(mul, [&](Value r) { return inverse(r) != nullptr; });
+      auto ops =
+          operandsWhere(mul, [&](Value r) { return inverse(r) != nullptr; });
       if (!ops)
         return std::nullopt;
       x = ops->second;
@@ -269,7 +275,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     if (!sqrt)
       return std::nullopt;
     auto add = def<AddOp>(sqrt.getInput());
-    auto ops = operandsWhere(add, [](Value e) { return splatValue(e).has_value(); });
+    auto ops =
+        operandsWhere(add, [](Value e) { return splatValue(e).has_value(); });
     if (!ops)
       return std::nullopt;
     double eps = *splatValue(ops->first);
@@ -301,14 +308,16 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         bool plusOne = false;
         Value weight = w;
         if (auto add = def<AddOp>(w)) {
-          auto ops = operandsWhere(add, [](Value c) { return near(splatValue(c), 1.0, 0); });
+          auto ops = operandsWhere(
+              add, [](Value c) { return near(splatValue(c), 1.0, 0); });
           if (ops && isWeight(ops->second)) {
             plusOne = true;
             weight = ops->second;
           }
         }
         int64_t d = typeOf(m->first).getShape().back();
-        if (!isWeight(weight) || typeOf(weight).getShape() != ArrayRef<int64_t>{d} ||
+        if (!isWeight(weight) ||
+            typeOf(weight).getShape() != ArrayRef<int64_t>{d} ||
             typeOf(mul).getShape() != typeOf(m->first).getShape())
           continue;
         OpBuilder b(mul);
@@ -324,11 +333,13 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       int64_t d = t.getShape().back();
       if ((ln.getAxis() != -1 && ln.getAxis() != t.getRank() - 1) ||
           typeOf(ln.getScale()).getShape() != ArrayRef<int64_t>{d} ||
-          (ln.getBias() && typeOf(ln.getBias()).getShape() != ArrayRef<int64_t>{d}))
+          (ln.getBias() &&
+           typeOf(ln.getBias()).getShape() != ArrayRef<int64_t>{d}))
         return;
       OpBuilder b(ln);
-      replace(ln, b.create<LayerNormOp>(ln.getLoc(), ln.getInput(), ln.getScale(),
-                                        ln.getBias(), ln.getEpsilonAttr()));
+      replace(ln,
+              b.create<LayerNormOp>(ln.getLoc(), ln.getInput(), ln.getScale(),
+                                    ln.getBias(), ln.getEpsilonAttr()));
     });
   }
 
@@ -338,7 +349,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
 
   /// x * sigmoid(x) -> x.
   Value matchSilu(Value v) {
-    auto ops = operandsWhere(def<MulOp>(v), [](Value s) { return def<SigmoidOp>(s) != nullptr; });
+    auto ops = operandsWhere(
+        def<MulOp>(v), [](Value s) { return def<SigmoidOp>(s) != nullptr; });
     if (ops && def<SigmoidOp>(ops->first).getInput() == ops->second)
       return ops->second;
     return nullptr;
@@ -353,7 +365,9 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       return std::nullopt;
     for (auto [x, onePlus] : {std::make_pair(factors[0], factors[1]),
                               std::make_pair(factors[1], factors[0])}) {
-      auto ops = operandsWhere(def<AddOp>(onePlus), [](Value c) { return near(splatValue(c), 1.0, 0); });
+      auto ops = operandsWhere(def<AddOp>(onePlus), [](Value c) {
+        return near(splatValue(c), 1.0, 0);
+      });
       if (!ops)
         continue;
       if (auto erf = def<ErfOp>(ops->second)) {
@@ -369,16 +383,19 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         collectFactors(th.getInput(), f, s);
         if (f.size() != 1 || !near(s, std::sqrt(2.0 / M_PI)))
           continue;
-        auto inner = operandsWhere(def<AddOp>(f[0]), [&](Value a) { return a == x; });
+        auto inner =
+            operandsWhere(def<AddOp>(f[0]), [&](Value a) { return a == x; });
         if (!inner)
           continue;
         SmallVector<Value> cube;
         double c = 1.0;
         collectFactors(inner->second, cube, c);
-        bool isCube = (cube.size() == 1 && def<PowOp>(cube[0]) &&
-                       def<PowOp>(cube[0]).getLhs() == x &&
-                       near(splatValue(def<PowOp>(cube[0]).getRhs()), 3.0, 0)) ||
-                      (cube.size() == 3 && llvm::all_of(cube, [&](Value y) { return y == x; }));
+        bool isCube =
+            (cube.size() == 1 && def<PowOp>(cube[0]) &&
+             def<PowOp>(cube[0]).getLhs() == x &&
+             near(splatValue(def<PowOp>(cube[0]).getRhs()), 3.0, 0)) ||
+            (cube.size() == 3 &&
+             llvm::all_of(cube, [&](Value y) { return y == x; }));
         if (isCube && near(c, 0.044715))
           return std::make_pair(x, Activation::GeluTanh);
       }
@@ -390,7 +407,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     forEach<GeluOp>(func, [&](GeluOp g) {
       OpBuilder b(g);
       replace(g, b.create<ActivationOp>(g.getLoc(), g.getInput(),
-                                        g.getTanh() ? Activation::GeluTanh : Activation::Gelu));
+                                        g.getTanh() ? Activation::GeluTanh
+                                                    : Activation::Gelu));
     });
     forEach<MulOp>(func, [&](MulOp mul) {
       if (!mul->getBlock())
@@ -407,9 +425,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     });
     // act(gate) * up, with a single-use activation.
     forEach<MulOp>(func, [&](MulOp mul) {
-      auto ops = operandsWhere(mul, [](Value a) {
-        return def<ActivationOp>(a) && a.hasOneUse();
-      });
+      auto ops = operandsWhere(
+          mul, [](Value a) { return def<ActivationOp>(a) && a.hasOneUse(); });
       if (!ops || ops->first.getType() != ops->second.getType())
         return;
       auto act = def<ActivationOp>(ops->first);
@@ -445,9 +462,11 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           !matchPattern(sl.getAxes(), m_Constant(&ax)) ||
           !matchPattern(sl.getSteps(), m_Constant(&sp)))
         return nullptr;
-      auto starts = getIntValues(st), axes = getIntValues(ax), steps = getIntValues(sp);
-      if (!starts || starts->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != rank - 1) ||
-          (*steps)[0] != 1 || ((*starts)[0] != begin && (*starts)[0] != begin - d))
+      auto starts = getIntValues(st), axes = getIntValues(ax),
+           steps = getIntValues(sp);
+      if (!starts || starts->size() != 1 ||
+          ((*axes)[0] != -1 && (*axes)[0] != rank - 1) || (*steps)[0] != 1 ||
+          ((*starts)[0] != begin && (*starts)[0] != begin - d))
         return nullptr;
       return sl.getInput();
     };
@@ -456,7 +475,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       return x1;
     // Split form: (lo, hi) = split(x).
     auto splitHi = def<SplitOp>(hi);
-    if (splitHi && splitHi == def<SplitOp>(lo) && splitHi.getSizes().size() == 2 &&
+    if (splitHi && splitHi == def<SplitOp>(lo) &&
+        splitHi.getSizes().size() == 2 &&
         cast<OpResult>(hi).getResultNumber() == 1 &&
         cast<OpResult>(lo).getResultNumber() == 0 &&
         (splitHi.getAxis() == -1 || splitHi.getAxis() == rank - 1))
@@ -468,7 +488,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
   Value normalizeTable(OpBuilder &b, Location loc, Value table, int64_t B,
                        int64_t S, int64_t D) {
     auto shape = typeOf(table).getShape();
-    if (shape.size() < 2 || shape[shape.size() - 1] != D || shape[shape.size() - 2] != S)
+    if (shape.size() < 2 || shape[shape.size() - 1] != D ||
+        shape[shape.size() - 2] != S)
       return nullptr;
     auto lead = shape.drop_back(2);
     if (llvm::all_of(lead, [](int64_t d) { return d == 1; }))
@@ -486,7 +507,9 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       for (auto [a, c] : {std::make_pair(add.getLhs(), add.getRhs()),
                           std::make_pair(add.getRhs(), add.getLhs())}) {
         // a = x * cos, c = rotate_half(x) * sin.
-        auto rot = operandsWhere(def<MulOp>(c), [&](Value r) { return matchRotateHalf(r) != nullptr; });
+        auto rot = operandsWhere(def<MulOp>(c), [&](Value r) {
+          return matchRotateHalf(r) != nullptr;
+        });
         if (!rot)
           continue;
         Value x = matchRotateHalf(rot->first), sin = rot->second;
@@ -523,10 +546,12 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       return v;
     auto ex = def<ExpandOp>(rs.getInput());
     auto un = ex ? def<UnsqueezeOp>(ex.getInput()) : UnsqueezeOp();
-    if (!un || un.getAxes() != ArrayRef<int64_t>{2} || typeOf(un.getInput()).getRank() != 4)
+    if (!un || un.getAxes() != ArrayRef<int64_t>{2} ||
+        typeOf(un.getInput()).getRank() != 4)
       return v;
     auto kv = typeOf(un.getInput()).getShape(), full = typeOf(v).getShape();
-    if (kv[0] != full[0] || kv[2] != full[2] || kv[3] != full[3] || full[1] % kv[1])
+    if (kv[0] != full[0] || kv[2] != full[2] || kv[3] != full[3] ||
+        full[1] % kv[1])
       return v;
     return un.getInput();
   }
@@ -573,12 +598,14 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       double scale = 1.0;
       Value scores = sm.getInput(), mask;
       bool causal = false;
-      // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf, scores).
+      // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf,
+      // scores).
       if (auto w = def<WhereOp>(scores)) {
         auto fillX = splatValue(w.getX()), fillY = splatValue(w.getY());
         if (fillY && *fillY <= -1e9 && isCausal(w.getCondition(), true)) {
           scores = w.getX();
-        } else if (fillX && *fillX <= -1e9 && isCausal(w.getCondition(), false)) {
+        } else if (fillX && *fillX <= -1e9 &&
+                   isCausal(w.getCondition(), false)) {
           scores = w.getY();
         } else {
           return;
@@ -630,7 +657,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           perm.push_back(tr.getPerm()[d]);
         k = perm == SmallVector<int64_t>{0, 1, 2, 3}
                 ? inner[0]
-                : b.create<TransposeOp>(loc, inner[0], b.getDenseI64ArrayAttr(perm));
+                : b.create<TransposeOp>(loc, inner[0],
+                                        b.getDenseI64ArrayAttr(perm));
       } else {
         k = b.create<TransposeOp>(loc, kf[0], b.getDenseI64ArrayAttr(swap));
       }
@@ -638,7 +666,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       Value v = stripRepeat(pv.getRhs());
       auto qT = typeOf(q), kT = typeOf(k), vT = typeOf(v);
       if (qT.getRank() != 4 || kT.getShape() != vT.getShape() ||
-          qT.getShape() != outT.getShape() || kT.getDimSize(3) != qT.getDimSize(3))
+          qT.getShape() != outT.getShape() ||
+          kT.getDimSize(3) != qT.getDimSize(3))
         return;
       int64_t H = qT.getDimSize(1), Hkv = kT.getDimSize(1);
       if (H % Hkv)
@@ -676,11 +705,12 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         !matchPattern(sl.getAxes(), m_Constant(&ax)) ||
         !matchPattern(sl.getSteps(), m_Constant(&sp)))
       return nullptr;
-    auto pads = getIntValues(p), starts = getIntValues(st), axes = getIntValues(ax),
-         steps = getIntValues(sp);
+    auto pads = getIntValues(p), starts = getIntValues(st),
+         axes = getIntValues(ax), steps = getIntValues(sp);
     if (*pads != SmallVector<int64_t>{0, 0, 0, 1} || starts->size() != 1 ||
         (*starts)[0] != 1 || ((*axes)[0] != 1 && (*axes)[0] != -1) ||
-        (*steps)[0] != 1 || !near(splatValue(pad.getValue()), double(ignore), 0) ||
+        (*steps)[0] != 1 ||
+        !near(splatValue(pad.getValue()), double(ignore), 0) ||
         typeOf(v).getShape() != typeOf(pad.getInput()).getShape())
       return nullptr;
     return pad.getInput();
@@ -705,12 +735,13 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         shift = true;
       }
       OpBuilder b(ce);
-      auto fused = b.create<CrossEntropyOp>(ce.getLoc(), logits, labels,
-                                            b.getI64IntegerAttr(ignore),
-                                            shift ? b.getUnitAttr() : UnitAttr());
+      auto fused = b.create<CrossEntropyOp>(
+          ce.getLoc(), logits, labels, b.getI64IntegerAttr(ignore),
+          shift ? b.getUnitAttr() : UnitAttr());
       Value loss = fused;
       if (typeOf(ce).getElementType() != typeOf(fused).getElementType())
-        loss = b.create<CastOp>(ce.getLoc(), fused, TypeAttr::get(typeOf(ce).getElementType()));
+        loss = b.create<CastOp>(ce.getLoc(), fused,
+                                TypeAttr::get(typeOf(ce).getElementType()));
       replace(ce, loss);
       setRole(labels, shift ? InputRole::Labels : InputRole::Targets);
     });

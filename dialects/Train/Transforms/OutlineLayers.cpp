@@ -114,7 +114,9 @@ struct OutlineLayers
       std::string key = structureKey(fn);
       auto it = templates.find(key);
       if (it == templates.end()) {
-        std::string name = templates.empty() ? "layer" : "layer_" + std::to_string(templates.size());
+        std::string name = templates.empty()
+                               ? "layer"
+                               : "layer_" + std::to_string(templates.size());
         fn.setSymName(name);
         it = templates.emplace(key, fn).first;
         ++numTemplates;
@@ -133,14 +135,16 @@ struct OutlineLayers
     layer.activations.clear();
     layer.weights.clear();
     layer.outputs.clear();
-    llvm::SmallPtrSet<Operation *, 32> inside(layer.ops.begin(), layer.ops.end());
+    llvm::SmallPtrSet<Operation *, 32> inside(layer.ops.begin(),
+                                              layer.ops.end());
     Operation *last = layer.ops.back();
     for (Operation *op : layer.ops) {
       for (Value v : op->getOperands()) {
         Operation *d = v.getDefiningOp();
         if ((d && inside.contains(d)) || isa_and_nonnull<ConstantOp>(d))
           continue;
-        (isa_and_nonnull<WeightOp>(d) ? layer.weights : layer.activations).insert(v);
+        (isa_and_nonnull<WeightOp>(d) ? layer.weights : layer.activations)
+            .insert(v);
       }
       for (Value r : op->getResults())
         for (Operation *user : r.getUsers()) {
@@ -225,10 +229,12 @@ struct OutlineLayers
 
   void replaceWithCall(OpBuilder &b, func::FuncOp fn, int64_t index,
                        Layer &layer) {
-    SmallVector<Value> operands(layer.activations.begin(), layer.activations.end());
+    SmallVector<Value> operands(layer.activations.begin(),
+                                layer.activations.end());
     operands.append(layer.weights.begin(), layer.weights.end());
     b.setInsertionPoint(layer.ops.back());
-    auto call = b.create<func::CallOp>(layer.ops.back()->getLoc(), fn, operands);
+    auto call =
+        b.create<func::CallOp>(layer.ops.back()->getLoc(), fn, operands);
     call->setAttr("train.layer", b.getI64IntegerAttr(index));
     for (auto [index, out] : llvm::enumerate(layer.outputs))
       Value(out).replaceAllUsesWith(call.getResult(index));

@@ -174,6 +174,7 @@ private:
   FailureOr<Operation *> makeTyped(ValueRange operands,
                                    ArrayRef<NamedAttribute> attrs,
                                    TypeRange types);
+  FailureOr<Operation *> verifyNew(Operation *op);
   LogicalResult bind(FailureOr<Operation *> op);
   NamedAttribute named(StringRef name, Attribute a) {
     return b.getNamedAttr(name, a);
@@ -635,7 +636,26 @@ FailureOr<Operation *> Importer::make(ValueRange operands,
   if (failed(inferred))
     return nodeError() << why, failure();
   st.addTypes(types);
-  return b.create(st);
+  return verifyNew(b.create(st));
+}
+
+/// Verifies a new op (operand types, attributes) so that a bad node is
+/// reported at import, with its name, and never reaches a pass.
+FailureOr<Operation *> Importer::verifyNew(Operation *op) {
+  std::string why;
+  LogicalResult verified = failure();
+  {
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      why = d.str();
+      return success();
+    });
+    verified = mlir::verify(op, /*verifyRecursively=*/false);
+  }
+  if (failed(verified)) {
+    op->erase();
+    return nodeError() << why, failure();
+  }
+  return op;
 }
 
 template <typename OpTy>
@@ -646,19 +666,7 @@ FailureOr<Operation *> Importer::makeTyped(ValueRange operands,
   st.addOperands(operands);
   st.addAttributes(attrs);
   st.addTypes(types);
-  Operation *op = b.create(st);
-  std::string why;
-  LogicalResult verified = failure();
-  {
-    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
-      why = d.str();
-      return success();
-    });
-    verified = mlir::verify(op, /*verifyRecursively=*/false);
-  }
-  if (failed(verified))
-    return nodeError() << why, failure();
-  return op;
+  return verifyNew(b.create(st));
 }
 
 /// Maps the node's outputs to the op's results and records constant values.
@@ -1065,6 +1073,9 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       // SplitToSequence with a scalar split: chunks of that size.
       if (seq && typeOf(sv).getRank() == 0) {
         int64_t chunk = sizes[0];
+        if (chunk <= 0)
+          return nodeError() << "split size must be positive, got " << chunk,
+                 failure();
         sizes.clear();
         for (int64_t left = dim; left > 0; left -= chunk)
           sizes.push_back(std::min(chunk, left));
@@ -1168,6 +1179,10 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     auto shape = constInts(in(1), "input 'shape'");
     if (failed(shape))
       return failure();
+    if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+      return nodeError() << "shape " << shapeStr(*shape)
+                         << " has a negative dim",
+             failure();
     if (!broadcastShapes(typeOf(in(0)).getShape(), *shape, out, err))
       return nodeError() << err, failure();
     return typed(ExpandOp(), {in(0), in(1)}, {},
@@ -1300,6 +1315,10 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
         return failure();
       value = *v;
     }
+    if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+      return nodeError() << "shape " << shapeStr(*shape)
+                         << " has a negative dim",
+             failure();
     out.assign(shape->begin(), shape->end());
     return typed(ConstantOfShapeOp(), {in(0)}, {named("value", value)},
                  cast<ElementsAttr>(value).getElementType());

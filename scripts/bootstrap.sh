@@ -26,7 +26,8 @@ cuda=()
 if [ -x /usr/local/cuda/bin/nvcc ]; then
   cuda=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
-cmake -S "$root" -B "$root/build" -G Ninja \
+# Configure once; later builds re-run CMake by themselves when it changed.
+[ -f "$root/build/build.ninja" ] || cmake -S "$root" -B "$root/build" -G Ninja \
   -DMLIR_DIR=/usr/lib/llvm-19/lib/cmake/mlir \
   -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py \
   -DPython3_EXECUTABLE=/usr/bin/python3 \

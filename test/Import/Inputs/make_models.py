@@ -77,6 +77,11 @@ def main():
                 helper.make_node("ReduceMean", ["y"], ["loss"], name="mean", keepdims=0)],
                [vi("x", F, [2, 4]), vi("s", I64, [2])], [vi("loss", F, [])]),
          "dynamic_reshape.onnx")
+    save(loss_model([helper.make_node("Gather", ["x", "x"], ["y"], name="gather_f")]),
+         "float_indices.onnx")
+    neg = helper.make_tensor("s", I64, [2], [2, -4])
+    save(loss_model([helper.make_node("Expand", ["x", "s"], ["y"], name="expand_neg")],
+                    extra_inits=[neg]), "negative_expand.onnx")
     with open("ok.onnx", "rb") as f:
         data = f.read()
     with open("truncated.onnx", "wb") as f:

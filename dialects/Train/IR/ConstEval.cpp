@@ -128,27 +128,34 @@ Shape stridesOf(ArrayRef<int64_t> shape) {
   return s;
 }
 
-/// Maps each flat index of `outShape` to the flat index of a tensor of
-/// `inShape` broadcast to it.
-std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> inShape,
-                                    ArrayRef<int64_t> outShape) {
-  int64_t n = numElements(outShape), rank = outShape.size();
-  int64_t off = rank - int64_t(inShape.size());
-  Shape inStrides = stridesOf(inShape);
-  std::vector<int64_t> map(n);
+/// Iterates over every multi-index of `shape`, calling fn(flat, idx).
+template <typename Fn> void forEachIndex(ArrayRef<int64_t> shape, Fn fn) {
+  int64_t n = numElements(shape), rank = shape.size();
   Shape idx(rank, 0);
   for (int64_t k = 0; k < n; ++k) {
-    int64_t src = 0;
-    for (int64_t d = off; d < rank; ++d)
-      if (inShape[d - off] != 1)
-        src += idx[d] * inStrides[d - off];
-    map[k] = src;
+    fn(k, idx);
     for (int64_t d = rank - 1; d >= 0; --d) {
-      if (++idx[d] < outShape[d])
+      if (++idx[d] < shape[d])
         break;
       idx[d] = 0;
     }
   }
+}
+
+/// Maps each flat index of `outShape` to the flat index of a tensor of
+/// `inShape` broadcast to it.
+std::vector<int64_t> broadcastIndex(ArrayRef<int64_t> inShape,
+                                    ArrayRef<int64_t> outShape) {
+  int64_t off = int64_t(outShape.size()) - int64_t(inShape.size());
+  Shape inStrides = stridesOf(inShape);
+  std::vector<int64_t> map(numElements(outShape));
+  forEachIndex(outShape, [&](int64_t k, ArrayRef<int64_t> idx) {
+    int64_t src = 0;
+    for (size_t d = off; d < idx.size(); ++d)
+      if (inShape[d - off] != 1)
+        src += idx[d] * inStrides[d - off];
+    map[k] = src;
+  });
   return map;
 }
 
@@ -236,20 +243,14 @@ std::optional<CTensor> reduce(const CTensor &a, RankedTensorType type,
   Shape outStrides = stridesOf(keepShape);
   CTensor r = makeResult(type);
   std::vector<double> acc(r.size(), kind == 2 ? -INFINITY : 0.0);
-  Shape idx(rank, 0);
-  for (int64_t k = 0; k < a.size(); ++k) {
+  forEachIndex(a.shape, [&](int64_t k, ArrayRef<int64_t> idx) {
     int64_t o = 0;
     for (int64_t d = 0; d < rank; ++d)
       if (!reduced[d])
         o += idx[d] * outStrides[d];
     double v = a.get(k);
     acc[o] = kind == 2 ? std::max(acc[o], v) : acc[o] + v;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      if (++idx[d] < a.shape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  });
   int64_t count = a.size() / std::max<int64_t>(1, r.size());
   for (int64_t k = 0; k < r.size(); ++k)
     setValue(r, k, kind == 0 ? acc[k] / double(count) : acc[k]);
@@ -263,35 +264,14 @@ std::vector<int64_t> transposeIndex(ArrayRef<int64_t> inShape,
   Shape outShape;
   for (int64_t p : perm)
     outShape.push_back(inShape[p]);
-  int64_t n = numElements(outShape), rank = perm.size();
-  std::vector<int64_t> map(n);
-  Shape idx(rank, 0);
-  for (int64_t k = 0; k < n; ++k) {
+  std::vector<int64_t> map(numElements(outShape));
+  forEachIndex(outShape, [&](int64_t k, ArrayRef<int64_t> idx) {
     int64_t src = 0;
-    for (int64_t d = 0; d < rank; ++d)
+    for (size_t d = 0; d < idx.size(); ++d)
       src += idx[d] * inStrides[perm[d]];
     map[k] = src;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      if (++idx[d] < outShape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
+  });
   return map;
-}
-
-/// Iterates over every multi-index of `shape`, calling fn(flat, idx).
-template <typename Fn> void forEachIndex(ArrayRef<int64_t> shape, Fn fn) {
-  int64_t n = numElements(shape), rank = shape.size();
-  Shape idx(rank, 0);
-  for (int64_t k = 0; k < n; ++k) {
-    fn(k, idx);
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      if (++idx[d] < shape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
 }
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }

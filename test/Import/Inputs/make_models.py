@@ -49,6 +49,30 @@ def safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"\0" * offset)
 
 
+def opset_forms():
+    """The same ops across opsets where attributes moved to inputs."""
+    c = lambda name, vals: helper.make_tensor(name, I64, [len(vals)], vals)
+    # Opset 14: ReduceMean axes attribute, Split sizes input, Unsqueeze axes input.
+    n14 = [helper.make_node("ReduceMean", ["x"], ["m"], name="mean_attr", axes=[-1], keepdims=1),
+           helper.make_node("Split", ["x", "sizes"], ["s0", "s1"], name="split_input", axis=1),
+           helper.make_node("Unsqueeze", ["s0", "ax0"], ["u"], name="unsq"),
+           helper.make_node("Squeeze", ["u"], ["q"], name="sq_all"),
+           helper.make_node("Add", ["q", "s1"], ["y0"], name="add"),
+           helper.make_node("Mul", ["y0", "m"], ["y"], name="mul")]
+    save(loss_model(n14, opset=14, extra_inits=[c("sizes", [2, 2]), c("ax0", [0])]),
+         "opset14_forms.onnx")
+    # Opset 18: ReduceMean axes input, Split num_outputs, Pad with axes.
+    n18 = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], name="mean_input", keepdims=1),
+           helper.make_node("Split", ["x"], ["s0", "s1"], name="split_num", axis=1, num_outputs=2),
+           helper.make_node("Pad", ["s0", "pads", "", "padax"], ["p"], name="pad_axes"),
+           helper.make_node("Slice", ["p", "st", "en", "padax"], ["ps"], name="slice_back"),
+           helper.make_node("Add", ["ps", "s1"], ["y0"], name="add"),
+           helper.make_node("Mul", ["y0", "m"], ["y"], name="mul")]
+    save(loss_model(n18, opset=18, extra_inits=[c("axes", [-1]), c("pads", [1, 0]),
+                                              c("padax", [1]), c("st", [1]), c("en", [3])]),
+         "opset18_forms.onnx")
+
+
 def main():
     safetensors("unknown_name.safetensors", {"model.not_a_weight": ("F32", [2])})
     safetensors("wrong_shape.safetensors", {"model.norm.weight": ("F32", [3])})
@@ -82,6 +106,7 @@ def main():
     neg = helper.make_tensor("s", I64, [2], [2, -4])
     save(loss_model([helper.make_node("Expand", ["x", "s"], ["y"], name="expand_neg")],
                     extra_inits=[neg]), "negative_expand.onnx")
+    opset_forms()
     with open("ok.onnx", "rb") as f:
         data = f.read()
     with open("truncated.onnx", "wb") as f:

@@ -1,0 +1,106 @@
+// CPU reference kernels of the fused ops, forward and backward, in fp32.
+//
+// Every tensor is a dense row-major fp32 (or int64 for ids and labels)
+// buffer owned by the caller. Backward kernels overwrite the gradients of
+// activations (dx) and accumulate the gradients of weights (dw += ...), so
+// that gradient accumulation over micro-batches and weights used twice
+// (tied embeddings) need no extra pass. Semantics match the ops of the
+// train dialect (dialects/Train/IR/TrainOps.td).
+#ifndef MT_KERNELS_CPU_FUSED_OPS_H
+#define MT_KERNELS_CPU_FUSED_OPS_H
+
+#include <cstdint>
+
+namespace mt::kernels::cpu {
+
+/// out[n, :] = table[ids[n], :]; false when an id is outside [0, vocab).
+bool embeddingForward(const float *table, const int64_t *ids, int64_t count,
+                      int64_t vocab, int64_t dim, float *out);
+/// dTable[ids[n], :] += dOut[n, :].
+void embeddingBackward(const float *dOut, const int64_t *ids, int64_t count,
+                       int64_t dim, float *dTable);
+
+/// y[rows, out] = x[rows, in] W (+ bias). outIn: W is [out, in] (y = x W^T),
+/// else W is [in, out]. bias may be null.
+void linearForward(const float *x, const float *w, const float *bias,
+                   int64_t rows, int64_t in, int64_t out, bool outIn, float *y);
+/// dx = dy W^T-ish (overwrites; may be null), dw += ..., dbias += sum(dy).
+void linearBackward(const float *x, const float *w, const float *dy,
+                    int64_t rows, int64_t in, int64_t out, bool outIn,
+                    float *dx, float *dw, float *dbias);
+
+/// y = x / sqrt(mean(x^2) + eps) * g over the last dim; g = 1 + w when
+/// plusOne, else w.
+void rmsNormForward(const float *x, const float *w, int64_t rows, int64_t dim,
+                    float eps, bool plusOne, float *y);
+void rmsNormBackward(const float *x, const float *w, const float *dy,
+                     int64_t rows, int64_t dim, float eps, bool plusOne,
+                     float *dx, float *dw);
+
+/// y = (x - mean) / sqrt(var + eps) * w + b over the last dim (b may be null).
+void layerNormForward(const float *x, const float *w, const float *b,
+                      int64_t rows, int64_t dim, float eps, float *y);
+void layerNormBackward(const float *x, const float *w, const float *dy,
+                       int64_t rows, int64_t dim, float eps, float *dx,
+                       float *dw, float *db);
+
+/// Rotary embedding of x [batch, seq, heads * headDim] with tables cos and
+/// sin of [seq, headDim], or [batch, seq, headDim] when tablesPerBatch.
+struct RotaryShape {
+  int64_t batch, seq, heads, headDim;
+  bool tablesPerBatch = false, interleaved = false;
+};
+void rotaryForward(const float *x, const float *cos, const float *sin,
+                   const RotaryShape &s, float *y);
+/// dx = R^T dy, R being the rotation of rotaryForward.
+void rotaryBackward(const float *dy, const float *cos, const float *sin,
+                    const RotaryShape &s, float *dx);
+
+/// Attention over packed heads: q [batch, seq, heads * headDim], k and v
+/// [batch, seq, kvHeads * headDim]; query head h reads kv head
+/// h / (heads / kvHeads). mask (may be null) is additive, [seq, seq] shared
+/// by every batch and head.
+struct AttentionShape {
+  int64_t batch, seq, heads, kvHeads, headDim;
+  float scale;
+  bool causal = false;
+  int64_t window = 0; ///< > 0: also mask i - j >= window.
+};
+void attentionForward(const float *q, const float *k, const float *v,
+                      const float *mask, const AttentionShape &s, float *out);
+/// dq, dk and dv are overwritten.
+void attentionBackward(const float *q, const float *k, const float *v,
+                       const float *mask, const float *dOut,
+                       const AttentionShape &s, float *dq, float *dk,
+                       float *dv);
+
+enum class Activation { Gelu, GeluTanh, Silu, Relu };
+void activationForward(const float *x, int64_t n, Activation act, float *y);
+void activationBackward(const float *x, const float *dy, int64_t n,
+                        Activation act, float *dx);
+/// y = act(gate) * up.
+void gatedForward(const float *gate, const float *up, int64_t n, Activation act,
+                  float *y);
+void gatedBackward(const float *gate, const float *up, const float *dy,
+                   int64_t n, Activation act, float *dGate, float *dUp);
+
+/// Mean cross-entropy of logits [tokens, vocab] against labels [tokens]
+/// over the tokens whose target is not ignoreIndex. With shift (labels
+/// [batch, seq] as Hugging Face models take them) the target of position t
+/// is label t + 1 and the last position of each sequence is ignored.
+struct CrossEntropyShape {
+  int64_t batch, seq, vocab;
+  int64_t ignoreIndex = -100;
+  bool shift = false;
+};
+/// Returns the loss; `counted` gets the number of tokens that count.
+float crossEntropyForward(const float *logits, const int64_t *labels,
+                          const CrossEntropyShape &s, int64_t *counted);
+/// dLogits = dLoss * (softmax - onehot) / counted (overwrites).
+void crossEntropyBackward(const float *logits, const int64_t *labels,
+                          const CrossEntropyShape &s, float dLoss,
+                          float *dLogits);
+
+} // namespace mt::kernels::cpu
+
+#endif // MT_KERNELS_CPU_FUSED_OPS_H

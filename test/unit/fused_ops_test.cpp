@@ -1,0 +1,264 @@
+// The backward of every fused op's CPU reference kernel against central
+// finite differences of its forward: for L = sum(dy * f(inputs)) with a
+// random dy, the analytic gradient of L with respect to each input must
+// match (relative error of the whole gradient).
+#include "kernels/cpu/fused_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+using namespace mt::kernels::cpu;
+
+namespace {
+
+using Vec = std::vector<float>;
+
+Vec randomVec(size_t n, std::mt19937 &rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  Vec v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+double dot(const Vec &a, const Vec &b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    s += double(a[i]) * b[i];
+  return s;
+}
+
+/// Central differences of loss() with respect to x, in place.
+Vec numericGrad(Vec &x, const std::function<double()> &loss,
+                float step = 1e-2f) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    float saved = x[i];
+    x[i] = saved + step;
+    double up = loss();
+    x[i] = saved - step;
+    double down = loss();
+    x[i] = saved;
+    g[i] = float((up - down) / (2.0 * step));
+  }
+  return g;
+}
+
+void expectClose(const Vec &analytic, const Vec &numeric, double tol = 2e-3) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < numeric.size(); ++i) {
+    diff += (analytic[i] - numeric[i]) * double(analytic[i] - numeric[i]);
+    ref += double(numeric[i]) * numeric[i];
+  }
+  ASSERT_GT(ref, 0.0);
+  EXPECT_LT(std::sqrt(diff / ref), tol);
+}
+
+TEST(FusedOps, EmbeddingGathersAndScatterAdds) {
+  Vec table = {0, 1, 2, 3, 4, 5}; // vocab 3, dim 2
+  std::vector<int64_t> ids = {2, 0, 2};
+  Vec out(6);
+  ASSERT_TRUE(embeddingForward(table.data(), ids.data(), 3, 3, 2, out.data()));
+  EXPECT_EQ(out, (Vec{4, 5, 0, 1, 4, 5}));
+  Vec dTable(6, 1.0f), dOut = {1, 2, 3, 4, 5, 6};
+  embeddingBackward(dOut.data(), ids.data(), 3, 2, dTable.data());
+  EXPECT_EQ(dTable, (Vec{4, 5, 1, 1, 7, 9}));
+  std::vector<int64_t> bad = {3};
+  EXPECT_FALSE(embeddingForward(table.data(), bad.data(), 1, 3, 2, out.data()));
+}
+
+class LinearGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LinearGrad, MatchesFiniteDifferences) {
+  bool outIn = GetParam();
+  std::mt19937 rng(1);
+  int64_t rows = 3, in = 4, out = 5;
+  Vec x = randomVec(rows * in, rng), w = randomVec(in * out, rng),
+      b = randomVec(out, rng), dy = randomVec(rows * out, rng), y(rows * out);
+  auto loss = [&] {
+    linearForward(x.data(), w.data(), b.data(), rows, in, out, outIn, y.data());
+    return dot(dy, y);
+  };
+  Vec dx(x.size()), dw(w.size(), 0.0f), db(out, 0.0f);
+  linearBackward(x.data(), w.data(), dy.data(), rows, in, out, outIn, dx.data(),
+                 dw.data(), db.data());
+  expectClose(dx, numericGrad(x, loss));
+  expectClose(dw, numericGrad(w, loss));
+  expectClose(db, numericGrad(b, loss));
+}
+INSTANTIATE_TEST_SUITE_P(Layouts, LinearGrad, ::testing::Bool());
+
+class RmsNormGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RmsNormGrad, MatchesFiniteDifferences) {
+  bool plusOne = GetParam();
+  std::mt19937 rng(2);
+  int64_t rows = 3, dim = 8;
+  Vec x = randomVec(rows * dim, rng), w = randomVec(dim, rng),
+      dy = randomVec(rows * dim, rng), y(x.size());
+  auto loss = [&] {
+    rmsNormForward(x.data(), w.data(), rows, dim, 1e-6f, plusOne, y.data());
+    return dot(dy, y);
+  };
+  Vec dx(x.size()), dw(dim, 0.0f);
+  rmsNormBackward(x.data(), w.data(), dy.data(), rows, dim, 1e-6f, plusOne,
+                  dx.data(), dw.data());
+  expectClose(dx, numericGrad(x, loss));
+  expectClose(dw, numericGrad(w, loss));
+}
+INSTANTIATE_TEST_SUITE_P(Scales, RmsNormGrad, ::testing::Bool());
+
+TEST(FusedOps, LayerNormMatchesFiniteDifferences) {
+  std::mt19937 rng(3);
+  int64_t rows = 3, dim = 8;
+  Vec x = randomVec(rows * dim, rng), w = randomVec(dim, rng),
+      b = randomVec(dim, rng), dy = randomVec(rows * dim, rng), y(x.size());
+  auto loss = [&] {
+    layerNormForward(x.data(), w.data(), b.data(), rows, dim, 1e-5f, y.data());
+    return dot(dy, y);
+  };
+  Vec dx(x.size()), dw(dim, 0.0f), db(dim, 0.0f);
+  layerNormBackward(x.data(), w.data(), dy.data(), rows, dim, 1e-5f, dx.data(),
+                    dw.data(), db.data());
+  expectClose(dx, numericGrad(x, loss));
+  expectClose(dw, numericGrad(w, loss));
+  expectClose(db, numericGrad(b, loss));
+}
+
+class RotaryGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RotaryGrad, MatchesFiniteDifferences) {
+  std::mt19937 rng(4);
+  RotaryShape s{2, 3, 2, 4, /*tablesPerBatch=*/true, GetParam()};
+  Vec x = randomVec(s.batch * s.seq * s.heads * s.headDim, rng),
+      cos = randomVec(s.batch * s.seq * s.headDim, rng),
+      sin = randomVec(s.batch * s.seq * s.headDim, rng),
+      dy = randomVec(x.size(), rng), y(x.size());
+  auto loss = [&] {
+    rotaryForward(x.data(), cos.data(), sin.data(), s, y.data());
+    return dot(dy, y);
+  };
+  Vec dx(x.size());
+  rotaryBackward(dy.data(), cos.data(), sin.data(), s, dx.data());
+  expectClose(dx, numericGrad(x, loss));
+}
+INSTANTIATE_TEST_SUITE_P(Pairings, RotaryGrad, ::testing::Bool());
+
+TEST(FusedOps, RotaryHalfSplitMatchesRotateHalf) {
+  // q * cos + rotate_half(q) * sin, rotate_half(q) = cat(-q2, q1).
+  RotaryShape s{1, 1, 1, 4};
+  Vec x = {1, 2, 3, 4}, cos = {0.5f, 0.25f, 0.5f, 0.25f}, sin = {2, 3, 2, 3},
+      y(4);
+  rotaryForward(x.data(), cos.data(), sin.data(), s, y.data());
+  EXPECT_EQ(y, (Vec{1 * 0.5f - 3 * 2, 2 * 0.25f - 4 * 3, 3 * 0.5f + 1 * 2,
+                    4 * 0.25f + 2 * 3}));
+}
+
+struct AttentionCase {
+  int64_t heads, kvHeads;
+  bool causal, mask;
+  int64_t window;
+};
+
+class AttentionGrad : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionGrad, MatchesFiniteDifferences) {
+  const AttentionCase &c = GetParam();
+  std::mt19937 rng(5);
+  AttentionShape s{2, 4, c.heads, c.kvHeads, 3, 0.5f, c.causal, c.window};
+  Vec q = randomVec(s.batch * s.seq * s.heads * s.headDim, rng),
+      k = randomVec(s.batch * s.seq * s.kvHeads * s.headDim, rng),
+      v = randomVec(k.size(), rng), dOut = randomVec(q.size(), rng),
+      out(q.size()), mask = randomVec(s.seq * s.seq, rng);
+  const float *m = c.mask ? mask.data() : nullptr;
+  auto loss = [&] {
+    attentionForward(q.data(), k.data(), v.data(), m, s, out.data());
+    return dot(dOut, out);
+  };
+  Vec dq(q.size()), dk(k.size()), dv(v.size());
+  attentionBackward(q.data(), k.data(), v.data(), m, dOut.data(), s, dq.data(),
+                    dk.data(), dv.data());
+  expectClose(dq, numericGrad(q, loss));
+  expectClose(dk, numericGrad(k, loss));
+  expectClose(dv, numericGrad(v, loss));
+}
+INSTANTIATE_TEST_SUITE_P(Variants, AttentionGrad,
+                         ::testing::Values(AttentionCase{2, 2, true, false, 0},
+                                           AttentionCase{4, 2, true, false, 0},
+                                           AttentionCase{2, 1, false, true, 0},
+                                           AttentionCase{2, 2, true, false,
+                                                         2}));
+
+TEST(FusedOps, CausalAttentionFirstTokenReadsOnlyItself) {
+  AttentionShape s{1, 2, 1, 1, 1, 1.0f, true};
+  Vec q = {1, 1}, k = {3, -2}, v = {7, 11}, out(2);
+  attentionForward(q.data(), k.data(), v.data(), nullptr, s, out.data());
+  EXPECT_FLOAT_EQ(out[0], 7.0f);
+}
+
+class ActivationGrad : public ::testing::TestWithParam<Activation> {};
+
+TEST_P(ActivationGrad, PlainAndGatedMatchFiniteDifferences) {
+  std::mt19937 rng(6);
+  int64_t n = 16;
+  Vec x = randomVec(n, rng), up = randomVec(n, rng), dy = randomVec(n, rng),
+      y(n);
+  if (GetParam() == Activation::Relu)
+    for (float &v : x) // keep finite differences away from the kink
+      v += v > 0 ? 0.1f : -0.1f;
+  auto plain = [&] {
+    activationForward(x.data(), n, GetParam(), y.data());
+    return dot(dy, y);
+  };
+  Vec dx(n);
+  activationBackward(x.data(), dy.data(), n, GetParam(), dx.data());
+  expectClose(dx, numericGrad(x, plain));
+  auto gated = [&] {
+    gatedForward(x.data(), up.data(), n, GetParam(), y.data());
+    return dot(dy, y);
+  };
+  Vec dg(n), du(n);
+  gatedBackward(x.data(), up.data(), dy.data(), n, GetParam(), dg.data(),
+                du.data());
+  expectClose(dg, numericGrad(x, gated));
+  expectClose(du, numericGrad(up, gated));
+}
+INSTANTIATE_TEST_SUITE_P(Kinds, ActivationGrad,
+                         ::testing::Values(Activation::Gelu,
+                                           Activation::GeluTanh,
+                                           Activation::Silu, Activation::Relu));
+
+class CrossEntropyGrad : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CrossEntropyGrad, MatchesFiniteDifferences) {
+  std::mt19937 rng(7);
+  CrossEntropyShape s{2, 4, 6, -100, GetParam()};
+  Vec logits = randomVec(s.batch * s.seq * s.vocab, rng);
+  std::vector<int64_t> labels = {1, 5, -100, 2, 0, 3, 4, -100};
+  auto loss = [&] {
+    return double(
+        crossEntropyForward(logits.data(), labels.data(), s, nullptr));
+  };
+  Vec d(logits.size());
+  crossEntropyBackward(logits.data(), labels.data(), s, 1.0f, d.data());
+  expectClose(d, numericGrad(logits, loss));
+  int64_t counted;
+  crossEntropyForward(logits.data(), labels.data(), s, &counted);
+  // Shifted: position t reads label t + 1 and the last of each row is out.
+  EXPECT_EQ(counted, GetParam() ? 4 : 6);
+}
+INSTANTIATE_TEST_SUITE_P(Shift, CrossEntropyGrad, ::testing::Bool());
+
+TEST(FusedOps, CrossEntropyOfUniformLogitsIsLogVocab) {
+  CrossEntropyShape s{1, 2, 8};
+  Vec logits(16, 0.25f);
+  std::vector<int64_t> labels = {3, 7};
+  EXPECT_NEAR(crossEntropyForward(logits.data(), labels.data(), s, nullptr),
+              std::log(8.0), 1e-6);
+}
+
+} // namespace

@@ -74,7 +74,7 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
   case T::INT8:
     return IntegerType::get(&ctx, 8);
   case T::UINT8:
-    return IntegerType::get(&ctx, 8);
+    return IntegerType::get(&ctx, 8, IntegerType::Unsigned);
   case T::BOOL:
     return IntegerType::get(&ctx, 1);
   default:

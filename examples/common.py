@@ -63,3 +63,13 @@ def record(model, batch, out_dir, arch):
     with open(os.path.join(out_dir, "ref.json"), "w") as f:
         json.dump(ref, f, indent=1)
     return ref
+
+
+def main(build, vocab, here, arch):
+    """Exports build() to here/model.onnx and records its reference numbers
+    (from a second build(), so that the exported weights are the ones the
+    numbers start from)."""
+    batch = fixed_batch(vocab, 2, 16)
+    export(build(), batch, here)
+    ref = record(build(), batch, here, arch)
+    print("loss", ref["loss"], "adamw", ref["adamw_losses"])

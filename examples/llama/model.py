@@ -123,9 +123,4 @@ def build(seed=0):
 
 
 if __name__ == "__main__":
-    here = os.path.dirname(os.path.abspath(__file__))
-    model = build()
-    batch = common.fixed_batch(CONFIG["vocab"], 2, 16)
-    common.export(model, batch, here)
-    ref = common.record(build(), batch, here, "llama")
-    print("loss", ref["loss"], "adamw", ref["adamw_losses"])
+    common.main(build, CONFIG["vocab"], os.path.dirname(os.path.abspath(__file__)), "llama")

@@ -25,6 +25,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>
 
 #include <fcntl.h>
@@ -99,6 +100,62 @@ bool isKnownBuffer(const std::string &name) {
       "(inv_freq|rotary_emb|cos_cached|sin_cached|position_ids|masked_bias|"
       "causal_mask|(^|\\.)attn\\.bias$|(^|\\.)mask$)");
   return re.match(name);
+}
+
+/// Byte ranges of raw_data inside the model file, by initializer name, so
+/// that a plan can point at inline weights without copying them. Walks the
+/// wire format (ModelProto.graph = 7, GraphProto.initializer = 5,
+/// TensorProto.name = 8, raw_data = 9) and skips everything else.
+llvm::StringMap<std::pair<int64_t, int64_t>>
+rawDataOffsets(const std::string &path) {
+  using google::protobuf::internal::WireFormatLite;
+  llvm::StringMap<std::pair<int64_t, int64_t>> offsets;
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return offsets;
+  google::protobuf::io::FileInputStream raw(fd);
+  raw.SetCloseOnDelete(true);
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(INT32_MAX);
+  // Calls fn(field) for each length-delimited field of the current message;
+  // fn reads the field or returns false to have it skipped.
+  auto forEachField = [&](auto fn) {
+    while (uint32_t tag = in.ReadTag()) {
+      uint32_t length;
+      if (WireFormatLite::GetTagWireType(tag) ==
+              WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+          in.ReadVarint32(&length)) {
+        auto limit = in.PushLimit(length);
+        if (!fn(WireFormatLite::GetTagFieldNumber(tag), length))
+          in.Skip(length);
+        in.PopLimit(limit);
+      } else if (!WireFormatLite::SkipField(&in, tag)) {
+        return;
+      }
+    }
+  };
+  forEachField([&](int field, uint32_t) {
+    if (field != 7)
+      return false;
+    forEachField([&](int field, uint32_t) {
+      if (field != 5)
+        return false;
+      std::string name;
+      std::pair<int64_t, int64_t> range{-1, 0};
+      forEachField([&](int field, uint32_t length) {
+        if (field == 8)
+          return in.ReadString(&name, length);
+        if (field == 9)
+          range = {in.CurrentPosition(), length};
+        return false;
+      });
+      if (range.first >= 0)
+        offsets[name] = range;
+      return true;
+    });
+    return true;
+  });
+  return offsets;
 }
 
 class Importer {
@@ -192,6 +249,8 @@ private:
   const onnx::NodeProto *node = nullptr;
   llvm::StringMap<Value> values;
   llvm::StringMap<std::string> unsupported;
+  /// Where inline initializers' raw_data lies in the file, read on first use.
+  std::optional<llvm::StringMap<std::pair<int64_t, int64_t>>> inlineOffsets;
   DenseMap<Value, Attribute> known;
   // --weights: trainable name -> safetensors entry.
   bool haveWeightsFile = false;
@@ -498,6 +557,14 @@ LogicalResult Importer::importInitializers() {
       attrs.push_back(named("length", b.getI64IntegerAttr(length)));
     } else {
       attrs.push_back(named("file", b.getStringAttr(file)));
+      if (!inlineOffsets)
+        inlineOffsets = rawDataOffsets(file);
+      if (auto it = inlineOffsets->find(init.name());
+          it != inlineOffsets->end()) {
+        attrs.push_back(named("offset", b.getI64IntegerAttr(it->second.first)));
+        attrs.push_back(
+            named("length", b.getI64IntegerAttr(it->second.second)));
+      }
       int64_t bytes = type->getNumElements() * bytesOf(type->getElementType());
       if (!trainable && bytes <= kMaxFrozenValueBytes) {
         auto value = readTensor(init, "initializer");

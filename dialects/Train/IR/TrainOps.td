@@ -42,8 +42,9 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
   let summary = "A named model parameter or buffer, by reference";
   let description = [{
     Names a tensor of the model by its original name and says where its
-    bytes live: `inline` in the model file, `external` (ONNX external data:
-    file, offset, length in bytes), or a `safetensors` file. `trainable`
+    bytes live, as file, offset and length in bytes: `inline` (the raw_data
+    of the initializer inside the model file), `external` (ONNX external
+    data), or a `safetensors` file. `trainable`
     marks parameters that get gradients; the others are frozen buffers. A
     frozen buffer that is small and inline may carry its `value`, so that
     tables derived from it (rotary frequencies) fold; trainable weights never

@@ -187,6 +187,14 @@ private:
 
   FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &t,
                                           StringRef what);
+  /// Where an external tensor's bytes are: the file (relative to the
+  /// model's directory), offset and length (`defaultLength` when absent).
+  struct ExternalRef {
+    std::string path;
+    int64_t offset, length;
+  };
+  FailureOr<ExternalRef> externalData(const onnx::TensorProto &t,
+                                      int64_t defaultLength, StringRef what);
   FailureOr<RankedTensorType> tensorTypeOf(const onnx::TensorProto &t,
                                            StringRef what);
 
@@ -368,6 +376,27 @@ FailureOr<RankedTensorType> Importer::tensorTypeOf(const onnx::TensorProto &t,
   return RankedTensorType::get(dims, et);
 }
 
+FailureOr<Importer::ExternalRef>
+Importer::externalData(const onnx::TensorProto &t, int64_t defaultLength,
+                       StringRef what) {
+  ExternalRef ref{"", 0, defaultLength};
+  for (const auto &kv : t.external_data()) {
+    if (kv.key() == "location")
+      ref.path = kv.value();
+    else if (kv.key() == "offset" || kv.key() == "length")
+      (kv.key() == "offset" ? ref.offset : ref.length) =
+          std::strtoll(kv.value().c_str(), nullptr, 10);
+  }
+  if (ref.path.empty() || ref.offset < 0 || ref.length < 0)
+    return fileError() << what << " '" << t.name()
+                       << "' has external data without a location or with a "
+                          "negative offset or length",
+           failure();
+  if (!baseDir.empty())
+    ref.path = baseDir + "/" + ref.path;
+  return ref;
+}
+
 FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
                                                   StringRef what) {
   auto type = tensorTypeOf(t, what);
@@ -380,22 +409,16 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
     return fileError() << what << " '" << t.name() << "': " << why, failure();
   };
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto &kv : t.external_data()) {
-      if (kv.key() == "location")
-        location = kv.value();
-      else if (kv.key() == "offset")
-        offset = std::atoll(kv.value().c_str());
-      else if (kv.key() == "length")
-        length = std::atoll(kv.value().c_str());
-    }
-    std::string path = (baseDir.empty() ? location : baseDir + "/" + location);
+    auto ref = externalData(t, n * width, what);
+    if (failed(ref))
+      return failure();
+    auto [path, offset, length] = *ref;
     std::ifstream f(path, std::ios::binary);
     if (!f)
       return bad("cannot open external data file '" + path + "'");
-    if (length < 0)
-      length = n * width;
+    if (length != n * width)
+      return bad("external data holds " + std::to_string(length) +
+                 " bytes, expected " + std::to_string(n * width));
     bytes.resize(length);
     f.seekg(offset);
     if (!f.read(bytes.data(), length))
@@ -535,26 +558,14 @@ LogicalResult Importer::importInitializers() {
       attrs.push_back(named("length", b.getI64IntegerAttr(it->second->length)));
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       source = WeightSource::External;
-      std::string location;
-      int64_t offset = 0,
-              length = type->getNumElements() * bytesOf(type->getElementType());
-      for (const auto &kv : init.external_data()) {
-        if (kv.key() == "location")
-          location = kv.value();
-        else if (kv.key() == "offset")
-          offset = std::atoll(kv.value().c_str());
-        else if (kv.key() == "length")
-          length = std::atoll(kv.value().c_str());
-      }
-      if (location.empty())
-        return fileError() << "initializer '" << init.name()
-                           << "' has external data without a location",
-               failure();
-      attrs.push_back(named(
-          "file", b.getStringAttr(baseDir.empty() ? location
-                                                  : baseDir + "/" + location)));
-      attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
-      attrs.push_back(named("length", b.getI64IntegerAttr(length)));
+      auto ref = externalData(
+          init, type->getNumElements() * bytesOf(type->getElementType()),
+          "initializer");
+      if (failed(ref))
+        return failure();
+      attrs.push_back(named("file", b.getStringAttr(ref->path)));
+      attrs.push_back(named("offset", b.getI64IntegerAttr(ref->offset)));
+      attrs.push_back(named("length", b.getI64IntegerAttr(ref->length)));
     } else {
       attrs.push_back(named("file", b.getStringAttr(file)));
       if (!inlineOffsets)

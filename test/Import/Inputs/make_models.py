@@ -107,6 +107,22 @@ def main():
     save(loss_model([helper.make_node("Expand", ["x", "s"], ["y"], name="expand_neg")],
                     extra_inits=[neg]), "negative_expand.onnx")
     opset_forms()
+    w = helper.make_tensor("w", F, [4, 4], [0.0] * 16)
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    e = w.external_data.add()
+    e.key, e.value = "length", "-5"
+    mm = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm_ext")]
+    save(loss_model(mm, extra_inits=[w]), "external_bad.onnx")
+    # An integer initializer is read; its external file is missing here.
+    s_ext = helper.make_tensor("s", I64, [2], [4, 2])
+    s_ext.ClearField("int64_data")
+    s_ext.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "missing.bin"), ("offset", "0"), ("length", "16")):
+        e = s_ext.external_data.add()
+        e.key, e.value = k, v
+    rs = [helper.make_node("Reshape", ["x", "s"], ["y"], name="rs_ext")]
+    save(loss_model(rs, extra_inits=[s_ext]), "external_missing.onnx")
     with open("ok.onnx", "rb") as f:
         data = f.read()
     with open("truncated.onnx", "wb") as f:

@@ -1,0 +1,111 @@
+// Unit tests of the token data reader (windows, wrap-around, both target
+// kinds, every refusal) and of the host AdamW (bit-exact against PyTorch's
+// torch.optim.AdamW in fp32, independent of the thread count).
+#include "runtime/adamw.h"
+#include "runtime/token_data.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <vector>
+
+using namespace mt::runtime;
+
+namespace {
+
+std::string writeTokens(const std::string &name,
+                        const std::vector<uint32_t> &ids, int width,
+                        size_t extraBytes = 0) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream f(path, std::ios::binary);
+  for (uint32_t id : ids)
+    for (int b = 0; b < width; ++b)
+      f.put(char((id >> (8 * b)) & 0xff));
+  f << std::string(extraBytes, '\0');
+  return path;
+}
+
+TEST(TokenData, WindowsWrapAroundForBothTargetKinds) {
+  std::string path = writeTokens("seq.u16", {0, 1, 2, 3, 4, 5, 6}, 2);
+  TokenData data;
+  ASSERT_TRUE(TokenData::open(path, TokenType::U16, 8, 2, 3, data).isOk());
+  TokenBatch b;
+  data.next(TargetKind::Targets, b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(b.targets, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(data.position(), 6);
+  data.next(TargetKind::Labels, b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{6, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(b.targets, b.inputs);
+}
+
+TEST(TokenData, ReadsLittleEndianU32) {
+  std::string path = writeTokens("big.u32", {70000, 1, 65536, 3}, 4);
+  TokenData data;
+  ASSERT_TRUE(TokenData::open(path, TokenType::U32, 100000, 1, 3, data).isOk());
+  TokenBatch b;
+  data.next(TargetKind::Targets, b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{70000, 1, 65536}));
+  EXPECT_EQ(b.targets, (std::vector<int64_t>{1, 65536, 3}));
+}
+
+TEST(TokenData, RefusesBadFilesWithTheReason) {
+  TokenData data;
+  auto expectError = [&](const std::string &path, TokenType type,
+                         const char *what) {
+    Status s = TokenData::open(path, type, 8, 1, 3, data);
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+  };
+  expectError(::testing::TempDir() + "none.u16", TokenType::U16, "cannot open");
+  expectError(writeTokens("empty.u16", {}, 2), TokenType::U16, "is empty");
+  expectError(writeTokens("odd.u16", {1, 2, 3, 4}, 2, 1), TokenType::U16,
+              "not a whole number of u16 tokens");
+  expectError(writeTokens("short.u16", {1, 2, 3}, 2), TokenType::U16,
+              "3 tokens are too few");
+  expectError(writeTokens("vocab.u16", {1, 2, 9, 4}, 2), TokenType::U16,
+              "token 2 is 9, not below the vocabulary size 8");
+}
+
+TEST(AdamW, MatchesTorchBitForBit) {
+  // torch 1.13, torch.optim.AdamW(lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+  // weight_decay=0.1), fp32, three steps with these gradients.
+  std::vector<float> p = {0.5f, -1.0f, 2.0f, 0.0f}, m(4, 0.0f), v(4, 0.0f);
+  float grads[3][4] = {{0.1f, -0.2f, 0.3f, 0.0f},
+                       {0.05f, 0.4f, -0.3f, 1e-3f},
+                       {-0.2f, 0.1f, 0.0f, 2.0f}};
+  AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  for (int t = 0; t < 3; ++t)
+    adamwStep(p.data(), grads[t], m.data(), v.data(), 4, t + 1, c);
+  EXPECT_EQ(p[0], 0x1.fe11b8p-2f);
+  EXPECT_EQ(p[1], -0x1.ffbbf2p-1f);
+  EXPECT_EQ(p[2], 0x1.ff9d4ep+0f);
+  EXPECT_EQ(p[3], -0x1.641752p-10f);
+}
+
+TEST(AdamW, ThreadCountDoesNotChangeTheResult) {
+  int64_t n = 100003;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d;
+  std::vector<float> p(n), g(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = d(rng);
+    g[i] = d(rng);
+  }
+  std::vector<float> p1 = p, m1(n, 0.0f), v1(n, 0.0f);
+  std::vector<float> p4 = p, m4(n, 0.0f), v4(n, 0.0f);
+  AdamWConfig c;
+  for (int step = 1; step <= 2; ++step) {
+    adamwStepParallel(p1.data(), g.data(), m1.data(), v1.data(), n, step, c,
+                      0.5f, 1);
+    adamwStepParallel(p4.data(), g.data(), m4.data(), v4.data(), n, step, c,
+                      0.5f, 4);
+  }
+  EXPECT_EQ(std::memcmp(p1.data(), p4.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(v1.data(), v4.data(), n * sizeof(float)), 0);
+  EXPECT_NE(p1[0], p[0]);
+}
+
+} // namespace

@@ -1,0 +1,314 @@
+// The front end preserves the model's numbers: the fused, outlined IR of
+// each model, evaluated with the CPU reference kernels, gives the loss that
+// PyTorch recorded for the same batch (ref.json). This checks import,
+// folding (masks, rotary tables), every fusion (scales, layouts, GQA head
+// mapping, label shift) and outlining against PyTorch, before any backward.
+#include "compiler/OnnxImporter.h"
+#include "dialects/Train/IR/TrainOps.h"
+#include "dialects/Train/Transforms/Passes.h"
+#include "kernels/cpu/fused_ops.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+
+using namespace mlir;
+using namespace mt::train;
+namespace k = mt::kernels::cpu;
+
+namespace {
+
+struct Tensor {
+  SmallVector<int64_t> shape;
+  std::vector<float> f;   ///< floating values
+  std::vector<int64_t> i; ///< integer values
+};
+
+int64_t numel(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+Tensor fromAttr(ElementsAttr attr) {
+  auto dense = cast<DenseElementsAttr>(attr);
+  auto type = cast<RankedTensorType>(dense.getType());
+  Tensor t;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (isa<FloatType>(type.getElementType()))
+    for (APFloat v : dense.getValues<APFloat>())
+      t.f.push_back(v.convertToFloat());
+  else
+    for (APInt v : dense.getValues<APInt>())
+      t.i.push_back(v.getSExtValue());
+  return t;
+}
+
+/// Interprets the functions of a module after the front-end pipeline.
+class Evaluator {
+public:
+  std::vector<Tensor> call(func::FuncOp fn, std::vector<Tensor> args) {
+    DenseMap<Value, Tensor> env;
+    for (auto [arg, t] : llvm::zip(fn.getArguments(), args))
+      env[arg] = t;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        std::vector<Tensor> out;
+        for (Value v : ret.getOperands())
+          out.push_back(env[v]);
+        return out;
+      }
+      if (auto c = dyn_cast<func::CallOp>(op)) {
+        std::vector<Tensor> in;
+        for (Value v : c.getOperands())
+          in.push_back(env[v]);
+        auto callee =
+            fn->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>(
+                c.getCallee());
+        auto out = call(callee, in);
+        for (auto [r, t] : llvm::zip(c.getResults(), out))
+          env[r] = t;
+        continue;
+      }
+      std::vector<Tensor> results = eval(op, env);
+      if (results.size() != op.getNumResults()) {
+        ADD_FAILURE() << "cannot evaluate "
+                      << op.getName().getStringRef().str();
+        return {};
+      }
+      for (auto [r, t] : llvm::zip(op.getResults(), results))
+        env[r] = std::move(t);
+    }
+    return {};
+  }
+
+private:
+  std::vector<Tensor> eval(Operation &op, DenseMap<Value, Tensor> &env) {
+    auto in = [&](unsigned i) -> Tensor & { return env[op.getOperand(i)]; };
+    auto outShape = [&](unsigned r = 0) {
+      auto s = cast<RankedTensorType>(op.getResult(r).getType()).getShape();
+      return SmallVector<int64_t>(s.begin(), s.end());
+    };
+    auto floats = [&](unsigned r = 0) {
+      Tensor t;
+      t.shape = outShape(r);
+      t.f.resize(numel(t.shape));
+      return t;
+    };
+    if (auto c = dyn_cast<ConstantOp>(op))
+      return {fromAttr(c.getValue())};
+    if (auto w = dyn_cast<WeightOp>(op))
+      return {readWeight(w)};
+    if (auto e = dyn_cast<EmbeddingOp>(op)) {
+      Tensor t = floats();
+      auto table = in(0);
+      EXPECT_TRUE(k::embeddingForward(table.f.data(), in(1).i.data(),
+                                      in(1).i.size(), table.shape[0],
+                                      table.shape[1], t.f.data()));
+      return {t};
+    }
+    if (auto n = dyn_cast<RmsNormOp>(op)) {
+      Tensor t = floats();
+      int64_t d = t.shape.back();
+      k::rmsNormForward(in(0).f.data(), in(1).f.data(), numel(t.shape) / d, d,
+                        n.getEps().convertToFloat(), n.getPlusOne(),
+                        t.f.data());
+      return {t};
+    }
+    if (auto n = dyn_cast<LayerNormOp>(op)) {
+      Tensor t = floats();
+      int64_t d = t.shape.back();
+      k::layerNormForward(in(0).f.data(), in(1).f.data(),
+                          n.getBias() ? in(2).f.data() : nullptr,
+                          numel(t.shape) / d, d, n.getEps().convertToFloat(),
+                          t.f.data());
+      return {t};
+    }
+    if (auto l = dyn_cast<LinearOp>(op)) {
+      Tensor t = floats();
+      int64_t inDim = in(0).shape.back(), outDim = t.shape.back();
+      k::linearForward(in(0).f.data(), in(1).f.data(),
+                       l.getBias() ? in(2).f.data() : nullptr,
+                       numel(t.shape) / outDim, inDim, outDim,
+                       l.getLayout() == WeightLayout::OutIn, t.f.data());
+      return {t};
+    }
+    if (auto r = dyn_cast<RotaryOp>(op)) {
+      Tensor t = floats();
+      int64_t hd = r.getHeadDim();
+      k::RotaryShape s{t.shape[0],
+                       t.shape[1],
+                       t.shape[2] / hd,
+                       hd,
+                       in(1).shape.size() == 3,
+                       r.getInterleaved()};
+      k::rotaryForward(in(0).f.data(), in(1).f.data(), in(2).f.data(), s,
+                       t.f.data());
+      return {t};
+    }
+    if (auto a = dyn_cast<AttentionOp>(op)) {
+      Tensor t = floats();
+      int64_t h = a.getNumHeads();
+      k::AttentionShape s{t.shape[0],
+                          t.shape[1],
+                          h,
+                          int64_t(a.getNumKvHeads()),
+                          t.shape[2] / h,
+                          a.getScale().convertToFloat(),
+                          a.getCausal(),
+                          int64_t(a.getWindow())};
+      const float *mask = nullptr;
+      if (a.getMask()) {
+        // The reference kernel takes one [S, S] mask for every batch and head.
+        EXPECT_EQ(numel(in(3).shape), s.seq * s.seq);
+        mask = in(3).f.data();
+      }
+      k::attentionForward(in(0).f.data(), in(1).f.data(), in(2).f.data(), mask,
+                          s, t.f.data());
+      return {t};
+    }
+    auto activation = [](Activation a) {
+      switch (a) {
+      case Activation::Gelu:
+        return k::Activation::Gelu;
+      case Activation::GeluTanh:
+        return k::Activation::GeluTanh;
+      case Activation::Silu:
+        return k::Activation::Silu;
+      case Activation::Relu:
+        return k::Activation::Relu;
+      }
+      return k::Activation::Relu;
+    };
+    if (auto a = dyn_cast<ActivationOp>(op)) {
+      Tensor t = floats();
+      k::activationForward(in(0).f.data(), t.f.size(), activation(a.getAct()),
+                           t.f.data());
+      return {t};
+    }
+    if (auto g = dyn_cast<GatedActivationOp>(op)) {
+      Tensor t = floats();
+      k::gatedForward(in(0).f.data(), in(1).f.data(), t.f.size(),
+                      activation(g.getAct()), t.f.data());
+      return {t};
+    }
+    if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+      auto &logits = in(0);
+      int64_t v = logits.shape.back(), rows = numel(logits.shape) / v;
+      int64_t seq = ce.getShift() ? in(1).shape.back() : rows;
+      k::CrossEntropyShape s{rows / seq, seq, v, int64_t(ce.getIgnoreIndex()),
+                             ce.getShift()};
+      Tensor t;
+      t.f = {
+          k::crossEntropyForward(logits.f.data(), in(1).i.data(), s, nullptr)};
+      return {t};
+    }
+    if (isa<AddOp>(op)) {
+      // Broadcasting over leading dims only (residuals, positions).
+      Tensor t = floats();
+      auto &a = in(0), &b = in(1);
+      for (size_t j = 0; j < t.f.size(); ++j)
+        t.f[j] = a.f[j % a.f.size()] + b.f[j % b.f.size()];
+      return {t};
+    }
+    if (auto sp = dyn_cast<SplitOp>(op)) {
+      auto &x = in(0);
+      int64_t axis = int64_t(sp.getAxis()) < 0
+                         ? int64_t(sp.getAxis()) + int64_t(x.shape.size())
+                         : int64_t(sp.getAxis());
+      int64_t inner = numel(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
+      int64_t outer = numel(ArrayRef<int64_t>(x.shape).take_front(axis));
+      std::vector<Tensor> parts;
+      int64_t begin = 0;
+      for (unsigned r = 0; r < op.getNumResults(); ++r) {
+        Tensor t = floats(r);
+        int64_t size = sp.getSizes()[r];
+        for (int64_t o = 0; o < outer; ++o)
+          std::copy_n(x.f.begin() + (o * x.shape[axis] + begin) * inner,
+                      size * inner, t.f.begin() + o * size * inner);
+        begin += size;
+        parts.push_back(std::move(t));
+      }
+      return parts;
+    }
+    return {};
+  }
+
+  Tensor readWeight(WeightOp w) {
+    if (w.getValue())
+      return fromAttr(*w.getValue());
+    Tensor t;
+    auto type = w.getType();
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+    t.f.resize(numel(t.shape));
+    EXPECT_TRUE(type.getElementType().isF32());
+    EXPECT_EQ(int64_t(*w.getLength()), int64_t(t.f.size() * sizeof(float)));
+    std::ifstream f(w.getFile()->str(), std::ios::binary);
+    f.seekg(*w.getOffset());
+    EXPECT_TRUE(f.read(reinterpret_cast<char *>(t.f.data()), *w.getLength()))
+        << w.getName().str();
+    return t;
+  }
+};
+
+std::string sharedDir() {
+  const char *env = std::getenv("MT_SHARED");
+  return env ? env : MT_SOURCE_DIR "/../shared";
+}
+
+/// Loss of `model` on the batch of `refPath`, after the front end.
+void expectLoss(const std::string &model, const std::string &refPath,
+                const char *targetsKey) {
+  std::ifstream refFile(refPath);
+  ASSERT_TRUE(refFile) << refPath;
+  auto ref = nlohmann::json::parse(refFile);
+  MLIRContext ctx;
+  mt::ImportOptions opts;
+  opts.modelPath = model;
+  OwningOpRef<ModuleOp> module = mt::importOnnxModel(ctx, opts);
+  ASSERT_TRUE(module);
+  PassManager pm(&ctx);
+  buildFrontendPipeline(pm);
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+
+  auto toTensor = [](const nlohmann::json &rows) {
+    Tensor t;
+    t.shape = {int64_t(rows.size()), int64_t(rows[0].size())};
+    for (const auto &row : rows)
+      for (int64_t v : row)
+        t.i.push_back(v);
+    return t;
+  };
+  Tensor ids = toTensor(ref["input_ids"]);
+  Tensor targets = targetsKey ? toTensor(ref[targetsKey]) : ids;
+  Evaluator eval;
+  auto outputs =
+      eval.call(module->lookupSymbol<func::FuncOp>("model"), {ids, targets});
+  ASSERT_FALSE(outputs.empty());
+  float loss = outputs[0].f.at(0), expected = ref["loss"].get<float>();
+  EXPECT_NEAR(loss, expected, 1e-5 * expected) << model;
+}
+
+TEST(FrontendNumerics, LlamaHfDynamoExportMatchesPyTorch) {
+  std::string dir = sharedDir() + "/fixtures/llama-hf";
+  if (!std::ifstream(dir + "/ref.json"))
+    GTEST_SKIP() << "no shared fixtures at " << dir << " (set MT_SHARED)";
+  expectLoss(dir + "/model.onnx", dir + "/ref.json", nullptr);
+}
+
+TEST(FrontendNumerics, LlamaExampleMatchesPyTorch) {
+  std::string dir = MT_SOURCE_DIR "/examples/llama";
+  expectLoss(dir + "/model.onnx", dir + "/ref.json", "targets");
+}
+
+TEST(FrontendNumerics, Gpt2ExampleMatchesPyTorch) {
+  std::string dir = MT_SOURCE_DIR "/examples/gpt2";
+  expectLoss(dir + "/model.onnx", dir + "/ref.json", "targets");
+}
+
+} // namespace

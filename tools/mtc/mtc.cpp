@@ -22,7 +22,7 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Summary, Import, Mlir };
+enum class Emit { Summary, Import, Mlir, Step };
 
 cl::OptionCategory category("mtc options");
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
@@ -38,7 +38,10 @@ cl::opt<Emit> emit(
                clEnumValN(Emit::Import, "import",
                           "the train dialect right after import"),
                clEnumValN(Emit::Mlir, "mlir",
-                          "the train dialect after the front-end pipeline")),
+                          "the train dialect after the front-end pipeline"),
+               clEnumValN(Emit::Step, "step",
+                          "the training step: forward, backward and the "
+                          "gradient of every trainable weight")),
     cl::cat(category));
 cl::opt<std::string> weightsPath(
     "weights",
@@ -135,6 +138,8 @@ int main(int argc, char **argv) {
       return 1;
     pm.enableTiming(timing);
     mt::train::buildFrontendPipeline(pm);
+    if (emit == Emit::Step)
+      pm.addPass(mt::train::createDeriveTrainingStepPass());
     if (failed(pm.run(*module)))
       return 1;
   }

@@ -683,6 +683,85 @@ LogicalResult ConstantOfShapeOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Gradient ops: each gradient has the type of what it is the gradient of.
+//===----------------------------------------------------------------------===//
+
+static LogicalResult sameTypes(Operation *op,
+                               ArrayRef<std::pair<Value, Value>> pairs) {
+  for (auto [grad, of] : pairs)
+    if (grad.getType() != of.getType())
+      return op->emitOpError("gradient type ")
+             << grad.getType() << " differs from " << of.getType();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  auto table = getTableGrad().getType(), g = getGrad().getType();
+  SmallVector<int64_t> expected(getIds().getType().getShape());
+  expected.push_back(table.getRank() == 2 ? table.getDimSize(1) : -1);
+  if (table.getRank() != 2 || g.getShape() != ArrayRef<int64_t>(expected) ||
+      table.getElementType() != g.getElementType())
+    return emitOpError("gradient ")
+           << shapeStr(g.getShape()) << " does not match ids "
+           << shapeStr(getIds().getType().getShape()) << " and table "
+           << shapeStr(table.getShape());
+  return success();
+}
+
+LogicalResult LinearGradOp::verify() {
+  auto x = rankedType(getInput()), w = rankedType(getWeight());
+  bool outIn = getLayout() == WeightLayout::OutIn;
+  SmallVector<int64_t> y(x.getShape().drop_back());
+  y.push_back(w.getRank() == 2 ? w.getDimSize(outIn ? 0 : 1) : -1);
+  if (w.getRank() != 2 ||
+      rankedType(getGrad()).getShape() != ArrayRef<int64_t>(y))
+    return emitOpError("gradient does not have the linear's output shape ")
+           << shapeStr(y);
+  return sameTypes(
+      *this, {{getInputGrad(), getInput()}, {getWeightGrad(), getWeight()}});
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return sameTypes(*this, {{getGrad(), getInput()},
+                           {getInputGrad(), getInput()},
+                           {getWeightGrad(), getWeight()}});
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return sameTypes(*this, {{getGrad(), getInput()},
+                           {getInputGrad(), getInput()},
+                           {getWeightGrad(), getWeight()}});
+}
+
+LogicalResult RotaryGradOp::verify() {
+  return sameTypes(*this, {{getInputGrad(), getGrad()}});
+}
+
+LogicalResult AttentionGradOp::verify() {
+  return sameTypes(*this, {{getGrad(), getQ()},
+                           {getQGrad(), getQ()},
+                           {getKGrad(), getK()},
+                           {getVGrad(), getV()}});
+}
+
+LogicalResult ActivationGradOp::verify() {
+  return sameTypes(*this,
+                   {{getGrad(), getInput()}, {getInputGrad(), getInput()}});
+}
+
+LogicalResult GatedActivationGradOp::verify() {
+  return sameTypes(*this, {{getGrad(), getGate()},
+                           {getGateGrad(), getGate()},
+                           {getUpGrad(), getUp()}});
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (getGrad().getType().getRank() != 0)
+    return emitOpError("the loss gradient must be a scalar");
+  return sameTypes(*this, {{getLogitsGrad(), getLogits()}});
+}
+
+//===----------------------------------------------------------------------===//
 // Folds: all through the constant evaluator.
 //===----------------------------------------------------------------------===//
 

@@ -514,4 +514,89 @@ def Train_CrossEntropyOp : Train_InferOp<"cross_entropy"> {
   let results = (outs TensorOf<[F32]>:$result);
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient ops: the backward of each fused op, emitted by the derivation of
+// the training step. Each states the same attributes as its forward op.
+//===----------------------------------------------------------------------===//
+
+// Gradient ops state their result types; the verifier checks them.
+class Train_GradOp<string mnemonic, string s> : Train_PureOp<mnemonic> {
+  let summary = s;
+  let hasVerifier = 1;
+}
+
+def Train_EmbeddingGradOp : Train_GradOp<"embedding_grad",
+    "Gradient of an embedding table: rows of dOut scatter-added by id"> {
+  let description = "`%dt = train.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids);
+  let results = (outs Train_FloatTensor:$table_grad);
+}
+
+def Train_LinearGradOp : Train_GradOp<"linear_grad",
+    "Gradients of linear with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<2x16x64xf32>, tensor<128x64xf32>)`. The bias gradient is a reduce_sum of dy.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, Train_WeightLayoutAttr:$layout);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+}
+
+def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad",
+    "Gradients of rms_norm with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.rms_norm_grad %x, %w, %dy {eps = 1.0e-06 : f32} : (...) -> (...)`";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, F32Attr:$eps, UnitAttr:$plus_one);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+}
+
+def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
+    "Gradients of layer_norm with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.layer_norm_grad %x, %w, %dy {eps = 1.0e-05 : f32} : (...) -> (...)`. The bias gradient is a reduce_sum of dy.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, F32Attr:$eps);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+}
+
+def Train_RotaryGradOp : Train_GradOp<"rotary_grad",
+    "Gradient of rotary: the transposed rotation of dy"> {
+  let description = "`%dx = train.rotary_grad %dy, %cos, %sin {head_dim = 16 : i64} : (...) -> tensor<2x16x64xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$cos,
+                   Train_FloatTensor:$sin, I64Attr:$head_dim, UnitAttr:$interleaved);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
+def Train_AttentionGradOp : Train_GradOp<"attention_grad",
+    "Gradients of attention with respect to q, k and v"> {
+  let description = "`%dq, %dk, %dv = train.attention_grad %q, %k, %v, %dy {...} : (...) -> (...)`; the mask, when present, comes before dy and gets no gradient.";
+  let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
+                   Optional<Train_FloatTensor>:$mask, Train_FloatTensor:$grad,
+                   I64Attr:$num_heads, I64Attr:$num_kv_heads, F32Attr:$scale,
+                   UnitAttr:$causal, DefaultValuedAttr<I64Attr, "0">:$window);
+  let results = (outs Train_FloatTensor:$q_grad, Train_FloatTensor:$k_grad,
+                      Train_FloatTensor:$v_grad);
+}
+
+def Train_ActivationGradOp : Train_GradOp<"activation_grad",
+    "Gradient of a plain activation"> {
+  let description = "`%dx = train.activation_grad %x, %dy {act = #train<act gelu>} : (...) -> tensor<...>`";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$grad,
+                   Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
+def Train_GatedActivationGradOp : Train_GradOp<"gated_activation_grad",
+    "Gradients of a gated activation with respect to gate and up"> {
+  let description = "`%dg, %du = train.gated_activation_grad %g, %u, %dy {act = #train<act silu>} : (...) -> (...)`";
+  let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up,
+                   Train_FloatTensor:$grad, Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$gate_grad, Train_FloatTensor:$up_grad);
+}
+
+def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad",
+    "Gradient of the mean cross-entropy with respect to the logits"> {
+  let description = "`%dl = train.cross_entropy_grad %logits, %labels, %dloss {ignore_index = -100 : i64, shift} : (...) -> tensor<2x16x256xf32>`";
+  let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
+                   TensorOf<[F32]>:$grad, I64Attr:$ignore_index, UnitAttr:$shift);
+  let results = (outs Train_FloatTensor:$logits_grad);
+}
+
 #endif // MT_TRAIN_OPS

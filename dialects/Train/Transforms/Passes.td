@@ -91,4 +91,31 @@ def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {
   ];
 }
 
+def DeriveTrainingStepPass : Pass<"mt-derive-training-step", "mlir::ModuleOp"> {
+  let summary = "Derive the backward pass: one backward per layer template and the training step";
+  let description = [{
+    Reverse-mode differentiation of the outlined model. For every layer
+    template `@T(acts..., weights...) -> outs` it creates
+    `@T_grad(acts..., weights..., d_outs...) -> (d_acts..., d_weights...)`,
+    which recomputes the layer's forward from its inputs (the layer
+    boundary is the checkpoint) and then runs its backward. It creates
+    `@train_step` with the inputs of `@model`, returning the loss and the
+    gradient of every trainable weight (result attribute `train.grad_of`),
+    in the order of the weights. Fused ops differentiate through their
+    gradient ops (`train.linear_grad`, ...); a primitive op on a
+    differentiable path without a gradient rule is an error that names the
+    op and its ONNX node.
+
+    After:
+    ```mlir
+    func.func private @layer_grad(%h: tensor<2x16x64xf32>, %w: ..., %dh: tensor<2x16x64xf32>) -> (tensor<2x16x64xf32>, ...)
+    func.func @train_step(%ids: tensor<2x16xi64>, %labels: tensor<2x16xi64>) -> (tensor<f32> {train.loss}, tensor<256x64xf32> {train.grad_of = "embed.weight"}, ...)
+    ```
+  }];
+  let dependentDialects = ["::mt::train::TrainDialect", "::mlir::func::FuncDialect"];
+  let statistics = [
+    Statistic<"numGradOps", "grad-ops", "gradient ops emitted">,
+  ];
+}
+
 #endif // MT_TRAIN_PASSES

@@ -108,3 +108,20 @@ func.func @cross_entropy_labels(%l: tensor<2x16x256xf32>, %t: tensor<2x15xi64>) 
   %0 = train.cross_entropy %l, %t {ignore_index = -100 : i64} : (tensor<2x16x256xf32>, tensor<2x15xi64>) -> tensor<f32>
   return
 }
+
+// -----
+
+// A gradient has the type of what it is the gradient of.
+func.func @linear_grad_type(%x: tensor<2x8xf32>, %w: tensor<4x8xf32>, %dy: tensor<2x4xf32>) {
+  // expected-error @+1 {{gradient type 'tensor<8x4xf32>' differs from 'tensor<4x8xf32>'}}
+  %dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<2x4xf32>) -> (tensor<2x8xf32>, tensor<8x4xf32>)
+  return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%dy: tensor<2x8xf32>, %ids: tensor<3xi64>) {
+  // expected-error @+1 {{gradient [2,8] does not match ids [3] and table [16,8]}}
+  %dt = train.embedding_grad %dy, %ids : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<16x8xf32>
+  return
+}

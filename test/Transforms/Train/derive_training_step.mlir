@@ -1,0 +1,61 @@
+// RUN: mt-opt --split-input-file --mt-derive-training-step %s | FileCheck %s
+
+// A layer template gets a gradient function that recomputes the layer and
+// runs its backward; the step calls it in reverse layer order and returns
+// the loss and the gradient of every trainable weight, in weight order.
+// CHECK-LABEL: func.func private @layer_grad(
+// CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<2x8xf32>, %[[N:[a-z0-9]+]]: tensor<8xf32> {train.param = "norm.weight"}, %[[W:[a-z0-9]+]]: tensor<8x8xf32> {train.param = "proj.weight"}, %[[DY:[a-z0-9]+]]: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8x8xf32>)
+// CHECK: %[[A:.+]] = train.rms_norm %[[H]], %[[N]]
+// CHECK: train.linear %[[A]], %[[W]]
+// CHECK: %[[DX:.+]], %[[DW:.+]] = train.linear_grad %[[A]], %[[W]], %[[DY]]
+// CHECK: %[[DH:.+]], %[[DN:.+]] = train.rms_norm_grad %[[H]], %[[N]], %[[DX]]
+// CHECK: %[[SUM:.+]] = train.add %[[DY]], %[[DH]]
+// CHECK: return %[[SUM]], %[[DN]], %[[DW]]
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "embed.weight"}, tensor<8xf32> {train.grad_of = "layers.0.norm.weight"}, tensor<8x8xf32> {train.grad_of = "layers.0.proj.weight"}, tensor<8xf32> {train.grad_of = "layers.1.norm.weight"}, tensor<8x8xf32> {train.grad_of = "layers.1.proj.weight"})
+// CHECK: %[[L:.+]] = train.cross_entropy
+// CHECK: %[[ONE:.+]] = train.constant dense<1.000000e+00> : tensor<f32>
+// CHECK: %[[DL:.+]] = train.cross_entropy_grad %{{.*}}, %{{.*}}, %[[ONE]]
+// The tied embedding/head weight: the head's gradient and the embedding's add up.
+// CHECK: %[[DX:.+]], %[[DHEAD:.+]] = train.linear_grad %{{.*}}, %{{.*}}, %[[DL]]
+// CHECK: %[[G1:.+]]:3 = call @layer_grad({{.*}}) {train.layer = 1 : i64}
+// CHECK: %[[G0:.+]]:3 = call @layer_grad(%{{.*}}, %{{.*}}, %{{.*}}, %[[G1]]#0) {train.layer = 0 : i64}
+// CHECK: %[[DE:.+]] = train.embedding_grad %[[G0]]#0, %arg0
+// CHECK: %[[DT:.+]] = train.add %[[DHEAD]], %[[DE]]
+// CHECK: return %[[L]], %[[DT]], %[[G0]]#1, %[[G0]]#2, %[[G1]]#1, %[[G1]]#2
+func.func private @layer(%h: tensor<2x8xf32>, %n: tensor<8xf32> {train.param = "norm.weight"}, %w: tensor<8x8xf32> {train.param = "proj.weight"}) -> tensor<2x8xf32> {
+  %a = train.rms_norm %h, %n {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %b = train.linear %a, %w {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %o = train.add %h, %b : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %o : tensor<2x8xf32>
+}
+func.func @model(%ids: tensor<2xi64>, %t: tensor<2xi64>) -> (tensor<f32> {train.loss}) {
+  %emb = train.weight "embed.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %p0 = train.weight "layers.0.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %n1 = train.weight "layers.1.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %p1 = train.weight "layers.1.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %h = train.embedding %emb, %ids : (tensor<16x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+  %h0 = call @layer(%h, %n0, %p0) {train.layer = 0 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h1 = call @layer(%h0, %n1, %p1) {train.layer = 1 : i64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %lg = train.linear %h1, %emb {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
+  %l = train.cross_entropy %lg, %t {ignore_index = -100 : i64} : (tensor<2x16xf32>, tensor<2xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Frozen weights get no gradient; a bias gradient sums over the leading
+// dims; broadcasting adds sum back to the operand's shape.
+// CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad_of = "b"})
+// CHECK: %[[DX:.+]], %[[DW:.+]] = train.linear_grad
+// CHECK: %[[DB:.+]] = train.reduce_sum %{{.*}} {axes = array<i64: 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4xf32>
+// CHECK: return %{{.*}}, %[[DB]]
+func.func @model(%x: tensor<2x3x8xf32>, %t: tensor<2x3xi64>) -> (tensor<f32> {train.loss}) {
+  %w = train.weight "w" {source = #train<source inline>, file = "m"} : tensor<4x8xf32>
+  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %y = train.linear %x, %w, %b {layout = #train<layout out_in>} : (tensor<2x3x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  %l = train.cross_entropy %y, %t {ignore_index = -100 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}

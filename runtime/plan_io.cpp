@@ -1,0 +1,386 @@
+// Plan files: framing, validation, atomic writes (see plan_io.h).
+#include "runtime/plan_io.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace mt::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'M', 'T', 'P', 'L', 'A', 'N', '0', '1'};
+constexpr size_t kHeaderBytes = 8 + 8 + 4;
+
+uint32_t crcOf(const std::string &bytes) {
+  return uint32_t(crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()),
+                        uInt(bytes.size())));
+}
+
+void putLE(std::string &out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(char((v >> (8 * i)) & 0xff));
+}
+
+uint64_t getLE(const char *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i)
+    v = (v << 8) | uint8_t(p[i]);
+  return v;
+}
+
+/// Number of operands (min, max) and results (min, max) of each kernel.
+struct Arity {
+  int minOperands, maxOperands, minResults, maxResults;
+};
+
+bool arityOf(plan::Kernel k, Arity &a) {
+  constexpr int kMany = std::numeric_limits<int>::max();
+  using K = plan::Kernel;
+  switch (k) {
+  case K::EMBEDDING:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::EMBEDDING_GRAD:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::LINEAR:
+    a = {2, 3, 1, 1};
+    return true;
+  case K::LINEAR_GRAD:
+    a = {3, 3, 2, 2};
+    return true;
+  case K::RMS_NORM:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::RMS_NORM_GRAD:
+    a = {3, 3, 2, 2};
+    return true;
+  case K::LAYER_NORM:
+    a = {2, 3, 1, 1};
+    return true;
+  case K::LAYER_NORM_GRAD:
+    a = {3, 3, 2, 2};
+    return true;
+  case K::ROTARY:
+    a = {3, 3, 1, 1};
+    return true;
+  case K::ROTARY_GRAD:
+    a = {3, 3, 1, 1};
+    return true;
+  case K::ATTENTION:
+    a = {3, 4, 1, 1};
+    return true;
+  case K::ATTENTION_GRAD:
+    a = {4, 5, 3, 3};
+    return true;
+  case K::ACTIVATION:
+    a = {1, 1, 1, 1};
+    return true;
+  case K::ACTIVATION_GRAD:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::GATED_ACTIVATION:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::GATED_ACTIVATION_GRAD:
+    a = {3, 3, 2, 2};
+    return true;
+  case K::CROSS_ENTROPY:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::CROSS_ENTROPY_GRAD:
+    a = {3, 3, 1, 1};
+    return true;
+  case K::ADD:
+  case K::SUB:
+  case K::MUL:
+    a = {2, 2, 1, 1};
+    return true;
+  case K::NEG:
+  case K::REDUCE_SUM:
+  case K::TRANSPOSE:
+  case K::COPY:
+  case K::COPY_TO_DEVICE:
+  case K::COPY_TO_HOST:
+  case K::ACCUMULATE:
+    a = {1, 1, 1, 1};
+    return true;
+  case K::CONCAT:
+    a = {1, kMany, 1, 1};
+    return true;
+  case K::SPLIT:
+    a = {1, 1, 1, kMany};
+    return true;
+  case K::FILL:
+    a = {0, 0, 1, 1};
+    return true;
+  case K::ADAMW:
+    a = {1, 1, 3, 3};
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Element count of a shape, or -1 on a negative dim or overflow.
+int64_t elementsOf(const google::protobuf::RepeatedField<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d))
+      return -1;
+    n *= d;
+  }
+  return n;
+}
+
+class Validator {
+public:
+  Validator(const plan::Plan &p, const std::string &path) : p(p), path(path) {}
+
+  Status run() {
+    if (p.version() != plan::VERSION_CURRENT)
+      return fail("version " + std::to_string(p.version()) +
+                  " is not supported (this runtime reads version " +
+                  std::to_string(plan::VERSION_CURRENT) +
+                  "); recompile the model with this mtc");
+    const auto &s = p.shapes();
+    if (s.batch() <= 0 || s.seq() <= 0 || s.grad_accum() <= 0 || s.vocab() <= 0)
+      return fail("shapes: batch, seq, grad_accum and vocab must be positive");
+    if (p.compute_dtype() != plan::F32 && p.compute_dtype() != plan::BF16)
+      return fail("compute_dtype must be F32 or BF16");
+    if (p.arenas().empty())
+      return fail("has no arenas");
+    for (int i = 0; i < p.arenas_size(); ++i)
+      if (!plan::Tier_IsValid(p.arenas(i).tier()) ||
+          p.arenas(i).tier() == plan::TIER_UNSPECIFIED)
+        return fail(where("arena", i, p.arenas(i).name()) + ": unknown tier");
+    for (int i = 0; i < p.buffers_size(); ++i)
+      if (Status st = checkBuffer(i); !st)
+        return st;
+    for (int i = 0; i < p.parameters_size(); ++i)
+      if (Status st = checkParameter(i); !st)
+        return st;
+    for (int i = 0; i < p.constants_size(); ++i) {
+      const auto &c = p.constants(i);
+      if (!buffer(c.buffer()))
+        return fail("constant " + std::to_string(i) + ": buffer " +
+                    std::to_string(c.buffer()) + " does not exist");
+      if (c.data().size() != bytes[c.buffer()])
+        return fail("constant " + std::to_string(i) + ": " +
+                    std::to_string(c.data().size()) + " bytes for a " +
+                    std::to_string(bytes[c.buffer()]) + "-byte buffer");
+    }
+    for (int i = 0; i < p.inputs_size(); ++i) {
+      const auto &in = p.inputs(i);
+      std::string w = where("input", i, in.name());
+      if (!plan::Role_IsValid(in.role()) || in.role() == plan::ROLE_UNSPECIFIED)
+        return fail(w + ": unknown role");
+      const plan::Buffer *b = buffer(in.buffer());
+      if (!b || b->dtype() != plan::I64 || b->shape_size() != 2 ||
+          b->shape(0) != s.batch() || b->shape(1) != s.seq())
+        return fail(w + ": needs an I64 buffer of [batch, seq]");
+    }
+    const plan::Buffer *loss = buffer(p.loss());
+    if (!loss || loss->dtype() != plan::F32 || elementsOf(loss->shape()) != 1)
+      return fail("loss: needs an F32 scalar buffer");
+    for (int i = 0; i < p.streams_size(); ++i)
+      if (!plan::StreamKind_IsValid(p.streams(i).kind()) ||
+          p.streams(i).kind() == plan::STREAM_KIND_UNSPECIFIED)
+        return fail(where("stream", i, p.streams(i).name()) + ": unknown kind");
+    for (int i = 0; i < p.phases_size(); ++i)
+      if (Status st = checkPhase(i); !st)
+        return st;
+    return Status::ok();
+  }
+
+private:
+  Status fail(const std::string &what) const {
+    return Status::error(path + ": " + what);
+  }
+  static std::string where(const char *kind, int i, const std::string &name) {
+    return std::string(kind) + " " + std::to_string(i) + " ('" + name + "')";
+  }
+  const plan::Buffer *buffer(uint32_t i) const {
+    return i < uint32_t(p.buffers_size()) ? &p.buffers(int(i)) : nullptr;
+  }
+
+  Status checkBuffer(int i) {
+    const auto &b = p.buffers(i);
+    std::string w = where("buffer", i, b.name());
+    if (b.arena() >= uint32_t(p.arenas_size()))
+      return fail(w + ": arena " + std::to_string(b.arena()) +
+                  " does not exist");
+    int width = dtypeBytes(b.dtype());
+    int64_t n = elementsOf(b.shape());
+    if (!width)
+      return fail(w + ": unknown dtype");
+    if (n < 0 || uint64_t(n) > std::numeric_limits<uint64_t>::max() / width)
+      return fail(w + ": the shape has a negative dim or is too large");
+    uint64_t size = uint64_t(n) * width;
+    const auto &a = p.arenas(int(b.arena()));
+    if (b.offset() > a.size_bytes() || size > a.size_bytes() - b.offset())
+      return fail(w + ": bytes [" + std::to_string(b.offset()) + ", " +
+                  std::to_string(b.offset()) + " + " + std::to_string(size) +
+                  ") exceed arena " + std::to_string(b.arena()) + " ('" +
+                  a.name() + "', " + std::to_string(a.size_bytes()) +
+                  " bytes)");
+    bytes.push_back(size);
+    return Status::ok();
+  }
+
+  Status checkParameter(int i) {
+    const auto &prm = p.parameters(i);
+    std::string w = where("parameter", i, prm.name());
+    const plan::Buffer *master = buffer(prm.master());
+    if (!master || master->dtype() != plan::F32)
+      return fail(w + ": master must be an F32 buffer");
+    int64_t n = elementsOf(master->shape());
+    if (!prm.data().file().empty()) {
+      int width = dtypeBytes(prm.data().dtype());
+      if (!width || prm.data().dtype() == plan::I64)
+        return fail(w + ": data must be F32 or BF16");
+      if (prm.data().length() != uint64_t(n) * width)
+        return fail(w + ": data holds " + std::to_string(prm.data().length()) +
+                    " bytes, " + std::to_string(uint64_t(n) * width) +
+                    " expected");
+    }
+    if (!prm.trainable())
+      return Status::ok();
+    for (uint32_t idx : {prm.grad(), prm.exp_avg(), prm.exp_avg_sq()}) {
+      const plan::Buffer *b = buffer(idx);
+      if (!b || b->dtype() != plan::F32 ||
+          !std::equal(b->shape().begin(), b->shape().end(),
+                      master->shape().begin(), master->shape().end()))
+        return fail(w + ": grad and moments must be F32 buffers of the "
+                        "master's shape");
+    }
+    return Status::ok();
+  }
+
+  Status checkPhase(int i) {
+    const auto &ph = p.phases(i);
+    std::string w = "phase " + std::to_string(i);
+    if (!plan::PhaseKind_IsValid(ph.kind()) ||
+        ph.kind() == plan::PHASE_KIND_UNSPECIFIED)
+      return fail(w + ": unknown kind");
+    std::set<uint32_t> signalled;
+    for (int j = 0; j < ph.ops_size(); ++j) {
+      const auto &op = ph.ops(j);
+      std::string ow = w + ", op " + std::to_string(j);
+      if (op.stream() >= uint32_t(p.streams_size()))
+        return fail(ow + ": stream " + std::to_string(op.stream()) +
+                    " does not exist");
+      Arity a;
+      if (!plan::Kernel_IsValid(op.kernel()) || !arityOf(op.kernel(), a))
+        return fail(ow + ": unknown kernel " + std::to_string(op.kernel()));
+      ow += " (" + plan::Kernel_Name(op.kernel()) + ")";
+      if (op.operands_size() < a.minOperands ||
+          op.operands_size() > a.maxOperands ||
+          op.results_size() < a.minResults || op.results_size() > a.maxResults)
+        return fail(ow + ": wrong number of operands or results");
+      for (uint32_t b : op.operands())
+        if (!buffer(b))
+          return fail(ow + ": operand buffer " + std::to_string(b) +
+                      " does not exist");
+      for (uint32_t b : op.results())
+        if (!buffer(b))
+          return fail(ow + ": result buffer " + std::to_string(b) +
+                      " does not exist");
+      for (uint32_t t : op.signals()) {
+        if (t >= p.num_tokens())
+          return fail(ow + ": token " + std::to_string(t) +
+                      " is not below num_tokens");
+        if (!signalled.insert(t).second)
+          return fail(ow + ": token " + std::to_string(t) +
+                      " is signalled twice in the phase");
+      }
+    }
+    // Waits may refer to a token signalled later in the list (by another
+    // stream), but never to one that nothing in the phase signals.
+    for (int j = 0; j < ph.ops_size(); ++j)
+      for (uint32_t t : ph.ops(j).waits())
+        if (!signalled.count(t))
+          return fail(w + ", op " + std::to_string(j) + ": waits on token " +
+                      std::to_string(t) + ", which no op of the phase signals");
+    return Status::ok();
+  }
+
+  const plan::Plan &p;
+  const std::string &path;
+  std::vector<uint64_t> bytes; ///< size of each buffer, by index
+};
+
+} // namespace
+
+int dtypeBytes(plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return 4;
+  case plan::BF16:
+    return 2;
+  case plan::I64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+Status validatePlan(const plan::Plan &plan, const std::string &path) {
+  return Validator(plan, path).run();
+}
+
+Status readPlan(const std::string &path, plan::Plan &out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open the plan file");
+  std::stringstream all;
+  all << in.rdbuf();
+  std::string data = all.str();
+  if (data.size() < kHeaderBytes ||
+      std::string(data.data(), 8) != std::string(kMagic, 8))
+    return Status::error(path + ": not a plan file (no MTPLAN01 header); "
+                                "compile one with mtc -o");
+  uint64_t length = getLE(data.data() + 8, 8);
+  uint32_t crc = uint32_t(getLE(data.data() + 16, 4));
+  if (length != data.size() - kHeaderBytes)
+    return Status::error(path +
+                         ": the plan is truncated or has trailing "
+                         "bytes (header says " +
+                         std::to_string(length) + " payload bytes, file has " +
+                         std::to_string(data.size() - kHeaderBytes) + ")");
+  std::string payload = data.substr(kHeaderBytes);
+  if (crcOf(payload) != crc)
+    return Status::error(path + ": the plan is corrupted (checksum "
+                                "mismatch); recompile it");
+  if (!out.ParseFromString(payload))
+    return Status::error(path + ": the plan payload does not parse");
+  return validatePlan(out, path);
+}
+
+Status writePlan(const plan::Plan &plan, const std::string &path) {
+  std::string payload;
+  if (!plan.SerializeToString(&payload))
+    return Status::error(path + ": cannot serialize the plan");
+  std::string data(kMagic, 8);
+  putLE(data, payload.size(), 8);
+  putLE(data, crcOf(payload), 4);
+  data += payload;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(data.data(), std::streamsize(data.size())) ||
+        !out.flush())
+      return Status::error(tmp + ": cannot write the plan");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::error(path + ": cannot move the plan into place");
+  }
+  return Status::ok();
+}
+
+} // namespace mt::runtime

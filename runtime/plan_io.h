@@ -1,0 +1,32 @@
+// Reading, validating and writing plan files (runtime/schema/plan.proto).
+#ifndef MT_RUNTIME_PLAN_IO_H
+#define MT_RUNTIME_PLAN_IO_H
+
+#include "runtime/schema/plan.pb.h"
+#include "runtime/status.h"
+
+#include <string>
+
+namespace mt::runtime {
+
+/// Bytes per element of a plan dtype, or 0 when it has none.
+int dtypeBytes(plan::DType dtype);
+
+/// Checks everything a run relies on before anything is allocated: the
+/// version, every index (arena, buffer, stream, token), every buffer inside
+/// its arena, kernels known and with the right number of operands and
+/// results, tokens signalled before they can be waited on, parameters,
+/// constants and inputs consistent with their buffers. The message names
+/// the plan file and the field.
+Status validatePlan(const plan::Plan &plan, const std::string &path);
+
+/// Reads a plan file: magic, length and CRC-32 first (a truncated or
+/// corrupted file is named as such), then the payload, then validatePlan.
+Status readPlan(const std::string &path, plan::Plan &out);
+
+/// Writes a plan file atomically (temporary file, then rename).
+Status writePlan(const plan::Plan &plan, const std::string &path);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_PLAN_IO_H

@@ -1,0 +1,346 @@
+// The plan loader validates everything before anything is allocated: a
+// round trip of a valid plan, one test per kind of invalid field, framing
+// errors, and mutated plans that must be refused (byte flips) or, for
+// re-framed field mutations, refused or accepted but never crash.
+#include "runtime/plan_io.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/reflection.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <random>
+
+using namespace mt::runtime;
+using mt::plan::Plan;
+
+namespace {
+
+uint32_t addBuffer(Plan &p, const char *name, uint32_t arena, uint64_t offset,
+                   mt::plan::DType dtype, std::vector<int64_t> shape) {
+  auto *b = p.add_buffers();
+  b->set_name(name);
+  b->set_arena(arena);
+  b->set_offset(offset);
+  b->set_dtype(dtype);
+  for (int64_t d : shape)
+    b->add_shape(d);
+  return uint32_t(p.buffers_size() - 1);
+}
+
+/// A small valid plan: one trainable embedding-like weight, a copy to the
+/// device, a fill of the loss, the optimizer.
+Plan validPlan() {
+  using namespace mt::plan;
+  Plan p;
+  p.set_version(VERSION_CURRENT);
+  p.set_model("m.onnx");
+  p.mutable_shapes()->set_batch(2);
+  p.mutable_shapes()->set_seq(4);
+  p.mutable_shapes()->set_grad_accum(1);
+  p.mutable_shapes()->set_vocab(8);
+  p.set_compute_dtype(F32);
+  auto *dev = p.add_arenas();
+  dev->set_name("device");
+  dev->set_tier(DEVICE);
+  dev->set_size_bytes(256);
+  auto *host = p.add_arenas();
+  host->set_name("host");
+  host->set_tier(HOST);
+  host->set_size_bytes(512);
+  uint32_t master = addBuffer(p, "w", 1, 0, F32, {8, 4});
+  uint32_t grad = addBuffer(p, "w.grad", 1, 128, F32, {8, 4});
+  uint32_t m = addBuffer(p, "w.m", 1, 256, F32, {8, 4});
+  uint32_t v = addBuffer(p, "w.v", 1, 384, F32, {8, 4});
+  uint32_t wdev = addBuffer(p, "w.device", 0, 0, F32, {8, 4});
+  uint32_t ids = addBuffer(p, "ids", 0, 128, I64, {2, 4});
+  uint32_t loss = addBuffer(p, "loss", 0, 192, F32, {});
+  auto *prm = p.add_parameters();
+  prm->set_name("w");
+  prm->set_trainable(true);
+  prm->mutable_data()->set_file("w.safetensors");
+  prm->mutable_data()->set_offset(64);
+  prm->mutable_data()->set_length(128);
+  prm->mutable_data()->set_dtype(F32);
+  prm->set_master(master);
+  prm->set_grad(grad);
+  prm->set_exp_avg(m);
+  prm->set_exp_avg_sq(v);
+  auto *in = p.add_inputs();
+  in->set_name("input_ids");
+  in->set_role(TOKENS);
+  in->set_buffer(ids);
+  p.set_loss(loss);
+  auto *compute = p.add_streams();
+  compute->set_name("compute");
+  compute->set_kind(COMPUTE);
+  auto *h2d = p.add_streams();
+  h2d->set_name("h2d");
+  h2d->set_kind(HOST_TO_DEVICE);
+  auto *opt = p.add_streams();
+  opt->set_name("optimizer");
+  opt->set_kind(HOST_OPTIMIZER);
+  p.set_num_tokens(1);
+  auto *begin = p.add_phases();
+  begin->set_kind(STEP_BEGIN);
+  auto *copy = begin->add_ops();
+  copy->set_stream(1);
+  copy->set_kernel(COPY_TO_DEVICE);
+  copy->add_operands(master);
+  copy->add_results(wdev);
+  copy->add_signals(0);
+  auto *use = begin->add_ops();
+  use->set_stream(0);
+  use->set_kernel(FILL);
+  use->add_results(loss);
+  use->add_waits(0);
+  auto *end = p.add_phases();
+  end->set_kind(STEP_END);
+  auto *step = end->add_ops();
+  step->set_stream(2);
+  step->set_kernel(ADAMW);
+  step->add_operands(grad);
+  step->add_results(master);
+  step->add_results(m);
+  step->add_results(v);
+  return p;
+}
+
+std::string tempPath(const std::string &name) {
+  return ::testing::TempDir() + name;
+}
+
+TEST(PlanIo, ValidPlanRoundTrips) {
+  Plan p = validPlan();
+  ASSERT_TRUE(validatePlan(p, "p").isOk()) << validatePlan(p, "p").message();
+  std::string path = tempPath("valid.mtp");
+  ASSERT_TRUE(writePlan(p, path).isOk());
+  Plan back;
+  Status st = readPlan(path, back);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(back.SerializeAsString(), p.SerializeAsString());
+}
+
+struct BadCase {
+  const char *name;
+  std::function<void(Plan &)> mutate;
+  const char *expect;
+};
+
+class PlanInvalid : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(PlanInvalid, IsRefusedWithTheField) {
+  Plan p = validPlan();
+  GetParam().mutate(p);
+  Status st = validatePlan(p, "plan.mtp");
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find(GetParam().expect), std::string::npos)
+      << st.message();
+  EXPECT_EQ(st.message().rfind("plan.mtp: ", 0), 0u) << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, PlanInvalid,
+    ::testing::Values(
+        BadCase{"version", [](Plan &p) { p.set_version(7); },
+                "version 7 is not supported"},
+        BadCase{"shapes", [](Plan &p) { p.mutable_shapes()->set_seq(0); },
+                "must be positive"},
+        BadCase{"arena_index",
+                [](Plan &p) { p.mutable_buffers(0)->set_arena(5); },
+                "buffer 0 ('w'): arena 5 does not exist"},
+        BadCase{"outside_arena",
+                [](Plan &p) { p.mutable_buffers(4)->set_offset(200); },
+                "buffer 4 ('w.device'): bytes [200, 200 + 128) exceed arena 0"},
+        BadCase{"offset_overflow",
+                [](Plan &p) { p.mutable_buffers(4)->set_offset(~0ull); },
+                "exceed arena 0"},
+        BadCase{"negative_dim",
+                [](Plan &p) { p.mutable_buffers(4)->set_shape(0, -8); },
+                "negative dim or is too large"},
+        BadCase{"dtype",
+                [](Plan &p) {
+                  p.mutable_buffers(4)->set_dtype(mt::plan::DType(42));
+                },
+                "unknown dtype"},
+        BadCase{"data_length",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_length(100);
+                },
+                "data holds 100 bytes, 128 expected"},
+        BadCase{"moments",
+                [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
+                "grad and moments must be F32 buffers of the master's shape"},
+        BadCase{"input", [](Plan &p) { p.mutable_inputs(0)->set_buffer(0); },
+                "needs an I64 buffer of [batch, seq]"},
+        BadCase{"loss", [](Plan &p) { p.set_loss(0); },
+                "needs an F32 scalar buffer"},
+        BadCase{
+            "stream",
+            [](Plan &p) { p.mutable_phases(0)->mutable_ops(0)->set_stream(9); },
+            "stream 9 does not exist"},
+        BadCase{"kernel",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_kernel(
+                      mt::plan::Kernel(999));
+                },
+                "unknown kernel 999"},
+        BadCase{"arity",
+                [](Plan &p) {
+                  p.mutable_phases(1)->mutable_ops(0)->add_operands(0);
+                },
+                "(ADAMW): wrong number of operands or results"},
+        BadCase{"operand",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_operands(0, 77);
+                },
+                "operand buffer 77 does not exist"},
+        BadCase{"token_range",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_signals(0, 3);
+                },
+                "token 3 is not below num_tokens"},
+        BadCase{
+            "token_never_signalled",
+            [](Plan &p) { p.mutable_phases(1)->mutable_ops(0)->add_waits(0); },
+            "waits on token 0, which no op of the phase signals"},
+        BadCase{"token_twice",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(1)->add_signals(0);
+                },
+                "token 0 is signalled twice"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+TEST(PlanIo, FramingErrorsAreNamed) {
+  Plan p = validPlan();
+  std::string path = tempPath("frame.mtp");
+  ASSERT_TRUE(writePlan(p, path).isOk());
+  std::string data;
+  {
+    std::ifstream in(path, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto readBytes = [&](const std::string &bytes) {
+    std::string q = tempPath("frame_bad.mtp");
+    std::ofstream(q, std::ios::binary) << bytes;
+    Plan out;
+    return readPlan(q, out);
+  };
+  EXPECT_NE(readBytes("hello").message().find("not a plan file"),
+            std::string::npos);
+  EXPECT_NE(
+      readBytes(data.substr(0, data.size() - 3)).message().find("truncated"),
+      std::string::npos);
+  std::string flipped = data;
+  flipped[flipped.size() / 2] ^= 0x10;
+  EXPECT_NE(readBytes(flipped).message().find("corrupted"), std::string::npos);
+  Plan out;
+  EXPECT_NE(
+      readPlan(tempPath("missing.mtp"), out).message().find("cannot open"),
+      std::string::npos);
+}
+
+TEST(PlanIo, EveryByteMutationIsRefused) {
+  std::string path = tempPath("mut.mtp");
+  ASSERT_TRUE(writePlan(validPlan(), path).isOk());
+  std::string data;
+  {
+    std::ifstream in(path, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < 500; ++i) {
+    std::string bytes = data;
+    size_t at = rng() % bytes.size();
+    char old = bytes[at];
+    bytes[at] = char(rng());
+    if (bytes[at] == old)
+      continue;
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    Plan out;
+    EXPECT_FALSE(readPlan(path, out).isOk()) << "byte " << at;
+  }
+}
+
+/// Sets one random scalar field somewhere in the message to a random value.
+void mutateField(google::protobuf::Message &msg, std::mt19937 &rng) {
+  using google::protobuf::FieldDescriptor;
+  const auto *desc = msg.GetDescriptor();
+  const auto *refl = msg.GetReflection();
+  const FieldDescriptor *f = desc->field(int(rng() % desc->field_count()));
+  if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+    if (f->is_repeated()) {
+      int n = refl->FieldSize(msg, f);
+      if (n)
+        mutateField(*refl->MutableRepeatedMessage(&msg, f, int(rng() % n)),
+                    rng);
+    } else {
+      mutateField(*refl->MutableMessage(&msg, f), rng);
+    }
+    return;
+  }
+  // Small values hit the interesting boundaries (indices, sizes) most.
+  int64_t value = int64_t(rng() % 3 == 0 ? rng() : rng() % 600) -
+                  (rng() % 4 == 0 ? 300 : 0);
+  if (f->is_repeated()) {
+    int n = refl->FieldSize(msg, f);
+    if (!n)
+      return;
+    int i = int(rng() % n);
+    switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT32:
+      refl->SetRepeatedUInt32(&msg, f, i, uint32_t(value));
+      break;
+    case FieldDescriptor::CPPTYPE_INT64:
+      refl->SetRepeatedInt64(&msg, f, i, value);
+      break;
+    default:
+      break;
+    }
+    return;
+  }
+  switch (f->cpp_type()) {
+  case FieldDescriptor::CPPTYPE_UINT32:
+    refl->SetUInt32(&msg, f, uint32_t(value));
+    break;
+  case FieldDescriptor::CPPTYPE_UINT64:
+    refl->SetUInt64(&msg, f, uint64_t(value));
+    break;
+  case FieldDescriptor::CPPTYPE_INT64:
+    refl->SetInt64(&msg, f, value);
+    break;
+  case FieldDescriptor::CPPTYPE_BOOL:
+    refl->SetBool(&msg, f, value & 1);
+    break;
+  case FieldDescriptor::CPPTYPE_FLOAT:
+    refl->SetFloat(&msg, f, float(value));
+    break;
+  case FieldDescriptor::CPPTYPE_DOUBLE:
+    refl->SetDouble(&msg, f, double(value));
+    break;
+  case FieldDescriptor::CPPTYPE_ENUM:
+    refl->SetEnumValue(&msg, f, int(value));
+    break;
+  case FieldDescriptor::CPPTYPE_STRING:
+    refl->SetString(&msg, f, std::to_string(value));
+    break;
+  default:
+    break;
+  }
+}
+
+TEST(PlanIo, FieldMutationsNeverCrashTheValidator) {
+  std::mt19937 rng(12);
+  int refused = 0;
+  for (int i = 0; i < 3000; ++i) {
+    Plan p = validPlan();
+    for (int k = 0; k < 1 + int(rng() % 3); ++k)
+      mutateField(p, rng);
+    refused += !validatePlan(p, "p").isOk();
+  }
+  // Most random changes to indices, sizes and enums break the plan.
+  EXPECT_GT(refused, 1000);
+}
+
+} // namespace

@@ -16,10 +16,14 @@ ADAMW = {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
 
 
 def fixed_batch(vocab, batch, seq, seed=1234):
+    """A batch cut from one stream of batch * seq + 1 tokens, as mtrun reads a
+    token file: row r is tokens [r * seq, (r + 1) * seq) and its targets are
+    the same positions shifted by one."""
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (batch, seq + 1), generator=g)
-    # Next-token targets: the graph takes inputs and targets separately.
-    return ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
+    stream = torch.randint(0, vocab, (batch * seq + 1,), generator=g)
+    ids = stream[:-1].view(batch, seq).contiguous()
+    targets = stream[1:].view(batch, seq).contiguous()
+    return ids, targets
 
 
 def export(model, batch, out_dir, name="model.onnx"):
@@ -58,6 +62,7 @@ def record(model, batch, out_dir, arch):
         "adamw_losses": losses,
         "input_ids": ids.tolist(),
         "targets": targets.tolist(),
+        "tokens": ids.flatten().tolist() + [targets[-1, -1].item()],
         "n_params": sum(p.numel() for p in model.parameters()),
     }
     with open(os.path.join(out_dir, "ref.json"), "w") as f:

@@ -1,4 +1,5 @@
 //===- mt-opt.cpp - run passes of the train dialect on MLIR files ---------===//
+#include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/IR/TrainOps.h"
 #include "dialects/Train/Transforms/Passes.h"
 
@@ -9,8 +10,10 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mt::train::TrainDialect, mlir::func::FuncDialect>();
+  registry.insert<mt::train::TrainDialect, mt::sched::SchedDialect,
+                  mlir::func::FuncDialect>();
   mt::train::registerTrainPasses();
+  mt::sched::registerSchedPasses();
   mlir::registerCSEPass();
   mlir::registerCanonicalizerPass();
   mlir::PassPipelineRegistration<>(

@@ -1,12 +1,17 @@
 //===- mtc.cpp - the mt compiler driver -----------------------------------===//
 //
-// mtc MODEL.onnx [--emit=summary|import|mlir] [--weights FILE.safetensors]
-//     [--trainable REGEX] [--frozen REGEX] [--batch B --seq S] [-o FILE]
+// mtc MODEL.onnx -o PLAN.mtp [--batch B --seq S --grad-accum K
+//     --compute-dtype fp32|bf16] [--weights FILE.safetensors]
+//     [--trainable REGEX] [--frozen REGEX]
+// mtc MODEL.onnx --emit=summary|import|mlir|step|sched
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/OnnxImporter.h"
+#include "compiler/PlanEmitter.h"
 #include "compiler/Summary.h"
+#include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/Transforms/Passes.h"
+#include "runtime/plan_io.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"
@@ -22,12 +27,14 @@ using namespace llvm;
 
 namespace {
 
-enum class Emit { Summary, Import, Mlir, Step };
+enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
 
 cl::OptionCategory category("mtc options");
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::cat(category));
-cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> outputPath("o",
+                                cl::desc("Output file (default: stdout); a "
+                                         "name ending in .mtp gets the plan"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
 cl::opt<Emit> emit(
@@ -41,7 +48,12 @@ cl::opt<Emit> emit(
                           "the train dialect after the front-end pipeline"),
                clEnumValN(Emit::Step, "step",
                           "the training step: forward, backward and the "
-                          "gradient of every trainable weight")),
+                          "gradient of every trainable weight"),
+               clEnumValN(Emit::Sched, "sched",
+                          "the schedule: streams, tokens, placed buffers"),
+               clEnumValN(Emit::Plan, "plan",
+                          "the plan file for mtrun (the default for -o "
+                          "*.mtp)")),
     cl::cat(category));
 cl::opt<std::string> weightsPath(
     "weights",
@@ -62,6 +74,14 @@ cl::opt<int64_t> batch("batch",
 cl::opt<int64_t>
     seqLen("seq", cl::desc("Sequence length for a dynamic dim 1 of inputs"),
            cl::init(0), cl::cat(category));
+cl::opt<int64_t> gradAccum("grad-accum",
+                           cl::desc("Micro-batches per optimizer step"),
+                           cl::init(1), cl::cat(category));
+cl::opt<std::string> computeDtype(
+    "compute-dtype",
+    cl::desc("Storage of activations and device weights: fp32 or bf16 "
+             "(fp32 math, fp32 master weights and moments either way)"),
+    cl::init("fp32"), cl::cat(category));
 
 /// Prints diagnostics as "mtc: error: <file>: node '<name>': <message>".
 /// Importer messages already name the file and node; others get them from
@@ -132,16 +152,43 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  if (emit != Emit::Import) {
+  Emit what = emit;
+  if (emit.getNumOccurrences() == 0 && StringRef(outputPath).ends_with(".mtp"))
+    what = Emit::Plan;
+  if (what != Emit::Import) {
     mlir::PassManager pm(&context);
     if (failed(mlir::applyPassManagerCLOptions(pm)))
       return 1;
     pm.enableTiming(timing);
     mt::train::buildFrontendPipeline(pm);
-    if (emit == Emit::Step)
+    if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
       pm.addPass(mt::train::createDeriveTrainingStepPass());
+    if (what == Emit::Sched || what == Emit::Plan) {
+      mt::sched::LowerToSchedPassOptions lower;
+      lower.gradAccum = gradAccum;
+      lower.computeDtype = computeDtype;
+      pm.addPass(mt::sched::createLowerToSchedPass(lower));
+      pm.addPass(mt::sched::createPlanMemoryPass());
+    }
     if (failed(pm.run(*module)))
       return 1;
+  }
+  if (what == Emit::Plan) {
+    mt::plan::Plan plan;
+    if (failed(mt::emitPlan(*module, plan)))
+      return 1;
+    if (outputPath == "-") {
+      errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
+      return 1;
+    }
+    mt::runtime::Status st = mt::runtime::validatePlan(plan, outputPath);
+    if (st)
+      st = mt::runtime::writePlan(plan, outputPath);
+    if (!st) {
+      errs() << "mtc: error: " << st.message() << "\n";
+      return 1;
+    }
+    return 0;
   }
 
   std::string error;
@@ -150,7 +197,7 @@ int main(int argc, char **argv) {
     errs() << "mtc: error: " << error << "\n";
     return 1;
   }
-  if (emit == Emit::Summary)
+  if (what == Emit::Summary)
     mt::printSummary(*module, output->os());
   else
     module->print(output->os());

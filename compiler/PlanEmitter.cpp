@@ -1,0 +1,216 @@
+//===- PlanEmitter.cpp - serialise a sched.program as a plan --------------===//
+#include "compiler/PlanEmitter.h"
+
+#include "dialects/Sched/IR/SchedOps.h"
+#include "dialects/Train/IR/TrainOps.h"
+
+using namespace mlir;
+using namespace mt::sched;
+
+namespace mt {
+namespace {
+
+std::optional<plan::DType> dtypeOf(Type t) {
+  if (t.isF32())
+    return plan::F32;
+  if (t.isBF16())
+    return plan::BF16;
+  if (t.isInteger(64))
+    return plan::I64;
+  return std::nullopt;
+}
+
+plan::Activation activationOf(train::Activation a) {
+  switch (a) {
+  case train::Activation::Gelu:
+    return plan::GELU;
+  case train::Activation::GeluTanh:
+    return plan::GELU_TANH;
+  case train::Activation::Silu:
+    return plan::SILU;
+  case train::Activation::Relu:
+    return plan::RELU;
+  }
+  return plan::ACTIVATION_UNSPECIFIED;
+}
+
+/// Copies the attributes a kernel reads from the train op's dictionary.
+void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
+  for (NamedAttribute n : dict) {
+    StringRef k = n.getName().strref();
+    Attribute v = n.getValue();
+    auto i64 = [&] { return cast<IntegerAttr>(v).getValue().getSExtValue(); };
+    auto f32 = [&] { return float(cast<FloatAttr>(v).getValueAsDouble()); };
+    auto ints = [&](google::protobuf::RepeatedField<int64_t> *out) {
+      for (int64_t x : cast<DenseI64ArrayAttr>(v).asArrayRef())
+        out->Add(x);
+    };
+    if (k == "layout")
+      a.set_out_in(cast<train::WeightLayoutAttr>(v).getValue() ==
+                   train::WeightLayout::OutIn);
+    else if (k == "eps" || k == "epsilon")
+      a.set_eps(f32());
+    else if (k == "plus_one")
+      a.set_plus_one(true);
+    else if (k == "head_dim")
+      a.set_head_dim(i64());
+    else if (k == "interleaved")
+      a.set_interleaved(true);
+    else if (k == "num_heads")
+      a.set_num_heads(i64());
+    else if (k == "num_kv_heads")
+      a.set_num_kv_heads(i64());
+    else if (k == "scale")
+      a.set_scale(f32());
+    else if (k == "causal")
+      a.set_causal(true);
+    else if (k == "window")
+      a.set_window(i64());
+    else if (k == "act")
+      a.set_act(activationOf(cast<train::ActivationAttr>(v).getValue()));
+    else if (k == "ignore_index")
+      a.set_ignore_index(i64());
+    else if (k == "shift")
+      a.set_shift(true);
+    else if (k == "axes")
+      ints(a.mutable_axes());
+    else if (k == "keepdims")
+      a.set_keepdims(true);
+    else if (k == "axis")
+      a.set_axis(i64());
+    else if (k == "perm")
+      ints(a.mutable_perm());
+    else if (k == "value")
+      a.set_value(cast<FloatAttr>(v).getValueAsDouble());
+  }
+}
+
+/// Little-endian bytes of a constant in its element type.
+std::optional<std::string> bytesOf(ElementsAttr value) {
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense)
+    return std::nullopt;
+  Type e = dense.getElementType();
+  std::string out;
+  auto put = [&](const void *p, size_t n) {
+    out.append(static_cast<const char *>(p), n);
+  };
+  if (e.isF32()) {
+    for (float v : dense.getValues<float>())
+      put(&v, 4);
+  } else if (e.isInteger(64)) {
+    for (int64_t v : dense.getValues<int64_t>())
+      put(&v, 8);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+} // namespace
+
+LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
+  auto programs = module.getOps<ProgramOp>();
+  if (programs.empty())
+    return module.emitError("no sched.program to emit");
+  ProgramOp program = *programs.begin();
+  out.Clear();
+  out.set_version(plan::VERSION_CURRENT);
+  out.set_model(program.getModel().str());
+  auto *shapes = out.mutable_shapes();
+  shapes->set_batch(int64_t(program.getBatch()));
+  shapes->set_seq(int64_t(program.getSeq()));
+  shapes->set_grad_accum(int64_t(program.getGradAccum()));
+  shapes->set_vocab(int64_t(program.getVocab()));
+  out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
+
+  llvm::StringMap<uint32_t> arenas, streams;
+  DenseMap<Value, uint32_t> buffers, tokens;
+  for (Operation &op : program.getBody().front()) {
+    if (auto a = dyn_cast<ArenaOp>(op)) {
+      arenas[a.getSymName()] = out.arenas_size();
+      auto *pa = out.add_arenas();
+      pa->set_name(a.getSymName().str());
+      pa->set_tier(plan::Tier(int(a.getTier())));
+      pa->set_size_bytes(uint64_t(a.getSize()));
+    } else if (auto s = dyn_cast<StreamOp>(op)) {
+      streams[s.getSymName()] = out.streams_size();
+      auto *ps = out.add_streams();
+      ps->set_name(s.getSymName().str());
+      ps->set_kind(plan::StreamKind(int(s.getKind())));
+    } else if (auto b = dyn_cast<BufferOp>(op)) {
+      auto t = cast<BufferType>(b.getType()).getTensorType();
+      auto dtype = dtypeOf(t.getElementType());
+      if (!dtype)
+        return b.emitError("buffer element type ")
+               << t.getElementType() << " has no plan dtype";
+      if (int64_t(b.getOffset()) < 0)
+        return b.emitError("buffer has no offset: run mt-plan-memory first");
+      buffers[b] = out.buffers_size();
+      auto *pb = out.add_buffers();
+      pb->set_name(b.getName().str());
+      pb->set_arena(arenas.lookup(b.getArena()));
+      pb->set_offset(uint64_t(int64_t(b.getOffset())));
+      pb->set_dtype(*dtype);
+      for (int64_t d : t.getShape())
+        pb->add_shape(d);
+      if (b.getValue()) {
+        auto data = bytesOf(*b.getValue());
+        if (!data)
+          return b.emitError("constant of this element type cannot be "
+                             "written to a plan");
+        auto *c = out.add_constants();
+        c->set_buffer(buffers[b]);
+        c->set_data(*data);
+      }
+    } else if (auto p = dyn_cast<ParameterOp>(op)) {
+      auto *pp = out.add_parameters();
+      pp->set_name(p.getName().str());
+      pp->set_trainable(!p.getState().empty());
+      if (!p.getFile().empty()) {
+        pp->mutable_data()->set_file(p.getFile().str());
+        pp->mutable_data()->set_offset(uint64_t(p.getOffset()));
+        pp->mutable_data()->set_length(uint64_t(p.getLength()));
+        pp->mutable_data()->set_dtype(plan::F32);
+      }
+      pp->set_master(buffers[p.getMaster()]);
+      if (!p.getState().empty()) {
+        pp->set_grad(buffers[p.getState()[0]]);
+        pp->set_exp_avg(buffers[p.getState()[1]]);
+        pp->set_exp_avg_sq(buffers[p.getState()[2]]);
+      }
+    } else if (auto in = dyn_cast<InputOp>(op)) {
+      auto *pi = out.add_inputs();
+      pi->set_name(in.getName().str());
+      pi->set_role(plan::Role(int(in.getRole())));
+      pi->set_buffer(buffers[in.getBuffer()]);
+    } else if (auto l = dyn_cast<LossOp>(op)) {
+      out.set_loss(buffers[l.getBuffer()]);
+    } else if (auto phase = dyn_cast<PhaseOp>(op)) {
+      auto *pp = out.add_phases();
+      pp->set_kind(plan::PhaseKind(int(phase.getKind())));
+      for (auto exec : phase.getOps<ExecOp>()) {
+        auto *po = pp->add_ops();
+        po->set_stream(streams.lookup(exec.getStream()));
+        po->set_kernel(plan::Kernel(int(exec.getKernel())));
+        for (Value v : exec.getIns())
+          po->add_operands(buffers[v]);
+        for (Value v : exec.getOuts())
+          po->add_results(buffers[v]);
+        for (Value t : exec.getWaits())
+          po->add_waits(tokens[t]);
+        if (!exec.getDone().use_empty()) {
+          tokens[exec.getDone()] = out.num_tokens();
+          po->add_signals(out.num_tokens());
+          out.set_num_tokens(out.num_tokens() + 1);
+        }
+        setAttrs(exec.getAttrs(), *po->mutable_attrs());
+        po->set_flops(exec.getFlops().convertToDouble());
+        po->set_bytes(uint64_t(exec.getBytes()));
+      }
+    }
+  }
+  return success();
+}
+
+} // namespace mt

@@ -1,0 +1,63 @@
+//===- SchedOps.cpp - the `sched` dialect ---------------------------------===//
+#include "dialects/Sched/IR/SchedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mt::sched;
+
+#include "dialects/Sched/IR/SchedDialect.cpp.inc"
+#include "dialects/Sched/IR/SchedEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Sched/IR/SchedAttrs.cpp.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Sched/IR/SchedTypes.cpp.inc"
+
+void SchedDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Sched/IR/SchedOps.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "dialects/Sched/IR/SchedTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/Sched/IR/SchedAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult ProgramOp::verify() {
+  if (int64_t(getBatch()) <= 0 || int64_t(getSeq()) <= 0 ||
+      int64_t(getGradAccum()) <= 0 || int64_t(getVocab()) <= 0)
+    return emitOpError("batch, seq, grad_accum and vocab must be positive");
+  Type dt = getComputeDtype();
+  if (!dt.isF32() && !dt.isBF16())
+    return emitOpError("compute_dtype must be f32 or bf16, got ") << dt;
+  return success();
+}
+
+LogicalResult ParameterOp::verify() {
+  if (!getState().empty() && getState().size() != 3)
+    return emitOpError("a trainable parameter has grad, exp_avg and "
+                       "exp_avg_sq; a frozen one none");
+  for (Value v : getState())
+    if (v.getType() != getMaster().getType())
+      return emitOpError("state buffers must have the master's type");
+  auto master = cast<BufferType>(getMaster().getType()).getTensorType();
+  if (!master.getElementType().isF32())
+    return emitOpError("the master must be f32");
+  return success();
+}
+
+LogicalResult ExecOp::verify() {
+  if (!SymbolTable::lookupNearestSymbolFrom<StreamOp>(*this, getStreamAttr()))
+    return emitOpError("stream @") << getStream() << " is not declared";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Sched/IR/SchedOps.cpp.inc"

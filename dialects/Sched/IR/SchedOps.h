@@ -1,0 +1,21 @@
+//===- SchedOps.h - the `sched` dialect -----------------------------------===//
+#ifndef MT_DIALECTS_SCHED_IR_SCHEDOPS_H
+#define MT_DIALECTS_SCHED_IR_SCHEDOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/Sched/IR/SchedDialect.h.inc"
+#include "dialects/Sched/IR/SchedEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "dialects/Sched/IR/SchedAttrs.h.inc"
+#define GET_TYPEDEF_CLASSES
+#include "dialects/Sched/IR/SchedTypes.h.inc"
+#define GET_OP_CLASSES
+#include "dialects/Sched/IR/SchedOps.h.inc"
+
+#endif // MT_DIALECTS_SCHED_IR_SCHEDOPS_H

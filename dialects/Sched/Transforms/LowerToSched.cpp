@@ -1,0 +1,381 @@
+//===- LowerToSched.cpp - the training step as a schedule on streams ------===//
+#include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Train/IR/TrainOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "mt-lower-to-sched"
+
+namespace mt::sched {
+#define GEN_PASS_DEF_LOWERTOSCHEDPASS
+#include "dialects/Sched/Transforms/Passes.h.inc"
+} // namespace mt::sched
+
+using namespace mlir;
+using namespace mt;
+using namespace mt::sched;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+int64_t bytesOf(RankedTensorType t) {
+  int64_t width = t.getElementType().isInteger(1)
+                      ? 1
+                      : (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return t.getNumElements() * width;
+}
+
+/// The plan kernel of a train op, for the ops that reach the schedule.
+std::optional<Kernel> kernelOf(Operation *op) {
+  using namespace mt::train;
+  return TypeSwitch<Operation *, std::optional<Kernel>>(op)
+      .Case([](EmbeddingOp) { return Kernel::Embedding; })
+      .Case([](EmbeddingGradOp) { return Kernel::EmbeddingGrad; })
+      .Case([](LinearOp) { return Kernel::Linear; })
+      .Case([](LinearGradOp) { return Kernel::LinearGrad; })
+      .Case([](RmsNormOp) { return Kernel::RmsNorm; })
+      .Case([](RmsNormGradOp) { return Kernel::RmsNormGrad; })
+      .Case([](LayerNormOp) { return Kernel::LayerNorm; })
+      .Case([](LayerNormGradOp) { return Kernel::LayerNormGrad; })
+      .Case([](RotaryOp) { return Kernel::Rotary; })
+      .Case([](RotaryGradOp) { return Kernel::RotaryGrad; })
+      .Case([](AttentionOp) { return Kernel::Attention; })
+      .Case([](AttentionGradOp) { return Kernel::AttentionGrad; })
+      .Case([](ActivationOp) { return Kernel::Activation; })
+      .Case([](ActivationGradOp) { return Kernel::ActivationGrad; })
+      .Case([](GatedActivationOp) { return Kernel::GatedActivation; })
+      .Case([](GatedActivationGradOp) { return Kernel::GatedActivationGrad; })
+      .Case([](CrossEntropyOp) { return Kernel::CrossEntropy; })
+      .Case([](CrossEntropyGradOp) { return Kernel::CrossEntropyGrad; })
+      .Case([](AddOp) { return Kernel::Add; })
+      .Case([](SubOp) { return Kernel::Sub; })
+      .Case([](MulOp) { return Kernel::Mul; })
+      .Case([](NegOp) { return Kernel::Neg; })
+      .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
+      .Case([](ConcatOp) { return Kernel::Concat; })
+      .Case([](SplitOp) { return Kernel::Split; })
+      .Case([](TransposeOp) { return Kernel::Transpose; })
+      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, CastOp>(
+          [](Operation *) { return Kernel::Copy; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+/// FLOPs of the ops whose cost is arithmetic; 0 for memory-bound ones.
+double flopsOf(Operation *op) {
+  using namespace mt::train;
+  auto n = [](Value v) { return double(tensorOf(v).getNumElements()); };
+  if (auto l = dyn_cast<LinearOp>(op))
+    return 2.0 * n(l.getResult()) * tensorOf(l.getInput()).getShape().back();
+  if (auto l = dyn_cast<LinearGradOp>(op))
+    return 4.0 * n(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    auto q = tensorOf(a.getQ()).getShape();
+    return 4.0 * q[0] * q[1] * q[1] * q[2];
+  }
+  if (auto a = dyn_cast<AttentionGradOp>(op)) {
+    auto q = tensorOf(a.getQ()).getShape();
+    return 10.0 * q[0] * q[1] * q[1] * q[2];
+  }
+  return 0.0;
+}
+
+struct LowerToSched
+    : public mt::sched::impl::LowerToSchedPassBase<LowerToSched> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      module.emitError("no @train_step: run mt-derive-training-step first");
+      return signalPassFailure();
+    }
+    if (computeDtype != "fp32" && computeDtype != "bf16") {
+      module.emitError("compute dtype must be fp32 or bf16, got '")
+          << computeDtype << "'";
+      return signalPassFailure();
+    }
+    if (gradAccum < 1) {
+      module.emitError("grad-accum must be at least 1");
+      return signalPassFailure();
+    }
+    if (failed(lower(module, step)))
+      return signalPassFailure();
+    for (auto fn : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      fn.erase();
+  }
+
+  LogicalResult lower(ModuleOp module, func::FuncOp step) {
+    MLIRContext *ctx = &getContext();
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    Type compute =
+        computeDtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF32Type());
+    int64_t batch = 0, seq = 0, vocab = 0;
+    for (BlockArgument arg : step.getArguments()) {
+      auto t = tensorOf(arg);
+      if (t.getRank() == 2) {
+        batch = t.getDimSize(0);
+        seq = t.getDimSize(1);
+      }
+    }
+    step.walk([&](train::EmbeddingOp e) {
+      vocab = std::max(vocab, tensorOf(e.getTable()).getDimSize(0));
+    });
+    if (!batch || !vocab)
+      return step.emitError("the step needs [batch, seq] token inputs and an "
+                            "embedding");
+    auto modelAttr = module->getAttrOfType<StringAttr>("train.model");
+    program = b.create<ProgramOp>(
+        step.getLoc(), b.getI64IntegerAttr(batch), b.getI64IntegerAttr(seq),
+        b.getI64IntegerAttr(gradAccum), b.getI64IntegerAttr(vocab),
+        TypeAttr::get(compute),
+        b.getStringAttr(modelAttr ? modelAttr.getValue() : ""));
+    Block *body = new Block();
+    program.getBody().push_back(body);
+    b.setInsertionPointToEnd(body);
+    Location loc = step.getLoc();
+    for (auto [name, tier] :
+         {std::pair<StringRef, Tier>{"device", Tier::Device},
+          {"host_pinned", Tier::HostPinned},
+          {"host", Tier::Host}})
+      b.create<ArenaOp>(loc, name, tier, 0);
+    for (auto [name, kind] :
+         {std::pair<StringRef, StreamKind>{"compute", StreamKind::Compute},
+          {"h2d", StreamKind::HostToDevice},
+          {"d2h", StreamKind::DeviceToHost},
+          {"optimizer", StreamKind::HostOptimizer}})
+      b.create<StreamOp>(loc, name, kind);
+    begin = addPhase(b, PhaseKind::StepBegin);
+    micro = addPhase(b, PhaseKind::MicroBatch);
+    end = addPhase(b, PhaseKind::StepEnd);
+    this->compute = compute;
+
+    for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
+      auto name = step.getArgAttrOfType<StringAttr>(i, "train.name");
+      auto role = step.getArgAttrOfType<train::InputRoleAttr>(i, "train.role");
+      if (!role || role.getValue() == train::InputRole::Other)
+        return step.emitError("input ")
+               << i << " has no role (tokens, labels or targets)";
+      Value buf =
+          buffer(name ? name.getValue() : "input", "device", tensorOf(arg));
+      Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
+               : role.getValue() == train::InputRole::Labels ? Role::Labels
+                                                             : Role::Targets;
+      b.create<InputOp>(loc, name ? name.getValue() : "input", r, buf);
+      buffers[arg] = buf;
+    }
+    if (failed(lowerBlock(step.getBody().front(), buffers)))
+      return failure();
+    return lowerResults(step);
+  }
+
+  PhaseOp addPhase(OpBuilder &b, PhaseKind kind) {
+    auto phase = b.create<PhaseOp>(program.getLoc(), kind);
+    phase.getBody().push_back(new Block());
+    return phase;
+  }
+
+  /// A buffer of `type` in `arena`, at the top of the program.
+  Value buffer(StringRef name, StringRef arena, RankedTensorType type,
+               ElementsAttr value = nullptr) {
+    // Buffers go before the phases that use them.
+    OpBuilder b(begin);
+    auto buf = b.create<BufferOp>(
+        program.getLoc(), BufferType::get(&getContext(), type),
+        b.getStringAttr(name), FlatSymbolRefAttr::get(&getContext(), arena),
+        b.getIntegerAttr(b.getIntegerType(64, /*isSigned=*/true), -1), value);
+    ++numBuffers;
+    return buf;
+  }
+
+  /// Device storage of a value: floats in the compute dtype; the loss and
+  /// integers as they are.
+  RankedTensorType deviceType(RankedTensorType t, bool keep = false) {
+    if (keep || !isa<FloatType>(t.getElementType()))
+      return t;
+    return RankedTensorType::get(t.getShape(), compute);
+  }
+
+  Value exec(PhaseOp phase, StringRef stream, Kernel k, ValueRange ins,
+             ValueRange outs, ValueRange waits, DictionaryAttr attrs,
+             double flops, int64_t bytes, Location loc) {
+    OpBuilder b = OpBuilder::atBlockEnd(&phase.getBody().front());
+    ++numExecs;
+    return b.create<ExecOp>(
+        loc, TokenType::get(&getContext()), KernelAttr::get(&getContext(), k),
+        ins, outs, FlatSymbolRefAttr::get(&getContext(), stream), waits,
+        attrs ? attrs : b.getDictionaryAttr({}), b.getF64FloatAttr(flops),
+        b.getI64IntegerAttr(bytes));
+  }
+
+  /// Lowers the ops of a block; calls inline their callee.
+  LogicalResult lowerBlock(Block &block, DenseMap<Value, Value> &bufs) {
+    for (Operation &op : block) {
+      if (auto w = dyn_cast<train::WeightOp>(op)) {
+        bufs[w] = weight(w);
+        continue;
+      }
+      if (auto c = dyn_cast<train::ConstantOp>(op)) {
+        bufs[c] = buffer("constant", "device", tensorOf(c), c.getValue());
+        continue;
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        auto callee =
+            program->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>(
+                call.getCallee());
+        DenseMap<Value, Value> inner;
+        for (auto [arg, v] :
+             llvm::zip(callee.getArguments(), call.getOperands()))
+          inner[arg] = bufs.lookup(v);
+        layerPrefix = call->hasAttr("train.layer")
+                          ? "layer" +
+                                std::to_string(call->getAttrOfType<IntegerAttr>(
+                                                       "train.layer")
+                                                   .getInt()) +
+                                "."
+                          : "";
+        if (failed(lowerBlock(callee.getBody().front(), inner)))
+          return failure();
+        auto ret =
+            cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+        for (auto [r, v] : llvm::zip(call.getResults(), ret.getOperands()))
+          bufs[r] = inner.lookup(v);
+        layerPrefix.clear();
+        continue;
+      }
+      if (isa<func::ReturnOp>(op))
+        continue;
+      std::optional<Kernel> k = kernelOf(&op);
+      if (!k)
+        return op.emitError("'")
+               << op.getName() << "' has no kernel; it cannot be scheduled";
+      SmallVector<Value> ins, outs;
+      // Copies read their data only (a reshape's shape is in the type).
+      unsigned used = *k == Kernel::Copy ? 1 : op.getNumOperands();
+      for (Value v : op.getOperands().take_front(used)) {
+        Value buf = bufs.lookup(v);
+        if (!buf)
+          return op.emitError("operand has no buffer");
+        ins.push_back(buf);
+      }
+      bool isLoss = isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) &&
+                    tensorOf(op.getResult(0)).getRank() == 0;
+      for (Value r : op.getResults()) {
+        std::string name = layerPrefix + op.getName().stripDialect().str();
+        Value buf = buffer(name, "device", deviceType(tensorOf(r), isLoss));
+        bufs[r] = buf;
+        outs.push_back(buf);
+      }
+      int64_t bytes = 0;
+      for (Value r : op.getResults())
+        bytes += bytesOf(deviceType(tensorOf(r)));
+      Value token =
+          exec(micro, "compute", *k, ins, outs, {}, op.getAttrDictionary(),
+               flopsOf(&op), bytes, op.getLoc());
+      for (Value r : op.getResults())
+        tokens[bufs[r]] = token;
+    }
+    return success();
+  }
+
+  /// The host master (and state) of a weight, its device copy, and the
+  /// copy in step_begin.
+  Value weight(train::WeightOp w) {
+    auto it = weights.find(w.getName());
+    if (it != weights.end())
+      return it->second.device;
+    auto t = tensorOf(w);
+    Value master = buffer(w.getName(), "host", t);
+    SmallVector<Value> state;
+    if (w.getTrainable())
+      for (StringRef suffix : {".grad", ".exp_avg", ".exp_avg_sq"})
+        state.push_back(buffer((w.getName() + suffix).str(), "host", t));
+    OpBuilder b(begin);
+    int64_t offset = w.getOffset() ? int64_t(*w.getOffset()) : 0;
+    int64_t length = w.getLength() ? int64_t(*w.getLength()) : 0;
+    StringRef file = w.getFile() ? *w.getFile() : "";
+    if (w.getValue()) {
+      // A frozen buffer whose value the compiler read: a constant.
+      file = "";
+      length = 0;
+    }
+    b.create<ParameterOp>(w.getLoc(), w.getName(), master, state, file, offset,
+                          length);
+    Value device =
+        buffer((w.getName() + ".device").str(), "device", deviceType(t),
+               w.getValue() ? *w.getValue() : ElementsAttr());
+    if (!w.getValue())
+      exec(begin, "h2d", Kernel::CopyToDevice, master, device, {}, nullptr, 0,
+           bytesOf(t), w.getLoc());
+    if (w.getTrainable()) {
+      OpBuilder fb(&getContext());
+      exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
+           fb.getDictionaryAttr(
+               {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
+           0, bytesOf(t), w.getLoc());
+    }
+    weights[w.getName()] = {device, master, state};
+    return device;
+  }
+
+  /// The loss, and each gradient: to pinned memory, then into its
+  /// accumulator; AdamW at the end of the step.
+  LogicalResult lowerResults(func::FuncOp step) {
+    auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
+    OpBuilder b(begin);
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (step.getResultAttr(i, "train.loss")) {
+        b.create<LossOp>(step.getLoc(), buffers.lookup(v));
+        continue;
+      }
+      auto of = step.getResultAttrOfType<StringAttr>(i, "train.grad_of");
+      if (!of)
+        continue;
+      auto &w = weights[of.getValue()];
+      if (w.state.size() != 3)
+        return step.emitError("gradient of frozen weight '")
+               << of.getValue() << "'";
+      Value grad = buffers.lookup(v);
+      if (!grad)
+        return step.emitError("gradient of '")
+               << of.getValue() << "' has no buffer";
+      auto t = tensorOf(v);
+      Value staging = buffer((of.getValue() + ".grad.staging").str(),
+                             "host_pinned", deviceType(t));
+      SmallVector<Value> after;
+      if (Value token = tokens.lookup(grad))
+        after.push_back(token);
+      Value copied =
+          exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
+               0, bytesOf(deviceType(t)), step.getLoc());
+      exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0], copied,
+           nullptr, 0, bytesOf(t), step.getLoc());
+      exec(end, "optimizer", Kernel::AdamW, w.state[0],
+           {w.master, w.state[1], w.state[2]}, {}, nullptr,
+           10.0 * t.getNumElements(), 4 * bytesOf(t), step.getLoc());
+    }
+    return success();
+  }
+
+  struct Weight {
+    Value device, master;
+    SmallVector<Value> state;
+  };
+
+  ProgramOp program;
+  PhaseOp begin, micro, end;
+  Type compute;
+  std::string layerPrefix;
+  DenseMap<Value, Value> buffers;
+  DenseMap<Value, Value> tokens; ///< buffer -> token of the op writing it
+  llvm::StringMap<Weight> weights;
+};
+
+} // namespace

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
+#include <fcntl.h>
 #include <fstream>
+#include <unistd.h>
 
 namespace mt::runtime {
 
@@ -92,6 +95,57 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
   }
   std::sort(out.entries.begin(), out.entries.end(),
             [](const auto &a, const auto &b) { return a.offset < b.offset; });
+  return Status::ok();
+}
+
+Status writeSafetensors(const std::string &path,
+                        const std::vector<TensorView> &tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto &t : tensors) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= uint64_t(d);
+    header[t.name] = {{"dtype", "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + 4 * n}}};
+    offset += 4 * n;
+  }
+  std::string text = header.dump();
+  // The data that follows starts 8-byte aligned, as the format recommends.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return Status::error(tmp + ": cannot create the file");
+  auto put = [&](const void *p, size_t n) {
+    const char *c = static_cast<const char *>(p);
+    while (n) {
+      ssize_t w = ::write(fd, c, n);
+      if (w <= 0)
+        return false;
+      c += w;
+      n -= size_t(w);
+    }
+    return true;
+  };
+  unsigned char size[8];
+  for (int i = 0; i < 8; ++i)
+    size[i] = (uint64_t(text.size()) >> (8 * i)) & 0xff;
+  bool ok = put(size, 8) && put(text.data(), text.size());
+  for (const auto &t : tensors) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= uint64_t(d);
+    ok = ok && put(t.data, 4 * n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::error(path + ": cannot write the file (is the disk full?); "
+                                "nothing was replaced");
+  }
   return Status::ok();
 }
 

@@ -31,6 +31,18 @@ int safetensorsDtypeBytes(const std::string &dtype);
 /// file, lengths that match dtype x shape.
 Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out);
 
+/// One F32 tensor to write.
+struct TensorView {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float *data;
+};
+
+/// Writes F32 tensors as a safetensors file (loadable by Hugging Face
+/// tools), atomically: a temporary file, fsync, then rename over `path`.
+Status writeSafetensors(const std::string &path,
+                        const std::vector<TensorView> &tensors);
+
 } // namespace mt::runtime
 
 #endif // MT_RUNTIME_SAFETENSORS_H

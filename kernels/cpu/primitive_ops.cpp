@@ -1,0 +1,119 @@
+// CPU kernels of primitive ops (see primitive_ops.h).
+#include "kernels/cpu/primitive_ops.h"
+
+#include <algorithm>
+
+namespace mt::kernels::cpu {
+namespace {
+
+int64_t count(const Dims &d) {
+  int64_t n = 1;
+  for (int64_t x : d)
+    n *= x;
+  return n;
+}
+
+/// Calls fn(flat, idx) for every multi-index of dims, in row-major order.
+template <typename Fn> void forEach(const Dims &dims, Fn fn) {
+  int64_t n = count(dims), rank = int64_t(dims.size());
+  Dims idx(rank, 0);
+  for (int64_t k = 0; k < n; ++k) {
+    fn(k, idx);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < dims[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Flat index into a tensor of `dims` broadcast to an index of outDims.
+struct Broadcast {
+  Broadcast(const Dims &dims, const Dims &outDims)
+      : off(int64_t(outDims.size()) - int64_t(dims.size())),
+        stride(outDims.size(), 0) {
+    int64_t s = 1;
+    for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
+      stride[d + off] = dims[d] == 1 ? 0 : s;
+      s *= dims[d];
+    }
+  }
+  int64_t operator()(const Dims &idx) const {
+    int64_t f = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      f += idx[d] * stride[d];
+    return f;
+  }
+  int64_t off;
+  Dims stride;
+};
+
+} // namespace
+
+void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
+                   const Dims &bDims, float *out, const Dims &outDims) {
+  Broadcast ia(aDims, outDims), ib(bDims, outDims);
+  forEach(outDims, [&](int64_t k, const Dims &idx) {
+    float x = a[ia(idx)], y = b[ib(idx)];
+    out[k] = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
+  });
+}
+
+void reduceSum(const float *x, const Dims &dims,
+               const std::vector<int64_t> &axes, float *out) {
+  int64_t rank = int64_t(dims.size());
+  std::vector<bool> reduced(rank, axes.empty());
+  for (int64_t a : axes)
+    reduced[a < 0 ? a + rank : a] = true;
+  Dims kept(dims);
+  for (int64_t d = 0; d < rank; ++d)
+    if (reduced[d])
+      kept[d] = 1;
+  std::vector<double> acc(count(kept), 0.0);
+  Broadcast io(kept, dims);
+  forEach(dims, [&](int64_t k, const Dims &idx) { acc[io(idx)] += x[k]; });
+  std::copy(acc.begin(), acc.end(), out);
+}
+
+void transpose(const float *x, const Dims &dims,
+               const std::vector<int64_t> &perm, float *out) {
+  Dims outDims, inStride(dims.size(), 1);
+  for (int64_t d = int64_t(dims.size()) - 2; d >= 0; --d)
+    inStride[d] = inStride[d + 1] * dims[d + 1];
+  for (int64_t p : perm)
+    outDims.push_back(dims[p]);
+  forEach(outDims, [&](int64_t k, const Dims &idx) {
+    int64_t src = 0;
+    for (size_t d = 0; d < idx.size(); ++d)
+      src += idx[d] * inStride[perm[d]];
+    out[k] = x[src];
+  });
+}
+
+void concat(const std::vector<const float *> &parts,
+            const std::vector<Dims> &partDims, int64_t axis, float *out) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= partDims[0][d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t p = 0; p < parts.size(); ++p) {
+      int64_t chunk = count(partDims[p]) / outer;
+      out = std::copy_n(parts[p] + o * chunk, chunk, out);
+    }
+}
+
+void split(const float *x, const Dims &dims, int64_t axis,
+           const std::vector<float *> &parts,
+           const std::vector<Dims> &partDims) {
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[d];
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t p = 0; p < parts.size(); ++p) {
+      int64_t chunk = count(partDims[p]) / outer;
+      std::copy_n(x, chunk, parts[p] + o * chunk);
+      x += chunk;
+    }
+}
+
+} // namespace mt::kernels::cpu

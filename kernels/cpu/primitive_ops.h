@@ -1,0 +1,54 @@
+// CPU kernels of the primitive ops that remain in a training step, and the
+// bf16 conversions of bf16 storage (fp32 math): fp32 buffers, explicit
+// shapes (elements per dim), row-major.
+#ifndef MT_KERNELS_CPU_PRIMITIVE_OPS_H
+#define MT_KERNELS_CPU_PRIMITIVE_OPS_H
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace mt::kernels::cpu {
+
+using Dims = std::vector<int64_t>;
+
+/// bf16 is the upper half of an fp32; rounding to nearest even.
+inline uint16_t toBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x7fffffu))
+    return uint16_t((bits >> 16) | 0x40); // keep NaNs NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+inline float fromBf16(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+enum class Binary { Add, Sub, Mul };
+
+/// out[outDims] = a op b, both broadcast (numpy rules) to outDims.
+void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
+                   const Dims &bDims, float *out, const Dims &outDims);
+
+/// Sums x over `axes` (all when empty); out has x's rank when keepdims.
+void reduceSum(const float *x, const Dims &dims,
+               const std::vector<int64_t> &axes, float *out);
+
+/// out = x with its dims permuted: out dim d is x dim perm[d].
+void transpose(const float *x, const Dims &dims,
+               const std::vector<int64_t> &perm, float *out);
+
+/// Concatenates parts along `axis` (or, with split, the inverse).
+void concat(const std::vector<const float *> &parts,
+            const std::vector<Dims> &partDims, int64_t axis, float *out);
+void split(const float *x, const Dims &dims, int64_t axis,
+           const std::vector<float *> &parts,
+           const std::vector<Dims> &partDims);
+
+} // namespace mt::kernels::cpu
+
+#endif // MT_KERNELS_CPU_PRIMITIVE_OPS_H

@@ -1,0 +1,466 @@
+// The CPU backend: every arena is host memory, every op a reference kernel
+// (kernels/cpu). bf16 buffers are read into fp32 and written back rounded,
+// so that the math is fp32 whatever the storage.
+#include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
+#include "runtime/executor.h"
+#include "runtime/plan_io.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace mt::runtime {
+namespace {
+
+namespace k = mt::kernels::cpu;
+using plan::Kernel;
+
+constexpr size_t kArenaAlignment = 64; // bytes
+
+struct Arena {
+  void *base = nullptr;
+  uint64_t size = 0;
+  ~Arena() { std::free(base); }
+};
+
+class CpuBackend : public Backend {
+public:
+  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) {}
+
+  Status allocate(const plan::Plan &plan) override {
+    plan_ = &plan;
+    arenas_ = std::vector<Arena>(plan.arenas_size());
+    for (int i = 0; i < plan.arenas_size(); ++i) {
+      uint64_t size = plan.arenas(i).size_bytes();
+      size_t rounded =
+          (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+      arenas_[i].base = std::aligned_alloc(
+          kArenaAlignment, std::max<size_t>(rounded, kArenaAlignment));
+      if (!arenas_[i].base)
+        return Status::error("cannot allocate arena '" + plan.arenas(i).name() +
+                             "' (" + std::to_string(size) + " bytes)");
+      std::memset(arenas_[i].base, 0, rounded);
+      arenas_[i].size = size;
+    }
+    return Status::ok();
+  }
+
+  Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (bytes != bytesOf(b))
+      return Status::error("buffer '" + buf(b).name() + "' holds " +
+                           std::to_string(bytesOf(b)) + " bytes, not " +
+                           std::to_string(bytes));
+    std::memcpy(ptr(b), data, bytes);
+    return Status::ok();
+  }
+
+  Status read(uint32_t b, void *data, size_t bytes) override {
+    if (bytes != bytesOf(b))
+      return Status::error("buffer '" + buf(b).name() + "' holds " +
+                           std::to_string(bytesOf(b)) + " bytes, not " +
+                           std::to_string(bytes));
+    std::memcpy(data, ptr(b), bytes);
+    return Status::ok();
+  }
+
+  float *hostF32(uint32_t b) override {
+    return buf(b).dtype() == plan::F32 ? static_cast<float *>(ptr(b)) : nullptr;
+  }
+
+  Status run(const plan::Op &op, const StepConfig &step) override;
+
+private:
+  const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
+  void *ptr(uint32_t b) const {
+    return static_cast<char *>(arenas_[buf(b).arena()].base) + buf(b).offset();
+  }
+  int64_t count(uint32_t b) const {
+    int64_t n = 1;
+    for (int64_t d : buf(b).shape())
+      n *= d;
+    return n;
+  }
+  uint64_t bytesOf(uint32_t b) const {
+    return uint64_t(count(b)) * dtypeBytes(buf(b).dtype());
+  }
+  k::Dims dims(uint32_t b) const {
+    return k::Dims(buf(b).shape().begin(), buf(b).shape().end());
+  }
+
+  /// An fp32 view of a float buffer: its memory, or a converted copy.
+  struct In {
+    const float *data;
+    std::vector<float> copy;
+  };
+  In in(uint32_t b) const {
+    In r;
+    if (buf(b).dtype() == plan::F32) {
+      r.data = static_cast<const float *>(ptr(b));
+      return r;
+    }
+    const uint16_t *h = static_cast<const uint16_t *>(ptr(b));
+    r.copy.resize(count(b));
+    for (size_t i = 0; i < r.copy.size(); ++i)
+      r.copy[i] = k::fromBf16(h[i]);
+    r.data = r.copy.data();
+    return r;
+  }
+
+  /// An fp32 place for a result; `commit` rounds it into a bf16 buffer.
+  struct Out {
+    float *data;
+    std::vector<float> scratch;
+    uint16_t *bf16 = nullptr;
+    void commit() {
+      if (bf16)
+        for (size_t i = 0; i < scratch.size(); ++i)
+          bf16[i] = k::toBf16(scratch[i]);
+    }
+  };
+  Out out(uint32_t b) const {
+    Out r;
+    if (buf(b).dtype() == plan::F32) {
+      r.data = static_cast<float *>(ptr(b));
+      return r;
+    }
+    r.scratch.assign(count(b), 0.0f);
+    r.data = r.scratch.data();
+    r.bf16 = static_cast<uint16_t *>(ptr(b));
+    return r;
+  }
+  const int64_t *ids(uint32_t b) const {
+    return static_cast<const int64_t *>(ptr(b));
+  }
+
+  /// Copies with dtype conversion (F32 <-> BF16, or same dtype).
+  Status convert(uint32_t from, uint32_t to) {
+    if (count(from) != count(to))
+      return Status::error("copy between buffers of " +
+                           std::to_string(count(from)) + " and " +
+                           std::to_string(count(to)) + " elements");
+    if (buf(from).dtype() == buf(to).dtype()) {
+      std::memcpy(ptr(to), ptr(from), bytesOf(from));
+      return Status::ok();
+    }
+    if (buf(from).dtype() == plan::I64 || buf(to).dtype() == plan::I64)
+      return Status::error("cannot convert between integer and float buffers");
+    In src = in(from);
+    Out dst = out(to);
+    std::copy_n(src.data, count(from), dst.data);
+    dst.commit();
+    return Status::ok();
+  }
+
+  int threads_;
+  const plan::Plan *plan_ = nullptr;
+  std::vector<Arena> arenas_;
+};
+
+k::Activation activationOf(plan::Activation a) {
+  switch (a) {
+  case plan::GELU:
+    return k::Activation::Gelu;
+  case plan::GELU_TANH:
+    return k::Activation::GeluTanh;
+  case plan::SILU:
+    return k::Activation::Silu;
+  default:
+    return k::Activation::Relu;
+  }
+}
+
+Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
+  const plan::Attrs &a = op.attrs();
+  auto operand = [&](int i) { return op.operands(i); };
+  auto result = [&](int i) { return op.results(i); };
+  switch (op.kernel()) {
+  case Kernel::EMBEDDING: {
+    In table = in(operand(0));
+    Out y = out(result(0));
+    auto shape = dims(operand(0));
+    if (!k::embeddingForward(table.data, ids(operand(1)), count(operand(1)),
+                             shape[0], shape[1], y.data))
+      return Status::error("a token id is outside the vocabulary of " +
+                           std::to_string(shape[0]));
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::EMBEDDING_GRAD: {
+    In dy = in(operand(0));
+    Out dt = out(result(0));
+    std::fill_n(dt.data, count(result(0)), 0.0f);
+    k::embeddingBackward(dy.data, ids(operand(1)), count(operand(1)),
+                         dims(result(0))[1], dt.data);
+    dt.commit();
+    return Status::ok();
+  }
+  case Kernel::LINEAR: {
+    In x = in(operand(0)), w = in(operand(1));
+    In b = op.operands_size() > 2 ? in(operand(2)) : In{nullptr, {}};
+    Out y = out(result(0));
+    int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
+    k::linearForward(x.data, w.data, b.data, count(operand(0)) / inDim, inDim,
+                     outDim, a.out_in(), y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::LINEAR_GRAD: {
+    In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
+    Out dx = out(result(0)), dw = out(result(1));
+    std::fill_n(dw.data, count(result(1)), 0.0f);
+    int64_t inDim = dims(operand(0)).back(), outDim = dims(operand(2)).back();
+    k::linearBackward(x.data, w.data, dy.data, count(operand(0)) / inDim, inDim,
+                      outDim, a.out_in(), dx.data, dw.data, nullptr);
+    dx.commit();
+    dw.commit();
+    return Status::ok();
+  }
+  case Kernel::RMS_NORM:
+  case Kernel::LAYER_NORM: {
+    In x = in(operand(0)), w = in(operand(1));
+    Out y = out(result(0));
+    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    if (op.kernel() == Kernel::RMS_NORM) {
+      k::rmsNormForward(x.data, w.data, rows, d, a.eps(), a.plus_one(), y.data);
+    } else {
+      In b = op.operands_size() > 2 ? in(operand(2)) : In{nullptr, {}};
+      k::layerNormForward(x.data, w.data, b.data, rows, d, a.eps(), y.data);
+    }
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::RMS_NORM_GRAD:
+  case Kernel::LAYER_NORM_GRAD: {
+    In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
+    Out dx = out(result(0)), dw = out(result(1));
+    std::fill_n(dw.data, count(result(1)), 0.0f);
+    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    if (op.kernel() == Kernel::RMS_NORM_GRAD)
+      k::rmsNormBackward(x.data, w.data, dy.data, rows, d, a.eps(),
+                         a.plus_one(), dx.data, dw.data);
+    else
+      k::layerNormBackward(x.data, w.data, dy.data, rows, d, a.eps(), dx.data,
+                           dw.data, nullptr);
+    dx.commit();
+    dw.commit();
+    return Status::ok();
+  }
+  case Kernel::ROTARY:
+  case Kernel::ROTARY_GRAD: {
+    In x = in(operand(0)), c = in(operand(1)), s = in(operand(2));
+    Out y = out(result(0));
+    auto xd = dims(operand(0));
+    k::RotaryShape shape{xd[0],
+                         xd[1],
+                         xd[2] / a.head_dim(),
+                         a.head_dim(),
+                         dims(operand(1)).size() == 3,
+                         a.interleaved()};
+    if (op.kernel() == Kernel::ROTARY)
+      k::rotaryForward(x.data, c.data, s.data, shape, y.data);
+    else
+      k::rotaryBackward(x.data, c.data, s.data, shape, y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::ATTENTION:
+  case Kernel::ATTENTION_GRAD: {
+    bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
+    In q = in(operand(0)), kk = in(operand(1)), v = in(operand(2));
+    bool hasMask = op.operands_size() == (grad ? 5 : 4);
+    In mask = hasMask ? in(operand(3)) : In{nullptr, {}};
+    auto qd = dims(operand(0));
+    k::AttentionShape s{qd[0],
+                        qd[1],
+                        a.num_heads(),
+                        a.num_kv_heads(),
+                        qd[2] / a.num_heads(),
+                        a.scale(),
+                        a.causal(),
+                        a.window()};
+    if (hasMask && count(operand(3)) != s.seq * s.seq)
+      return Status::error("the CPU attention takes one [seq, seq] mask");
+    if (!grad) {
+      Out o = out(result(0));
+      k::attentionForward(q.data, kk.data, v.data, mask.data, s, o.data);
+      o.commit();
+      return Status::ok();
+    }
+    In dout = in(operand(hasMask ? 4 : 3));
+    Out dq = out(result(0)), dk = out(result(1)), dv = out(result(2));
+    k::attentionBackward(q.data, kk.data, v.data, mask.data, dout.data, s,
+                         dq.data, dk.data, dv.data);
+    dq.commit();
+    dk.commit();
+    dv.commit();
+    return Status::ok();
+  }
+  case Kernel::ACTIVATION: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::activationForward(x.data, count(operand(0)), activationOf(a.act()),
+                         y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::ACTIVATION_GRAD: {
+    In x = in(operand(0)), dy = in(operand(1));
+    Out dx = out(result(0));
+    k::activationBackward(x.data, dy.data, count(operand(0)),
+                          activationOf(a.act()), dx.data);
+    dx.commit();
+    return Status::ok();
+  }
+  case Kernel::GATED_ACTIVATION: {
+    In g = in(operand(0)), u = in(operand(1));
+    Out y = out(result(0));
+    k::gatedForward(g.data, u.data, count(operand(0)), activationOf(a.act()),
+                    y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::GATED_ACTIVATION_GRAD: {
+    In g = in(operand(0)), u = in(operand(1)), dy = in(operand(2));
+    Out dg = out(result(0)), du = out(result(1));
+    k::gatedBackward(g.data, u.data, dy.data, count(operand(0)),
+                     activationOf(a.act()), dg.data, du.data);
+    dg.commit();
+    du.commit();
+    return Status::ok();
+  }
+  case Kernel::CROSS_ENTROPY:
+  case Kernel::CROSS_ENTROPY_GRAD: {
+    In logits = in(operand(0));
+    auto ld = dims(operand(1));
+    int64_t v = dims(operand(0)).back(), rows = count(operand(1));
+    int64_t seq = a.shift() ? ld.back() : rows;
+    k::CrossEntropyShape s{rows / seq, seq, v, a.ignore_index(), a.shift()};
+    if (op.kernel() == Kernel::CROSS_ENTROPY) {
+      Out loss = out(result(0));
+      loss.data[0] =
+          k::crossEntropyForward(logits.data, ids(operand(1)), s, nullptr);
+      loss.commit();
+    } else {
+      In dloss = in(operand(2));
+      Out d = out(result(0));
+      k::crossEntropyBackward(logits.data, ids(operand(1)), s, dloss.data[0],
+                              d.data);
+      d.commit();
+    }
+    return Status::ok();
+  }
+  case Kernel::ADD:
+  case Kernel::SUB:
+  case Kernel::MUL: {
+    In x = in(operand(0)), y = in(operand(1));
+    Out z = out(result(0));
+    k::Binary b = op.kernel() == Kernel::ADD   ? k::Binary::Add
+                  : op.kernel() == Kernel::SUB ? k::Binary::Sub
+                                               : k::Binary::Mul;
+    k::binaryForward(b, x.data, dims(operand(0)), y.data, dims(operand(1)),
+                     z.data, dims(result(0)));
+    z.commit();
+    return Status::ok();
+  }
+  case Kernel::NEG: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    for (int64_t i = 0; i < count(operand(0)); ++i)
+      y.data[i] = -x.data[i];
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::REDUCE_SUM: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::reduceSum(x.data, dims(operand(0)), {a.axes().begin(), a.axes().end()},
+                 y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::TRANSPOSE: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::transpose(x.data, dims(operand(0)), {a.perm().begin(), a.perm().end()},
+                 y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::CONCAT: {
+    std::vector<In> parts;
+    std::vector<const float *> ptrs;
+    std::vector<k::Dims> partDims;
+    for (uint32_t b : op.operands()) {
+      parts.push_back(in(b));
+      partDims.push_back(dims(b));
+    }
+    for (const In &p : parts)
+      ptrs.push_back(p.data);
+    int64_t rank = int64_t(dims(result(0)).size());
+    Out y = out(result(0));
+    k::concat(ptrs, partDims, a.axis() < 0 ? a.axis() + rank : a.axis(),
+              y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::SPLIT: {
+    In x = in(operand(0));
+    std::vector<Out> parts;
+    std::vector<float *> ptrs;
+    std::vector<k::Dims> partDims;
+    for (uint32_t b : op.results()) {
+      parts.push_back(out(b));
+      partDims.push_back(dims(b));
+    }
+    for (Out &p : parts)
+      ptrs.push_back(p.data);
+    int64_t rank = int64_t(dims(operand(0)).size());
+    k::split(x.data, dims(operand(0)),
+             a.axis() < 0 ? a.axis() + rank : a.axis(), ptrs, partDims);
+    for (Out &p : parts)
+      p.commit();
+    return Status::ok();
+  }
+  case Kernel::COPY:
+  case Kernel::COPY_TO_DEVICE:
+  case Kernel::COPY_TO_HOST:
+    return convert(operand(0), result(0));
+  case Kernel::FILL: {
+    Out y = out(result(0));
+    std::fill_n(y.data, count(result(0)), float(a.value()));
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::ACCUMULATE: {
+    In src = in(operand(0));
+    float *dst = hostF32(result(0));
+    if (!dst || count(operand(0)) != count(result(0)))
+      return Status::error("accumulates into an F32 buffer of the same size");
+    for (int64_t i = 0; i < count(result(0)); ++i)
+      dst[i] += src.data[i];
+    return Status::ok();
+  }
+  case Kernel::ADAMW: {
+    float *grad = hostF32(operand(0)), *master = hostF32(result(0)),
+          *m = hostF32(result(1)), *v = hostF32(result(2));
+    if (!grad || !master || !m || !v)
+      return Status::error("AdamW runs on F32 buffers");
+    adamwStepParallel(master, grad, m, v, count(result(0)), step.step,
+                      step.adamw, step.gradScale, threads_);
+    return Status::ok();
+  }
+  default:
+    return Status::error("the CPU backend has no kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Backend> makeCpuBackend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+} // namespace mt::runtime

@@ -1,0 +1,51 @@
+// Runs the phases of a plan: one host thread per stream walks that stream's
+// ops in order, waiting on and signalling tokens, and dispatches each op to
+// a backend. The CPU backend runs everything on the host; a CUDA backend
+// plugs into the same interface.
+#ifndef MT_RUNTIME_EXECUTOR_H
+#define MT_RUNTIME_EXECUTOR_H
+
+#include "runtime/adamw.h"
+#include "runtime/schema/plan.pb.h"
+#include "runtime/status.h"
+
+#include <memory>
+
+namespace mt::runtime {
+
+/// What the optimizer ops of a step use: the scheduled hyperparameters, the
+/// step number (from 1), and the factor applied to the accumulated
+/// gradients (1 / micro-batches, times the clipping coefficient).
+struct StepConfig {
+  AdamWConfig adamw;
+  int64_t step = 1;
+  float gradScale = 1.0f;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// Allocates every arena of the plan (once, before the first step).
+  virtual Status allocate(const plan::Plan &plan) = 0;
+  /// Runs one op. Called from the thread of the op's stream.
+  virtual Status run(const plan::Op &op, const StepConfig &step) = 0;
+  /// Host access to a buffer, for loading weights and inputs and reading
+  /// the loss (bytes of the buffer's dtype).
+  virtual Status write(uint32_t buffer, const void *data, size_t bytes) = 0;
+  virtual Status read(uint32_t buffer, void *data, size_t bytes) = 0;
+  /// F32 host buffers (masters, gradients), by pointer; null for others.
+  virtual float *hostF32(uint32_t buffer) = 0;
+};
+
+/// The CPU backend: arenas in host memory, the reference kernels, host
+/// threads for AdamW.
+std::unique_ptr<Backend> makeCpuBackend(int threads);
+
+/// Runs one phase to completion. The first failing op stops the others;
+/// its status (naming the phase, op and kernel) is returned.
+Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
+                Backend &backend, const StepConfig &step);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_EXECUTOR_H

@@ -1,0 +1,245 @@
+// mtrun: execute a training plan written by mtc.
+//
+//   mtrun PLAN.mtp --data TOKENS --steps N [--data-dtype u16|u32]
+//         [--device cpu|cuda|auto] [--lr --beta1 --beta2 --eps --weight-decay]
+//         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
+//         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
+#include "runtime/executor.h"
+#include "runtime/plan_io.h"
+#include "runtime/safetensors.h"
+#include "runtime/token_data.h"
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sys/stat.h>
+#include <thread>
+
+using namespace mt::runtime;
+
+namespace {
+
+struct Options {
+  std::string plan, data, dataDtype = "u16", device = "auto",
+                          schedule = "constant";
+  std::string metrics, save;
+  int64_t steps = 1, warmup = 0;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  double gradClip = 0, minLr = 0;
+  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+};
+
+/// The learning rate of step t (from 1): linear warmup, then constant or
+/// cosine decay to min-lr at the last step.
+double learningRate(const Options &o, int64_t t) {
+  if (o.warmup > 0 && t <= o.warmup)
+    return o.lr * double(t) / double(o.warmup);
+  if (o.schedule == "constant" || o.steps <= o.warmup)
+    return o.lr;
+  double progress = double(t - o.warmup) / double(o.steps - o.warmup);
+  return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * progress));
+}
+
+Status loadParameters(const mt::plan::Plan &plan, Backend &backend) {
+  for (const auto &p : plan.parameters()) {
+    // A frozen parameter without data was folded into a constant.
+    if (p.data().file().empty() && !p.trainable())
+      continue;
+    if (p.data().file().empty())
+      return Status::error("trainable parameter '" + p.name() +
+                           "' has no data in the plan");
+    std::ifstream in(p.data().file(), std::ios::binary);
+    if (!in)
+      return Status::error(p.data().file() + ": cannot open the weights of '" +
+                           p.name() + "'");
+    std::vector<char> bytes(p.data().length());
+    in.seekg(std::streamoff(p.data().offset()));
+    if (!in.read(bytes.data(), std::streamsize(bytes.size())))
+      return Status::error(p.data().file() + ": too short for '" + p.name() +
+                           "' at offset " + std::to_string(p.data().offset()));
+    if (Status st = backend.write(p.master(), bytes.data(), bytes.size()); !st)
+      return Status::error("parameter '" + p.name() + "': " + st.message());
+  }
+  for (const auto &c : plan.constants())
+    if (Status st = backend.write(c.buffer(), c.data().data(), c.data().size());
+        !st)
+      return st;
+  return Status::ok();
+}
+
+int64_t elements(const mt::plan::Plan &plan, uint32_t b) {
+  int64_t n = 1;
+  for (int64_t d : plan.buffers(int(b)).shape())
+    n *= d;
+  return n;
+}
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  CLI::App app{"mtrun: train with a plan compiled by mtc (mtc MODEL.onnx -o "
+               "PLAN.mtp)"};
+  app.add_option("plan", o.plan, "The plan file")->required();
+  app.add_option("--data", o.data,
+                 "Token file: flat little-endian token ids, read in order, "
+                 "batch x seq tokens per micro-batch, from the start again "
+                 "at the end")
+      ->required();
+  app.add_option("--data-dtype", o.dataDtype, "Token width")
+      ->check(CLI::IsMember({"u16", "u32"}));
+  app.add_option("--steps", o.steps, "Optimizer steps")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", o.device, "Backend")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--lr", o.lr, "Peak learning rate");
+  app.add_option("--beta1", o.beta1, "AdamW beta1");
+  app.add_option("--beta2", o.beta2, "AdamW beta2");
+  app.add_option("--eps", o.eps, "AdamW epsilon");
+  app.add_option("--weight-decay", o.weightDecay, "Decoupled weight decay");
+  app.add_option("--grad-clip", o.gradClip,
+                 "Clip the global gradient norm to this (0: off)");
+  app.add_option("--warmup", o.warmup, "Linear warmup steps");
+  app.add_option("--lr-schedule", o.schedule, "After warmup")
+      ->check(CLI::IsMember({"constant", "cosine"}));
+  app.add_option("--min-lr", o.minLr, "Final learning rate of the cosine");
+  app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
+  app.add_option("--save", o.save,
+                 "Write the trained weights to DIR/model.safetensors");
+  app.add_option("--threads", o.threads, "Host threads for the optimizer");
+  CLI11_PARSE(app, argc, argv);
+
+  mt::plan::Plan plan;
+  if (Status st = readPlan(o.plan, plan); !st)
+    return fail(st.message());
+  if (o.device == "cuda")
+    return fail("this build has no CUDA backend; use --device cpu");
+  const auto &shapes = plan.shapes();
+  TokenData data;
+  if (Status st = TokenData::open(
+          o.data, o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
+          shapes.vocab(), shapes.batch(), shapes.seq(), data);
+      !st)
+    return fail(st.message());
+  TargetKind kind = TargetKind::Targets;
+  for (const auto &in : plan.inputs())
+    if (in.role() == mt::plan::LABELS)
+      kind = TargetKind::Labels;
+
+  std::unique_ptr<Backend> backend = makeCpuBackend(o.threads);
+  if (Status st = backend->allocate(plan); !st)
+    return fail(st.message());
+  if (Status st = loadParameters(plan, *backend); !st)
+    return fail(st.message());
+  std::FILE *metrics = nullptr;
+  if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
+    return fail(o.metrics + ": cannot open the metrics file");
+
+  auto start = std::chrono::steady_clock::now();
+  int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
+  for (int64_t t = 1; t <= o.steps; ++t) {
+    auto stepStart = std::chrono::steady_clock::now();
+    StepConfig step;
+    step.step = t;
+    double lr = learningRate(o, t);
+    step.adamw = {lr, o.beta1, o.beta2, o.eps, o.weightDecay};
+    double loss = 0;
+    for (const auto &phase : plan.phases()) {
+      if (phase.kind() != mt::plan::MICRO_BATCH) {
+        if (phase.kind() == mt::plan::STEP_END) {
+          // Global norm of the mean gradient, for the metrics and clipping.
+          double sq = 0, scale = 1.0 / double(shapes.grad_accum());
+          for (const auto &p : plan.parameters())
+            if (p.trainable()) {
+              const float *g = backend->hostF32(p.grad());
+              for (int64_t i = 0; i < elements(plan, p.grad()); ++i)
+                sq += double(g[i]) * g[i] * scale * scale;
+            }
+          double norm = std::sqrt(sq);
+          double coef = o.gradClip > 0 && norm > o.gradClip
+                            ? o.gradClip / (norm + 1e-6)
+                            : 1.0;
+          step.gradScale = float(coef * scale);
+          if (!std::isfinite(norm))
+            return fail("step " + std::to_string(t) +
+                        ": the gradient norm is not finite");
+          loss /= double(shapes.grad_accum());
+          if (Status st = runPhase(plan, phase, *backend, step); !st)
+            return fail(st.message());
+          double secs = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - stepStart)
+                            .count();
+          double elapsed = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+          std::fprintf(stderr,
+                       "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
+                       "elapsed %.1fs  eta %.1fs\n",
+                       (long long)t, (long long)o.steps, loss, lr,
+                       tokensPerStep / secs, elapsed,
+                       elapsed / double(t) * double(o.steps - t));
+          if (metrics) {
+            std::fprintf(metrics,
+                         "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                         "\"grad_norm\": %.9g, \"tokens\": %lld, "
+                         "\"step_time_s\": %.6f}\n",
+                         (long long)t, loss, lr, norm,
+                         (long long)(tokensPerStep * t), secs);
+            std::fflush(metrics);
+          }
+          continue;
+        }
+        if (Status st = runPhase(plan, phase, *backend, step); !st)
+          return fail(st.message());
+        continue;
+      }
+      for (int64_t m = 0; m < shapes.grad_accum(); ++m) {
+        TokenBatch batch;
+        data.next(kind, batch);
+        for (const auto &in : plan.inputs()) {
+          const auto &ids =
+              in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
+          if (Status st = backend->write(in.buffer(), ids.data(),
+                                         ids.size() * sizeof(int64_t));
+              !st)
+            return fail(st.message());
+        }
+        if (Status st = runPhase(plan, phase, *backend, step); !st)
+          return fail(st.message());
+        float l;
+        if (Status st = backend->read(plan.loss(), &l, sizeof l); !st)
+          return fail(st.message());
+        if (!std::isfinite(l))
+          return fail("step " + std::to_string(t) + ", micro-batch " +
+                      std::to_string(m) + ": the loss is not finite");
+        loss += l;
+      }
+    }
+  }
+  if (metrics)
+    std::fclose(metrics);
+  if (!o.save.empty()) {
+    ::mkdir(o.save.c_str(), 0755);
+    std::vector<TensorView> tensors;
+    for (const auto &p : plan.parameters()) {
+      const auto &b = plan.buffers(int(p.master()));
+      tensors.push_back({p.name(),
+                         {b.shape().begin(), b.shape().end()},
+                         backend->hostF32(p.master())});
+    }
+    std::string path = o.save + "/model.safetensors";
+    if (Status st = writeSafetensors(path, tensors); !st)
+      return fail(st.message());
+    std::fprintf(stderr, "saved %zu tensors to %s\n", tensors.size(),
+                 path.c_str());
+  }
+  return 0;
+}

@@ -6,7 +6,8 @@
 namespace mt::runtime {
 
 Status TokenData::open(const std::string &path, TokenType type, int64_t vocab,
-                       int64_t batch, int64_t seq, TokenData &out) {
+                       int64_t batch, int64_t seq, TargetKind kind,
+                       TokenData &out) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return Status::error(path + ": cannot open the token file");
@@ -21,10 +22,15 @@ Status TokenData::open(const std::string &path, TokenType type, int64_t vocab,
                          " bytes is not a whole number of " + name +
                          " tokens; is --data-dtype right?");
   int64_t count = bytes / width;
-  if (count < seq + 1)
-    return Status::error(path + ": " + std::to_string(count) +
-                         " tokens are too few for one sequence of " +
-                         std::to_string(seq) + " plus its next token");
+  out.batch_ = batch;
+  out.seq_ = seq;
+  out.kind_ = kind;
+  if (count < out.window())
+    return Status::error(
+        path + ": " + std::to_string(count) +
+        " tokens are too few for one micro-batch of " + std::to_string(batch) +
+        " x " + std::to_string(seq) +
+        (kind == TargetKind::Targets ? " plus its next token" : ""));
   std::vector<unsigned char> raw(bytes);
   in.seekg(0);
   if (!in.read(reinterpret_cast<char *>(raw.data()), bytes))
@@ -43,27 +49,19 @@ Status TokenData::open(const std::string &path, TokenType type, int64_t vocab,
                            std::to_string(vocab) + "; is --data-dtype right?");
     out.tokens_[i] = id;
   }
-  out.batch_ = batch;
-  out.seq_ = seq;
   out.position_ = 0;
   return Status::ok();
 }
 
-void TokenData::next(TargetKind kind, TokenBatch &out) {
-  int64_t n = size();
+void TokenData::next(TokenBatch &out) {
   out.inputs.resize(batch_ * seq_);
   out.targets.resize(batch_ * seq_);
-  for (int64_t r = 0; r < batch_; ++r) {
-    int64_t start = (position_ + r * seq_) % n;
-    for (int64_t t = 0; t < seq_; ++t) {
-      int64_t i = r * seq_ + t;
-      out.inputs[i] = tokens_[(start + t) % n];
-      out.targets[i] = kind == TargetKind::Labels
-                           ? out.inputs[i]
-                           : tokens_[(start + t + 1) % n];
-    }
+  for (int64_t i = 0; i < batch_ * seq_; ++i) {
+    out.inputs[i] = tokens_[position_ + i];
+    out.targets[i] = kind_ == TargetKind::Labels ? out.inputs[i]
+                                                 : tokens_[position_ + i + 1];
   }
-  position_ = (position_ + batch_ * seq_) % n;
+  seek(position_ + batch_ * seq_);
 }
 
 } // namespace mt::runtime

@@ -22,4 +22,4 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.mt_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["mt-opt", "mtc", "FileCheck", "not", "count"], tool_dirs)
+llvm_config.add_tool_substitutions(["mt-opt", "mtc", "mtrun", "mt-inspect", "FileCheck", "not", "count"], tool_dirs)

@@ -27,26 +27,45 @@ std::string writeTokens(const std::string &name,
   return path;
 }
 
-TEST(TokenData, WindowsWrapAroundForBothTargetKinds) {
-  std::string path = writeTokens("seq.u16", {0, 1, 2, 3, 4, 5, 6}, 2);
+TEST(TokenData, WindowsRestartWhenTheRestIsTooShort) {
+  std::string path = writeTokens("seq.u16", {0, 1, 2, 3, 4, 5, 6, 7, 8}, 2);
   TokenData data;
-  ASSERT_TRUE(TokenData::open(path, TokenType::U16, 8, 2, 3, data).isOk());
+  ASSERT_TRUE(
+      TokenData::open(path, TokenType::U16, 9, 2, 2, TargetKind::Targets, data)
+          .isOk());
   TokenBatch b;
-  data.next(TargetKind::Targets, b);
-  EXPECT_EQ(b.inputs, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(b.targets, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
-  EXPECT_EQ(data.position(), 6);
-  data.next(TargetKind::Labels, b);
-  EXPECT_EQ(b.inputs, (std::vector<int64_t>{6, 0, 1, 2, 3, 4}));
+  data.next(b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(b.targets, (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(data.position(), 4);
+  data.next(b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(b.targets, (std::vector<int64_t>{5, 6, 7, 8}));
+  // 1 token left: the next window starts again at the beginning.
+  EXPECT_EQ(data.position(), 0);
+}
+
+TEST(TokenData, LabelsAreTheInputsAndNeedNoExtraToken) {
+  std::string path = writeTokens("labels.u16", {3, 1, 4, 1}, 2);
+  TokenData data;
+  ASSERT_TRUE(
+      TokenData::open(path, TokenType::U16, 8, 2, 2, TargetKind::Labels, data)
+          .isOk());
+  TokenBatch b;
+  data.next(b);
+  EXPECT_EQ(b.inputs, (std::vector<int64_t>{3, 1, 4, 1}));
   EXPECT_EQ(b.targets, b.inputs);
+  EXPECT_EQ(data.position(), 0);
 }
 
 TEST(TokenData, ReadsLittleEndianU32) {
   std::string path = writeTokens("big.u32", {70000, 1, 65536, 3}, 4);
   TokenData data;
-  ASSERT_TRUE(TokenData::open(path, TokenType::U32, 100000, 1, 3, data).isOk());
+  ASSERT_TRUE(TokenData::open(path, TokenType::U32, 100000, 1, 3,
+                              TargetKind::Targets, data)
+                  .isOk());
   TokenBatch b;
-  data.next(TargetKind::Targets, b);
+  data.next(b);
   EXPECT_EQ(b.inputs, (std::vector<int64_t>{70000, 1, 65536}));
   EXPECT_EQ(b.targets, (std::vector<int64_t>{1, 65536, 3}));
 }
@@ -55,7 +74,7 @@ TEST(TokenData, RefusesBadFilesWithTheReason) {
   TokenData data;
   auto expectError = [&](const std::string &path, TokenType type,
                          const char *what) {
-    Status s = TokenData::open(path, type, 8, 1, 3, data);
+    Status s = TokenData::open(path, type, 8, 1, 3, TargetKind::Targets, data);
     ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
   };
@@ -63,8 +82,9 @@ TEST(TokenData, RefusesBadFilesWithTheReason) {
   expectError(writeTokens("empty.u16", {}, 2), TokenType::U16, "is empty");
   expectError(writeTokens("odd.u16", {1, 2, 3, 4}, 2, 1), TokenType::U16,
               "not a whole number of u16 tokens");
-  expectError(writeTokens("short.u16", {1, 2, 3}, 2), TokenType::U16,
-              "3 tokens are too few");
+  expectError(
+      writeTokens("short.u16", {1, 2, 3}, 2), TokenType::U16,
+      "3 tokens are too few for one micro-batch of 1 x 3 plus its next token");
   expectError(writeTokens("vocab.u16", {1, 2, 9, 4}, 2), TokenType::U16,
               "token 2 is 9, not below the vocabulary size 8");
 }

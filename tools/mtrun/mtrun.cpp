@@ -123,16 +123,16 @@ int main(int argc, char **argv) {
   if (o.device == "cuda")
     return fail("this build has no CUDA backend; use --device cpu");
   const auto &shapes = plan.shapes();
-  TokenData data;
-  if (Status st = TokenData::open(
-          o.data, o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
-          shapes.vocab(), shapes.batch(), shapes.seq(), data);
-      !st)
-    return fail(st.message());
   TargetKind kind = TargetKind::Targets;
   for (const auto &in : plan.inputs())
     if (in.role() == mt::plan::LABELS)
       kind = TargetKind::Labels;
+  TokenData data;
+  if (Status st = TokenData::open(
+          o.data, o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
+          shapes.vocab(), shapes.batch(), shapes.seq(), kind, data);
+      !st)
+    return fail(st.message());
 
   std::unique_ptr<Backend> backend = makeCpuBackend(o.threads);
   if (Status st = backend->allocate(plan); !st)
@@ -203,7 +203,7 @@ int main(int argc, char **argv) {
       }
       for (int64_t m = 0; m < shapes.grad_accum(); ++m) {
         TokenBatch batch;
-        data.next(kind, batch);
+        data.next(batch);
         for (const auto &in : plan.inputs()) {
           const auto &ids =
               in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;

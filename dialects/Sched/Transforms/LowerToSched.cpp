@@ -308,9 +308,10 @@ struct LowerToSched
     }
     b.create<ParameterOp>(w.getLoc(), w.getName(), master, state, file, offset,
                           length);
-    Value device =
-        buffer((w.getName() + ".device").str(), "device", deviceType(t),
-               w.getValue() ? *w.getValue() : ElementsAttr());
+    // A folded frozen weight is a constant, stored as its value's type.
+    Value device = buffer((w.getName() + ".device").str(), "device",
+                          w.getValue() ? t : deviceType(t),
+                          w.getValue() ? *w.getValue() : ElementsAttr());
     if (!w.getValue())
       exec(begin, "h2d", Kernel::CopyToDevice, master, device, {}, nullptr, 0,
            bytesOf(t), w.getLoc());

@@ -135,6 +135,15 @@ int main(int argc, char **argv) {
   options.frozenRegex = frozenRe;
   options.batch = batch;
   options.seq = seqLen;
+  if (computeDtype != "fp32" && computeDtype != "bf16") {
+    errs() << "mtc: error: --compute-dtype must be fp32 or bf16, got '"
+           << computeDtype << "'\n";
+    return 1;
+  }
+  if (gradAccum < 1) {
+    errs() << "mtc: error: --grad-accum must be at least 1\n";
+    return 1;
+  }
   if (batch < 0 || seqLen < 0) {
     errs() << "mtc: error: --batch and --seq must be positive\n";
     return 1;

@@ -113,7 +113,8 @@ int main(int argc, char **argv) {
   app.add_option("--min-lr", o.minLr, "Final learning rate of the cosine");
   app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
   app.add_option("--save", o.save,
-                 "Write the trained weights to DIR/model.safetensors");
+                 "Write the trained weights to DIR/model.safetensors under "
+                 "their names in the model");
   app.add_option("--threads", o.threads, "Host threads for the optimizer");
   CLI11_PARSE(app, argc, argv);
 
@@ -229,7 +230,10 @@ int main(int argc, char **argv) {
   if (!o.save.empty()) {
     ::mkdir(o.save.c_str(), 0755);
     std::vector<TensorView> tensors;
+    // The trained weights; frozen buffers are the model's, unchanged.
     for (const auto &p : plan.parameters()) {
+      if (!p.trainable())
+        continue;
       const auto &b = plan.buffers(int(p.master()));
       tensors.push_back({p.name(),
                          {b.shape().begin(), b.shape().end()},

@@ -168,7 +168,8 @@ struct LowerToSched
       Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
                : role.getValue() == train::InputRole::Labels ? Role::Labels
                                                              : Role::Targets;
-      b.create<InputOp>(loc, name ? name.getValue() : "input", r, buf);
+      OpBuilder(begin).create<InputOp>(loc, name ? name.getValue() : "input", r,
+                                       buf);
       buffers[arg] = buf;
     }
     if (failed(lowerBlock(step.getBody().front(), buffers)))

@@ -1,0 +1,43 @@
+// RUN: mt-opt --split-input-file --mt-lower-to-sched %s | FileCheck %s
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
+
+// The step becomes one program: a trainable weight gets an f32 master,
+// gradient accumulator and moments on the host and a device copy; the
+// forward and backward run on the compute stream; each gradient goes to
+// pinned memory on the d2h stream after the op that computes it, then into
+// its accumulator on the optimizer stream; AdamW ends the step.
+// CHECK-LABEL: sched.program
+// CHECK-SAME: batch = 2 : i64, compute_dtype = f32, grad_accum = 1 : i64
+// CHECK-DAG: sched.arena @device tier  device
+// CHECK-DAG: sched.stream @compute kind  compute
+// CHECK-DAG: sched.stream @d2h kind  device_to_host
+// CHECK-DAG: %[[W:.+]] = sched.buffer "emb" in @host at -1 : <tensor<16x8xf32>>
+// CHECK-DAG: %[[G:.+]] = sched.buffer "emb.grad" in @host
+// CHECK-DAG: %[[WD:.+]] = sched.buffer "emb.device" in @device
+// CHECK-DAG: sched.parameter "emb" master(%[[W]]) state(%[[G]], %{{.*}}, %{{.*}}) {file = "m.onnx", length = 512 : i64, offset = 64 : i64}
+// CHECK-DAG: sched.input "ids" role  tokens
+// CHECK-DAG: sched.input "t" role  targets
+// CHECK: sched.phase  step_begin
+// CHECK: sched.exec  copy_to_device ins(%[[W]]) outs(%[[WD]]) on @h2d
+// CHECK: sched.exec  fill outs(%[[G]]) on @optimizer
+// CHECK: sched.phase  micro_batch
+// CHECK: sched.exec  embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute
+// CHECK: %[[T:.+]] = sched.exec  embedding_grad
+// CHECK: %[[C:.+]] = sched.exec  copy_to_host {{.*}} on @d2h after(%[[T]])
+// CHECK: sched.exec  accumulate {{.*}} outs(%[[G]]) on @optimizer after(%[[C]])
+// CHECK: sched.phase  step_end
+// CHECK: sched.exec  adamw ins(%[[G]]) outs(%[[W]], {{.*}}) on @optimizer
+// CHECK-NOT: func.func
+// BF16: compute_dtype = bf16
+// BF16: sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
+func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
+                      %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
+    -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}) {
+  %w = train.weight "emb" {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %l = train.cross_entropy %h, %t {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %dh = train.cross_entropy_grad %h, %t, %one {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>, tensor<f32>) -> tensor<2x4x8xf32>
+  %dw = train.embedding_grad %dh, %ids : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  return %l, %dw : tensor<f32>, tensor<16x8xf32>
+}

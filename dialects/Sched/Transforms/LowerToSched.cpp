@@ -224,7 +224,11 @@ struct LowerToSched
         continue;
       }
       if (auto c = dyn_cast<train::ConstantOp>(op)) {
-        bufs[c] = buffer("constant", "device", tensorOf(c), c.getValue());
+        // One buffer per distinct value: layers share their tables.
+        Value &buf = constants[c.getValue()];
+        if (!buf)
+          buf = buffer("constant", "device", tensorOf(c), c.getValue());
+        bufs[c] = buf;
         continue;
       }
       if (auto call = dyn_cast<func::CallOp>(op)) {
@@ -376,6 +380,7 @@ struct LowerToSched
   Type compute;
   std::string layerPrefix;
   DenseMap<Value, Value> buffers;
+  DenseMap<Attribute, Value> constants;
   DenseMap<Value, Value> tokens; ///< buffer -> token of the op writing it
   llvm::StringMap<Weight> weights;
 };

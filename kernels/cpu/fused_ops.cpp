@@ -2,6 +2,7 @@
 // accumulation in double where a sum runs over a whole row, so that they
 // serve as the reference the optimised kernels are checked against.
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,34 +40,37 @@ inline float weightAt(const float *w, int64_t i, int64_t o, int64_t in,
 void linearForward(const float *x, const float *w, const float *bias,
                    int64_t rows, int64_t in, int64_t out, bool outIn,
                    float *y) {
-  for (int64_t r = 0; r < rows; ++r)
+  parallelFor(rows, double(in) * out, [&](int64_t r) {
     for (int64_t o = 0; o < out; ++o) {
       double acc = bias ? bias[o] : 0.0;
       for (int64_t i = 0; i < in; ++i)
         acc += double(x[r * in + i]) * weightAt(w, i, o, in, out, outIn);
       y[r * out + o] = float(acc);
     }
+  });
 }
 
 void linearBackward(const float *x, const float *w, const float *dy,
                     int64_t rows, int64_t in, int64_t out, bool outIn,
                     float *dx, float *dw, float *dbias) {
   if (dx)
-    for (int64_t r = 0; r < rows; ++r)
+    parallelFor(rows, double(in) * out, [&](int64_t r) {
       for (int64_t i = 0; i < in; ++i) {
         double acc = 0;
         for (int64_t o = 0; o < out; ++o)
           acc += double(dy[r * out + o]) * weightAt(w, i, o, in, out, outIn);
         dx[r * in + i] = float(acc);
       }
+    });
   if (dw)
-    for (int64_t i = 0; i < in; ++i)
+    parallelFor(in, double(rows) * out, [&](int64_t i) {
       for (int64_t o = 0; o < out; ++o) {
         double acc = 0;
         for (int64_t r = 0; r < rows; ++r)
           acc += double(dy[r * out + o]) * x[r * in + i];
         (outIn ? dw[o * in + i] : dw[i * out + o]) += float(acc);
       }
+    });
   if (dbias)
     for (int64_t o = 0; o < out; ++o) {
       double acc = 0;
@@ -237,9 +241,11 @@ void scoresRow(const float *q, const float *k, const float *mask,
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out) {
   int64_t d = s.headDim;
-  std::vector<double> p(s.seq);
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads; ++h) {
+  // One (batch, head) per task: it writes only its own output rows.
+  parallelFor(s.batch * s.heads, double(s.seq) * s.seq * d, [&](int64_t bh) {
+    int64_t b = bh / s.heads, h = bh % s.heads;
+    std::vector<double> p(s.seq);
+    {
       int64_t g = h / (s.heads / s.kvHeads);
       for (int64_t i = 0; i < s.seq; ++i) {
         scoresRow(q, k, mask, s, b, h, i, p);
@@ -252,6 +258,7 @@ void attentionForward(const float *q, const float *k, const float *v,
         }
       }
     }
+  });
 }
 
 void attentionBackward(const float *q, const float *k, const float *v,
@@ -262,37 +269,42 @@ void attentionBackward(const float *q, const float *k, const float *v,
   std::fill(dq, dq + s.batch * s.seq * s.heads * d, 0.0f);
   std::fill(dk, dk + s.batch * s.seq * s.kvHeads * d, 0.0f);
   std::fill(dv, dv + s.batch * s.seq * s.kvHeads * d, 0.0f);
-  std::vector<double> p(s.seq), dp(s.seq);
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t h = 0; h < s.heads; ++h) {
-      int64_t g = h / (s.heads / s.kvHeads);
-      for (int64_t i = 0; i < s.seq; ++i) {
-        scoresRow(q, k, mask, s, b, h, i, p);
-        int64_t qRow = (b * s.seq + i) * s.heads * d + h * d;
-        const float *doi = dOut + qRow;
-        // dP = dO V^T, dS = P (dP - sum(P dP)).
-        double rowDot = 0;
-        for (int64_t j = 0; j < s.seq; ++j) {
-          const float *vj = v + (b * s.seq + j) * s.kvHeads * d + g * d;
-          double acc = 0;
-          for (int64_t e = 0; e < d; ++e)
-            acc += double(doi[e]) * vj[e];
-          dp[j] = acc;
-          rowDot += p[j] * acc;
-        }
-        for (int64_t j = 0; j < s.seq; ++j) {
-          if (p[j] == 0.0)
-            continue;
-          int64_t kvRow = (b * s.seq + j) * s.kvHeads * d + g * d;
-          double ds = p[j] * (dp[j] - rowDot) * s.scale;
-          for (int64_t e = 0; e < d; ++e) {
-            dv[kvRow + e] += float(p[j] * doi[e]);
-            dq[qRow + e] += float(ds * k[kvRow + e]);
-            dk[kvRow + e] += float(ds * q[qRow + e]);
+  // One (batch, kv head) per task: the query heads that read a kv head are
+  // the only writers of its dk and dv, in a fixed order.
+  int64_t group = s.heads / s.kvHeads;
+  parallelFor(
+      s.batch * s.kvHeads, double(group) * s.seq * s.seq * d, [&](int64_t bg) {
+        int64_t b = bg / s.kvHeads, g = bg % s.kvHeads;
+        std::vector<double> p(s.seq), dp(s.seq);
+        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+          for (int64_t i = 0; i < s.seq; ++i) {
+            scoresRow(q, k, mask, s, b, h, i, p);
+            int64_t qRow = (b * s.seq + i) * s.heads * d + h * d;
+            const float *doi = dOut + qRow;
+            // dP = dO V^T, dS = P (dP - sum(P dP)).
+            double rowDot = 0;
+            for (int64_t j = 0; j < s.seq; ++j) {
+              const float *vj = v + (b * s.seq + j) * s.kvHeads * d + g * d;
+              double acc = 0;
+              for (int64_t e = 0; e < d; ++e)
+                acc += double(doi[e]) * vj[e];
+              dp[j] = acc;
+              rowDot += p[j] * acc;
+            }
+            for (int64_t j = 0; j < s.seq; ++j) {
+              if (p[j] == 0.0)
+                continue;
+              int64_t kvRow = (b * s.seq + j) * s.kvHeads * d + g * d;
+              double ds = p[j] * (dp[j] - rowDot) * s.scale;
+              for (int64_t e = 0; e < d; ++e) {
+                dv[kvRow + e] += float(p[j] * doi[e]);
+                dq[qRow + e] += float(ds * k[kvRow + e]);
+                dk[kvRow + e] += float(ds * q[qRow + e]);
+              }
+            }
           }
         }
-      }
-    }
+      });
 }
 
 namespace {

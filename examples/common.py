@@ -13,6 +13,18 @@ import os
 import torch
 
 ADAMW = {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+# A second run with global-norm clipping and a warmup + cosine schedule, as
+# mtrun's --grad-clip, --warmup, --lr-schedule cosine and --min-lr do them.
+SCHEDULED = {"grad_clip": 0.5, "warmup": 2, "min_lr": 1e-4, "steps": 5}
+
+
+def scheduled_lr(t):
+    """mtrun's learning rate at step t (from 1)."""
+    import math
+    lr, w, n, low = ADAMW["lr"], SCHEDULED["warmup"], SCHEDULED["steps"], SCHEDULED["min_lr"]
+    if t <= w:
+        return lr * t / w
+    return low + 0.5 * (lr - low) * (1 + math.cos(math.pi * (t - w) / (n - w)))
 
 
 def fixed_batch(vocab, batch, seq, seed=1234):
@@ -40,7 +52,30 @@ def export(model, batch, out_dir, name="model.onnx"):
     return path
 
 
-def record(model, batch, out_dir, arch):
+def adamw_losses(build, batch, scheduled=False):
+    """Losses of 5 AdamW steps on `batch` from a fresh build()."""
+    ids, targets = batch
+    model = build()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=ADAMW["lr"],
+                            betas=tuple(ADAMW["betas"]), eps=ADAMW["eps"],
+                            weight_decay=ADAMW["weight_decay"])
+    losses = []
+    for t in range(1, 6):
+        if scheduled:
+            for g in opt.param_groups:
+                g["lr"] = scheduled_lr(t)
+        opt.zero_grad()
+        l, _ = model(ids, targets)
+        losses.append(l.item())
+        l.backward()
+        if scheduled:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), SCHEDULED["grad_clip"])
+        opt.step()
+    return losses
+
+
+def record(model, batch, out_dir, arch, build_fresh=None):
     ids, targets = batch
     model.train()
     loss, _ = model(ids, targets)
@@ -54,12 +89,15 @@ def record(model, batch, out_dir, arch):
         losses.append(l.item())
         l.backward()
         opt.step()
+    clipped = adamw_losses(build_fresh, batch, scheduled=True) if build_fresh else None
     ref = {
         "arch": arch,
         "torch": torch.__version__,
         "loss": loss.item(),
         "adamw": ADAMW,
         "adamw_losses": losses,
+        "scheduled": SCHEDULED,
+        "scheduled_losses": clipped,
         "input_ids": ids.tolist(),
         "targets": targets.tolist(),
         "tokens": ids.flatten().tolist() + [targets[-1, -1].item()],
@@ -76,5 +114,5 @@ def main(build, vocab, here, arch):
     numbers start from)."""
     batch = fixed_batch(vocab, 2, 16)
     export(build(), batch, here)
-    ref = record(build(), batch, here, arch)
+    ref = record(build(), batch, here, arch, build_fresh=build)
     print("loss", ref["loss"], "adamw", ref["adamw_losses"])

@@ -83,10 +83,6 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
   }
 }
 
-int64_t bytesOf(Type t) {
-  return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
-}
-
 std::string lower(std::string s) {
   for (char &c : s)
     c = std::tolower(c);
@@ -403,7 +399,7 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
   if (failed(type))
     return failure();
   Type et = type->getElementType();
-  int64_t n = type->getNumElements(), width = bytesOf(et);
+  int64_t n = type->getNumElements(), width = elementBytes(et);
   std::string bytes;
   auto bad = [&](const Twine &why) {
     return fileError() << what << " '" << t.name() << "': " << why, failure();
@@ -558,9 +554,7 @@ LogicalResult Importer::importInitializers() {
       attrs.push_back(named("length", b.getI64IntegerAttr(it->second->length)));
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       source = WeightSource::External;
-      auto ref = externalData(
-          init, type->getNumElements() * bytesOf(type->getElementType()),
-          "initializer");
+      auto ref = externalData(init, storageBytes(*type), "initializer");
       if (failed(ref))
         return failure();
       attrs.push_back(named("file", b.getStringAttr(ref->path)));
@@ -576,7 +570,7 @@ LogicalResult Importer::importInitializers() {
         attrs.push_back(
             named("length", b.getI64IntegerAttr(it->second.second)));
       }
-      int64_t bytes = type->getNumElements() * bytesOf(type->getElementType());
+      int64_t bytes = storageBytes(*type);
       if (!trainable && bytes <= kMaxFrozenValueBytes) {
         auto value = readTensor(init, "initializer");
         if (failed(value))

@@ -24,13 +24,6 @@ RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-int64_t bytesOf(RankedTensorType t) {
-  int64_t width = t.getElementType().isInteger(1)
-                      ? 1
-                      : (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
-  return t.getNumElements() * width;
-}
-
 /// The plan kernel of a train op, for the ops that reach the schedule.
 std::optional<Kernel> kernelOf(Operation *op) {
   using namespace mt::train;
@@ -280,7 +273,7 @@ struct LowerToSched
       }
       int64_t bytes = 0;
       for (Value r : op.getResults())
-        bytes += bytesOf(deviceType(tensorOf(r)));
+        bytes += train::storageBytes(deviceType(tensorOf(r)));
       Value token =
           exec(micro, "compute", *k, ins, outs, {}, op.getAttrDictionary(),
                flopsOf(&op), bytes, op.getLoc());
@@ -319,13 +312,13 @@ struct LowerToSched
                           w.getValue() ? *w.getValue() : ElementsAttr());
     if (!w.getValue())
       exec(begin, "h2d", Kernel::CopyToDevice, master, device, {}, nullptr, 0,
-           bytesOf(t), w.getLoc());
+           train::storageBytes(t), w.getLoc());
     if (w.getTrainable()) {
       OpBuilder fb(&getContext());
       exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
            fb.getDictionaryAttr(
                {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
-           0, bytesOf(t), w.getLoc());
+           0, train::storageBytes(t), w.getLoc());
     }
     weights[w.getName()] = {device, master, state};
     return device;
@@ -360,12 +353,13 @@ struct LowerToSched
         after.push_back(token);
       Value copied =
           exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
-               0, bytesOf(deviceType(t)), step.getLoc());
+               0, train::storageBytes(deviceType(t)), step.getLoc());
       exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0], copied,
-           nullptr, 0, bytesOf(t), step.getLoc());
+           nullptr, 0, train::storageBytes(t), step.getLoc());
       exec(end, "optimizer", Kernel::AdamW, w.state[0],
            {w.master, w.state[1], w.state[2]}, {}, nullptr,
-           10.0 * t.getNumElements(), 4 * bytesOf(t), step.getLoc());
+           10.0 * t.getNumElements(), 4 * train::storageBytes(t),
+           step.getLoc());
     }
     return success();
   }

@@ -1,5 +1,6 @@
 //===- PlanMemory.cpp - static offsets from liveness ----------------------===//
 #include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Train/IR/TrainOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
@@ -30,10 +31,7 @@ int64_t alignUp(int64_t v) {
 }
 
 int64_t bytesOf(BufferOp b) {
-  auto t = cast<BufferType>(b.getType()).getTensorType();
-  Type e = t.getElementType();
-  int64_t width = e.isInteger(1) ? 1 : (e.getIntOrFloatBitWidth() + 7) / 8;
-  return t.getNumElements() * width;
+  return mt::train::storageBytes(cast<BufferType>(b.getType()).getTensorType());
 }
 
 struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {

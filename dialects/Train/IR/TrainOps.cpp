@@ -822,5 +822,9 @@ MT_FOLD(ConstantOfShapeOp)
 MT_FOLD(ShapeOp)
 MT_FOLD(SizeOp)
 
+int64_t mt::train::elementBytes(Type type) {
+  return type.isInteger(1) ? 1 : (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Train/IR/TrainOps.cpp.inc"

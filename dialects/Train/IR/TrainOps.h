@@ -9,4 +9,16 @@
 #define GET_OP_CLASSES
 #include "dialects/Train/IR/TrainOps.h.inc"
 
+namespace mt::train {
+
+/// Bytes of one element of `type` as stored (i1 takes a byte).
+int64_t elementBytes(mlir::Type type);
+
+/// Bytes of a tensor of `type` as stored.
+inline int64_t storageBytes(mlir::RankedTensorType type) {
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+} // namespace mt::train
+
 #endif // MT_DIALECTS_TRAIN_IR_TRAINOPS_H

@@ -77,6 +77,95 @@ int64_t elements(const mt::plan::Plan &plan, uint32_t b) {
   return n;
 }
 
+struct StepResult {
+  double loss = 0, lr = 0, gradNorm = 0;
+};
+
+/// Runs optimizer steps: the plan's phases in order, the micro-batch phase
+/// once per micro-batch with fresh inputs, and clipping from the global
+/// gradient norm before the optimizer phase.
+class Trainer {
+public:
+  Trainer(const Options &o, const mt::plan::Plan &plan, Backend &backend,
+          TokenData &data)
+      : o(o), plan(plan), backend(backend), data(data) {}
+
+  Status step(int64_t t, StepResult &r) {
+    StepConfig config;
+    config.step = t;
+    r.lr = learningRate(o, t);
+    config.adamw = {r.lr, o.beta1, o.beta2, o.eps, o.weightDecay};
+    int64_t micro = plan.shapes().grad_accum();
+    for (const auto &phase : plan.phases()) {
+      if (phase.kind() == mt::plan::MICRO_BATCH) {
+        for (int64_t m = 0; m < micro; ++m)
+          if (Status st = microBatch(t, m, phase, config, r.loss); !st)
+            return st;
+        r.loss /= double(micro);
+        continue;
+      }
+      if (phase.kind() == mt::plan::STEP_END) {
+        // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
+        double scale = 1.0 / double(micro);
+        r.gradNorm = gradientNorm() * scale;
+        if (!std::isfinite(r.gradNorm))
+          return Status::error("step " + std::to_string(t) +
+                               ": the gradient norm is not finite");
+        double coef = o.gradClip > 0 && r.gradNorm > o.gradClip
+                          ? o.gradClip / (r.gradNorm + 1e-6)
+                          : 1.0;
+        config.gradScale = float(coef * scale);
+      }
+      if (Status st = runPhase(plan, phase, backend, config); !st)
+        return st;
+    }
+    return Status::ok();
+  }
+
+private:
+  Status microBatch(int64_t t, int64_t m, const mt::plan::Phase &phase,
+                    const StepConfig &config, double &loss) {
+    TokenBatch batch;
+    data.next(batch);
+    for (const auto &in : plan.inputs()) {
+      const auto &ids =
+          in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
+      if (Status st = backend.write(in.buffer(), ids.data(),
+                                    ids.size() * sizeof(int64_t));
+          !st)
+        return st;
+    }
+    if (Status st = runPhase(plan, phase, backend, config); !st)
+      return st;
+    float l;
+    if (Status st = backend.read(plan.loss(), &l, sizeof l); !st)
+      return st;
+    if (!std::isfinite(l))
+      return Status::error("step " + std::to_string(t) + ", micro-batch " +
+                           std::to_string(m) + ": the loss is not finite");
+    loss += l;
+    return Status::ok();
+  }
+
+  /// L2 norm of the accumulated (summed) gradients of every trainable weight.
+  double gradientNorm() {
+    double sq = 0;
+    for (const auto &p : plan.parameters()) {
+      if (!p.trainable())
+        continue;
+      const float *g = backend.hostF32(p.grad());
+      for (int64_t i = 0; i < elements(plan, p.grad()); ++i)
+        sq += double(g[i]) * g[i];
+    }
+    return std::sqrt(sq);
+  }
+
+  const Options &o;
+  const mt::plan::Plan &plan;
+  Backend &backend;
+  TokenData &data;
+};
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
   return 1;
@@ -144,85 +233,32 @@ int main(int argc, char **argv) {
   if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
     return fail(o.metrics + ": cannot open the metrics file");
 
+  Trainer trainer{o, plan, *backend, data};
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
   for (int64_t t = 1; t <= o.steps; ++t) {
     auto stepStart = std::chrono::steady_clock::now();
-    StepConfig step;
-    step.step = t;
-    double lr = learningRate(o, t);
-    step.adamw = {lr, o.beta1, o.beta2, o.eps, o.weightDecay};
-    double loss = 0;
-    for (const auto &phase : plan.phases()) {
-      if (phase.kind() != mt::plan::MICRO_BATCH) {
-        if (phase.kind() == mt::plan::STEP_END) {
-          // Global norm of the mean gradient, for the metrics and clipping.
-          double sq = 0, scale = 1.0 / double(shapes.grad_accum());
-          for (const auto &p : plan.parameters())
-            if (p.trainable()) {
-              const float *g = backend->hostF32(p.grad());
-              for (int64_t i = 0; i < elements(plan, p.grad()); ++i)
-                sq += double(g[i]) * g[i] * scale * scale;
-            }
-          double norm = std::sqrt(sq);
-          double coef = o.gradClip > 0 && norm > o.gradClip
-                            ? o.gradClip / (norm + 1e-6)
-                            : 1.0;
-          step.gradScale = float(coef * scale);
-          if (!std::isfinite(norm))
-            return fail("step " + std::to_string(t) +
-                        ": the gradient norm is not finite");
-          loss /= double(shapes.grad_accum());
-          if (Status st = runPhase(plan, phase, *backend, step); !st)
-            return fail(st.message());
-          double secs = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - stepStart)
-                            .count();
-          double elapsed = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - start)
-                               .count();
-          std::fprintf(stderr,
-                       "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
-                       "elapsed %.1fs  eta %.1fs\n",
-                       (long long)t, (long long)o.steps, loss, lr,
-                       tokensPerStep / secs, elapsed,
-                       elapsed / double(t) * double(o.steps - t));
-          if (metrics) {
-            std::fprintf(metrics,
-                         "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                         "\"grad_norm\": %.9g, \"tokens\": %lld, "
-                         "\"step_time_s\": %.6f}\n",
-                         (long long)t, loss, lr, norm,
-                         (long long)(tokensPerStep * t), secs);
-            std::fflush(metrics);
-          }
-          continue;
-        }
-        if (Status st = runPhase(plan, phase, *backend, step); !st)
-          return fail(st.message());
-        continue;
-      }
-      for (int64_t m = 0; m < shapes.grad_accum(); ++m) {
-        TokenBatch batch;
-        data.next(batch);
-        for (const auto &in : plan.inputs()) {
-          const auto &ids =
-              in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
-          if (Status st = backend->write(in.buffer(), ids.data(),
-                                         ids.size() * sizeof(int64_t));
-              !st)
-            return fail(st.message());
-        }
-        if (Status st = runPhase(plan, phase, *backend, step); !st)
-          return fail(st.message());
-        float l;
-        if (Status st = backend->read(plan.loss(), &l, sizeof l); !st)
-          return fail(st.message());
-        if (!std::isfinite(l))
-          return fail("step " + std::to_string(t) + ", micro-batch " +
-                      std::to_string(m) + ": the loss is not finite");
-        loss += l;
-      }
+    StepResult r;
+    if (Status st = trainer.step(t, r); !st)
+      return fail(st.message());
+    using Seconds = std::chrono::duration<double>;
+    auto now = std::chrono::steady_clock::now();
+    double secs = Seconds(now - stepStart).count();
+    double elapsed = Seconds(now - start).count();
+    std::fprintf(stderr,
+                 "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
+                 "elapsed %.1fs  eta %.1fs\n",
+                 (long long)t, (long long)o.steps, r.loss, r.lr,
+                 tokensPerStep / secs, elapsed,
+                 elapsed / double(t) * double(o.steps - t));
+    if (metrics) {
+      std::fprintf(metrics,
+                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
+                   "\"grad_norm\": %.9g, \"tokens\": %lld, "
+                   "\"step_time_s\": %.6f}\n",
+                   (long long)t, r.loss, r.lr, r.gradNorm,
+                   (long long)(tokensPerStep * t), secs);
+      std::fflush(metrics);
     }
   }
   if (metrics)

@@ -280,8 +280,19 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
                         a.scale(),
                         a.causal(),
                         a.window()};
-    if (hasMask && count(operand(3)) != s.seq * s.seq)
-      return Status::error("the CPU attention takes one [seq, seq] mask");
+    if (hasMask) {
+      // [.., maskBatch, maskHeads, seq, seq], leading dims 1.
+      auto md = dims(operand(3));
+      while (md.size() < 4)
+        md.insert(md.begin(), 1);
+      s.maskBatch = md[0];
+      s.maskHeads = md[1];
+      if ((s.maskBatch != 1 && s.maskBatch != s.batch) ||
+          (s.maskHeads != 1 && s.maskHeads != s.heads) || md[2] != s.seq ||
+          md[3] != s.seq)
+        return Status::error("the attention mask does not broadcast to "
+                             "[batch, heads, seq, seq]");
+    }
     if (!grad) {
       Out o = out(result(0));
       k::attentionForward(q.data, kk.data, v.data, mask.data, s, o.data);

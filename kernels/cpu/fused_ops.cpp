@@ -215,6 +215,13 @@ void scoresRow(const float *q, const float *k, const float *mask,
                std::vector<double> &p) {
   int64_t d = s.headDim, g = h / (s.heads / s.kvHeads);
   const float *qi = q + (b * s.seq + i) * s.heads * d + h * d;
+  const float *rowMask =
+      mask ? mask + (((s.maskBatch > 1 ? b : 0) * s.maskHeads +
+                      (s.maskHeads > 1 ? h : 0)) *
+                         s.seq +
+                     i) *
+                        s.seq
+           : nullptr;
   double maxScore = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < s.seq; ++j) {
     if (masked(s, i, j)) {
@@ -225,7 +232,7 @@ void scoresRow(const float *q, const float *k, const float *mask,
     double dot = 0;
     for (int64_t e = 0; e < d; ++e)
       dot += double(qi[e]) * kj[e];
-    p[j] = dot * s.scale + (mask ? mask[i * s.seq + j] : 0.0);
+    p[j] = dot * s.scale + (mask ? rowMask[j] : 0.0);
     maxScore = std::max(maxScore, p[j]);
   }
   double sum = 0;

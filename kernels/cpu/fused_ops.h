@@ -58,13 +58,15 @@ void rotaryBackward(const float *dy, const float *cos, const float *sin,
 
 /// Attention over packed heads: q [batch, seq, heads * headDim], k and v
 /// [batch, seq, kvHeads * headDim]; query head h reads kv head
-/// h / (heads / kvHeads). mask (may be null) is additive, [seq, seq] shared
-/// by every batch and head.
+/// h / (heads / kvHeads). mask (may be null) is additive: [maskBatch,
+/// maskHeads, seq, seq] where maskBatch is 1 or batch and maskHeads 1 or
+/// heads (1 broadcasts).
 struct AttentionShape {
   int64_t batch, seq, heads, kvHeads, headDim;
   float scale;
   bool causal = false;
   int64_t window = 0; ///< > 0: also mask i - j >= window.
+  int64_t maskBatch = 1, maskHeads = 1;
 };
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out);

@@ -173,8 +173,11 @@ private:
                           int64_t(a.getWindow())};
       const float *mask = nullptr;
       if (a.getMask()) {
-        // The reference kernel takes one [S, S] mask for every batch and head.
-        EXPECT_EQ(numel(in(3).shape), s.seq * s.seq);
+        auto md = in(3).shape;
+        while (md.size() < 4)
+          md.insert(md.begin(), 1);
+        s.maskBatch = md[0];
+        s.maskHeads = md[1];
         mask = in(3).f.data();
       }
       k::attentionForward(in(0).f.data(), in(1).f.data(), in(2).f.data(), mask,
@@ -280,7 +283,15 @@ private:
                           a.getScale().convertToFloat(),
                           a.getCausal(),
                           int64_t(a.getWindow())};
-      const float *mask = a.getMask() ? in(3).f.data() : nullptr;
+      const float *mask = nullptr;
+      if (a.getMask()) {
+        auto md = in(3).shape;
+        while (md.size() < 4)
+          md.insert(md.begin(), 1);
+        s.maskBatch = md[0];
+        s.maskHeads = md[1];
+        mask = in(3).f.data();
+      }
       k::attentionBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(), mask,
                            env[a.getGrad()].f.data(), s, dq.f.data(),
                            dk.f.data(), dv.f.data());

@@ -162,6 +162,7 @@ struct AttentionCase {
   int64_t heads, kvHeads;
   bool causal, mask;
   int64_t window;
+  bool maskPerBatchAndHead = false;
 };
 
 class AttentionGrad : public ::testing::TestWithParam<AttentionCase> {};
@@ -173,7 +174,11 @@ TEST_P(AttentionGrad, MatchesFiniteDifferences) {
   Vec q = randomVec(s.batch * s.seq * s.heads * s.headDim, rng),
       k = randomVec(s.batch * s.seq * s.kvHeads * s.headDim, rng),
       v = randomVec(k.size(), rng), dOut = randomVec(q.size(), rng),
-      out(q.size()), mask = randomVec(s.seq * s.seq, rng);
+      out(q.size()), mask = randomVec(s.seq * s.seq * s.batch * s.heads, rng);
+  if (c.maskPerBatchAndHead) {
+    s.maskBatch = s.batch;
+    s.maskHeads = s.heads;
+  }
   const float *m = c.mask ? mask.data() : nullptr;
   auto loss = [&] {
     attentionForward(q.data(), k.data(), v.data(), m, s, out.data());
@@ -190,8 +195,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, AttentionGrad,
                          ::testing::Values(AttentionCase{2, 2, true, false, 0},
                                            AttentionCase{4, 2, true, false, 0},
                                            AttentionCase{2, 1, false, true, 0},
-                                           AttentionCase{2, 2, true, false,
-                                                         2}));
+                                           AttentionCase{2, 2, true, false, 2},
+                                           AttentionCase{4, 2, false, true, 0,
+                                                         true}));
 
 TEST(FusedOps, CausalAttentionFirstTokenReadsOnlyItself) {
   AttentionShape s{1, 2, 1, 1, 1, 1.0f, true};

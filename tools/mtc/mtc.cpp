@@ -77,6 +77,17 @@ cl::opt<int64_t>
 cl::opt<int64_t> gradAccum("grad-accum",
                            cl::desc("Micro-batches per optimizer step"),
                            cl::init(1), cl::cat(category));
+cl::opt<bool> streamWeights(
+    "stream-weights",
+    cl::desc("Copy each layer's weights to the device just before its "
+             "forward and again before its backward, instead of keeping all "
+             "weights on the device"),
+    cl::init(false), cl::cat(category));
+cl::opt<int64_t> lookahead(
+    "lookahead",
+    cl::desc("With --stream-weights: issue each copy this many weights "
+             "ahead of its first use"),
+    cl::init(8), cl::cat(category));
 cl::opt<std::string> computeDtype(
     "compute-dtype",
     cl::desc("Storage of activations and device weights: fp32 or bf16 "
@@ -177,6 +188,11 @@ int main(int argc, char **argv) {
       lower.gradAccum = gradAccum;
       lower.computeDtype = computeDtype;
       pm.addPass(mt::sched::createLowerToSchedPass(lower));
+      if (streamWeights) {
+        mt::sched::StreamWeightsPassOptions stream;
+        stream.lookahead = lookahead;
+        pm.addPass(mt::sched::createStreamWeightsPass(stream));
+      }
       pm.addPass(mt::sched::createPlanMemoryPass());
     }
     if (failed(pm.run(*module)))

@@ -348,14 +348,24 @@ struct LowerToSched
       auto t = tensorOf(v);
       Value staging = buffer((of.getValue() + ".grad.staging").str(),
                              "host_pinned", deviceType(t));
+      // Right after the op that completes the gradient, so that its device
+      // buffer dies as soon as it is on the host.
       SmallVector<Value> after;
-      if (Value token = tokens.lookup(grad))
+      Operation *producer = nullptr;
+      if (Value token = tokens.lookup(grad)) {
         after.push_back(token);
+        producer = token.getDefiningOp();
+      }
       Value copied =
           exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
                0, train::storageBytes(deviceType(t)), step.getLoc());
-      exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0], copied,
-           nullptr, 0, train::storageBytes(t), step.getLoc());
+      Value added =
+          exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0],
+               copied, nullptr, 0, train::storageBytes(t), step.getLoc());
+      if (producer) {
+        copied.getDefiningOp()->moveAfter(producer);
+        added.getDefiningOp()->moveAfter(copied.getDefiningOp());
+      }
       exec(end, "optimizer", Kernel::AdamW, w.state[0],
            {w.master, w.state[1], w.state[2]}, {}, nullptr,
            10.0 * t.getNumElements(), 4 * train::storageBytes(t),

@@ -44,20 +44,58 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
   ];
 }
 
+def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
+  let summary = "Stream weights to the device per micro-batch instead of keeping them resident";
+  let description = [{
+    A weight that the schedule copies to the device once per step, at
+    `step_begin`, is instead copied in `micro_batch` twice: before the
+    forward uses it and before the backward (with its recompute) uses it,
+    each time into a buffer of its own that lives only until its last use,
+    so that the memory planner can give the bytes to the next layer's
+    weights. Each copy is issued on the host-to-device stream `lookahead`
+    weights ahead of its first use (prefetch); its first user waits for
+    it. The device then holds a window of weights, not all of them.
+
+    Before:
+    ```mlir
+    sched.phase step_begin { sched.exec copy_to_device ins(%w) outs(%wd) on @h2d }
+    sched.phase micro_batch { sched.exec linear ins(%x, %wd) ... }
+    ```
+    After:
+    ```mlir
+    sched.phase micro_batch {
+      %c = sched.exec copy_to_device ins(%w) outs(%wd_fwd) on @h2d
+      sched.exec linear ins(%x, %wd_fwd) ... on @compute after(%c)
+      ...
+      %c2 = sched.exec copy_to_device ins(%w) outs(%wd_bwd) on @h2d
+      sched.exec linear_grad ins(%x, %wd_bwd, %dy) ... after(%c2)
+    }
+    ```
+  }];
+  let options = [
+    Option<"lookahead", "lookahead", "int64_t", "8",
+           "Issue each copy this many weight first-uses ahead (prefetch)">,
+  ];
+  let statistics = [
+    Statistic<"numCopies", "copies", "weight copies per micro-batch">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let summary = "Give every buffer a static offset; size every arena to its exact peak";
   let description = [{
-    Host and pinned buffers, and device buffers that live across the step
-    (weights, constants), are packed one after another. Device buffers of
-    a micro-batch live from the op that writes them first to the op that
-    reads them last; they are placed first-fit in order of their first
-    write, reusing the bytes of buffers that are dead. Offsets are aligned
+    Host buffers, and buffers that live across the step (device weights,
+    constants, inputs), are packed one after another. Device and pinned
+    buffers of a micro-batch live from the op that writes them first to the
+    op that reads them last; they are placed first-fit in order of their
+    first write, reusing the bytes of buffers that are dead. Offsets are aligned
     to 64 bytes. Arena sizes become the exact peak.
 
     Before: `sched.buffer "h" in @device at -1`; after: `... at 4096`.
   }];
   let statistics = [
     Statistic<"deviceBytes", "device-bytes", "peak of the device arena (bytes)">,
+    Statistic<"hazardWaits", "hazard-waits", "waits added so that a stream does not overwrite bytes another stream still reads">,
   ];
 }
 

@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
 
+#include "llvm/ADT/MapVector.h"
+
 #include <map>
 
 #define DEBUG_TYPE "mt-plan-memory"
@@ -40,12 +42,67 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       plan(program);
   }
 
+  using LastUsers = DenseMap<Value, llvm::MapVector<StringRef, ExecOp>>;
+
+  /// First fit, in order of first write, above `base`; returns the peak.
+  int64_t placeByLiveness(
+      SmallVector<std::pair<std::pair<int64_t, int64_t>, BufferOp>> &buffers,
+      int64_t base, DenseMap<Value, ExecOp> &firstUser, LastUsers &lastUsers) {
+    struct Live {
+      int64_t offset, bytes, end;
+    };
+    struct Placed {
+      int64_t offset, bytes;
+      Value buffer;
+    };
+    std::vector<Live> active; // sorted by offset
+    std::vector<Placed> placed;
+    int64_t peak = base;
+    llvm::stable_sort(buffers, [](auto &a, auto &b) {
+      return a.first.first < b.first.first;
+    });
+    for (auto &[live, buf] : buffers) {
+      llvm::erase_if(active, [&](const Live &l) { return l.end < live.first; });
+      int64_t bytes = alignUp(bytesOf(buf)), offset = base;
+      for (const Live &l : active) {
+        if (offset + bytes <= l.offset)
+          break;
+        offset = std::max(offset, l.offset + l.bytes);
+      }
+      buf.setOffsetAttr(signedAttr(buf, offset));
+      // Bytes reused from dead buffers: the first writer waits for their
+      // last users on other streams (its own stream runs in order).
+      ExecOp writer = firstUser.lookup(buf);
+      for (const Placed &p : placed) {
+        if (p.offset >= offset + bytes || offset >= p.offset + p.bytes)
+          continue;
+        for (auto &[stream, user] : lastUsers[p.buffer])
+          if (stream != writer.getStream() &&
+              !llvm::is_contained(writer.getWaits(), user.getDone())) {
+            writer.getWaitsMutable().append(user.getDone());
+            ++hazardWaits;
+          }
+      }
+      placed.push_back({offset, bytes, buf});
+      active.push_back({offset, bytes, live.second});
+      llvm::sort(active, [](const Live &a, const Live &b) {
+        return a.offset < b.offset;
+      });
+      peak = std::max(peak, offset + bytes);
+    }
+    return peak;
+  }
+
   void plan(ProgramOp program) {
     // Live range of each device buffer in the micro-batch phase, by op
     // index; buffers used in other phases (or constants, inputs) live
     // throughout and are packed first.
     DenseMap<Value, std::pair<int64_t, int64_t>> range;
     DenseSet<Value> wholeStep;
+    // In the micro-batch: the op that first touches each buffer, and the
+    // last op of each stream that touches it.
+    DenseMap<Value, ExecOp> firstUser;
+    LastUsers lastUsers;
     for (auto phase : program.getOps<PhaseOp>()) {
       int64_t index = 0;
       for (auto exec : phase.getOps<ExecOp>()) {
@@ -58,6 +115,8 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
           }
           auto [it, fresh] = range.try_emplace(v, index, index);
           it->second.second = index;
+          firstUser.try_emplace(v, exec);
+          lastUsers[v][exec.getStream()] = exec;
         }
         ++index;
       }
@@ -67,46 +126,28 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     for (auto loss : program.getOps<LossOp>())
       wholeStep.insert(loss.getBuffer());
 
+    // Buffers of one micro-batch on the device or in pinned memory share
+    // bytes by liveness; everything else (host state, constants, inputs,
+    // what another phase touches) has bytes of its own, packed first.
     std::map<std::string, int64_t> size;
-    struct Live {
-      int64_t offset, bytes, end;
-    };
-    std::vector<Live> active; // sorted by offset
-    SmallVector<std::pair<std::pair<int64_t, int64_t>, BufferOp>> transient;
+    std::map<std::string,
+             SmallVector<std::pair<std::pair<int64_t, int64_t>, BufferOp>>>
+        transient;
     for (auto buf : program.getOps<BufferOp>()) {
       std::string arena = buf.getArena().str();
-      bool persistent = arena != "device" || buf.getValue() ||
+      bool persistent = arena == "host" || buf.getValue() ||
                         wholeStep.contains(buf) || !range.count(buf);
       if (!persistent) {
-        transient.push_back({range[buf], buf});
+        transient[arena].push_back({range[buf], buf});
         continue;
       }
       int64_t &top = size[arena];
       buf.setOffsetAttr(signedAttr(buf, top));
       top = alignUp(top + bytesOf(buf));
     }
-    // First-fit over the micro-batch's buffers in order of first write.
-    int64_t base = size["device"], peak = base;
-    llvm::stable_sort(transient, [](auto &a, auto &b) {
-      return a.first.first < b.first.first;
-    });
-    for (auto &[live, buf] : transient) {
-      llvm::erase_if(active, [&](const Live &l) { return l.end < live.first; });
-      int64_t bytes = alignUp(bytesOf(buf)), offset = base;
-      for (const Live &l : active) {
-        if (offset + bytes <= l.offset)
-          break;
-        offset = std::max(offset, l.offset + alignUp(l.bytes));
-      }
-      buf.setOffsetAttr(signedAttr(buf, offset));
-      active.push_back({offset, bytes, live.second});
-      llvm::sort(active, [](const Live &a, const Live &b) {
-        return a.offset < b.offset;
-      });
-      peak = std::max(peak, offset + bytes);
-    }
-    size["device"] = peak;
-    deviceBytes = peak;
+    for (auto &[arena, buffers] : transient)
+      size[arena] = placeByLiveness(buffers, size[arena], firstUser, lastUsers);
+    deviceBytes = size["device"];
     for (auto arena : program.getOps<ArenaOp>())
       arena.setSizeAttr(OpBuilder(arena).getI64IntegerAttr(
           std::max<int64_t>(size[arena.getSymName().str()], kAlignment)));

@@ -1,0 +1,135 @@
+//===- StreamWeights.cpp - copy weights per micro-batch, with prefetch ----===//
+#include "dialects/Sched/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "mt-stream-weights"
+
+namespace mt::sched {
+#define GEN_PASS_DEF_STREAMWEIGHTSPASS
+#include "dialects/Sched/Transforms/Passes.h.inc"
+} // namespace mt::sched
+
+using namespace mlir;
+using namespace mt::sched;
+
+namespace {
+
+bool isGradient(Kernel k) {
+  switch (k) {
+  case Kernel::EmbeddingGrad:
+  case Kernel::LinearGrad:
+  case Kernel::RmsNormGrad:
+  case Kernel::LayerNormGrad:
+  case Kernel::RotaryGrad:
+  case Kernel::AttentionGrad:
+  case Kernel::ActivationGrad:
+  case Kernel::GatedActivationGrad:
+  case Kernel::CrossEntropyGrad:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// One region of uses of a weight's device copy: the ops that read it.
+struct Region {
+  Value device;              ///< the buffer the step_begin copy fills
+  ExecOp source;             ///< that copy
+  StringRef suffix;          ///< ".fwd" or ".bwd"
+  SmallVector<ExecOp> users; ///< in program order
+};
+
+struct StreamWeights
+    : public mt::sched::impl::StreamWeightsPassBase<StreamWeights> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto program : getOperation().getOps<ProgramOp>())
+      run(program);
+  }
+
+  void run(ProgramOp program) {
+    PhaseOp begin, micro;
+    for (auto phase : program.getOps<PhaseOp>()) {
+      if (phase.getKind() == PhaseKind::StepBegin)
+        begin = phase;
+      if (phase.getKind() == PhaseKind::MicroBatch)
+        micro = phase;
+    }
+    if (!begin || !micro)
+      return;
+    // Program order of the micro-batch; the backward starts at the first
+    // gradient kernel (a layer's recompute comes after it too).
+    SmallVector<ExecOp> order(micro.getOps<ExecOp>());
+    DenseMap<Operation *, int64_t> index;
+    int64_t backward = int64_t(order.size());
+    for (auto [i, e] : llvm::enumerate(order)) {
+      index[e] = i;
+      if (isGradient(e.getKernel()) && backward == int64_t(order.size()))
+        backward = i;
+    }
+    // Regions of the weights copied once per step.
+    SmallVector<Region> regions;
+    for (auto copy : llvm::to_vector(begin.getOps<ExecOp>())) {
+      if (copy.getKernel() != Kernel::CopyToDevice)
+        continue;
+      Value device = copy.getOuts()[0];
+      Region fwd{device, copy, ".fwd", {}}, bwd{device, copy, ".bwd", {}};
+      for (ExecOp e : order)
+        if (llvm::is_contained(e.getIns(), device))
+          (index[e] < backward ? fwd : bwd).users.push_back(e);
+      for (Region *r : {&fwd, &bwd})
+        if (!r->users.empty())
+          regions.push_back(*r);
+    }
+    // Prefetch: a region's copy goes where the region `lookahead` places
+    // earlier in first-use order is first used.
+    llvm::stable_sort(regions, [&](const Region &a, const Region &b) {
+      return index[a.users.front()] < index[b.users.front()];
+    });
+    for (auto [i, r] : llvm::enumerate(regions)) {
+      size_t at = i >= size_t(lookahead) ? i - size_t(lookahead) : 0;
+      Operation *before = regions[at].users.front();
+      streamRegion(program, r, before);
+    }
+    // The once-per-step copies and their buffers are gone (a weight's two
+    // regions share them: erase each once).
+    llvm::SetVector<Operation *> dead;
+    for (Region &r : regions) {
+      dead.insert(r.source);
+      dead.insert(r.device.getDefiningOp());
+    }
+    for (Operation *op : dead)
+      op->erase();
+  }
+
+  void streamRegion(ProgramOp program, Region &r, Operation *before) {
+    auto def = r.device.getDefiningOp<BufferOp>();
+    OpBuilder b(def);
+    auto buf = b.create<BufferOp>(
+        def.getLoc(), def.getType(),
+        b.getStringAttr((def.getName() + r.suffix).str()), def.getArenaAttr(),
+        def.getOffsetAttr(), ElementsAttr());
+    b.setInsertionPoint(before);
+    auto copy = b.create<ExecOp>(
+        r.source.getLoc(), r.source.getDone().getType(),
+        r.source.getKernelAttr(), r.source.getIns(), ValueRange{buf},
+        r.source.getStreamAttr(), ValueRange{}, r.source.getAttrsAttr(),
+        r.source.getFlopsAttr(), r.source.getBytesAttr());
+    ++numCopies;
+    for (ExecOp user : r.users)
+      for (OpOperand &operand : user->getOpOperands())
+        if (operand.get() == r.device)
+          operand.set(buf);
+    // Streams run in order: the first reader on each stream waits.
+    llvm::SmallDenseSet<StringRef> waited;
+    for (ExecOp user : r.users)
+      if (waited.insert(user.getStream()).second)
+        user.getWaitsMutable().append(copy.getDone());
+  }
+};
+
+} // namespace

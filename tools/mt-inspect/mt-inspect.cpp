@@ -1,7 +1,13 @@
-// mt-inspect: print what a plan will do, as text: the shapes, the arenas
-// and their peaks, the streams, the buffers, and each phase's ops on their
-// streams with the tokens that order them.
+// mt-inspect: show what a plan will do: the shapes, the arenas and their
+// peaks, the streams, the buffers, each phase's ops on their streams with the
+// tokens that order them, and the step as the cost model predicts it on the
+// plan's target (text lanes, Chrome trace JSON for Perfetto, SVG, JSON).
+#include "runtime/cost_model.h"
 #include "runtime/plan_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 #include <CLI/CLI.hpp>
 
@@ -42,20 +48,182 @@ std::string names(const plan::Plan &p,
 
 } // namespace
 
+/// One line per stream: `width` cells over the step, '#' where the stream is
+/// busy.
+void printTimeline(const plan::Plan &p, const runtime::Prediction &r) {
+  const int width = 100;
+  std::printf("\npredicted step on %s: %.6g s (%d columns of %.3g s)\n",
+              p.target().name().c_str(), r.stepSeconds, width,
+              r.stepSeconds / width);
+  for (int s = 0; s < p.streams_size(); ++s) {
+    std::string lane(width, '.');
+    for (const auto &t : r.timeline) {
+      const auto &op = p.phases(t.phase).ops(t.op);
+      if (int(op.stream()) != s || t.end <= t.start)
+        continue;
+      int a = int(t.start / r.stepSeconds * width);
+      int b = std::max(a + 1, int(t.end / r.stepSeconds * width));
+      for (int c = a; c < std::min(b, width); ++c)
+        lane[c] = '#';
+    }
+    std::printf("  %-10s |%s| %5.1f%% busy\n", p.streams(s).name().c_str(),
+                lane.c_str(), 100 * r.streamBusySeconds[s] / r.stepSeconds);
+  }
+}
+
+/// Chrome trace format: one complete event ("X") per op, microseconds, one
+/// thread per stream; opens in Perfetto and chrome://tracing.
+nlohmann::json traceOf(const plan::Plan &p, const runtime::Prediction &r) {
+  nlohmann::json events = nlohmann::json::array();
+  for (int s = 0; s < p.streams_size(); ++s)
+    events.push_back({{"ph", "M"},
+                      {"pid", 0},
+                      {"tid", s},
+                      {"name", "thread_name"},
+                      {"args", {{"name", p.streams(s).name()}}}});
+  for (const auto &t : r.timeline) {
+    const auto &ph = p.phases(t.phase);
+    const auto &op = ph.ops(t.op);
+    events.push_back({{"ph", "X"},
+                      {"pid", 0},
+                      {"tid", op.stream()},
+                      {"name", plan::Kernel_Name(op.kernel())},
+                      {"ts", t.start * 1e6},
+                      {"dur", (t.end - t.start) * 1e6},
+                      {"args",
+                       {{"phase", plan::PhaseKind_Name(ph.kind())},
+                        {"op", t.op},
+                        {"micro_batch", t.repeat},
+                        {"flops", op.flops()},
+                        {"bytes", op.bytes()}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+/// The step as lanes (one per stream), and each tier's peak against its
+/// budget as a bar.
+std::string svgOf(const plan::Plan &p, const runtime::Prediction &r) {
+  const double width = 1000, lane = 28, left = 110;
+  double height = 60 + lane * p.streams_size() + 30 * p.arenas_size() + 20;
+  std::string out;
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+                "height=\"%.0f\" font-family=\"sans-serif\" "
+                "font-size=\"12\">\n",
+                left + width + 20, height);
+  out += buf;
+  std::snprintf(buf, sizeof buf,
+                "<text x=\"10\" y=\"20\">predicted step on %s: %.6g s</text>\n",
+                p.target().name().c_str(), r.stepSeconds);
+  out += buf;
+  for (int s = 0; s < p.streams_size(); ++s) {
+    double y = 40 + s * lane;
+    std::snprintf(buf, sizeof buf, "<text x=\"10\" y=\"%.0f\">%s</text>\n",
+                  y + 16, p.streams(s).name().c_str());
+    out += buf;
+  }
+  for (const auto &t : r.timeline) {
+    const auto &op = p.phases(t.phase).ops(t.op);
+    double x = left + t.start / r.stepSeconds * width;
+    double w = std::max(0.5, (t.end - t.start) / r.stepSeconds * width);
+    std::snprintf(buf, sizeof buf,
+                  "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+                  "height=\"%.0f\" fill=\"#%06x\"><title>%s</title></rect>\n",
+                  x, 40 + op.stream() * lane, w, lane - 6,
+                  0x3060a0 + 0x203010 * int(op.stream() % 4),
+                  plan::Kernel_Name(op.kernel()).c_str());
+    out += buf;
+  }
+  double y = 50 + lane * p.streams_size();
+  for (const auto &a : p.arenas()) {
+    double budget = a.tier() == plan::DEVICE
+                        ? double(p.target().gpu_memory_bytes())
+                        : double(p.target().host_memory_bytes());
+    double frac = budget > 0 ? std::min(1.0, a.size_bytes() / budget) : 0;
+    std::snprintf(buf, sizeof buf,
+                  "<text x=\"10\" y=\"%.0f\">%s</text>"
+                  "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"18\" "
+                  "fill=\"none\" stroke=\"#888\"/>"
+                  "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" "
+                  "fill=\"#c06030\"><title>%.3g of %.3g bytes</title></rect>\n",
+                  y + 14, a.name().c_str(), left, y, width, left, y,
+                  frac * width, double(a.size_bytes()), budget);
+    out += buf;
+    y += 30;
+  }
+  return out + "</svg>\n";
+}
+
 int main(int argc, char **argv) {
-  std::string path;
-  bool summary = false;
+  std::string path, tracePath, svgPath;
+  bool summary = false, timeline = false, json = false;
   CLI::App app{"mt-inspect: show the schedule, buffers and memory of a plan"};
   app.add_option("plan", path, "The plan file (mtc MODEL.onnx -o PLAN.mtp)")
       ->required();
   app.add_flag("--summary", summary,
                "Only the shapes, arenas, streams and op counts");
+  app.add_flag("--timeline", timeline,
+               "The predicted step as text lanes, one per stream");
+  app.add_option("--trace", tracePath,
+                 "Write the predicted step as Chrome trace JSON (Perfetto)");
+  app.add_option("--svg", svgPath,
+                 "Write the predicted step and memory per tier as SVG");
+  app.add_flag("--json", json, "Print the summary and prediction as JSON");
   CLI11_PARSE(app, argc, argv);
 
   plan::Plan p;
   if (runtime::Status st = runtime::readPlan(path, p); !st) {
     std::fprintf(stderr, "mt-inspect: error: %s\n", st.message().c_str());
     return 1;
+  }
+  runtime::Prediction prediction;
+  if (timeline || json || !tracePath.empty() || !svgPath.empty()) {
+    if (p.target().name().empty()) {
+      std::fprintf(stderr,
+                   "mt-inspect: error: %s: the plan has no target; "
+                   "recompile it with mtc --target\n",
+                   path.c_str());
+      return 1;
+    }
+    prediction = runtime::simulate(p, p.target());
+  }
+  auto writeFile = [&](const std::string &file, const std::string &text) {
+    std::ofstream out(file);
+    if (!out || !(out << text)) {
+      std::fprintf(stderr, "mt-inspect: error: %s: cannot write\n",
+                   file.c_str());
+      return false;
+    }
+    return true;
+  };
+  if (!tracePath.empty() &&
+      !writeFile(tracePath, traceOf(p, prediction).dump()))
+    return 1;
+  if (!svgPath.empty() && !writeFile(svgPath, svgOf(p, prediction)))
+    return 1;
+  if (json) {
+    nlohmann::json arenas = nlohmann::json::object(),
+                   streams = nlohmann::json::object();
+    for (const auto &a : p.arenas())
+      arenas[a.name()] = a.size_bytes();
+    for (int i = 0; i < p.streams_size(); ++i)
+      streams[p.streams(i).name()] = prediction.streamBusySeconds[i];
+    nlohmann::json out = {
+        {"model", p.model()},
+        {"target", p.target().name()},
+        {"batch", p.shapes().batch()},
+        {"seq", p.shapes().seq()},
+        {"grad_accum", p.shapes().grad_accum()},
+        {"compute_dtype", plan::DType_Name(p.compute_dtype())},
+        {"arena_peak_bytes", arenas},
+        {"predicted_step_seconds", prediction.stepSeconds},
+        {"stream_busy_seconds", streams},
+        {"h2d_bytes", prediction.h2dBytes},
+        {"d2h_bytes", prediction.d2hBytes},
+        {"bottleneck", p.streams(prediction.bottleneckStream).name()}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
   }
   const auto &s = p.shapes();
   std::printf("plan %s (version %u) of %s\n", path.c_str(), p.version(),
@@ -101,7 +269,9 @@ int main(int argc, char **argv) {
     }
     std::printf("\n");
   }
-  if (summary)
+  if (timeline)
+    printTimeline(p, prediction);
+  if (summary || timeline)
     return 0;
   std::printf("\nbuffers:\n");
   for (int i = 0; i < p.buffers_size(); ++i) {

@@ -11,6 +11,7 @@
 #include "compiler/Summary.h"
 #include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/Transforms/Passes.h"
+#include "runtime/cost_model.h"
 #include "runtime/plan_io.h"
 
 #include "mlir/IR/AsmState.h"
@@ -20,6 +21,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -88,6 +90,20 @@ cl::opt<int64_t> lookahead(
     cl::desc("With --stream-weights: issue each copy this many weights "
              "ahead of its first use"),
     cl::init(8), cl::cat(category));
+cl::opt<std::string> target(
+    "target",
+    cl::desc("The machine to plan for: h200, h100, a100, rtx4090, cpu, or a "
+             "JSON target file"),
+    cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> gpuMem(
+    "gpu-mem",
+    cl::desc("Device memory budget (e.g. 80GiB; default: the target's)"),
+    cl::cat(category));
+cl::opt<bool> explain(
+    "explain",
+    cl::desc("Print the predicted step: time per stream, bytes per link, "
+             "memory per tier against its budget, the bottleneck"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> computeDtype(
     "compute-dtype",
     cl::desc("Storage of activations and device weights: fp32 or bf16 "
@@ -107,6 +123,81 @@ std::string describe(mlir::Location loc) {
   if (auto f = dyn_cast<mlir::FileLineColLoc>(loc))
     return f.getFilename().str() + ": ";
   return "";
+}
+
+/// Bytes of "80GiB", "1.5TB", "512MiB" or a plain number; -1 if invalid.
+int64_t parseSize(StringRef text) {
+  static const std::pair<const char *, double> units[] = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0},
+      {"KiB", 1024.0},          {"TB", 1e12},           {"GB", 1e9},
+      {"MB", 1e6},              {"KB", 1e3},            {"B", 1.0}};
+  double scale = 1;
+  for (auto [suffix, factor] : units)
+    if (text.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double value;
+  if (text.trim().getAsDouble(value) || value < 0)
+    return -1;
+  return int64_t(value * scale);
+}
+
+std::string gib(double bytes) {
+  return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
+}
+
+/// The --explain table of a plan on its target.
+void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
+                  int64_t gpuBudget, raw_ostream &os) {
+  const auto &t = plan.target();
+  const auto &s = plan.shapes();
+  double tokens = double(s.batch() * s.seq() * s.grad_accum());
+  os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
+                      "{3:F1} TFLOP/s of model math\n",
+                      t.name(), r.stepSeconds, tokens / r.stepSeconds,
+                      r.flops / r.stepSeconds / 1e12);
+  os << "\nstream            busy (s)   share of step\n";
+  for (int i = 0; i < plan.streams_size(); ++i)
+    os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",
+                        plan.streams(i).name(), r.streamBusySeconds[i],
+                        100 * r.streamBusySeconds[i] / r.stepSeconds);
+  os << "\nlink              bytes/step     at bandwidth\n";
+  os << llvm::formatv("  host->device   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.h2dBytes), r.h2dBytes / t.h2d_bytes_per_s(),
+                      t.h2d_bytes_per_s() / 1e9);
+  os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
+                      t.d2h_bytes_per_s() / 1e9);
+  os << "\ntier              peak           budget\n";
+  for (const auto &a : plan.arenas()) {
+    std::string budget = a.tier() == mt::plan::DEVICE
+                             ? gib(double(gpuBudget))
+                             : gib(double(t.host_memory_bytes()));
+    os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
+                        gib(double(a.size_bytes())), budget);
+  }
+  int b = r.bottleneckStream;
+  os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
+     << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
+     << "% of the step busy)";
+  switch (plan.streams(b).kind()) {
+  case mt::plan::COMPUTE:
+    os << (plan.compute_dtype() == mt::plan::F32
+               ? ": compute-bound; bf16 compute (--compute-dtype bf16) raises "
+                 "the matmul rate\n"
+               : ": compute-bound, as it should be: the transfers and the "
+                 "optimizer hide behind the math\n");
+    break;
+  case mt::plan::HOST_TO_DEVICE:
+  case mt::plan::DEVICE_TO_HOST:
+    os << ": transfer-bound; a larger batch gives each copied byte more "
+          "math to hide behind\n";
+    break;
+  default:
+    os << ": optimizer-bound; more host threads or fewer optimizer steps "
+          "(--grad-accum) help\n";
+  }
 }
 
 } // namespace
@@ -202,6 +293,35 @@ int main(int argc, char **argv) {
     mt::plan::Plan plan;
     if (failed(mt::emitPlan(*module, plan)))
       return 1;
+    if (mt::runtime::Status st =
+            mt::runtime::loadTarget(target, *plan.mutable_target());
+        !st) {
+      errs() << "mtc: error: --target: " << st.message() << "\n";
+      return 1;
+    }
+    int64_t budget = int64_t(plan.target().gpu_memory_bytes());
+    if (!gpuMem.empty() && (budget = parseSize(gpuMem)) < 0) {
+      errs() << "mtc: error: --gpu-mem '" << gpuMem
+             << "' is not a size (e.g. 80GiB)\n";
+      return 1;
+    }
+    mt::runtime::Prediction prediction =
+        mt::runtime::simulate(plan, plan.target());
+    plan.set_predicted_step_seconds(prediction.stepSeconds);
+    if (explain)
+      printExplain(plan, prediction, budget, outs());
+    for (const auto &a : plan.arenas())
+      if (a.tier() == mt::plan::DEVICE && int64_t(a.size_bytes()) > budget) {
+        errs() << "mtc: error: the plan needs " << gib(double(a.size_bytes()))
+               << " of device memory but the budget is " << gib(double(budget))
+               << " (--gpu-mem or the target's); the smallest budget that "
+                  "fits this plan is "
+               << a.size_bytes() << " bytes"
+               << (streamWeights ? "; a smaller --batch or --seq lowers it"
+                                 : "; --stream-weights lowers it")
+               << "\n";
+        return 1;
+      }
     if (outputPath == "-") {
       errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
       return 1;

@@ -1,0 +1,182 @@
+// The cost model (see cost_model.h).
+#include "runtime/cost_model.h"
+
+#include "runtime/plan_io.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+namespace mt::runtime {
+namespace {
+
+constexpr double GB = 1e9;
+constexpr double GiB = double(1ull << 30);
+
+struct Builtin {
+  const char *name;
+  double gpuMem, hbm, f32, bf16, h2d, d2h, duplex, hostMem, hostBw, optimizer,
+      diskRead, diskWrite;
+};
+
+// The H200 row is what ../shared/TOOLCHAIN.md measured on the machine this
+// project borrows (pinned copies, bf16 GEMM via cuBLAS, STREAM triad, torch's
+// CPU AdamW, O_DIRECT disk); fp32 matmuls are taken to run as TF32. The other
+// rows are nominal figures of those parts with PCIe hosts; calibrate a
+// target file on the machine itself for real numbers.
+constexpr Builtin kBuiltins[] = {
+    {"h200", 141 * GB, 4.8e12, 400e12, 690e12, 55.5 * GB, 55.3 * GB,
+     101.6 * GB, 125 * GiB, 108 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+    {"h100", 80 * GB, 3.35e12, 350e12, 600e12, 55 * GB, 55 * GB, 100 * GB,
+     512 * GiB, 100 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+    {"a100", 80 * GB, 2.0e12, 125e12, 250e12, 25 * GB, 25 * GB, 45 * GB,
+     512 * GiB, 80 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+    {"rtx4090", 24 * GB, 1.0e12, 80e12, 150e12, 25 * GB, 25 * GB, 40 * GB,
+     128 * GiB, 60 * GB, 0.5e9, 2.0 * GB, 1.8 * GB},
+    // The CPU backend: "device" memory is host memory.
+    {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB,
+     24 * GiB, 20 * GB, 0.2e9, 1.0 * GB, 1.0 * GB},
+};
+
+void fill(const Builtin &b, plan::Target &t) {
+  t.set_name(b.name);
+  t.set_gpu_memory_bytes(uint64_t(b.gpuMem));
+  t.set_hbm_bytes_per_s(b.hbm);
+  t.set_matmul_flops_f32(b.f32);
+  t.set_matmul_flops_bf16(b.bf16);
+  t.set_h2d_bytes_per_s(b.h2d);
+  t.set_d2h_bytes_per_s(b.d2h);
+  t.set_duplex_bytes_per_s(b.duplex);
+  t.set_host_memory_bytes(uint64_t(b.hostMem));
+  t.set_host_bytes_per_s(b.hostBw);
+  t.set_optimizer_params_per_s(b.optimizer);
+  t.set_disk_read_bytes_per_s(b.diskRead);
+  t.set_disk_write_bytes_per_s(b.diskWrite);
+}
+
+int64_t elements(const plan::Plan &p, uint32_t b) {
+  int64_t n = 1;
+  for (int64_t d : p.buffers(int(b)).shape())
+    n *= d;
+  return n;
+}
+
+} // namespace
+
+std::vector<std::string> builtinTargets() {
+  std::vector<std::string> names;
+  for (const Builtin &b : kBuiltins)
+    names.push_back(b.name);
+  return names;
+}
+
+Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
+  for (const Builtin &b : kBuiltins)
+    if (nameOrFile == b.name) {
+      fill(b, out);
+      return Status::ok();
+    }
+  std::ifstream in(nameOrFile);
+  if (!in) {
+    std::string names;
+    for (const Builtin &b : kBuiltins)
+      names += std::string(names.empty() ? "" : ", ") + b.name;
+    return Status::error("'" + nameOrFile +
+                         "' is neither a built-in target (" + names +
+                         ") nor a readable target file");
+  }
+  auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    return Status::error(nameOrFile + ": the target file is not a JSON object");
+  out.Clear();
+  out.set_name(json.value("name", nameOrFile));
+  const auto *desc = out.GetDescriptor();
+  const auto *refl = out.GetReflection();
+  for (int i = 0; i < desc->field_count(); ++i) {
+    const auto *f = desc->field(i);
+    if (f->name() == "name")
+      continue;
+    if (!json.contains(f->name()) || !json[f->name()].is_number() ||
+        json[f->name()].get<double>() <= 0)
+      return Status::error(nameOrFile + ": field '" + f->name() +
+                           "' must be a positive number");
+    double v = json[f->name()].get<double>();
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64)
+      refl->SetUInt64(&out, f, uint64_t(v));
+    else
+      refl->SetDouble(&out, f, v);
+  }
+  for (auto &[key, value] : json.items())
+    if (!desc->FindFieldByName(key))
+      return Status::error(nameOrFile + ": unknown field '" + key + "'");
+  return Status::ok();
+}
+
+double opSeconds(const plan::Plan &p, const plan::Op &op,
+                 const plan::Target &t) {
+  using K = plan::Kernel;
+  double bytes = double(op.bytes());
+  switch (p.streams(int(op.stream())).kind()) {
+  case plan::HOST_TO_DEVICE:
+    return bytes / t.h2d_bytes_per_s();
+  case plan::DEVICE_TO_HOST:
+    return bytes / t.d2h_bytes_per_s();
+  case plan::HOST_OPTIMIZER:
+    if (op.kernel() == K::ADAMW)
+      return double(elements(p, op.operands(0))) / t.optimizer_params_per_s();
+    return bytes / t.host_bytes_per_s();
+  default: {
+    double rate = p.compute_dtype() == plan::BF16 ? t.matmul_flops_bf16()
+                                                   : t.matmul_flops_f32();
+    return std::max(op.flops() / rate, bytes / t.hbm_bytes_per_s());
+  }
+  }
+}
+
+Prediction simulate(const plan::Plan &p, const plan::Target &t) {
+  Prediction r;
+  r.streamBusySeconds.assign(p.streams_size(), 0.0);
+  double now = 0; // end of the previous phase
+  for (int ph = 0; ph < p.phases_size(); ++ph) {
+    const auto &phase = p.phases(ph);
+    int repeats = phase.kind() == plan::MICRO_BATCH
+                      ? int(p.shapes().grad_accum())
+                      : 1;
+    for (int rep = 0; rep < repeats; ++rep) {
+      // Ops are listed in an order their waits respect, and each stream
+      // runs its ops in list order: one pass in list order times them all.
+      std::vector<double> streamFree(p.streams_size(), now);
+      std::vector<double> token(p.num_tokens(), now);
+      double phaseEnd = now;
+      for (int i = 0; i < phase.ops_size(); ++i) {
+        const auto &op = phase.ops(i);
+        double start = streamFree[op.stream()];
+        for (uint32_t w : op.waits())
+          start = std::max(start, token[w]);
+        double end = start + opSeconds(p, op, t);
+        streamFree[op.stream()] = end;
+        for (uint32_t s : op.signals())
+          token[s] = end;
+        phaseEnd = std::max(phaseEnd, end);
+        r.streamBusySeconds[op.stream()] += end - start;
+        r.flops += op.flops();
+        auto kind = p.streams(int(op.stream())).kind();
+        if (kind == plan::HOST_TO_DEVICE)
+          r.h2dBytes += double(op.bytes());
+        if (kind == plan::DEVICE_TO_HOST)
+          r.d2hBytes += double(op.bytes());
+        r.timeline.push_back({ph, i, rep, start, end});
+      }
+      now = phaseEnd; // phases end when every stream is done
+    }
+  }
+  r.stepSeconds = now;
+  r.bottleneckStream = int(std::max_element(r.streamBusySeconds.begin(),
+                                            r.streamBusySeconds.end()) -
+                           r.streamBusySeconds.begin());
+  return r;
+}
+
+} // namespace mt::runtime

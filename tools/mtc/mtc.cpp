@@ -95,10 +95,10 @@ cl::opt<std::string> target(
     cl::desc("The machine to plan for: h200, h100, a100, rtx4090, cpu, or a "
              "JSON target file"),
     cl::init("cpu"), cl::cat(category));
-cl::opt<std::string> gpuMem(
-    "gpu-mem",
-    cl::desc("Device memory budget (e.g. 80GiB; default: the target's)"),
-    cl::cat(category));
+cl::opt<std::string>
+    gpuMem("gpu-mem",
+           cl::desc("Device memory budget (e.g. 80GiB; default: the target's)"),
+           cl::cat(category));
 cl::opt<bool> explain(
     "explain",
     cl::desc("Print the predicted step: time per stream, bytes per link, "
@@ -128,9 +128,15 @@ std::string describe(mlir::Location loc) {
 /// Bytes of "80GiB", "1.5TB", "512MiB" or a plain number; -1 if invalid.
 int64_t parseSize(StringRef text) {
   static const std::pair<const char *, double> units[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0},
-      {"KiB", 1024.0},          {"TB", 1e12},           {"GB", 1e9},
-      {"MB", 1e6},              {"KB", 1e3},            {"B", 1.0}};
+      {"TiB", 1099511627776.0},
+      {"GiB", 1073741824.0},
+      {"MiB", 1048576.0},
+      {"KiB", 1024.0},
+      {"TB", 1e12},
+      {"GB", 1e9},
+      {"MB", 1e6},
+      {"KB", 1e3},
+      {"B", 1.0}};
   double scale = 1;
   for (auto [suffix, factor] : units)
     if (text.consume_back(suffix)) {
@@ -285,6 +291,7 @@ int main(int argc, char **argv) {
         pm.addPass(mt::sched::createStreamWeightsPass(stream));
       }
       pm.addPass(mt::sched::createPlanMemoryPass());
+      pm.addPass(mt::sched::createVerifySchedulePass());
     }
     if (failed(pm.run(*module)))
       return 1;

@@ -99,4 +99,27 @@ def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   ];
 }
 
+def VerifySchedulePass : Pass<"mt-verify-schedule", "mlir::ModuleOp"> {
+  let summary = "Prove that no two live buffers share bytes and that every read waits for its write";
+  let description = [{
+    The proof that a planned schedule is safe on streams that run at the
+    same time. Within each phase, an op happens before another when it is
+    earlier on the same stream or reached through tokens (vector clocks
+    over the streams). The pass checks that (1) every read of a buffer
+    written in the phase happens after its last earlier write, and (2) of
+    two placed buffers that share bytes of an arena, every access to the
+    later one happens after every access to the earlier one. A violation
+    names both ops, their streams and the bytes; it is a planner bug, so
+    the plan is not written.
+
+    ```mlir
+    // error: buffers 'b' and 'a' share bytes [64, 320) of arena @device, but
+    // op 2 (compute) may run before op 1 (d2h) is done with 'a'
+    ```
+  }];
+  let statistics = [
+    Statistic<"numChecked", "checked", "buffer pairs that share bytes, checked">,
+  ];
+}
+
 #endif // MT_SCHED_PASSES

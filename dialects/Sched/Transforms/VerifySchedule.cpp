@@ -1,0 +1,140 @@
+//===- VerifySchedule.cpp - no races on memory between streams ------------===//
+#include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Train/IR/TrainOps.h"
+
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "mt-verify-schedule"
+
+namespace mt::sched {
+#define GEN_PASS_DEF_VERIFYSCHEDULEPASS
+#include "dialects/Sched/Transforms/Passes.h.inc"
+} // namespace mt::sched
+
+using namespace mlir;
+using namespace mt::sched;
+
+namespace {
+
+/// For each op of a phase: per stream, the index of the last op of that
+/// stream that is known to be done when this op starts (-1: none).
+using Clock = SmallVector<int64_t, 4>;
+
+struct VerifySchedule
+    : public mt::sched::impl::VerifySchedulePassBase<VerifySchedule> {
+  void runOnOperation() override {
+    for (auto program : getOperation().getOps<ProgramOp>())
+      for (auto phase : program.getOps<PhaseOp>())
+        if (failed(verifyPhase(program, phase)))
+          return signalPassFailure();
+  }
+
+  LogicalResult verifyPhase(ProgramOp program, PhaseOp phase) {
+    llvm::StringMap<unsigned> streamIndex;
+    for (auto s : program.getOps<StreamOp>())
+      streamIndex.try_emplace(s.getSymName(), streamIndex.size());
+    unsigned numStreams = streamIndex.size();
+    SmallVector<ExecOp> ops(phase.getOps<ExecOp>());
+    DenseMap<Value, int64_t> opOfToken;
+    std::vector<Clock> clocks;
+    std::vector<int64_t> lastOnStream(numStreams, -1);
+    std::vector<unsigned> streamOf;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      unsigned s = streamIndex.lookup(op.getStream());
+      Clock c(numStreams, -1);
+      auto merge = [&](int64_t j) {
+        for (unsigned k = 0; k < numStreams; ++k)
+          c[k] = std::max(c[k], clocks[j][k]);
+        c[streamOf[j]] = std::max(c[streamOf[j]], j);
+      };
+      if (lastOnStream[s] >= 0)
+        merge(lastOnStream[s]);
+      for (Value t : op.getWaits())
+        merge(opOfToken.lookup(t));
+      clocks.push_back(c);
+      streamOf.push_back(s);
+      lastOnStream[s] = i;
+      opOfToken[op.getDone()] = i;
+    }
+    auto before = [&](int64_t a, int64_t b) {
+      return a == b || clocks[b][streamOf[a]] >= a;
+    };
+    auto describe = [&](int64_t i) {
+      return "op " + std::to_string(i) + " (" + ops[i].getStream().str() +
+             ", " + stringifyKernel(ops[i].getKernel()).str() + ")";
+    };
+
+    // Accesses of each buffer in the phase, in order.
+    DenseMap<Value, SmallVector<std::pair<int64_t, bool>>> accesses;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      for (Value v : op.getIns())
+        accesses[v].push_back({int64_t(i), false});
+      for (Value v : op.getOuts())
+        accesses[v].push_back({int64_t(i), true});
+    }
+    // (1) Reads after their last earlier write.
+    for (auto &[buf, list] : accesses) {
+      int64_t writer = -1;
+      for (auto [i, isWrite] : list) {
+        if (isWrite) {
+          writer = i;
+          continue;
+        }
+        if (writer >= 0 && !before(writer, i))
+          return ops[i].emitError("reads '")
+                 << buf.getDefiningOp<BufferOp>().getName() << "' but "
+                 << describe(i) << " does not wait for its writer, "
+                 << describe(writer);
+      }
+    }
+    // (2) Buffers that share bytes: the later one's accesses all happen
+    // after the earlier one's.
+    struct Span {
+      int64_t begin, end;
+      BufferOp buf;
+    };
+    llvm::StringMap<std::vector<Span>> byArena;
+    for (auto &[v, list] : accesses) {
+      auto buf = v.getDefiningOp<BufferOp>();
+      int64_t offset = int64_t(buf.getOffset());
+      if (offset < 0)
+        return buf.emitError("has no offset: run mt-plan-memory first");
+      byArena[buf.getArena()].push_back(
+          {offset,
+           offset + mt::train::storageBytes(
+                        cast<BufferType>(buf.getType()).getTensorType()),
+           buf});
+    }
+    for (auto &entry : byArena) {
+      auto &spans = entry.second;
+      llvm::sort(spans, [](const Span &a, const Span &b) {
+        return a.begin < b.begin;
+      });
+      for (size_t a = 0; a < spans.size(); ++a)
+        for (size_t b = a + 1;
+             b < spans.size() && spans[b].begin < spans[a].end; ++b) {
+          ++numChecked;
+          auto &la = accesses[spans[a].buf], &lb = accesses[spans[b].buf];
+          // Order the pair by first access.
+          auto *first = &la, *second = &lb;
+          BufferOp fb = spans[a].buf, sb = spans[b].buf;
+          if (lb.front().first < la.front().first) {
+            std::swap(first, second);
+            std::swap(fb, sb);
+          }
+          for (auto [i, w1] : *first)
+            for (auto [j, w2] : *second)
+              if (!before(i, j))
+                return ops[j].emitError("buffers '")
+                       << fb.getName() << "' and '" << sb.getName()
+                       << "' share bytes of arena @" << entry.first()
+                       << ", but " << describe(j) << " may run before "
+                       << describe(i) << " is done with '" << fb.getName()
+                       << "'";
+        }
+    }
+    return success();
+  }
+};
+
+} // namespace

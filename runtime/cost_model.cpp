@@ -27,8 +27,8 @@ struct Builtin {
 // rows are nominal figures of those parts with PCIe hosts; calibrate a
 // target file on the machine itself for real numbers.
 constexpr Builtin kBuiltins[] = {
-    {"h200", 141 * GB, 4.8e12, 400e12, 690e12, 55.5 * GB, 55.3 * GB,
-     101.6 * GB, 125 * GiB, 108 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+    {"h200", 141 * GB, 4.8e12, 400e12, 690e12, 55.5 * GB, 55.3 * GB, 101.6 * GB,
+     125 * GiB, 108 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
     {"h100", 80 * GB, 3.35e12, 350e12, 600e12, 55 * GB, 55 * GB, 100 * GB,
      512 * GiB, 100 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
     {"a100", 80 * GB, 2.0e12, 125e12, 250e12, 25 * GB, 25 * GB, 45 * GB,
@@ -36,8 +36,8 @@ constexpr Builtin kBuiltins[] = {
     {"rtx4090", 24 * GB, 1.0e12, 80e12, 150e12, 25 * GB, 25 * GB, 40 * GB,
      128 * GiB, 60 * GB, 0.5e9, 2.0 * GB, 1.8 * GB},
     // The CPU backend: "device" memory is host memory.
-    {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB,
-     24 * GiB, 20 * GB, 0.2e9, 1.0 * GB, 1.0 * GB},
+    {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB, 24 * GiB,
+     20 * GB, 0.2e9, 1.0 * GB, 1.0 * GB},
 };
 
 void fill(const Builtin &b, plan::Target &t) {
@@ -83,9 +83,8 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
     std::string names;
     for (const Builtin &b : kBuiltins)
       names += std::string(names.empty() ? "" : ", ") + b.name;
-    return Status::error("'" + nameOrFile +
-                         "' is neither a built-in target (" + names +
-                         ") nor a readable target file");
+    return Status::error("'" + nameOrFile + "' is neither a built-in target (" +
+                         names + ") nor a readable target file");
   }
   auto json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object())
@@ -129,7 +128,7 @@ double opSeconds(const plan::Plan &p, const plan::Op &op,
     return bytes / t.host_bytes_per_s();
   default: {
     double rate = p.compute_dtype() == plan::BF16 ? t.matmul_flops_bf16()
-                                                   : t.matmul_flops_f32();
+                                                  : t.matmul_flops_f32();
     return std::max(op.flops() / rate, bytes / t.hbm_bytes_per_s());
   }
   }
@@ -141,9 +140,8 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
   double now = 0; // end of the previous phase
   for (int ph = 0; ph < p.phases_size(); ++ph) {
     const auto &phase = p.phases(ph);
-    int repeats = phase.kind() == plan::MICRO_BATCH
-                      ? int(p.shapes().grad_accum())
-                      : 1;
+    int repeats =
+        phase.kind() == plan::MICRO_BATCH ? int(p.shapes().grad_accum()) : 1;
     for (int rep = 0; rep < repeats; ++rep) {
       // Ops are listed in an order their waits respect, and each stream
       // runs its ops in list order: one pass in list order times them all.
@@ -173,9 +171,9 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
     }
   }
   r.stepSeconds = now;
-  r.bottleneckStream = int(std::max_element(r.streamBusySeconds.begin(),
-                                            r.streamBusySeconds.end()) -
-                           r.streamBusySeconds.begin());
+  r.bottleneckStream = int(
+      std::max_element(r.streamBusySeconds.begin(), r.streamBusySeconds.end()) -
+      r.streamBusySeconds.begin());
   return r;
 }
 

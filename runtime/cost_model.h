@@ -22,19 +22,19 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out);
 
 /// One op's predicted interval, in seconds from the start of the step.
 struct OpTime {
-  int phase;       ///< index in plan.phases
-  int op;          ///< index in the phase
-  int repeat;      ///< micro-batch number, 0 elsewhere
+  int phase;  ///< index in plan.phases
+  int op;     ///< index in the phase
+  int repeat; ///< micro-batch number, 0 elsewhere
   double start, end;
 };
 
 struct Prediction {
   double stepSeconds = 0;
-  std::vector<double> streamBusySeconds;   ///< by stream index
-  double h2dBytes = 0, d2hBytes = 0;       ///< per step
-  double flops = 0;                        ///< per step
-  int bottleneckStream = -1;               ///< the busiest stream
-  std::vector<OpTime> timeline;            ///< every op of one step
+  std::vector<double> streamBusySeconds; ///< by stream index
+  double h2dBytes = 0, d2hBytes = 0;     ///< per step
+  double flops = 0;                      ///< per step
+  int bottleneckStream = -1;             ///< the busiest stream
+  std::vector<OpTime> timeline;          ///< every op of one step
 };
 
 /// Simulates one step of `plan` on `target`: every stream runs its ops in

@@ -71,7 +71,10 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
           return;
       if (tokens.failed())
         return;
-      Status st = backend.run(op, step);
+      // An op of the last micro-batch only: in the others it is done at once.
+      Status st = op.last_micro_batch_only() && !step.lastMicroBatch
+                      ? Status::ok()
+                      : backend.run(op, step);
       if (!st) {
         tokens.fail(Status::error(
             plan::PhaseKind_Name(phase.kind()) + " op " + std::to_string(i) +

@@ -20,6 +20,9 @@ struct StepConfig {
   AdamWConfig adamw;
   int64_t step = 1;
   float gradScale = 1.0f;
+  /// In the micro-batch phase: whether this is the step's last micro-batch
+  /// (ops marked last_micro_batch_only run only then).
+  bool lastMicroBatch = true;
 };
 
 class Backend {

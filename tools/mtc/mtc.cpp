@@ -104,6 +104,12 @@ cl::opt<bool> explain(
     cl::desc("Print the predicted step: time per stream, bytes per link, "
              "memory per tier against its budget, the bottleneck"),
     cl::init(false), cl::cat(category));
+cl::opt<std::string> optimizerOverlap(
+    "optimizer-overlap",
+    cl::desc("When AdamW runs: after (the whole backward; clipping allowed) "
+             "or backward (each weight as soon as its gradient is complete; "
+             "exact without clipping)"),
+    cl::init("after"), cl::cat(category));
 cl::opt<std::string> computeDtype(
     "compute-dtype",
     cl::desc("Storage of activations and device weights: fp32 or bf16 "
@@ -248,6 +254,11 @@ int main(int argc, char **argv) {
            << computeDtype << "'\n";
     return 1;
   }
+  if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
+    errs() << "mtc: error: --optimizer-overlap must be after or backward, got '"
+           << optimizerOverlap << "'\n";
+    return 1;
+  }
   if (gradAccum < 1) {
     errs() << "mtc: error: --grad-accum must be at least 1\n";
     return 1;
@@ -284,6 +295,7 @@ int main(int argc, char **argv) {
       mt::sched::LowerToSchedPassOptions lower;
       lower.gradAccum = gradAccum;
       lower.computeDtype = computeDtype;
+      lower.optimizerOverlap = optimizerOverlap;
       pm.addPass(mt::sched::createLowerToSchedPass(lower));
       if (streamWeights) {
         mt::sched::StreamWeightsPassOptions stream;

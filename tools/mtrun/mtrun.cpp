@@ -98,9 +98,14 @@ public:
     int64_t micro = plan.shapes().grad_accum();
     for (const auto &phase : plan.phases()) {
       if (phase.kind() == mt::plan::MICRO_BATCH) {
-        for (int64_t m = 0; m < micro; ++m)
+        // Updates during the backward see the mean of the micro-batches'
+        // gradients (mtrun refuses clipping with such plans).
+        config.gradScale = float(1.0 / double(micro));
+        for (int64_t m = 0; m < micro; ++m) {
+          config.lastMicroBatch = m == micro - 1;
           if (Status st = microBatch(t, m, phase, config, r.loss); !st)
             return st;
+        }
         r.loss /= double(micro);
         continue;
       }
@@ -210,6 +215,10 @@ int main(int argc, char **argv) {
   mt::plan::Plan plan;
   if (Status st = readPlan(o.plan, plan); !st)
     return fail(st.message());
+  if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.gradClip > 0)
+    return fail(o.plan + " updates each weight during the backward, before "
+                         "the global gradient norm is known; clipping needs a "
+                         "plan compiled with --optimizer-overlap after");
   if (o.device == "cuda")
     return fail("this build has no CUDA backend; use --device cpu");
   const auto &shapes = plan.shapes();

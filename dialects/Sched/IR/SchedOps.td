@@ -75,6 +75,14 @@ def Sched_PhaseKind : I32EnumAttr<"PhaseKind", "when a phase runs", [
 }
 def Sched_PhaseKindAttr : EnumAttr<Sched_Dialect, Sched_PhaseKind, "phase">;
 
+def Sched_OptimizerOverlap : I32EnumAttr<"OptimizerOverlap", "when weights are updated", [
+    I32EnumAttrCase<"After", 1, "after">,
+    I32EnumAttrCase<"Backward", 2, "backward">]> {
+  let cppNamespace = "::mt::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_OptimizerOverlapAttr : EnumAttr<Sched_Dialect, Sched_OptimizerOverlap, "overlap">;
+
 def Sched_Role : I32EnumAttr<"Role", "what an input carries", [
     I32EnumAttrCase<"Tokens", 1, "tokens">,
     I32EnumAttrCase<"Labels", 2, "labels">,
@@ -136,7 +144,9 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
     ```
   }];
   let arguments = (ins I64Attr:$batch, I64Attr:$seq, I64Attr:$grad_accum,
-                   I64Attr:$vocab, TypeAttr:$compute_dtype, StrAttr:$model);
+                   I64Attr:$vocab, TypeAttr:$compute_dtype, StrAttr:$model,
+                   DefaultValuedAttr<Sched_OptimizerOverlapAttr,
+                       "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -216,7 +226,8 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
   let description = [{
     Reads `ins`, writes `outs`; `attrs` are the kernel's attributes (those
     of the train op it comes from). `flops` and `bytes` are for the cost
-    model.
+    model. In `micro_batch`, `last_micro_batch` runs the op only in the
+    last micro-batch of a step.
     ```mlir
     %t = sched.exec <linear> ins(%x, %w) outs(%y) on @compute {attrs = {layout = #train<layout out_in>}, flops = 2.6e5} : (...) -> !sched.token
     %t2 = sched.exec <copy_to_host> ins(%dw) outs(%s) on @d2h after(%t) : (...) -> !sched.token
@@ -227,7 +238,8 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
                    Variadic<Sched_TokenType>:$waits,
                    DefaultValuedAttr<DictionaryAttr, "{}">:$attrs,
                    DefaultValuedAttr<F64Attr, "0.0">:$flops,
-                   DefaultValuedAttr<I64Attr, "0">:$bytes);
+                   DefaultValuedAttr<I64Attr, "0">:$bytes,
+                   UnitAttr:$last_micro_batch);
   let results = (outs Sched_TokenType:$done);
   let assemblyFormat = [{
     $kernel (`ins` `(` $ins^ `)`)? (`outs` `(` $outs^ `)`)? `on` $stream

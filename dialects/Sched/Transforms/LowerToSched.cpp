@@ -94,6 +94,11 @@ struct LowerToSched
           << computeDtype << "'";
       return signalPassFailure();
     }
+    if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
+      module.emitError("optimizer overlap must be after or backward, got '")
+          << optimizerOverlap << "'";
+      return signalPassFailure();
+    }
     if (gradAccum < 1) {
       module.emitError("grad-accum must be at least 1");
       return signalPassFailure();
@@ -129,7 +134,10 @@ struct LowerToSched
         step.getLoc(), b.getI64IntegerAttr(batch), b.getI64IntegerAttr(seq),
         b.getI64IntegerAttr(gradAccum), b.getI64IntegerAttr(vocab),
         TypeAttr::get(compute),
-        b.getStringAttr(modelAttr ? modelAttr.getValue() : ""));
+        b.getStringAttr(modelAttr ? modelAttr.getValue() : ""),
+        OptimizerOverlapAttr::get(ctx, optimizerOverlap == "backward"
+                                           ? OptimizerOverlap::Backward
+                                           : OptimizerOverlap::After));
     Block *body = new Block();
     program.getBody().push_back(body);
     b.setInsertionPointToEnd(body);
@@ -366,10 +374,22 @@ struct LowerToSched
         copied.getDefiningOp()->moveAfter(producer);
         added.getDefiningOp()->moveAfter(copied.getDefiningOp());
       }
-      exec(end, "optimizer", Kernel::AdamW, w.state[0],
-           {w.master, w.state[1], w.state[2]}, {}, nullptr,
-           10.0 * t.getNumElements(), 4 * train::storageBytes(t),
-           step.getLoc());
+      if (optimizerOverlap == "after") {
+        exec(end, "optimizer", Kernel::AdamW, w.state[0],
+             {w.master, w.state[1], w.state[2]}, {}, nullptr,
+             10.0 * t.getNumElements(), 4 * train::storageBytes(t),
+             step.getLoc());
+        continue;
+      }
+      // Overlapped with the rest of the backward: right after the last
+      // micro-batch's accumulation of this gradient.
+      Value update = exec(micro, "optimizer", Kernel::AdamW, w.state[0],
+                          {w.master, w.state[1], w.state[2]}, added, nullptr,
+                          10.0 * t.getNumElements(), 4 * train::storageBytes(t),
+                          step.getLoc());
+      auto updateOp = update.getDefiningOp<ExecOp>();
+      updateOp.setLastMicroBatch(true);
+      updateOp->moveAfter(added.getDefiningOp());
     }
     return success();
   }

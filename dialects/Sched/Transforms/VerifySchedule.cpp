@@ -72,19 +72,28 @@ struct VerifySchedule
       for (Value v : op.getOuts())
         accesses[v].push_back({int64_t(i), true});
     }
-    // (1) Reads after their last earlier write.
+    // (1) Reads after their last earlier write; writes after every earlier
+    // access (an update must not overwrite what another stream still reads).
     for (auto &[buf, list] : accesses) {
       int64_t writer = -1;
+      SmallVector<int64_t> readers;
       for (auto [i, isWrite] : list) {
-        if (isWrite) {
-          writer = i;
+        StringRef name = buf.getDefiningOp<BufferOp>().getName();
+        if (writer >= 0 && !before(writer, i))
+          return ops[i].emitError(isWrite ? "writes '" : "reads '")
+                 << name << "' but " << describe(i)
+                 << " does not wait for its writer, " << describe(writer);
+        if (!isWrite) {
+          readers.push_back(i);
           continue;
         }
-        if (writer >= 0 && !before(writer, i))
-          return ops[i].emitError("reads '")
-                 << buf.getDefiningOp<BufferOp>().getName() << "' but "
-                 << describe(i) << " does not wait for its writer, "
-                 << describe(writer);
+        for (int64_t r : readers)
+          if (r != i && !before(r, i))
+            return ops[i].emitError("writes '")
+                   << name << "' but " << describe(i)
+                   << " does not wait for its reader, " << describe(r);
+        readers.clear();
+        writer = i;
       }
     }
     // (2) Buffers that share bytes: the later one's accesses all happen

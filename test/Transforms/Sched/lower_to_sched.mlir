@@ -1,5 +1,6 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched %s | FileCheck %s
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
 
 // The step becomes one program: a trainable weight gets an f32 master,
 // gradient accumulator and moments on the host and a device copy; the
@@ -28,6 +29,14 @@
 // CHECK: sched.phase  step_end
 // CHECK: sched.exec  adamw ins(%[[G]]) outs(%[[W]], {{.*}}) on @optimizer
 // CHECK-NOT: func.func
+// With the optimizer overlapped, AdamW follows the accumulation in the
+// micro-batch, in its last repetition only, and step_end is empty.
+// OVERLAP: optimizer_overlap = #sched<overlap backward>
+// OVERLAP: sched.phase  micro_batch
+// OVERLAP: %[[A:.+]] = sched.exec  accumulate
+// OVERLAP-NEXT: sched.exec  adamw {{.*}} on @optimizer after(%[[A]]) {{{.*}}last_micro_batch
+// OVERLAP: sched.phase  step_end {
+// OVERLAP-NEXT: }
 // BF16: compute_dtype = bf16
 // BF16: sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},

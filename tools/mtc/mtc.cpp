@@ -99,6 +99,16 @@ cl::opt<std::string>
     gpuMem("gpu-mem",
            cl::desc("Device memory budget (e.g. 80GiB; default: the target's)"),
            cl::cat(category));
+cl::opt<std::string> hostMem(
+    "host-mem",
+    cl::desc("Host memory budget for master weights, gradients and moments "
+             "(default: the target's host memory)"),
+    cl::cat(category));
+cl::opt<std::string> pinnedMem(
+    "pinned-mem",
+    cl::desc("Pinned host memory budget (default: a quarter of the host "
+             "budget)"),
+    cl::cat(category));
 cl::opt<bool> explain(
     "explain",
     cl::desc("Print the predicted step: time per stream, bytes per link, "
@@ -183,9 +193,10 @@ void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
                       t.d2h_bytes_per_s() / 1e9);
   os << "\ntier              peak           budget\n";
   for (const auto &a : plan.arenas()) {
-    std::string budget = a.tier() == mt::plan::DEVICE
-                             ? gib(double(gpuBudget))
-                             : gib(double(t.host_memory_bytes()));
+    std::string budget =
+        a.tier() == mt::plan::DEVICE
+            ? gib(double(gpuBudget))
+            : "(host " + gib(double(t.host_memory_bytes())) + ")";
     os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
                         gib(double(a.size_bytes())), budget);
   }
@@ -318,9 +329,21 @@ int main(int argc, char **argv) {
       errs() << "mtc: error: --target: " << st.message() << "\n";
       return 1;
     }
+    // Budgets per tier: the flags, or the target's memories.
     int64_t budget = int64_t(plan.target().gpu_memory_bytes());
-    if (!gpuMem.empty() && (budget = parseSize(gpuMem)) < 0) {
-      errs() << "mtc: error: --gpu-mem '" << gpuMem
+    int64_t hostBudget = int64_t(plan.target().host_memory_bytes());
+    for (auto [flag, text, value] :
+         {std::tuple<const char *, std::string, int64_t *>{"--gpu-mem", gpuMem,
+                                                           &budget},
+          {"--host-mem", hostMem, &hostBudget}})
+      if (!text.empty() && (*value = parseSize(text)) < 0) {
+        errs() << "mtc: error: " << flag << " '" << text
+               << "' is not a size (e.g. 80GiB)\n";
+        return 1;
+      }
+    int64_t pinnedBudget = hostBudget / 4;
+    if (!pinnedMem.empty() && (pinnedBudget = parseSize(pinnedMem)) < 0) {
+      errs() << "mtc: error: --pinned-mem '" << pinnedMem
              << "' is not a size (e.g. 80GiB)\n";
       return 1;
     }
@@ -329,18 +352,30 @@ int main(int argc, char **argv) {
     plan.set_predicted_step_seconds(prediction.stepSeconds);
     if (explain)
       printExplain(plan, prediction, budget, outs());
-    for (const auto &a : plan.arenas())
-      if (a.tier() == mt::plan::DEVICE && int64_t(a.size_bytes()) > budget) {
-        errs() << "mtc: error: the plan needs " << gib(double(a.size_bytes()))
-               << " of device memory but the budget is " << gib(double(budget))
-               << " (--gpu-mem or the target's); the smallest budget that "
-                  "fits this plan is "
-               << a.size_bytes() << " bytes"
-               << (streamWeights ? "; a smaller --batch or --seq lowers it"
-                                 : "; --stream-weights lowers it")
-               << "\n";
-        return 1;
-      }
+    // The plan's peaks are exact: refuse what does not fit, naming the
+    // smallest budget that would.
+    for (const auto &a : plan.arenas()) {
+      int64_t limit = a.tier() == mt::plan::DEVICE        ? budget
+                      : a.tier() == mt::plan::HOST_PINNED ? pinnedBudget
+                                                          : hostBudget;
+      if (int64_t(a.size_bytes()) <= limit)
+        continue;
+      const char *flag = a.tier() == mt::plan::DEVICE        ? "--gpu-mem"
+                         : a.tier() == mt::plan::HOST_PINNED ? "--pinned-mem"
+                                                             : "--host-mem";
+      const char *hint =
+          a.tier() != mt::plan::DEVICE
+              ? "the disk tier for optimizer states is not implemented yet"
+          : streamWeights ? "a smaller --batch or --seq lowers it"
+                          : "--stream-weights lowers it";
+      errs() << "mtc: error: the plan needs " << gib(double(a.size_bytes()))
+             << " of " << a.name() << " memory but the budget is "
+             << gib(double(limit)) << " (" << flag
+             << " or the target's); the smallest budget that fits this plan "
+                "is "
+             << a.size_bytes() << " bytes; " << hint << "\n";
+      return 1;
+    }
     if (outputPath == "-") {
       errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
       return 1;

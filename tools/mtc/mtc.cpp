@@ -90,6 +90,11 @@ cl::opt<int64_t> lookahead(
     cl::desc("With --stream-weights: issue each copy this many weights "
              "ahead of its first use"),
     cl::init(8), cl::cat(category));
+cl::opt<bool> offloadActivations(
+    "offload-activations",
+    cl::desc("Keep the checkpoints the backward recomputes from (layer "
+             "inputs) in pinned host memory between forward and backward"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> target(
     "target",
     cl::desc("The machine to plan for: h200, h100, a100, rtx4090, cpu, or a "
@@ -313,6 +318,8 @@ int main(int argc, char **argv) {
         stream.lookahead = lookahead;
         pm.addPass(mt::sched::createStreamWeightsPass(stream));
       }
+      if (offloadActivations)
+        pm.addPass(mt::sched::createOffloadActivationsPass());
       pm.addPass(mt::sched::createPlanMemoryPass());
       pm.addPass(mt::sched::createVerifySchedulePass());
     }
@@ -364,10 +371,13 @@ int main(int argc, char **argv) {
                          : a.tier() == mt::plan::HOST_PINNED ? "--pinned-mem"
                                                              : "--host-mem";
       const char *hint =
-          a.tier() != mt::plan::DEVICE
+          a.tier() == mt::plan::HOST
               ? "the disk tier for optimizer states is not implemented yet"
-          : streamWeights ? "a smaller --batch or --seq lowers it"
-                          : "--stream-weights lowers it";
+          : a.tier() == mt::plan::HOST_PINNED
+              ? "pinned memory is host memory: raise --pinned-mem"
+          : !streamWeights      ? "--stream-weights lowers it"
+          : !offloadActivations ? "--offload-activations lowers it"
+                                : "a smaller --batch or --seq lowers it";
       errs() << "mtc: error: the plan needs " << gib(double(a.size_bytes()))
              << " of " << a.name() << " memory but the budget is "
              << gib(double(limit)) << " (" << flag

@@ -84,6 +84,37 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
   ];
 }
 
+def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
+  let summary = "Keep the checkpoints of the backward in pinned host memory between forward and backward";
+  let description = [{
+    A device buffer that the forward writes and the backward reads again
+    after at least `min-gap` ops (a layer's input, which its gradient
+    function recomputes from) is copied to pinned host memory on the
+    device-to-host stream after its last forward use and back to a fresh
+    device buffer on the host-to-device stream before its first backward
+    use, `lookahead` checkpoints ahead. Between the two the device bytes
+    are free for the memory planner.
+
+    Before: `%h` written in the forward, read by the backward 500 ops later.
+    After:
+    ```mlir
+    %t = sched.exec copy_to_host ins(%h) outs(%h_host) on @d2h after(%last_fwd_use)
+    ...
+    %u = sched.exec copy_to_device ins(%h_host) outs(%h_bwd) on @h2d after(%t)
+    sched.exec rms_norm_grad ins(%h_bwd, ...) ... after(%u)
+    ```
+  }];
+  let options = [
+    Option<"minGap", "min-gap", "int64_t", "16",
+           "Offload only buffers not used for at least this many ops">,
+    Option<"lookahead", "lookahead", "int64_t", "1",
+           "Bring each checkpoint back this many checkpoints ahead of use">,
+  ];
+  let statistics = [
+    Statistic<"numOffloaded", "offloaded", "checkpoints kept in host memory">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let summary = "Give every buffer a static offset; size every arena to its exact peak";
   let description = [{

@@ -23,11 +23,19 @@ void adamwStep(float *param, const float *grad, float *m, float *v,
                int64_t count, int64_t step, const AdamWConfig &config,
                float gradScale = 1.0f);
 
-/// The same update split over `threads` host threads (contiguous chunks;
-/// the result does not depend on the thread count).
+/// The same update with the moments stored as bf16 (lossy, opt-in): they
+/// are widened to fp32, updated in fp32 and rounded back to nearest even.
+void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
+                          uint16_t *v, int64_t count, int64_t step,
+                          const AdamWConfig &config, float gradScale = 1.0f);
+
+/// Either update split over `threads` host threads (contiguous chunks; the
+/// result does not depend on the thread count). With m16/v16 set, the
+/// moments are bf16 and m/v are ignored.
 void adamwStepParallel(float *param, const float *grad, float *m, float *v,
                        int64_t count, int64_t step, const AdamWConfig &config,
-                       float gradScale, int threads);
+                       float gradScale, int threads, uint16_t *m16 = nullptr,
+                       uint16_t *v16 = nullptr);
 
 } // namespace mt::runtime
 

@@ -454,12 +454,15 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     return Status::ok();
   }
   case Kernel::ADAMW: {
-    float *grad = hostF32(operand(0)), *master = hostF32(result(0)),
-          *m = hostF32(result(1)), *v = hostF32(result(2));
-    if (!grad || !master || !m || !v)
-      return Status::error("AdamW runs on F32 buffers");
+    float *grad = hostF32(operand(0)), *master = hostF32(result(0));
+    bool bf16 = buf(result(1)).dtype() == plan::BF16;
+    float *m = hostF32(result(1)), *v = hostF32(result(2));
+    if (!grad || !master || (!bf16 && (!m || !v)))
+      return Status::error("AdamW runs on F32 masters and gradients");
     adamwStepParallel(master, grad, m, v, count(result(0)), step.step,
-                      step.adamw, step.gradScale, threads_);
+                      step.adamw, step.gradScale, threads_,
+                      bf16 ? static_cast<uint16_t *>(ptr(result(1))) : nullptr,
+                      bf16 ? static_cast<uint16_t *>(ptr(result(2))) : nullptr);
     return Status::ok();
   }
   default:

@@ -250,13 +250,20 @@ private:
     }
     if (!prm.trainable())
       return Status::ok();
+    const plan::Buffer *m = buffer(prm.exp_avg());
     for (uint32_t idx : {prm.grad(), prm.exp_avg(), prm.exp_avg_sq()}) {
       const plan::Buffer *b = buffer(idx);
-      if (!b || b->dtype() != plan::F32 ||
+      bool moment = idx != prm.grad();
+      bool dtypeOk =
+          b &&
+          (b->dtype() == plan::F32 ||
+           (moment && b->dtype() == plan::BF16 && m->dtype() == plan::BF16));
+      if (!b || !dtypeOk ||
           !std::equal(b->shape().begin(), b->shape().end(),
                       master->shape().begin(), master->shape().end()))
-        return fail(w + ": grad and moments must be F32 buffers of the "
-                        "master's shape");
+        return fail(w + ": the gradient must be an F32 buffer and the two "
+                        "moments F32 or both BF16, all of the master's "
+                        "shape");
     }
     return Status::ok();
   }

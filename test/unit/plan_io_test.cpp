@@ -171,7 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "data holds 100 bytes, 128 expected"},
         BadCase{"moments",
                 [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
-                "grad and moments must be F32 buffers of the master's shape"},
+                "the gradient must be an F32 buffer and the two moments F32 or "
+                "both BF16"},
         BadCase{"input", [](Plan &p) { p.mutable_inputs(0)->set_buffer(0); },
                 "needs an I64 buffer of [batch, seq]"},
         BadCase{"loss", [](Plan &p) { p.set_loss(0); },

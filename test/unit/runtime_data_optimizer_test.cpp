@@ -1,6 +1,7 @@
 // Unit tests of the token data reader (windows, wrap-around, both target
 // kinds, every refusal) and of the host AdamW (bit-exact against PyTorch's
 // torch.optim.AdamW in fp32, independent of the thread count).
+#include "kernels/cpu/primitive_ops.h"
 #include "runtime/adamw.h"
 #include "runtime/token_data.h"
 
@@ -103,6 +104,23 @@ TEST(AdamW, MatchesTorchBitForBit) {
   EXPECT_EQ(p[1], -0x1.ffbbf2p-1f);
   EXPECT_EQ(p[2], 0x1.ff9d4ep+0f);
   EXPECT_EQ(p[3], -0x1.641752p-10f);
+}
+
+TEST(AdamW, Bf16MomentsRoundTheFp32Update) {
+  // One step from zero moments: the bf16 update computes in fp32, so the
+  // parameters match the fp32 update and the stored moments are the fp32
+  // moments rounded to bf16.
+  std::vector<float> p = {0.5f, -1.0f, 2.0f}, g = {0.1f, -0.2f, 0.3f};
+  std::vector<float> p32 = p, m(3, 0.0f), v(3, 0.0f);
+  std::vector<uint16_t> m16(3, 0), v16(3, 0);
+  AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  adamwStep(p32.data(), g.data(), m.data(), v.data(), 3, 1, c);
+  adamwStepBf16Moments(p.data(), g.data(), m16.data(), v16.data(), 3, 1, c);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(p[i], p32[i]);
+    EXPECT_EQ(m16[i], mt::kernels::cpu::toBf16(m[i]));
+    EXPECT_EQ(v16[i], mt::kernels::cpu::toBf16(v[i]));
+  }
 }
 
 TEST(AdamW, ThreadCountDoesNotChangeTheResult) {

@@ -244,6 +244,12 @@ int main(int argc, char **argv) {
       n *= d;
     params += n;
   }
+  for (const auto &prm : p.parameters())
+    if (prm.trainable() &&
+        p.buffers(int(prm.exp_avg())).dtype() == plan::BF16) {
+      std::printf("LOSSY: AdamW moments stored in bf16\n");
+      break;
+    }
   std::printf("parameters: %d trainable (%lld elements), %d frozen\n",
               trainable, (long long)params, p.parameters_size() - trainable);
   std::printf("\narenas (peak bytes):\n");

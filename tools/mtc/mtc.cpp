@@ -119,6 +119,11 @@ cl::opt<bool> explain(
     cl::desc("Print the predicted step: time per stream, bytes per link, "
              "memory per tier against its budget, the bottleneck"),
     cl::init(false), cl::cat(category));
+cl::opt<std::string> optimizerStates(
+    "optimizer-states",
+    cl::desc("AdamW moments in host memory: fp32 (default, exact) or bf16 "
+             "(LOSSY: half the bytes; only when asked for)"),
+    cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> optimizerOverlap(
     "optimizer-overlap",
     cl::desc("When AdamW runs: after (the whole backward; clipping allowed) "
@@ -180,6 +185,13 @@ void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
   const auto &t = plan.target();
   const auto &s = plan.shapes();
   double tokens = double(s.batch() * s.seq() * s.grad_accum());
+  for (const auto &p : plan.parameters())
+    if (p.trainable() &&
+        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
+      os << "LOSSY: AdamW moments are stored in bf16 (--optimizer-states "
+            "bf16)\n";
+      break;
+    }
   os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
                       "{3:F1} TFLOP/s of model math\n",
                       t.name(), r.stepSeconds, tokens / r.stepSeconds,
@@ -270,6 +282,11 @@ int main(int argc, char **argv) {
            << computeDtype << "'\n";
     return 1;
   }
+  if (optimizerStates != "fp32" && optimizerStates != "bf16") {
+    errs() << "mtc: error: --optimizer-states must be fp32 or bf16, got '"
+           << optimizerStates << "'\n";
+    return 1;
+  }
   if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
     errs() << "mtc: error: --optimizer-overlap must be after or backward, got '"
            << optimizerOverlap << "'\n";
@@ -312,6 +329,7 @@ int main(int argc, char **argv) {
       lower.gradAccum = gradAccum;
       lower.computeDtype = computeDtype;
       lower.optimizerOverlap = optimizerOverlap;
+      lower.optimizerStates = optimizerStates;
       pm.addPass(mt::sched::createLowerToSchedPass(lower));
       if (streamWeights) {
         mt::sched::StreamWeightsPassOptions stream;

@@ -215,6 +215,13 @@ int main(int argc, char **argv) {
   mt::plan::Plan plan;
   if (Status st = readPlan(o.plan, plan); !st)
     return fail(st.message());
+  for (const auto &p : plan.parameters())
+    if (p.trainable() &&
+        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
+      std::fprintf(stderr, "mtrun: note: LOSSY: this plan stores the AdamW "
+                           "moments in bf16 (mtc --optimizer-states bf16)\n");
+      break;
+    }
   if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.gradClip > 0)
     return fail(o.plan + " updates each weight during the backward, before "
                          "the global gradient norm is known; clipping needs a "

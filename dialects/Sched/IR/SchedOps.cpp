@@ -44,9 +44,26 @@ LogicalResult ParameterOp::verify() {
   if (!getState().empty() && getState().size() != 3)
     return emitOpError("a trainable parameter has grad, exp_avg and "
                        "exp_avg_sq; a frozen one none");
+  auto shapeOf = [](Value v) {
+    return cast<BufferType>(v.getType()).getTensorType().getShape();
+  };
   for (Value v : getState())
-    if (v.getType() != getMaster().getType())
-      return emitOpError("state buffers must have the master's type");
+    if (shapeOf(v) != shapeOf(getMaster()))
+      return emitOpError("state buffers must have the master's shape");
+  if (!getState().empty()) {
+    Type grad = cast<BufferType>(getState()[0].getType())
+                    .getTensorType()
+                    .getElementType();
+    Type m = cast<BufferType>(getState()[1].getType())
+                 .getTensorType()
+                 .getElementType();
+    Type v = cast<BufferType>(getState()[2].getType())
+                 .getTensorType()
+                 .getElementType();
+    if (!grad.isF32() || m != v || !(m.isF32() || m.isBF16()))
+      return emitOpError("the gradient must be f32 and the moments both f32 "
+                         "or both bf16");
+  }
   auto master = cast<BufferType>(getMaster().getType()).getTensorType();
   if (!master.getElementType().isF32())
     return emitOpError("the master must be f32");

@@ -94,6 +94,11 @@ struct LowerToSched
           << computeDtype << "'";
       return signalPassFailure();
     }
+    if (optimizerStates != "fp32" && optimizerStates != "bf16") {
+      module.emitError("optimizer states must be fp32 or bf16, got '")
+          << optimizerStates << "'";
+      return signalPassFailure();
+    }
     if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
       module.emitError("optimizer overlap must be after or backward, got '")
           << optimizerOverlap << "'";
@@ -301,8 +306,14 @@ struct LowerToSched
     Value master = buffer(w.getName(), "host", t);
     SmallVector<Value> state;
     if (w.getTrainable())
-      for (StringRef suffix : {".grad", ".exp_avg", ".exp_avg_sq"})
-        state.push_back(buffer((w.getName() + suffix).str(), "host", t));
+      for (StringRef suffix : {".grad", ".exp_avg", ".exp_avg_sq"}) {
+        // Moments in bf16 only when asked for: it is lossy.
+        auto type = suffix != ".grad" && optimizerStates == "bf16"
+                        ? RankedTensorType::get(
+                              t.getShape(), BFloat16Type::get(&getContext()))
+                        : t;
+        state.push_back(buffer((w.getName() + suffix).str(), "host", type));
+      }
     OpBuilder b(begin);
     int64_t offset = w.getOffset() ? int64_t(*w.getOffset()) : 0;
     int64_t length = w.getLength() ? int64_t(*w.getLength()) : 0;

@@ -153,12 +153,18 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
         double start = streamFree[op.stream()];
         for (uint32_t w : op.waits())
           start = std::max(start, token[w]);
-        double end = start + opSeconds(p, op, t);
+        // Ops of the last micro-batch only take no time in the others.
+        bool skipped = op.last_micro_batch_only() && rep != repeats - 1;
+        double end = start + (skipped ? 0.0 : opSeconds(p, op, t));
         streamFree[op.stream()] = end;
         for (uint32_t s : op.signals())
           token[s] = end;
         phaseEnd = std::max(phaseEnd, end);
         r.streamBusySeconds[op.stream()] += end - start;
+        if (skipped) {
+          r.timeline.push_back({ph, i, rep, start, end});
+          continue;
+        }
         r.flops += op.flops();
         auto kind = p.streams(int(op.stream())).kind();
         if (kind == plan::HOST_TO_DEVICE)

@@ -114,6 +114,12 @@ cl::opt<std::string> pinnedMem(
     cl::desc("Pinned host memory budget (default: a quarter of the host "
              "budget)"),
     cl::cat(category));
+cl::opt<bool> suggest(
+    "suggest",
+    cl::desc("Search micro-batch size (with --batch), weight streaming, "
+             "activation offload and optimizer overlap for the fastest plan "
+             "that fits the budgets; print the candidates and write the best"),
+    cl::init(false), cl::cat(category));
 cl::opt<bool> explain(
     "explain",
     cl::desc("Print the predicted step: time per stream, bytes per link, "
@@ -240,6 +246,160 @@ void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
   }
 }
 
+/// What --suggest searches over (and what the flags choose without it).
+struct Schedule {
+  int64_t batch, gradAccum;
+  bool stream, offload;
+  std::string overlap;
+  std::string flags() const {
+    std::string f;
+    if (batch)
+      f += "--batch " + std::to_string(batch) + " ";
+    f += "--grad-accum " + std::to_string(gradAccum);
+    if (stream)
+      f += " --stream-weights";
+    if (offload)
+      f += " --offload-activations";
+    return f + " --optimizer-overlap " + overlap;
+  }
+};
+
+/// Schedules around `user`: micro-batches of the user's batch split 1, 2, 4
+/// or 8 ways (when the model's batch is dynamic), weights resident or
+/// streamed, activations kept or offloaded, the optimizer after or during
+/// the backward. Precision and state formats are never changed.
+std::vector<Schedule> searchSpace(const Schedule &user) {
+  std::vector<Schedule> out;
+  for (int64_t split : {1, 2, 4, 8}) {
+    if (split > 1 && (user.batch == 0 || user.batch % split))
+      continue;
+    for (bool stream : {false, true})
+      for (bool offload : {false, true})
+        for (const char *overlap : {"after", "backward"})
+          out.push_back({user.batch / split, user.gradAccum * split, stream,
+                         offload, overlap});
+  }
+  return out;
+}
+
+/// Imports the model and runs the passes up to `what`.
+mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
+                                          const mt::ImportOptions &options,
+                                          Emit what, const Schedule &s,
+                                          mlir::TimingScope &timing) {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  {
+    mlir::TimingScope importTiming = timing.nest("Import");
+    module = mt::importOnnxModel(context, options);
+  }
+  if (!module || what == Emit::Import)
+    return module;
+  mlir::PassManager pm(&context);
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return nullptr;
+  pm.enableTiming(timing);
+  mt::train::buildFrontendPipeline(pm);
+  if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
+    pm.addPass(mt::train::createDeriveTrainingStepPass());
+  if (what == Emit::Sched || what == Emit::Plan) {
+    mt::sched::LowerToSchedPassOptions lower;
+    lower.gradAccum = s.gradAccum;
+    lower.computeDtype = computeDtype;
+    lower.optimizerOverlap = s.overlap;
+    lower.optimizerStates = optimizerStates;
+    pm.addPass(mt::sched::createLowerToSchedPass(lower));
+    if (s.stream) {
+      mt::sched::StreamWeightsPassOptions stream;
+      stream.lookahead = lookahead;
+      pm.addPass(mt::sched::createStreamWeightsPass(stream));
+    }
+    if (s.offload)
+      pm.addPass(mt::sched::createOffloadActivationsPass());
+    pm.addPass(mt::sched::createPlanMemoryPass());
+    pm.addPass(mt::sched::createVerifySchedulePass());
+  }
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// Memory budgets per tier, in bytes.
+struct Budgets {
+  int64_t device, pinned, host;
+};
+
+/// The flags, or the target's memories (pinned: a quarter of the host's).
+bool readBudgets(const mt::plan::Target &t, Budgets &b) {
+  b.device = int64_t(t.gpu_memory_bytes());
+  b.host = int64_t(t.host_memory_bytes());
+  for (auto [flag, text, value] :
+       {std::tuple<const char *, std::string, int64_t *>{"--gpu-mem", gpuMem,
+                                                         &b.device},
+        {"--host-mem", hostMem, &b.host}})
+    if (!text.empty() && (*value = parseSize(text)) < 0) {
+      errs() << "mtc: error: " << flag << " '" << text
+             << "' is not a size (e.g. 80GiB)\n";
+      return false;
+    }
+  b.pinned = b.host / 4;
+  if (!pinnedMem.empty() && (b.pinned = parseSize(pinnedMem)) < 0) {
+    errs() << "mtc: error: --pinned-mem '" << pinnedMem
+           << "' is not a size (e.g. 80GiB)\n";
+    return false;
+  }
+  return true;
+}
+
+/// The plan's peaks are exact: whether every tier fits, and if not, the
+/// reason with the smallest budget that would.
+bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
+          std::string &why) {
+  for (const auto &a : plan.arenas()) {
+    int64_t limit = a.tier() == mt::plan::DEVICE        ? b.device
+                    : a.tier() == mt::plan::HOST_PINNED ? b.pinned
+                                                        : b.host;
+    if (int64_t(a.size_bytes()) <= limit)
+      continue;
+    const char *flag = a.tier() == mt::plan::DEVICE        ? "--gpu-mem"
+                       : a.tier() == mt::plan::HOST_PINNED ? "--pinned-mem"
+                                                           : "--host-mem";
+    const char *hint =
+        a.tier() == mt::plan::HOST
+            ? "the disk tier for optimizer states is not implemented yet"
+        : a.tier() == mt::plan::HOST_PINNED
+            ? "pinned memory is host memory: raise --pinned-mem"
+        : !s.stream  ? "--stream-weights lowers it"
+        : !s.offload ? "--offload-activations lowers it"
+                     : "a smaller --batch or --seq lowers it";
+    why = "the plan needs " + gib(double(a.size_bytes())) + " of " + a.name() +
+          " memory but the budget is " + gib(double(limit)) + " (" + flag +
+          " or the target's); the smallest budget that fits this plan is " +
+          std::to_string(a.size_bytes()) + " bytes; " + hint;
+    return false;
+  }
+  return true;
+}
+
+void printCandidate(const mt::plan::Plan &plan,
+                    const mt::runtime::Prediction &r, const Schedule &s,
+                    bool ok, raw_ostream &os) {
+  auto peak = [&](mt::plan::Tier tier) {
+    for (const auto &a : plan.arenas())
+      if (a.tier() == tier)
+        return gib(double(a.size_bytes()));
+    return std::string("-");
+  };
+  double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
+                         plan.shapes().grad_accum());
+  os << llvm::formatv("{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-9}  {5,10}  "
+                      "{6,10}  {7,10}  {8,8:F3}  {9,9:F0}  {10}\n",
+                      plan.shapes().batch(), s.gradAccum,
+                      s.stream ? "yes" : "no", s.offload ? "yes" : "no",
+                      s.overlap, peak(mt::plan::DEVICE),
+                      peak(mt::plan::HOST_PINNED), peak(mt::plan::HOST),
+                      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -305,129 +465,113 @@ int main(int argc, char **argv) {
   mlir::applyDefaultTimingManagerCLOptions(tm);
   mlir::TimingScope timing = tm.getRootScope();
 
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  {
-    mlir::TimingScope importTiming = timing.nest("Import");
-    module = mt::importOnnxModel(context, options);
-  }
-  if (!module)
-    return 1;
-
   Emit what = emit;
   if (emit.getNumOccurrences() == 0 && StringRef(outputPath).ends_with(".mtp"))
     what = Emit::Plan;
-  if (what != Emit::Import) {
-    mlir::PassManager pm(&context);
-    if (failed(mlir::applyPassManagerCLOptions(pm)))
+  if (suggest)
+    what = Emit::Plan;
+  Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
+                  optimizerOverlap};
+  if (what != Emit::Plan) {
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        compile(context, options, what, chosen, timing);
+    if (!module)
       return 1;
-    pm.enableTiming(timing);
-    mt::train::buildFrontendPipeline(pm);
-    if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
-      pm.addPass(mt::train::createDeriveTrainingStepPass());
-    if (what == Emit::Sched || what == Emit::Plan) {
-      mt::sched::LowerToSchedPassOptions lower;
-      lower.gradAccum = gradAccum;
-      lower.computeDtype = computeDtype;
-      lower.optimizerOverlap = optimizerOverlap;
-      lower.optimizerStates = optimizerStates;
-      pm.addPass(mt::sched::createLowerToSchedPass(lower));
-      if (streamWeights) {
-        mt::sched::StreamWeightsPassOptions stream;
-        stream.lookahead = lookahead;
-        pm.addPass(mt::sched::createStreamWeightsPass(stream));
-      }
-      if (offloadActivations)
-        pm.addPass(mt::sched::createOffloadActivationsPass());
-      pm.addPass(mt::sched::createPlanMemoryPass());
-      pm.addPass(mt::sched::createVerifySchedulePass());
-    }
-    if (failed(pm.run(*module)))
-      return 1;
-  }
-  if (what == Emit::Plan) {
-    mt::plan::Plan plan;
-    if (failed(mt::emitPlan(*module, plan)))
-      return 1;
-    if (mt::runtime::Status st =
-            mt::runtime::loadTarget(target, *plan.mutable_target());
-        !st) {
-      errs() << "mtc: error: --target: " << st.message() << "\n";
+    std::string error;
+    auto output = mlir::openOutputFile(outputPath, &error);
+    if (!output) {
+      errs() << "mtc: error: " << error << "\n";
       return 1;
     }
-    // Budgets per tier: the flags, or the target's memories.
-    int64_t budget = int64_t(plan.target().gpu_memory_bytes());
-    int64_t hostBudget = int64_t(plan.target().host_memory_bytes());
-    for (auto [flag, text, value] :
-         {std::tuple<const char *, std::string, int64_t *>{"--gpu-mem", gpuMem,
-                                                           &budget},
-          {"--host-mem", hostMem, &hostBudget}})
-      if (!text.empty() && (*value = parseSize(text)) < 0) {
-        errs() << "mtc: error: " << flag << " '" << text
-               << "' is not a size (e.g. 80GiB)\n";
-        return 1;
-      }
-    int64_t pinnedBudget = hostBudget / 4;
-    if (!pinnedMem.empty() && (pinnedBudget = parseSize(pinnedMem)) < 0) {
-      errs() << "mtc: error: --pinned-mem '" << pinnedMem
-             << "' is not a size (e.g. 80GiB)\n";
-      return 1;
-    }
-    mt::runtime::Prediction prediction =
-        mt::runtime::simulate(plan, plan.target());
-    plan.set_predicted_step_seconds(prediction.stepSeconds);
-    if (explain)
-      printExplain(plan, prediction, budget, outs());
-    // The plan's peaks are exact: refuse what does not fit, naming the
-    // smallest budget that would.
-    for (const auto &a : plan.arenas()) {
-      int64_t limit = a.tier() == mt::plan::DEVICE        ? budget
-                      : a.tier() == mt::plan::HOST_PINNED ? pinnedBudget
-                                                          : hostBudget;
-      if (int64_t(a.size_bytes()) <= limit)
-        continue;
-      const char *flag = a.tier() == mt::plan::DEVICE        ? "--gpu-mem"
-                         : a.tier() == mt::plan::HOST_PINNED ? "--pinned-mem"
-                                                             : "--host-mem";
-      const char *hint =
-          a.tier() == mt::plan::HOST
-              ? "the disk tier for optimizer states is not implemented yet"
-          : a.tier() == mt::plan::HOST_PINNED
-              ? "pinned memory is host memory: raise --pinned-mem"
-          : !streamWeights      ? "--stream-weights lowers it"
-          : !offloadActivations ? "--offload-activations lowers it"
-                                : "a smaller --batch or --seq lowers it";
-      errs() << "mtc: error: the plan needs " << gib(double(a.size_bytes()))
-             << " of " << a.name() << " memory but the budget is "
-             << gib(double(limit)) << " (" << flag
-             << " or the target's); the smallest budget that fits this plan "
-                "is "
-             << a.size_bytes() << " bytes; " << hint << "\n";
-      return 1;
-    }
-    if (outputPath == "-") {
-      errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
-      return 1;
-    }
-    mt::runtime::Status st = mt::runtime::validatePlan(plan, outputPath);
-    if (st)
-      st = mt::runtime::writePlan(plan, outputPath);
-    if (!st) {
-      errs() << "mtc: error: " << st.message() << "\n";
-      return 1;
-    }
+    if (what == Emit::Summary)
+      mt::printSummary(*module, output->os());
+    else
+      module->print(output->os());
+    output->keep();
     return 0;
   }
 
-  std::string error;
-  auto output = mlir::openOutputFile(outputPath, &error);
-  if (!output) {
-    errs() << "mtc: error: " << error << "\n";
+  Budgets budgets;
+  mt::plan::Target targetDesc;
+  if (mt::runtime::Status st = mt::runtime::loadTarget(target, targetDesc);
+      !st) {
+    errs() << "mtc: error: --target: " << st.message() << "\n";
     return 1;
   }
-  if (what == Emit::Summary)
-    mt::printSummary(*module, output->os());
-  else
-    module->print(output->os());
-  output->keep();
+  if (!readBudgets(targetDesc, budgets))
+    return 1;
+  std::vector<Schedule> candidates{chosen};
+  if (suggest)
+    candidates = searchSpace(chosen);
+  mt::plan::Plan best;
+  mt::runtime::Prediction bestPrediction;
+  std::optional<Schedule> bestSchedule;
+  std::string why;
+  if (suggest)
+    outs()
+        << "micro-batch x accum  streamed  offloaded  optimizer   device      "
+           "pinned      host        s/step    tokens/s  fits\n";
+  for (const Schedule &c : candidates) {
+    mt::ImportOptions o = options;
+    o.batch = c.batch;
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        compile(context, o, Emit::Plan, c, timing);
+    if (!module)
+      return 1;
+    mt::plan::Plan plan;
+    if (failed(mt::emitPlan(*module, plan)))
+      return 1;
+    *plan.mutable_target() = targetDesc;
+    mt::runtime::Prediction prediction =
+        mt::runtime::simulate(plan, targetDesc);
+    plan.set_predicted_step_seconds(prediction.stepSeconds);
+    std::string reason;
+    bool ok = fits(plan, budgets, c, reason);
+    if (suggest)
+      printCandidate(plan, prediction, c, ok, outs());
+    if (!ok) {
+      if (why.empty())
+        why = reason;
+      continue;
+    }
+    double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
+                           plan.shapes().grad_accum());
+    double bestTokens =
+        bestSchedule ? double(best.shapes().batch() * best.shapes().seq() *
+                              best.shapes().grad_accum()) /
+                           bestPrediction.stepSeconds
+                     : 0;
+    if (!bestSchedule || tokens / prediction.stepSeconds > bestTokens) {
+      best = plan;
+      bestPrediction = prediction;
+      bestSchedule = c;
+    }
+  }
+  if (!bestSchedule) {
+    if (suggest)
+      errs() << "mtc: error: no schedule fits the budgets; the first "
+                "refusal: "
+             << why << "\n";
+    else
+      errs() << "mtc: error: " << why << "\n";
+    return 1;
+  }
+  if (suggest)
+    outs() << "fastest that fits: " << bestSchedule->flags() << "\n";
+  if (explain)
+    printExplain(best, bestPrediction, budgets.device, outs());
+  if (outputPath == "-") {
+    if (suggest)
+      return 0;
+    errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
+    return 1;
+  }
+  mt::runtime::Status st = mt::runtime::validatePlan(best, outputPath);
+  if (st)
+    st = mt::runtime::writePlan(best, outputPath);
+  if (!st) {
+    errs() << "mtc: error: " << st.message() << "\n";
+    return 1;
+  }
   return 0;
 }

@@ -1,6 +1,7 @@
 // The stream/token executor (see executor.h).
 #include "runtime/executor.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -57,7 +58,14 @@ private:
 } // namespace
 
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
-                Backend &backend, const StepConfig &step) {
+                Backend &backend, const StepConfig &step,
+                std::vector<OpRecord> *trace, int phaseIndex, int repeat) {
+  std::mutex traceMutex;
+  auto now = [] {
+    return std::chrono::duration<double>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   Tokens tokens(plan.num_tokens());
   // The ops of each stream, in phase order.
   std::vector<std::vector<int>> perStream(plan.streams_size());
@@ -72,9 +80,14 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
       if (tokens.failed())
         return;
       // An op of the last micro-batch only: in the others it is done at once.
+      double start = trace ? now() : 0;
       Status st = op.last_micro_batch_only() && !step.lastMicroBatch
                       ? Status::ok()
                       : backend.run(op, step);
+      if (trace) {
+        std::lock_guard<std::mutex> lock(traceMutex);
+        trace->push_back({phaseIndex, i, repeat, start, now()});
+      }
       if (!st) {
         tokens.fail(Status::error(
             plan::PhaseKind_Name(phase.kind()) + " op " + std::to_string(i) +

@@ -10,6 +10,7 @@
 #include "runtime/status.h"
 
 #include <memory>
+#include <vector>
 
 namespace mt::runtime {
 
@@ -44,10 +45,19 @@ public:
 /// threads for AdamW.
 std::unique_ptr<Backend> makeCpuBackend(int threads);
 
+/// When and where one op ran, in seconds on a steady clock.
+struct OpRecord {
+  int phase, op, repeat;
+  double start, end;
+};
+
 /// Runs one phase to completion. The first failing op stops the others;
-/// its status (naming the phase, op and kernel) is returned.
+/// its status (naming the phase, op and kernel) is returned. With `trace`,
+/// every op's interval is appended to it (from the streams' threads).
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
-                Backend &backend, const StepConfig &step);
+                Backend &backend, const StepConfig &step,
+                std::vector<OpRecord> *trace = nullptr, int phaseIndex = 0,
+                int repeat = 0);
 
 } // namespace mt::runtime
 

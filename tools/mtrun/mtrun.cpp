@@ -25,7 +25,7 @@ namespace {
 struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
-  std::string metrics, save;
+  std::string metrics, save, trace;
   int64_t steps = 1, warmup = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0, minLr = 0;
@@ -90,20 +90,26 @@ public:
           TokenData &data)
       : o(o), plan(plan), backend(backend), data(data) {}
 
+  /// The measured ops of the last step (when tracing).
+  std::vector<OpRecord> trace;
+  bool tracing = false;
+
   Status step(int64_t t, StepResult &r) {
+    trace.clear();
     StepConfig config;
     config.step = t;
     r.lr = learningRate(o, t);
     config.adamw = {r.lr, o.beta1, o.beta2, o.eps, o.weightDecay};
     int64_t micro = plan.shapes().grad_accum();
-    for (const auto &phase : plan.phases()) {
+    for (int ph = 0; ph < plan.phases_size(); ++ph) {
+      const auto &phase = plan.phases(ph);
       if (phase.kind() == mt::plan::MICRO_BATCH) {
         // Updates during the backward see the mean of the micro-batches'
         // gradients (mtrun refuses clipping with such plans).
         config.gradScale = float(1.0 / double(micro));
         for (int64_t m = 0; m < micro; ++m) {
           config.lastMicroBatch = m == micro - 1;
-          if (Status st = microBatch(t, m, phase, config, r.loss); !st)
+          if (Status st = microBatch(t, m, ph, phase, config, r.loss); !st)
             return st;
         }
         r.loss /= double(micro);
@@ -121,15 +127,18 @@ public:
                           : 1.0;
         config.gradScale = float(coef * scale);
       }
-      if (Status st = runPhase(plan, phase, backend, config); !st)
+      if (Status st = runPhase(plan, phase, backend, config,
+                               tracing ? &trace : nullptr, ph);
+          !st)
         return st;
     }
     return Status::ok();
   }
 
 private:
-  Status microBatch(int64_t t, int64_t m, const mt::plan::Phase &phase,
-                    const StepConfig &config, double &loss) {
+  Status microBatch(int64_t t, int64_t m, int phaseIndex,
+                    const mt::plan::Phase &phase, const StepConfig &config,
+                    double &loss) {
     TokenBatch batch;
     data.next(batch);
     for (const auto &in : plan.inputs()) {
@@ -140,7 +149,9 @@ private:
           !st)
         return st;
     }
-    if (Status st = runPhase(plan, phase, backend, config); !st)
+    if (Status st = runPhase(plan, phase, backend, config,
+                             tracing ? &trace : nullptr, phaseIndex, int(m));
+        !st)
       return st;
     float l;
     if (Status st = backend.read(plan.loss(), &l, sizeof l); !st)
@@ -170,6 +181,39 @@ private:
   Backend &backend;
   TokenData &data;
 };
+
+/// The measured ops of one step in Chrome trace format: one lane per
+/// stream, microseconds from the step's first op.
+Status writeTrace(const mt::plan::Plan &plan,
+                  const std::vector<OpRecord> &records,
+                  const std::string &path) {
+  double origin = records.empty() ? 0 : records.front().start;
+  for (const auto &r : records)
+    origin = std::min(origin, r.start);
+  std::ofstream out(path);
+  if (!out)
+    return Status::error(path + ": cannot write the trace");
+  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
+  bool first = true;
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    out << (first ? "" : ",") << "{\"ph\": \"M\", \"pid\": 0, \"tid\": " << s
+        << ", \"name\": \"thread_name\", \"args\": {\"name\": \""
+        << plan.streams(s).name() << "\"}}";
+    first = false;
+  }
+  for (const auto &r : records) {
+    const auto &op = plan.phases(r.phase).ops(r.op);
+    out << ",{\"ph\": \"X\", \"pid\": 0, \"tid\": " << op.stream()
+        << ", \"name\": \"" << mt::plan::Kernel_Name(op.kernel())
+        << "\", \"ts\": " << (r.start - origin) * 1e6
+        << ", \"dur\": " << (r.end - r.start) * 1e6
+        << ", \"args\": {\"phase\": \""
+        << mt::plan::PhaseKind_Name(plan.phases(r.phase).kind())
+        << "\", \"op\": " << r.op << ", \"micro_batch\": " << r.repeat << "}}";
+  }
+  out << "]}\n";
+  return out ? Status::ok() : Status::error(path + ": cannot write the trace");
+}
 
 int fail(const std::string &msg) {
   std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
@@ -210,6 +254,9 @@ int main(int argc, char **argv) {
                  "Write the trained weights to DIR/model.safetensors under "
                  "their names in the model");
   app.add_option("--threads", o.threads, "Host threads for the optimizer");
+  app.add_option("--trace", o.trace,
+                 "Write the measured timeline of the last step as Chrome "
+                 "trace JSON (the format of mt-inspect --trace)");
   CLI11_PARSE(app, argc, argv);
 
   mt::plan::Plan plan;
@@ -250,6 +297,7 @@ int main(int argc, char **argv) {
     return fail(o.metrics + ": cannot open the metrics file");
 
   Trainer trainer{o, plan, *backend, data};
+  trainer.tracing = !o.trace.empty();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
   for (int64_t t = 1; t <= o.steps; ++t) {
@@ -279,6 +327,9 @@ int main(int argc, char **argv) {
   }
   if (metrics)
     std::fclose(metrics);
+  if (!o.trace.empty())
+    if (Status st = writeTrace(plan, trainer.trace, o.trace); !st)
+      return fail(st.message());
   if (!o.save.empty()) {
     ::mkdir(o.save.c_str(), 0755);
     std::vector<TensorView> tensors;

@@ -4,6 +4,7 @@
 //         [--device cpu|cuda|auto] [--lr --beta1 --beta2 --eps --weight-decay]
 //         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
+#include "kernels/cpu/fused_ops.h"
 #include "runtime/executor.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
@@ -14,9 +15,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace mt::runtime;
 
@@ -25,7 +28,7 @@ namespace {
 struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
-  std::string metrics, save, trace;
+  std::string metrics, save, trace, calibrate;
   int64_t steps = 1, warmup = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0, minLr = 0;
@@ -215,6 +218,85 @@ Status writeTrace(const mt::plan::Plan &plan,
   return out ? Status::ok() : Status::error(path + ": cannot write the trace");
 }
 
+/// Measures the rates a target file holds, on this machine with the CPU
+/// backend's kernels (so device and host are the same memory), and writes
+/// them as JSON.
+Status calibrate(const std::string &path, int threads) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point a) {
+    return std::chrono::duration<double>(Clock::now() - a).count();
+  };
+  // Host copy bandwidth: 256 MiB memcpy, best of 3 (bytes moved per second).
+  size_t bytes = size_t(256) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double copy = 0;
+  for (int i = 0; i < 3; ++i) {
+    auto t = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    copy = std::max(copy, double(bytes) / seconds(t));
+  }
+  // Matmul rate of the reference linear kernel.
+  int64_t m = 256, k = 512, n = 512;
+  std::vector<float> x(m * k, 0.5f), w(n * k, 0.25f), y(m * n);
+  auto t = Clock::now();
+  mt::kernels::cpu::linearForward(x.data(), w.data(), nullptr, m, k, n, true,
+                                  y.data());
+  double flops = 2.0 * m * k * n / seconds(t);
+  // Host AdamW, fp32 states.
+  int64_t params = int64_t(16) << 20;
+  std::vector<float> p(params, 1), g(params, 0.1f), m1(params), v1(params);
+  t = Clock::now();
+  adamwStepParallel(p.data(), g.data(), m1.data(), v1.data(), params, 1,
+                    AdamWConfig{}, 1.0f, threads);
+  double optimizer = double(params) / seconds(t);
+  // Disk: write (with fsync) and read back 128 MiB next to the target file.
+  std::string scratch = path + ".calibrate.tmp";
+  size_t diskBytes = size_t(128) << 20;
+  t = Clock::now();
+  {
+    std::FILE *f = std::fopen(scratch.c_str(), "wb");
+    if (!f)
+      return Status::error(scratch + ": cannot write the disk test file");
+    std::fwrite(a.data(), 1, diskBytes, f);
+    std::fflush(f);
+    ::fsync(fileno(f));
+    std::fclose(f);
+  }
+  double diskWrite = double(diskBytes) / seconds(t);
+  t = Clock::now();
+  {
+    std::ifstream in(scratch, std::ios::binary);
+    in.read(b.data(), std::streamsize(diskBytes));
+  }
+  double diskRead = double(diskBytes) / seconds(t);
+  std::remove(scratch.c_str());
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+  double memory = double(pages) * double(pageSize);
+  std::ofstream out(path);
+  if (!out)
+    return Status::error(path + ": cannot write the target file");
+  out.precision(12);
+  out << "{\n  \"name\": \"calibrated-cpu\",\n"
+      << "  \"gpu_memory_bytes\": " << memory << ",\n"
+      << "  \"hbm_bytes_per_s\": " << copy << ",\n"
+      << "  \"matmul_flops_f32\": " << flops << ",\n"
+      << "  \"matmul_flops_bf16\": " << flops << ",\n"
+      << "  \"h2d_bytes_per_s\": " << copy << ",\n"
+      << "  \"d2h_bytes_per_s\": " << copy << ",\n"
+      << "  \"duplex_bytes_per_s\": " << copy << ",\n"
+      << "  \"host_memory_bytes\": " << memory << ",\n"
+      << "  \"host_bytes_per_s\": " << copy << ",\n"
+      << "  \"optimizer_params_per_s\": " << optimizer << ",\n"
+      << "  \"disk_read_bytes_per_s\": " << diskRead << ",\n"
+      << "  \"disk_write_bytes_per_s\": " << diskWrite << "\n}\n";
+  std::fprintf(stderr,
+               "calibrated: copy %.2f GB/s, matmul %.2f GFLOP/s, AdamW %.3g "
+               "params/s, disk write %.2f / read %.2f GB/s -> %s\n",
+               copy / 1e9, flops / 1e9, optimizer, diskWrite / 1e9,
+               diskRead / 1e9, path.c_str());
+  return out ? Status::ok() : Status::error(path + ": cannot write");
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
   return 1;
@@ -226,12 +308,15 @@ int main(int argc, char **argv) {
   Options o;
   CLI::App app{"mtrun: train with a plan compiled by mtc (mtc MODEL.onnx -o "
                "PLAN.mtp)"};
-  app.add_option("plan", o.plan, "The plan file")->required();
+  app.add_option("plan", o.plan, "The plan file");
   app.add_option("--data", o.data,
                  "Token file: flat little-endian token ids, read in order, "
                  "batch x seq tokens per micro-batch, from the start again "
-                 "at the end")
-      ->required();
+                 "when the rest is too short");
+  app.add_option("--calibrate", o.calibrate,
+                 "Measure this machine's rates with the CPU backend and "
+                 "write them as a target file for mtc --target (no plan "
+                 "needed)");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--steps", o.steps, "Optimizer steps")
@@ -258,6 +343,14 @@ int main(int argc, char **argv) {
                  "Write the measured timeline of the last step as Chrome "
                  "trace JSON (the format of mt-inspect --trace)");
   CLI11_PARSE(app, argc, argv);
+  if (!o.calibrate.empty()) {
+    if (Status st = calibrate(o.calibrate, o.threads); !st)
+      return fail(st.message());
+    return 0;
+  }
+  if (o.plan.empty() || o.data.empty())
+    return fail("a plan and --data are required (mtrun PLAN.mtp --data "
+                "TOKENS); see --help");
 
   mt::plan::Plan plan;
   if (Status st = readPlan(o.plan, plan); !st)

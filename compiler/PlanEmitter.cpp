@@ -82,6 +82,8 @@ void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
       ints(a.mutable_perm());
     else if (k == "value")
       a.set_value(cast<FloatAttr>(v).getValueAsDouble());
+    else if (k == "chunk_rows")
+      a.set_chunk_rows(i64());
   }
 }
 

@@ -362,6 +362,41 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     }
     return Status::ok();
   }
+  case Kernel::HEAD_CROSS_ENTROPY:
+  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
+    In x = in(operand(0)), w = in(operand(1));
+    auto ld = dims(operand(2));
+    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    auto wd = dims(operand(1));
+    int64_t v = a.out_in() ? wd[0] : wd[1];
+    int64_t seq = a.shift() ? ld.back() : rows;
+    k::HeadShape s{rows,
+                   d,
+                   a.out_in(),
+                   {rows / seq, seq, v, a.ignore_index(), a.shift()},
+                   std::max<int64_t>(1, a.chunk_rows())};
+    // The last result is the plan's scratch for one chunk of F32 logits.
+    uint32_t scratchBuf = op.results(op.results_size() - 1);
+    if (buf(scratchBuf).dtype() != plan::F32 ||
+        count(scratchBuf) < std::min(s.chunkRows, rows) * v)
+      return Status::error("the head's scratch buffer is too small");
+    float *scratch = static_cast<float *>(ptr(scratchBuf));
+    if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY) {
+      Out loss = out(result(0));
+      loss.data[0] = k::headCrossEntropyForward(x.data, w.data, ids(operand(2)),
+                                                s, scratch);
+      loss.commit();
+      return Status::ok();
+    }
+    In dloss = in(operand(3));
+    Out dx = out(result(0)), dw = out(result(1));
+    std::fill_n(dw.data, count(result(1)), 0.0f);
+    k::headCrossEntropyBackward(x.data, w.data, ids(operand(2)), dloss.data[0],
+                                s, dx.data, dw.data, scratch);
+    dx.commit();
+    dw.commit();
+    return Status::ok();
+  }
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL: {

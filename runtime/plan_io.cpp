@@ -95,6 +95,12 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::CROSS_ENTROPY_GRAD:
     a = {3, 3, 1, 1};
     return true;
+  case K::HEAD_CROSS_ENTROPY:
+    a = {3, 3, 2, 2}; // the loss, then the chunk scratch
+    return true;
+  case K::HEAD_CROSS_ENTROPY_GRAD:
+    a = {4, 4, 3, 3}; // dx, dw, then the chunk scratch
+    return true;
   case K::ADD:
   case K::SUB:
   case K::MUL:

@@ -435,4 +435,56 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
   }
 }
 
+float headCrossEntropyForward(const float *x, const float *w,
+                              const int64_t *labels, const HeadShape &s,
+                              float *scratch) {
+  int64_t v = s.ce.vocab, count = 0;
+  double total = 0;
+  std::vector<float> own(scratch ? 0 : std::min(s.chunkRows, s.rows) * v);
+  float *logits = scratch ? scratch : own.data();
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, s.rows - r0);
+    linearForward(x + r0 * s.dim, w, nullptr, n, s.dim, v, s.outIn, logits);
+    for (int64_t r = 0; r < n; ++r) {
+      int64_t target = targetOf(labels, s.ce, r0 + r);
+      if (target == s.ce.ignoreIndex)
+        continue;
+      const float *row = logits + r * v;
+      total += logSumExp(row, v) - row[target];
+      ++count;
+    }
+  }
+  return count ? float(total / count) : std::nanf("");
+}
+
+void headCrossEntropyBackward(const float *x, const float *w,
+                              const int64_t *labels, float dLoss,
+                              const HeadShape &s, float *dx, float *dw,
+                              float *scratch) {
+  int64_t v = s.ce.vocab, count = 0;
+  for (int64_t r = 0; r < s.rows; ++r)
+    count += targetOf(labels, s.ce, r) != s.ce.ignoreIndex;
+  std::vector<float> own(scratch ? 0 : std::min(s.chunkRows, s.rows) * v);
+  float *logits = scratch ? scratch : own.data();
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, s.rows - r0);
+    const float *xc = x + r0 * s.dim;
+    linearForward(xc, w, nullptr, n, s.dim, v, s.outIn, logits);
+    // The logits become their own gradient, in place.
+    for (int64_t r = 0; r < n; ++r) {
+      float *row = logits + r * v;
+      int64_t target = targetOf(labels, s.ce, r0 + r);
+      if (target == s.ce.ignoreIndex || count == 0) {
+        std::fill(row, row + v, 0.0f);
+        continue;
+      }
+      double lse = logSumExp(row, v), scale = double(dLoss) / count;
+      for (int64_t i = 0; i < v; ++i)
+        row[i] = float((std::exp(row[i] - lse) - (i == target)) * scale);
+    }
+    linearBackward(xc, w, logits, n, s.dim, v, s.outIn, dx + r0 * s.dim, dw,
+                   nullptr);
+  }
+}
+
 } // namespace mt::kernels::cpu

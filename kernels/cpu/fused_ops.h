@@ -103,6 +103,26 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
                           const CrossEntropyShape &s, float dLoss,
                           float *dLogits);
 
+/// The head's linear and the cross-entropy of its logits, `chunkRows` rows
+/// at a time: x [rows, dim], weight [vocab, dim] (outIn) or [dim, vocab];
+/// labels as for crossEntropyForward (ce.vocab is the vocabulary).
+struct HeadShape {
+  int64_t rows, dim;
+  bool outIn;
+  CrossEntropyShape ce;
+  int64_t chunkRows;
+};
+/// `scratch` holds one chunk of logits (min(chunkRows, rows) x vocab
+/// floats); null allocates it.
+float headCrossEntropyForward(const float *x, const float *w,
+                              const int64_t *labels, const HeadShape &s,
+                              float *scratch = nullptr);
+/// dx overwritten, dw accumulated; each chunk's logits are recomputed.
+void headCrossEntropyBackward(const float *x, const float *w,
+                              const int64_t *labels, float dLoss,
+                              const HeadShape &s, float *dx, float *dw,
+                              float *scratch = nullptr);
+
 } // namespace mt::kernels::cpu
 
 #endif // MT_KERNELS_CPU_FUSED_OPS_H

@@ -259,6 +259,33 @@ TEST_P(CrossEntropyGrad, MatchesFiniteDifferences) {
 }
 INSTANTIATE_TEST_SUITE_P(Shift, CrossEntropyGrad, ::testing::Bool());
 
+class HeadGrad : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(HeadGrad, ChunkedHeadMatchesLinearPlusCrossEntropy) {
+  std::mt19937 rng(8);
+  int64_t rows = 8, dim = 5, vocab = 7;
+  HeadShape s{rows, dim, true, {2, 4, vocab, -100, true}, GetParam()};
+  Vec x = randomVec(rows * dim, rng), w = randomVec(vocab * dim, rng);
+  std::vector<int64_t> labels = {1, 5, -100, 2, 0, 3, 4, 6};
+  // Unchunked reference: linear, then cross-entropy.
+  Vec logits(rows * vocab);
+  linearForward(x.data(), w.data(), nullptr, rows, dim, vocab, true,
+                logits.data());
+  float ref = crossEntropyForward(logits.data(), labels.data(), s.ce, nullptr);
+  EXPECT_NEAR(headCrossEntropyForward(x.data(), w.data(), labels.data(), s),
+              ref, 1e-6);
+  auto loss = [&] {
+    return double(
+        headCrossEntropyForward(x.data(), w.data(), labels.data(), s));
+  };
+  Vec dx(x.size()), dw(w.size(), 0.0f);
+  headCrossEntropyBackward(x.data(), w.data(), labels.data(), 1.0f, s,
+                           dx.data(), dw.data());
+  expectClose(dx, numericGrad(x, loss));
+  expectClose(dw, numericGrad(w, loss));
+}
+INSTANTIATE_TEST_SUITE_P(Chunks, HeadGrad, ::testing::Values(1, 3, 8, 100));
+
 TEST(FusedOps, CrossEntropyOfUniformLogitsIsLogVocab) {
   CrossEntropyShape s{1, 2, 8};
   Vec logits(16, 0.25f);

@@ -90,6 +90,11 @@ cl::opt<int64_t> lookahead(
     cl::desc("With --stream-weights: issue each copy this many weights "
              "ahead of its first use"),
     cl::init(8), cl::cat(category));
+cl::opt<int64_t> chunkHeadRows(
+    "chunk-head-rows",
+    cl::desc("Compute the head and the loss this many tokens at a time so "
+             "that the whole batch's logits never exist (0: in one piece)"),
+    cl::init(4096), cl::cat(category));
 cl::opt<bool> offloadActivations(
     "offload-activations",
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
@@ -302,6 +307,11 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (what == Emit::Sched || what == Emit::Plan) {
+    if (chunkHeadRows > 0) {
+      mt::train::ChunkHeadPassOptions chunk;
+      chunk.chunkRows = chunkHeadRows;
+      pm.addPass(mt::train::createChunkHeadPass(chunk));
+    }
     mt::sched::LowerToSchedPassOptions lower;
     lower.gradAccum = s.gradAccum;
     lower.computeDtype = computeDtype;
@@ -450,6 +460,10 @@ int main(int argc, char **argv) {
   if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
     errs() << "mtc: error: --optimizer-overlap must be after or backward, got '"
            << optimizerOverlap << "'\n";
+    return 1;
+  }
+  if (chunkHeadRows < 0) {
+    errs() << "mtc: error: --chunk-head-rows must be 0 or positive\n";
     return 1;
   }
   if (gradAccum < 1) {

@@ -112,6 +112,8 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"GatedActivationGrad", 16, "gated_activation_grad">,
     I32EnumAttrCase<"CrossEntropy", 17, "cross_entropy">,
     I32EnumAttrCase<"CrossEntropyGrad", 18, "cross_entropy_grad">,
+    I32EnumAttrCase<"HeadCrossEntropy", 19, "head_cross_entropy">,
+    I32EnumAttrCase<"HeadCrossEntropyGrad", 20, "head_cross_entropy_grad">,
     I32EnumAttrCase<"Add", 32, "add">,
     I32EnumAttrCase<"Sub", 33, "sub">,
     I32EnumAttrCase<"Mul", 34, "mul">,

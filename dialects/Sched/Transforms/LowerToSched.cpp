@@ -46,6 +46,8 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](GatedActivationGradOp) { return Kernel::GatedActivationGrad; })
       .Case([](CrossEntropyOp) { return Kernel::CrossEntropy; })
       .Case([](CrossEntropyGradOp) { return Kernel::CrossEntropyGrad; })
+      .Case([](HeadCrossEntropyOp) { return Kernel::HeadCrossEntropy; })
+      .Case([](HeadCrossEntropyGradOp) { return Kernel::HeadCrossEntropyGrad; })
       .Case([](AddOp) { return Kernel::Add; })
       .Case([](SubOp) { return Kernel::Sub; })
       .Case([](MulOp) { return Kernel::Mul; })
@@ -71,6 +73,12 @@ double flopsOf(Operation *op) {
     auto q = tensorOf(a.getQ()).getShape();
     return 4.0 * q[0] * q[1] * q[1] * q[2];
   }
+  if (auto h = dyn_cast<HeadCrossEntropyOp>(op))
+    return 2.0 * n(h.getInput()) * tensorOf(h.getWeight()).getNumElements() /
+           tensorOf(h.getInput()).getShape().back();
+  if (auto h = dyn_cast<HeadCrossEntropyGradOp>(op))
+    return 6.0 * n(h.getInput()) * tensorOf(h.getWeight()).getNumElements() /
+           tensorOf(h.getInput()).getShape().back();
   if (auto a = dyn_cast<AttentionGradOp>(op)) {
     auto q = tensorOf(a.getQ()).getShape();
     return 10.0 * q[0] * q[1] * q[1] * q[2];
@@ -276,13 +284,30 @@ struct LowerToSched
           return op.emitError("operand has no buffer");
         ins.push_back(buf);
       }
-      bool isLoss = isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op) &&
+      bool isLoss = isa<train::CrossEntropyOp, train::HeadCrossEntropyOp>(op) &&
                     tensorOf(op.getResult(0)).getRank() == 0;
       for (Value r : op.getResults()) {
         std::string name = layerPrefix + op.getName().stripDialect().str();
         Value buf = buffer(name, "device", deviceType(tensorOf(r), isLoss));
         bufs[r] = buf;
         outs.push_back(buf);
+      }
+      // The chunked head's logits scratch: in the plan, so its bytes count.
+      if (isa<train::HeadCrossEntropyOp, train::HeadCrossEntropyGradOp>(op)) {
+        auto w = tensorOf(op.getOperand(1));
+        int64_t vocab =
+            op.getAttrOfType<train::WeightLayoutAttr>("layout").getValue() ==
+                    train::WeightLayout::OutIn
+                ? w.getDimSize(0)
+                : w.getDimSize(1);
+        int64_t rows = tensorOf(op.getOperand(0)).getNumElements() /
+                       tensorOf(op.getOperand(0)).getShape().back();
+        int64_t chunk = std::min<int64_t>(
+            rows, op.getAttrOfType<IntegerAttr>("chunk_rows").getInt());
+        outs.push_back(
+            buffer(layerPrefix + "head.scratch", "device",
+                   RankedTensorType::get({chunk, vocab},
+                                         Float32Type::get(&getContext()))));
       }
       int64_t bytes = 0;
       for (Value r : op.getResults())

@@ -45,7 +45,8 @@ struct OffloadActivations
     for (auto [i, e] : llvm::enumerate(order)) {
       index[e] = i;
       if (backward == int64_t(order.size()) &&
-          e.getKernel() == Kernel::CrossEntropyGrad)
+          (e.getKernel() == Kernel::CrossEntropyGrad ||
+           e.getKernel() == Kernel::HeadCrossEntropyGrad))
         backward = i;
     }
     // Device buffers the micro-batch writes in the forward and reads in the

@@ -28,6 +28,7 @@ bool isGradient(Kernel k) {
   case Kernel::ActivationGrad:
   case Kernel::GatedActivationGrad:
   case Kernel::CrossEntropyGrad:
+  case Kernel::HeadCrossEntropyGrad:
     return true;
   default:
     return false;

@@ -755,6 +755,26 @@ LogicalResult GatedActivationGradOp::verify() {
                            {getUpGrad(), getUp()}});
 }
 
+MT_INFER(HeadCrossEntropyOp) {
+  auto x = rankedType(a.getInput()), w = rankedType(a.getWeight());
+  bool outIn = a.getLayout() == WeightLayout::OutIn;
+  if (w.getRank() != 2 || x.getRank() < 2 ||
+      x.getShape().back() != w.getDimSize(outIn ? 1 : 0) ||
+      rankedType(a.getLabels()).getShape() != x.getShape().drop_back() ||
+      int64_t(a.getChunkRows()) <= 0)
+    return fail(loc, "head_cross_entropy needs x [..., D], a [V, D] or "
+                     "[D, V] weight, labels of x's leading dims and "
+                     "chunk_rows > 0");
+  return push(types, {}, Float32Type::get(ctx));
+}
+
+LogicalResult HeadCrossEntropyGradOp::verify() {
+  if (getGrad().getType().getRank() != 0)
+    return emitOpError("the loss gradient must be a scalar");
+  return sameTypes(
+      *this, {{getInputGrad(), getInput()}, {getWeightGrad(), getWeight()}});
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   if (getGrad().getType().getRank() != 0)
     return emitOpError("the loss gradient must be a scalar");

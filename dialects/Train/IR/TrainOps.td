@@ -785,4 +785,30 @@ def Train_CrossEntropyGradOp
   let results = (outs Train_FloatTensor : $logits_grad);
 }
 
+def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy"> {
+  let summary = "The head's linear and the mean cross-entropy, chunk by chunk";
+  let description = [{
+    `cross_entropy(linear(x, weight), labels)` computed `chunk_rows` rows
+    at a time, so that the logits of the whole batch never exist. x [B, S,
+    D] (or [N, D]), weight [V, D] (out_in) or [D, V] (in_out).
+    ```mlir
+    %l = train.head_cross_entropy %h, %w, %labels {layout = #train<layout out_in>, ignore_index = -100 : i64, shift, chunk_rows = 1024 : i64} : (tensor<2x16x64xf32>, tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_IntTensor:$labels, Train_WeightLayoutAttr:$layout,
+                   I64Attr:$ignore_index, UnitAttr:$shift, I64Attr:$chunk_rows);
+  let results = (outs TensorOf<[F32]>:$result);
+}
+
+def Train_HeadCrossEntropyGradOp : Train_GradOp<"head_cross_entropy_grad",
+    "Gradients of head_cross_entropy with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.head_cross_entropy_grad %h, %w, %labels, %dloss {...} : (...) -> (...)`: the logits of each chunk are recomputed.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_IntTensor:$labels, TensorOf<[F32]>:$grad,
+                   Train_WeightLayoutAttr:$layout, I64Attr:$ignore_index,
+                   UnitAttr:$shift, I64Attr:$chunk_rows);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+}
+
 #endif // MT_TRAIN_OPS

@@ -118,4 +118,36 @@ def DeriveTrainingStepPass : Pass<"mt-derive-training-step", "mlir::ModuleOp"> {
   ];
 }
 
+def ChunkHeadPass : Pass<"mt-chunk-head", "mlir::ModuleOp"> {
+  let summary = "Compute the head and the loss in row chunks so that full logits never exist";
+  let description = [{
+    In `@train_step`, the head's `linear` whose logits only the loss and
+    its gradient read, with that `cross_entropy`, `cross_entropy_grad` and
+    the head's `linear_grad`, become `head_cross_entropy` and
+    `head_cross_entropy_grad`, which compute `chunk-rows` rows of logits at
+    a time (the backward recomputes them). The logits of the whole batch,
+    and their gradient, are gone from the schedule.
+
+    Before:
+    ```mlir
+    %lg = train.linear %h, %w ...
+    %l = train.cross_entropy %lg, %labels ...
+    %dlg = train.cross_entropy_grad %lg, %labels, %one ...
+    %dh, %dw = train.linear_grad %h, %w, %dlg ...
+    ```
+    After:
+    ```mlir
+    %l = train.head_cross_entropy %h, %w, %labels {chunk_rows = 4096 : i64, ...}
+    %dh, %dw = train.head_cross_entropy_grad %h, %w, %labels, %one {chunk_rows = 4096 : i64, ...}
+    ```
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", "4096",
+           "Rows (tokens) of logits computed at a time">,
+  ];
+  let statistics = [
+    Statistic<"numChunked", "chunked", "heads computed in chunks">,
+  ];
+}
+
 #endif // MT_TRAIN_PASSES

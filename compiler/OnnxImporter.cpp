@@ -546,20 +546,22 @@ LogicalResult Importer::importInitializers() {
         named("name", b.getStringAttr(init.name()))};
     if (trainable)
       attrs.push_back(named("trainable", b.getUnitAttr()));
+    // Where the weight's bytes are: the runtime reads them from there.
+    auto locate = [&](StringRef path, int64_t offset, int64_t length) {
+      attrs.push_back(named("file", b.getStringAttr(path)));
+      attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
+      attrs.push_back(named("length", b.getI64IntegerAttr(length)));
+    };
     WeightSource source = WeightSource::Inline;
     if (auto it = weightByInit.find(init.name()); it != weightByInit.end()) {
       source = WeightSource::Safetensors;
-      attrs.push_back(named("file", b.getStringAttr(opts.weightsPath)));
-      attrs.push_back(named("offset", b.getI64IntegerAttr(it->second->offset)));
-      attrs.push_back(named("length", b.getI64IntegerAttr(it->second->length)));
+      locate(opts.weightsPath, it->second->offset, it->second->length);
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       source = WeightSource::External;
       auto ref = externalData(init, storageBytes(*type), "initializer");
       if (failed(ref))
         return failure();
-      attrs.push_back(named("file", b.getStringAttr(ref->path)));
-      attrs.push_back(named("offset", b.getI64IntegerAttr(ref->offset)));
-      attrs.push_back(named("length", b.getI64IntegerAttr(ref->length)));
+      locate(ref->path, ref->offset, ref->length);
     } else {
       attrs.push_back(named("file", b.getStringAttr(file)));
       if (!inlineOffsets)

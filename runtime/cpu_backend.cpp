@@ -370,8 +370,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     auto wd = dims(operand(1));
     int64_t v = a.out_in() ? wd[0] : wd[1];
     int64_t seq = a.shift() ? ld.back() : rows;
-    k::HeadShape s{rows,
-                   d,
+    k::HeadShape s{d,
                    a.out_in(),
                    {rows / seq, seq, v, a.ignore_index(), a.shift()},
                    std::max<int64_t>(1, a.chunk_rows())};

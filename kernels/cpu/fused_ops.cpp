@@ -395,6 +395,26 @@ double logSumExp(const float *row, int64_t n) {
     sum += std::exp(row[i] - m);
   return m + std::log(sum);
 }
+
+/// The tokens the mean runs over: those whose target is not ignored.
+int64_t countTargets(const int64_t *labels, const CrossEntropyShape &s) {
+  int64_t count = 0;
+  for (int64_t t = 0; t < s.batch * s.seq; ++t)
+    count += targetOf(labels, s, t) != s.ignoreIndex;
+  return count;
+}
+
+/// One token's dLogits = scale * (softmax - onehot); `drow` may be `row`.
+void rowGradient(const float *row, int64_t target, double scale,
+                 const CrossEntropyShape &s, float *drow) {
+  if (target == s.ignoreIndex) {
+    std::fill(drow, drow + s.vocab, 0.0f);
+    return;
+  }
+  double lse = logSumExp(row, s.vocab);
+  for (int64_t i = 0; i < s.vocab; ++i)
+    drow[i] = float((std::exp(row[i] - lse) - (i == target)) * scale);
+}
 } // namespace
 
 float crossEntropyForward(const float *logits, const int64_t *labels,
@@ -418,32 +438,21 @@ float crossEntropyForward(const float *logits, const int64_t *labels,
 void crossEntropyBackward(const float *logits, const int64_t *labels,
                           const CrossEntropyShape &s, float dLoss,
                           float *dLogits) {
-  int64_t count = 0;
+  // With no target counted every row is ignored and the scale is unused.
+  int64_t count = countTargets(labels, s);
+  double scale = count ? double(dLoss) / count : 0.0;
   for (int64_t t = 0; t < s.batch * s.seq; ++t)
-    count += targetOf(labels, s, t) != s.ignoreIndex;
-  for (int64_t t = 0; t < s.batch * s.seq; ++t) {
-    const float *row = logits + t * s.vocab;
-    float *drow = dLogits + t * s.vocab;
-    int64_t target = targetOf(labels, s, t);
-    if (target == s.ignoreIndex || count == 0) {
-      std::fill(drow, drow + s.vocab, 0.0f);
-      continue;
-    }
-    double lse = logSumExp(row, s.vocab), scale = double(dLoss) / count;
-    for (int64_t i = 0; i < s.vocab; ++i)
-      drow[i] = float((std::exp(row[i] - lse) - (i == target)) * scale);
-  }
+    rowGradient(logits + t * s.vocab, targetOf(labels, s, t), scale, s,
+                dLogits + t * s.vocab);
 }
 
 float headCrossEntropyForward(const float *x, const float *w,
                               const int64_t *labels, const HeadShape &s,
-                              float *scratch) {
-  int64_t v = s.ce.vocab, count = 0;
+                              float *logits) {
+  int64_t rows = s.ce.batch * s.ce.seq, v = s.ce.vocab, count = 0;
   double total = 0;
-  std::vector<float> own(scratch ? 0 : std::min(s.chunkRows, s.rows) * v);
-  float *logits = scratch ? scratch : own.data();
-  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
-    int64_t n = std::min(s.chunkRows, s.rows - r0);
+  for (int64_t r0 = 0; r0 < rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, rows - r0);
     linearForward(x + r0 * s.dim, w, nullptr, n, s.dim, v, s.outIn, logits);
     for (int64_t r = 0; r < n; ++r) {
       int64_t target = targetOf(labels, s.ce, r0 + r);
@@ -460,28 +469,18 @@ float headCrossEntropyForward(const float *x, const float *w,
 void headCrossEntropyBackward(const float *x, const float *w,
                               const int64_t *labels, float dLoss,
                               const HeadShape &s, float *dx, float *dw,
-                              float *scratch) {
-  int64_t v = s.ce.vocab, count = 0;
-  for (int64_t r = 0; r < s.rows; ++r)
-    count += targetOf(labels, s.ce, r) != s.ce.ignoreIndex;
-  std::vector<float> own(scratch ? 0 : std::min(s.chunkRows, s.rows) * v);
-  float *logits = scratch ? scratch : own.data();
-  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
-    int64_t n = std::min(s.chunkRows, s.rows - r0);
+                              float *logits) {
+  int64_t rows = s.ce.batch * s.ce.seq, v = s.ce.vocab;
+  int64_t count = countTargets(labels, s.ce);
+  double scale = count ? double(dLoss) / count : 0.0;
+  for (int64_t r0 = 0; r0 < rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, rows - r0);
     const float *xc = x + r0 * s.dim;
     linearForward(xc, w, nullptr, n, s.dim, v, s.outIn, logits);
     // The logits become their own gradient, in place.
-    for (int64_t r = 0; r < n; ++r) {
-      float *row = logits + r * v;
-      int64_t target = targetOf(labels, s.ce, r0 + r);
-      if (target == s.ce.ignoreIndex || count == 0) {
-        std::fill(row, row + v, 0.0f);
-        continue;
-      }
-      double lse = logSumExp(row, v), scale = double(dLoss) / count;
-      for (int64_t i = 0; i < v; ++i)
-        row[i] = float((std::exp(row[i] - lse) - (i == target)) * scale);
-    }
+    for (int64_t r = 0; r < n; ++r)
+      rowGradient(logits + r * v, targetOf(labels, s.ce, r0 + r), scale, s.ce,
+                  logits + r * v);
     linearBackward(xc, w, logits, n, s.dim, v, s.outIn, dx + r0 * s.dim, dw,
                    nullptr);
   }

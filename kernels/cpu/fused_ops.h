@@ -104,24 +104,24 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
                           float *dLogits);
 
 /// The head's linear and the cross-entropy of its logits, `chunkRows` rows
-/// at a time: x [rows, dim], weight [vocab, dim] (outIn) or [dim, vocab];
-/// labels as for crossEntropyForward (ce.vocab is the vocabulary).
+/// at a time: x [ce.batch * ce.seq, dim], weight [vocab, dim] (outIn) or
+/// [dim, vocab]; labels as for crossEntropyForward (ce.vocab is the
+/// vocabulary).
 struct HeadShape {
-  int64_t rows, dim;
+  int64_t dim;
   bool outIn;
   CrossEntropyShape ce;
   int64_t chunkRows;
 };
-/// `scratch` holds one chunk of logits (min(chunkRows, rows) x vocab
-/// floats); null allocates it.
+/// `scratch` holds one chunk of logits: min(chunkRows, rows) x vocab floats.
 float headCrossEntropyForward(const float *x, const float *w,
                               const int64_t *labels, const HeadShape &s,
-                              float *scratch = nullptr);
+                              float *scratch);
 /// dx overwritten, dw accumulated; each chunk's logits are recomputed.
 void headCrossEntropyBackward(const float *x, const float *w,
                               const int64_t *labels, float dLoss,
                               const HeadShape &s, float *dx, float *dw,
-                              float *scratch = nullptr);
+                              float *scratch);
 
 } // namespace mt::kernels::cpu
 

@@ -78,3 +78,27 @@ LogicalResult ExecOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/Sched/IR/SchedOps.cpp.inc"
+
+bool mt::sched::isGradient(Kernel k) {
+  switch (k) {
+  case Kernel::EmbeddingGrad:
+  case Kernel::LinearGrad:
+  case Kernel::RmsNormGrad:
+  case Kernel::LayerNormGrad:
+  case Kernel::RotaryGrad:
+  case Kernel::AttentionGrad:
+  case Kernel::ActivationGrad:
+  case Kernel::GatedActivationGrad:
+  case Kernel::CrossEntropyGrad:
+  case Kernel::HeadCrossEntropyGrad:
+    return true;
+  default:
+    return false;
+  }
+}
+
+int64_t mt::sched::backwardStart(ArrayRef<ExecOp> order) {
+  auto it =
+      llvm::find_if(order, [](ExecOp e) { return isGradient(e.getKernel()); });
+  return it - order.begin();
+}

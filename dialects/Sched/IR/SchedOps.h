@@ -18,4 +18,12 @@
 #define GET_OP_CLASSES
 #include "dialects/Sched/IR/SchedOps.h.inc"
 
+namespace mt::sched {
+/// Whether `k` computes gradients (a backward kernel).
+bool isGradient(Kernel k);
+/// Where a micro-batch's backward begins in its program order: at the first
+/// gradient kernel (a layer's recompute comes after it), or order.size().
+int64_t backwardStart(llvm::ArrayRef<ExecOp> order);
+} // namespace mt::sched
+
 #endif // MT_DIALECTS_SCHED_IR_SCHEDOPS_H

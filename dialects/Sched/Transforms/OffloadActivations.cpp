@@ -41,14 +41,9 @@ struct OffloadActivations
       return;
     SmallVector<ExecOp> order(micro.getOps<ExecOp>());
     DenseMap<Operation *, int64_t> index;
-    int64_t backward = int64_t(order.size());
-    for (auto [i, e] : llvm::enumerate(order)) {
+    for (auto [i, e] : llvm::enumerate(order))
       index[e] = i;
-      if (backward == int64_t(order.size()) &&
-          (e.getKernel() == Kernel::CrossEntropyGrad ||
-           e.getKernel() == Kernel::HeadCrossEntropyGrad))
-        backward = i;
-    }
+    int64_t backward = backwardStart(order);
     // Device buffers the micro-batch writes in the forward and reads in the
     // backward after a gap.
     DenseSet<Value> inputs;

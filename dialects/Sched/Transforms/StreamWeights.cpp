@@ -17,24 +17,6 @@ using namespace mt::sched;
 
 namespace {
 
-bool isGradient(Kernel k) {
-  switch (k) {
-  case Kernel::EmbeddingGrad:
-  case Kernel::LinearGrad:
-  case Kernel::RmsNormGrad:
-  case Kernel::LayerNormGrad:
-  case Kernel::RotaryGrad:
-  case Kernel::AttentionGrad:
-  case Kernel::ActivationGrad:
-  case Kernel::GatedActivationGrad:
-  case Kernel::CrossEntropyGrad:
-  case Kernel::HeadCrossEntropyGrad:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// One region of uses of a weight's device copy: the ops that read it.
 struct Region {
   Value device;              ///< the buffer the step_begin copy fills
@@ -62,16 +44,12 @@ struct StreamWeights
     }
     if (!begin || !micro)
       return;
-    // Program order of the micro-batch; the backward starts at the first
-    // gradient kernel (a layer's recompute comes after it too).
+    // Program order of the micro-batch.
     SmallVector<ExecOp> order(micro.getOps<ExecOp>());
     DenseMap<Operation *, int64_t> index;
-    int64_t backward = int64_t(order.size());
-    for (auto [i, e] : llvm::enumerate(order)) {
+    for (auto [i, e] : llvm::enumerate(order))
       index[e] = i;
-      if (isGradient(e.getKernel()) && backward == int64_t(order.size()))
-        backward = i;
-    }
+    int64_t backward = backwardStart(order);
     // Regions of the weights copied once per step.
     SmallVector<Region> regions;
     for (auto copy : llvm::to_vector(begin.getOps<ExecOp>())) {

@@ -40,7 +40,9 @@ struct ChunkHead : public mt::train::impl::ChunkHeadPassBase<ChunkHead> {
       if (user == ce)
         continue;
       auto g = dyn_cast<CrossEntropyGradOp>(user);
-      if (!g || grad || g.getLabels() != ce.getLabels())
+      if (!g || grad || g.getLabels() != ce.getLabels() ||
+          g.getIgnoreIndex() != ce.getIgnoreIndex() ||
+          g.getShift() != ce.getShift())
         return;
       grad = g;
     }

@@ -125,10 +125,17 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   shapes->set_grad_accum(int64_t(program.getGradAccum()));
   shapes->set_vocab(int64_t(program.getVocab()));
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
-  out.set_optimizer_overlap(program.getOptimizerOverlap() ==
-                                    OptimizerOverlap::Backward
-                                ? plan::BACKWARD
-                                : plan::AFTER);
+  switch (program.getOptimizerOverlap()) {
+  case OptimizerOverlap::After:
+    out.set_optimizer_overlap(plan::AFTER);
+    break;
+  case OptimizerOverlap::Backward:
+    out.set_optimizer_overlap(plan::BACKWARD);
+    break;
+  case OptimizerOverlap::NextForward:
+    out.set_optimizer_overlap(plan::NEXT_FORWARD);
+    break;
+  }
 
   llvm::StringMap<uint32_t> arenas, streams;
   DenseMap<Value, uint32_t> buffers, tokens;
@@ -213,6 +220,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         setAttrs(exec.getAttrs(), *po->mutable_attrs());
         po->set_flops(exec.getFlops().convertToDouble());
         po->set_bytes(uint64_t(exec.getBytes()));
+        po->set_first_micro_batch_only(exec.getFirstMicroBatch());
         po->set_last_micro_batch_only(exec.getLastMicroBatch());
       }
     }

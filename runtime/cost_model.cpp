@@ -140,6 +140,8 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
   double now = 0; // end of the previous phase
   for (int ph = 0; ph < p.phases_size(); ++ph) {
     const auto &phase = p.phases(ph);
+    if (phase.kind() == plan::FINISH)
+      continue; // once per run, not per step
     int repeats =
         phase.kind() == plan::MICRO_BATCH ? int(p.shapes().grad_accum()) : 1;
     for (int rep = 0; rep < repeats; ++rep) {
@@ -153,8 +155,10 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
         double start = streamFree[op.stream()];
         for (uint32_t w : op.waits())
           start = std::max(start, token[w]);
-        // Ops of the last micro-batch only take no time in the others.
-        bool skipped = op.last_micro_batch_only() && rep != repeats - 1;
+        // Ops of the first or last micro-batch only take no time in the
+        // others.
+        bool skipped = (op.last_micro_batch_only() && rep != repeats - 1) ||
+                       (op.first_micro_batch_only() && rep != 0);
         double end = start + (skipped ? 0.0 : opSeconds(p, op, t));
         streamFree[op.stream()] = end;
         for (uint32_t s : op.signals())

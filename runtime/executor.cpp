@@ -57,6 +57,14 @@ private:
 
 } // namespace
 
+bool runsIn(const plan::Op &op, const StepConfig &step) {
+  if (op.first_micro_batch_only() && !step.firstMicroBatch)
+    return false;
+  if (op.last_micro_batch_only() && !step.lastMicroBatch)
+    return false;
+  return op.kernel() != plan::ADAMW || step.applyUpdates;
+}
+
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
                 std::vector<OpRecord> *trace, int phaseIndex, int repeat) {
@@ -79,11 +87,8 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
           return;
       if (tokens.failed())
         return;
-      // An op of the last micro-batch only: in the others it is done at once.
       double start = trace ? now() : 0;
-      Status st = op.last_micro_batch_only() && !step.lastMicroBatch
-                      ? Status::ok()
-                      : backend.run(op, step);
+      Status st = runsIn(op, step) ? backend.run(op, step) : Status::ok();
       if (trace) {
         std::lock_guard<std::mutex> lock(traceMutex);
         trace->push_back({phaseIndex, i, repeat, start, now()});

@@ -21,10 +21,18 @@ struct StepConfig {
   AdamWConfig adamw;
   int64_t step = 1;
   float gradScale = 1.0f;
-  /// In the micro-batch phase: whether this is the step's last micro-batch
-  /// (ops marked last_micro_batch_only run only then).
+  /// In the micro-batch phase: whether this is the step's first or last
+  /// micro-batch (ops marked first_ or last_micro_batch_only run only then).
+  bool firstMicroBatch = true;
   bool lastMicroBatch = true;
+  /// False when no update is pending: in the first step of a NEXT_FORWARD
+  /// plan, whose ADAMW ops apply the previous step's gradients, they are
+  /// done at once.
+  bool applyUpdates = true;
 };
+
+/// Whether `op` runs under `step` (or is done at once, tokens signalled).
+bool runsIn(const plan::Op &op, const StepConfig &step);
 
 class Backend {
 public:

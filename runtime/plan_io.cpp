@@ -291,6 +291,11 @@ private:
       if (!plan::Kernel_IsValid(op.kernel()) || !arityOf(op.kernel(), a))
         return fail(ow + ": unknown kernel " + std::to_string(op.kernel()));
       ow += " (" + plan::Kernel_Name(op.kernel()) + ")";
+      if ((op.first_micro_batch_only() || op.last_micro_batch_only()) &&
+          (ph.kind() != plan::MICRO_BATCH ||
+           (op.first_micro_batch_only() && op.last_micro_batch_only())))
+        return fail(ow + ": first_micro_batch_only or last_micro_batch_only "
+                         "(not both) is for ops of the MICRO_BATCH phase");
       if (op.operands_size() < a.minOperands ||
           op.operands_size() > a.maxOperands ||
           op.results_size() < a.minResults || op.results_size() > a.maxResults)

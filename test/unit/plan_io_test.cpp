@@ -210,7 +210,15 @@ INSTANTIATE_TEST_SUITE_P(
                 [](Plan &p) {
                   p.mutable_phases(0)->mutable_ops(1)->add_signals(0);
                 },
-                "token 0 is signalled twice"}),
+                "token 0 is signalled twice"},
+        BadCase{
+            "first_micro_batch_outside",
+            [](Plan &p) {
+              p.mutable_phases(1)->mutable_ops(0)->set_first_micro_batch_only(
+                  true);
+            },
+            "(ADAMW): first_micro_batch_only or last_micro_batch_only "
+            "(not both) is for ops of the MICRO_BATCH phase"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlanIo, FramingErrorsAreNamed) {

@@ -216,6 +216,8 @@ int main(int argc, char **argv) {
         {"seq", p.shapes().seq()},
         {"grad_accum", p.shapes().grad_accum()},
         {"compute_dtype", plan::DType_Name(p.compute_dtype())},
+        {"optimizer_overlap",
+         plan::OptimizerOverlap_Name(p.optimizer_overlap())},
         {"arena_peak_bytes", arenas},
         {"predicted_step_seconds", prediction.stepSeconds},
         {"stream_busy_seconds", streams},
@@ -250,6 +252,14 @@ int main(int argc, char **argv) {
       std::printf("LOSSY: AdamW moments stored in bf16\n");
       break;
     }
+  std::printf("optimizer: AdamW %s\n",
+              p.optimizer_overlap() == plan::BACKWARD
+                  ? "during the backward (each weight when its gradient is "
+                    "complete)"
+              : p.optimizer_overlap() == plan::NEXT_FORWARD
+                  ? "during the next step's forward (each weight before its "
+                    "copy to the device)"
+                  : "after the backward");
   std::printf("parameters: %d trainable (%lld elements), %d frozen\n",
               trainable, (long long)params, p.parameters_size() - trainable);
   std::printf("\narenas (peak bytes):\n");
@@ -300,6 +310,10 @@ int main(int argc, char **argv) {
         std::printf(" after t%u", t);
       for (uint32_t t : op.signals())
         std::printf(" -> t%u", t);
+      if (op.first_micro_batch_only())
+        std::printf(" [first micro-batch]");
+      if (op.last_micro_batch_only())
+        std::printf(" [last micro-batch]");
       std::printf("\n");
     }
   }

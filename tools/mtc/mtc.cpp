@@ -137,9 +137,10 @@ cl::opt<std::string> optimizerStates(
     cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> optimizerOverlap(
     "optimizer-overlap",
-    cl::desc("When AdamW runs: after (the whole backward; clipping allowed) "
-             "or backward (each weight as soon as its gradient is complete; "
-             "exact without clipping)"),
+    cl::desc("When AdamW runs: after (the whole backward), backward (each "
+             "weight as soon as its gradient is complete; exact without "
+             "clipping) or next-forward (each weight in the next step, just "
+             "before its copy to the device; exact with clipping)"),
     cl::init("after"), cl::cat(category));
 cl::opt<std::string> computeDtype(
     "compute-dtype",
@@ -271,8 +272,9 @@ struct Schedule {
 
 /// Schedules around `user`: micro-batches of the user's batch split 1, 2, 4
 /// or 8 ways (when the model's batch is dynamic), weights resident or
-/// streamed, activations kept or offloaded, the optimizer after or during
-/// the backward. Precision and state formats are never changed.
+/// streamed, activations kept or offloaded, the optimizer after the
+/// backward, during it, or during the next forward. Precision and state formats
+/// are never changed.
 std::vector<Schedule> searchSpace(const Schedule &user) {
   std::vector<Schedule> out;
   for (int64_t split : {1, 2, 4, 8}) {
@@ -280,7 +282,7 @@ std::vector<Schedule> searchSpace(const Schedule &user) {
       continue;
     for (bool stream : {false, true})
       for (bool offload : {false, true})
-        for (const char *overlap : {"after", "backward"})
+        for (const char *overlap : {"after", "backward", "next-forward"})
           out.push_back({user.batch / split, user.gradAccum * split, stream,
                          offload, overlap});
   }
@@ -457,8 +459,10 @@ int main(int argc, char **argv) {
            << optimizerStates << "'\n";
     return 1;
   }
-  if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
-    errs() << "mtc: error: --optimizer-overlap must be after or backward, got '"
+  if (optimizerOverlap != "after" && optimizerOverlap != "backward" &&
+      optimizerOverlap != "next-forward") {
+    errs() << "mtc: error: --optimizer-overlap must be after, backward or "
+              "next-forward, got '"
            << optimizerOverlap << "'\n";
     return 1;
   }

@@ -103,24 +103,28 @@ public:
     config.step = t;
     r.lr = learningRate(o, t);
     config.adamw = {r.lr, o.beta1, o.beta2, o.eps, o.weightDecay};
+    bool deferred = plan.optimizer_overlap() == mt::plan::NEXT_FORWARD;
     int64_t micro = plan.shapes().grad_accum();
+    double scale = 1.0 / double(micro);
     for (int ph = 0; ph < plan.phases_size(); ++ph) {
       const auto &phase = plan.phases(ph);
+      if (phase.kind() == mt::plan::FINISH)
+        continue;
       if (phase.kind() == mt::plan::MICRO_BATCH) {
-        // Updates during the backward see the mean of the micro-batches'
-        // gradients (mtrun refuses clipping with such plans).
-        config.gradScale = float(1.0 / double(micro));
+        // A NEXT_FORWARD plan applies the previous step's update in the
+        // first micro-batch; updates during the backward see the mean of
+        // the micro-batches' gradients (mtrun refuses clipping with them).
+        StepConfig run = deferred ? pending : config;
+        if (!deferred)
+          run.gradScale = float(scale);
         for (int64_t m = 0; m < micro; ++m) {
-          config.lastMicroBatch = m == micro - 1;
-          if (Status st = microBatch(t, m, ph, phase, config, r.loss); !st)
+          run.firstMicroBatch = m == 0;
+          run.lastMicroBatch = m == micro - 1;
+          if (Status st = microBatch(t, m, ph, phase, run, r.loss); !st)
             return st;
         }
         r.loss /= double(micro);
-        continue;
-      }
-      if (phase.kind() == mt::plan::STEP_END) {
         // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
-        double scale = 1.0 / double(micro);
         r.gradNorm = gradientNorm() * scale;
         if (!std::isfinite(r.gradNorm))
           return Status::error("step " + std::to_string(t) +
@@ -129,12 +133,23 @@ public:
                           ? o.gradClip / (r.gradNorm + 1e-6)
                           : 1.0;
         config.gradScale = float(coef * scale);
+        pending = config;
+        continue;
       }
       if (Status st = runPhase(plan, phase, backend, config,
                                tracing ? &trace : nullptr, ph);
           !st)
         return st;
     }
+    return Status::ok();
+  }
+
+  /// Applies the update the last step left pending (NEXT_FORWARD plans).
+  Status finish() {
+    for (int ph = 0; ph < plan.phases_size(); ++ph)
+      if (plan.phases(ph).kind() == mt::plan::FINISH)
+        if (Status st = runPhase(plan, plan.phases(ph), backend, pending); !st)
+          return st;
     return Status::ok();
   }
 
@@ -179,6 +194,13 @@ private:
     return std::sqrt(sq);
   }
 
+  /// The update of the last step, for plans that apply it later: none
+  /// before the first step.
+  StepConfig pending = [] {
+    StepConfig c;
+    c.applyUpdates = false;
+    return c;
+  }();
   const Options &o;
   const mt::plan::Plan &plan;
   Backend &backend;
@@ -363,9 +385,10 @@ int main(int argc, char **argv) {
       break;
     }
   if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.gradClip > 0)
-    return fail(o.plan + " updates each weight during the backward, before "
-                         "the global gradient norm is known; clipping needs a "
-                         "plan compiled with --optimizer-overlap after");
+    return fail(o.plan +
+                " updates each weight during the backward, before "
+                "the global gradient norm is known; clipping needs a "
+                "plan compiled with --optimizer-overlap after or next-forward");
   if (o.device == "cuda")
     return fail("this build has no CUDA backend; use --device cpu");
   const auto &shapes = plan.shapes();
@@ -418,6 +441,8 @@ int main(int argc, char **argv) {
       std::fflush(metrics);
     }
   }
+  if (Status st = trainer.finish(); !st)
+    return fail(st.message());
   if (metrics)
     std::fclose(metrics);
   if (!o.trace.empty())

@@ -21,8 +21,9 @@ def Sched_Dialect : Dialect {
   let summary = "The training step scheduled on streams, over placed buffers";
   let description = [{
     A `sched.program` holds the arenas, streams and buffers of one training
-    step and three phases: `step_begin` (once per step), `micro_batch`
-    (grad_accum times) and `step_end` (the optimizer). In a phase, each
+    step and its phases: `step_begin` (once per step), `micro_batch`
+    (grad_accum times), `step_end` (the optimizer) and `finish` (once after
+    the last step: the updates that `next_forward` overlap defers). In a phase, each
     stream runs its `sched.exec` ops in order; an op also waits for the
     tokens of other streams' ops. Every buffer has an arena and a byte
     offset; every op states its FLOPs or bytes for the cost model.
@@ -69,7 +70,8 @@ def Sched_StreamKindAttr : EnumAttr<Sched_Dialect, Sched_StreamKind, "stream_kin
 def Sched_PhaseKind : I32EnumAttr<"PhaseKind", "when a phase runs", [
     I32EnumAttrCase<"StepBegin", 1, "step_begin">,
     I32EnumAttrCase<"MicroBatch", 2, "micro_batch">,
-    I32EnumAttrCase<"StepEnd", 3, "step_end">]> {
+    I32EnumAttrCase<"StepEnd", 3, "step_end">,
+    I32EnumAttrCase<"Finish", 4, "finish">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -77,7 +79,8 @@ def Sched_PhaseKindAttr : EnumAttr<Sched_Dialect, Sched_PhaseKind, "phase">;
 
 def Sched_OptimizerOverlap : I32EnumAttr<"OptimizerOverlap", "when weights are updated", [
     I32EnumAttrCase<"After", 1, "after">,
-    I32EnumAttrCase<"Backward", 2, "backward">]> {
+    I32EnumAttrCase<"Backward", 2, "backward">,
+    I32EnumAttrCase<"NextForward", 3, "next_forward">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -228,8 +231,8 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
   let description = [{
     Reads `ins`, writes `outs`; `attrs` are the kernel's attributes (those
     of the train op it comes from). `flops` and `bytes` are for the cost
-    model. In `micro_batch`, `last_micro_batch` runs the op only in the
-    last micro-batch of a step.
+    model. In `micro_batch`, `first_micro_batch` runs the op only in the
+    first micro-batch of a step and `last_micro_batch` only in the last.
     ```mlir
     %t = sched.exec <linear> ins(%x, %w) outs(%y) on @compute {attrs = {layout = #train<layout out_in>}, flops = 2.6e5} : (...) -> !sched.token
     %t2 = sched.exec <copy_to_host> ins(%dw) outs(%s) on @d2h after(%t) : (...) -> !sched.token
@@ -241,6 +244,7 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
                    DefaultValuedAttr<DictionaryAttr, "{}">:$attrs,
                    DefaultValuedAttr<F64Attr, "0.0">:$flops,
                    DefaultValuedAttr<I64Attr, "0">:$bytes,
+                   UnitAttr:$first_micro_batch,
                    UnitAttr:$last_micro_batch);
   let results = (outs Sched_TokenType:$done);
   let assemblyFormat = [{

@@ -107,8 +107,10 @@ struct LowerToSched
           << optimizerStates << "'";
       return signalPassFailure();
     }
-    if (optimizerOverlap != "after" && optimizerOverlap != "backward") {
-      module.emitError("optimizer overlap must be after or backward, got '")
+    if (optimizerOverlap != "after" && optimizerOverlap != "backward" &&
+        optimizerOverlap != "next-forward") {
+      module.emitError(
+          "optimizer overlap must be after, backward or next-forward, got '")
           << optimizerOverlap << "'";
       return signalPassFailure();
     }
@@ -150,6 +152,8 @@ struct LowerToSched
         b.getStringAttr(modelAttr ? modelAttr.getValue() : ""),
         OptimizerOverlapAttr::get(ctx, optimizerOverlap == "backward"
                                            ? OptimizerOverlap::Backward
+                                       : optimizerOverlap == "next-forward"
+                                           ? OptimizerOverlap::NextForward
                                            : OptimizerOverlap::After));
     Block *body = new Block();
     program.getBody().push_back(body);
@@ -169,6 +173,8 @@ struct LowerToSched
     begin = addPhase(b, PhaseKind::StepBegin);
     micro = addPhase(b, PhaseKind::MicroBatch);
     end = addPhase(b, PhaseKind::StepEnd);
+    if (optimizerOverlap == "next-forward")
+      finish = addPhase(b, PhaseKind::Finish);
     this->compute = compute;
 
     for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
@@ -312,8 +318,16 @@ struct LowerToSched
       int64_t bytes = 0;
       for (Value r : op.getResults())
         bytes += train::storageBytes(deviceType(tensorOf(r)));
+      // The first reader of a weight copied in the micro-batch waits for it.
+      SmallVector<Value> waits;
+      for (Value in : ins)
+        if (Value copied = copyTokens.lookup(in)) {
+          if (!llvm::is_contained(waits, copied))
+            waits.push_back(copied);
+          copyTokens.erase(in);
+        }
       Value token =
-          exec(micro, "compute", *k, ins, outs, {}, op.getAttrDictionary(),
+          exec(micro, "compute", *k, ins, outs, waits, op.getAttrDictionary(),
                flopsOf(&op), bytes, op.getLoc());
       for (Value r : op.getResults())
         tokens[bufs[r]] = token;
@@ -354,10 +368,13 @@ struct LowerToSched
     Value device = buffer((w.getName() + ".device").str(), "device",
                           w.getValue() ? t : deviceType(t),
                           w.getValue() ? *w.getValue() : ElementsAttr());
-    if (!w.getValue())
+    if (w.getTrainable() && optimizerOverlap == "next-forward") {
+      deferUpdate(w, t, master, state, device);
+    } else if (!w.getValue()) {
       exec(begin, "h2d", Kernel::CopyToDevice, master, device, {}, nullptr, 0,
            train::storageBytes(t), w.getLoc());
-    if (w.getTrainable()) {
+    }
+    if (w.getTrainable() && optimizerOverlap != "next-forward") {
       OpBuilder fb(&getContext());
       exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
            fb.getDictionaryAttr(
@@ -366,6 +383,39 @@ struct LowerToSched
     }
     weights[w.getName()] = {device, master, state};
     return device;
+  }
+
+  /// Next-forward overlap: the update of the previous step's gradient, the
+  /// reset of the accumulator and the weight's copy to the device, in the
+  /// first micro-batch, ahead of the forward in the order weights are first
+  /// used; the finish phase applies the last step's update.
+  void deferUpdate(train::WeightOp w, RankedTensorType t, Value master,
+                   ArrayRef<Value> state, Value device) {
+    OpBuilder fb(&getContext());
+    Block &block = micro.getBody().front();
+    auto first = [&](Value token) {
+      auto op = token.getDefiningOp<ExecOp>();
+      op.setFirstMicroBatch(true);
+      if (updatesEnd)
+        op->moveAfter(updatesEnd);
+      else if (&block.front() != op.getOperation())
+        op->moveBefore(&block.front());
+      updatesEnd = op;
+      return token;
+    };
+    SmallVector<Value> updated = {master, state[1], state[2]};
+    Value update = first(exec(micro, "optimizer", Kernel::AdamW, state[0],
+                              updated, {}, nullptr, 10.0 * t.getNumElements(),
+                              4 * train::storageBytes(t), w.getLoc()));
+    first(exec(micro, "optimizer", Kernel::Fill, {}, state[0], {},
+               fb.getDictionaryAttr(
+                   {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
+               0, train::storageBytes(t), w.getLoc()));
+    copyTokens[device] =
+        first(exec(micro, "h2d", Kernel::CopyToDevice, master, device, update,
+                   nullptr, 0, train::storageBytes(t), w.getLoc()));
+    exec(finish, "optimizer", Kernel::AdamW, state[0], updated, {}, nullptr,
+         10.0 * t.getNumElements(), 4 * train::storageBytes(t), w.getLoc());
   }
 
   /// The loss, and each gradient: to pinned memory, then into its
@@ -410,6 +460,8 @@ struct LowerToSched
         copied.getDefiningOp()->moveAfter(producer);
         added.getDefiningOp()->moveAfter(copied.getDefiningOp());
       }
+      if (optimizerOverlap == "next-forward")
+        continue; // updated in the next step (deferUpdate)
       if (optimizerOverlap == "after") {
         exec(end, "optimizer", Kernel::AdamW, w.state[0],
              {w.master, w.state[1], w.state[2]}, {}, nullptr,
@@ -436,7 +488,9 @@ struct LowerToSched
   };
 
   ProgramOp program;
-  PhaseOp begin, micro, end;
+  PhaseOp begin, micro, end, finish;
+  Operation *updatesEnd = nullptr;   ///< the last deferred update's op
+  DenseMap<Value, Value> copyTokens; ///< device weight -> its unread copy
   Type compute;
   std::string layerPrefix;
   DenseMap<Value, Value> buffers;

@@ -41,7 +41,9 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
            "AdamW moments: fp32 (exact) or bf16 (lossy, opt-in)">,
     Option<"optimizerOverlap", "optimizer-overlap", "std::string", "\"after\"",
            "after: AdamW in step_end; backward: each weight's AdamW in the "
-           "last micro-batch as soon as its gradient is accumulated">,
+           "last micro-batch as soon as its gradient is accumulated; "
+           "next-forward: each weight's AdamW in the next step's first "
+           "micro-batch, just before its copy to the device">,
   ];
   let statistics = [
     Statistic<"numExecs", "execs", "scheduled ops">,
@@ -53,7 +55,8 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
   let summary = "Stream weights to the device per micro-batch instead of keeping them resident";
   let description = [{
     A weight that the schedule copies to the device once per step, at
-    `step_begin`, is instead copied in `micro_batch` twice: before the
+    `step_begin` or in the first micro-batch (after its deferred update),
+    is instead copied in `micro_batch` twice: before the
     forward uses it and before the backward (with its recompute) uses it,
     each time into a buffer of its own that lives only until its last use,
     so that the memory planner can give the bytes to the next layer's

@@ -108,8 +108,12 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       for (auto exec : phase.getOps<ExecOp>()) {
         SmallVector<Value> used(exec.getIns());
         llvm::append_range(used, exec.getOuts());
+        // What an op of only the first or last micro-batch touches must
+        // keep its bytes through the others.
+        bool someMicroBatches =
+            exec.getFirstMicroBatch() || exec.getLastMicroBatch();
         for (Value v : used) {
-          if (phase.getKind() != PhaseKind::MicroBatch) {
+          if (phase.getKind() != PhaseKind::MicroBatch || someMicroBatches) {
             wholeStep.insert(v);
             continue;
           }

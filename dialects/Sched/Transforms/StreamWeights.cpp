@@ -50,9 +50,14 @@ struct StreamWeights
     for (auto [i, e] : llvm::enumerate(order))
       index[e] = i;
     int64_t backward = backwardStart(order);
-    // Regions of the weights copied once per step.
+    // Regions of the weights copied once per step: at its beginning, or in
+    // the first micro-batch after their update (next-forward overlap).
     SmallVector<Region> regions;
-    for (auto copy : llvm::to_vector(begin.getOps<ExecOp>())) {
+    SmallVector<ExecOp> once(begin.getOps<ExecOp>());
+    for (ExecOp e : order)
+      if (e.getFirstMicroBatch())
+        once.push_back(e);
+    for (ExecOp copy : once) {
       if (copy.getKernel() != Kernel::CopyToDevice)
         continue;
       Value device = copy.getOuts()[0];
@@ -93,16 +98,23 @@ struct StreamWeights
         b.getStringAttr((def.getName() + r.suffix).str()), def.getArenaAttr(),
         def.getOffsetAttr(), ElementsAttr());
     b.setInsertionPoint(before);
+    // The copy waits for what the once-per-step copy waited for (the
+    // weight's update); readers wait for the new copy instead.
     auto copy = b.create<ExecOp>(
         r.source.getLoc(), r.source.getDone().getType(),
         r.source.getKernelAttr(), r.source.getIns(), ValueRange{buf},
-        r.source.getStreamAttr(), ValueRange{}, r.source.getAttrsAttr(),
+        r.source.getStreamAttr(), r.source.getWaits(), r.source.getAttrsAttr(),
         r.source.getFlopsAttr(), r.source.getBytesAttr());
     ++numCopies;
-    for (ExecOp user : r.users)
+    for (ExecOp user : r.users) {
       for (OpOperand &operand : user->getOpOperands())
         if (operand.get() == r.device)
           operand.set(buf);
+      auto waits = user.getWaitsMutable();
+      for (int i = int(user.getWaits().size()) - 1; i >= 0; --i)
+        if (user.getWaits()[i] == r.source.getDone())
+          waits.erase(unsigned(i));
+    }
     // Streams run in order: the first reader on each stream waits.
     llvm::SmallDenseSet<StringRef> waited;
     for (ExecOp user : r.users)

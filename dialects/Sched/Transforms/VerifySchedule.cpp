@@ -64,9 +64,15 @@ struct VerifySchedule
              ", " + stringifyKernel(ops[i].getKernel()).str() + ")";
     };
 
-    // Accesses of each buffer in the phase, in order.
+    // Accesses of each buffer in the phase, in order; the buffers that ops
+    // of only the first or last micro-batch touch.
     DenseMap<Value, SmallVector<std::pair<int64_t, bool>>> accesses;
+    DenseSet<Value> partial;
     for (auto [i, op] : llvm::enumerate(ops)) {
+      if (op.getFirstMicroBatch() || op.getLastMicroBatch()) {
+        partial.insert(op.getIns().begin(), op.getIns().end());
+        partial.insert(op.getOuts().begin(), op.getOuts().end());
+      }
       for (Value v : op.getIns())
         accesses[v].push_back({int64_t(i), false});
       for (Value v : op.getOuts())
@@ -123,6 +129,18 @@ struct VerifySchedule
         for (size_t b = a + 1;
              b < spans.size() && spans[b].begin < spans[a].end; ++b) {
           ++numChecked;
+          // Between two runs of the phase the order above does not hold: a
+          // buffer written in one micro-batch and read in another needs
+          // bytes of its own.
+          for (BufferOp p : {spans[a].buf, spans[b].buf})
+            if (partial.contains(p))
+              return p.emitError("'")
+                     << p.getName() << "' is touched in only some micro-"
+                     << "batches but shares bytes of arena @" << entry.first()
+                     << " with '"
+                     << (p == spans[a].buf ? spans[b].buf : spans[a].buf)
+                            .getName()
+                     << "'";
           auto &la = accesses[spans[a].buf], &lb = accesses[spans[b].buf];
           // Order the pair by first access.
           auto *first = &la, *second = &lb;

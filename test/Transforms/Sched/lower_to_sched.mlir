@@ -1,6 +1,7 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched %s | FileCheck %s
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
 
 // The step becomes one program: a trainable weight gets an f32 master,
 // gradient accumulator and moments on the host and a device copy; the
@@ -37,6 +38,23 @@
 // OVERLAP-NEXT: sched.exec  adamw {{.*}} on @optimizer after(%[[A]]) {{{.*}}last_micro_batch
 // OVERLAP: sched.phase  step_end {
 // OVERLAP-NEXT: }
+// With next-forward overlap, the first micro-batch of a step begins with
+// each weight's update from the previous step, the reset of its gradient
+// accumulator and its copy to the device, which waits for the update; the
+// forward waits for the copy; the finish phase applies the last update.
+// NEXT: optimizer_overlap = #sched<overlap next_forward>
+// NEXT: sched.phase  step_begin {
+// NEXT-NEXT: }
+// NEXT: sched.phase  micro_batch {
+// NEXT-NEXT: %[[U:.+]] = sched.exec  adamw ins(%[[G:.+]]) outs(%[[W:.+]], %{{.*}}, %{{.*}}) on @optimizer {{{.*}}first_micro_batch
+// NEXT-NEXT: sched.exec  fill outs(%[[G]]) on @optimizer {{{.*}}first_micro_batch
+// NEXT-NEXT: %[[C:.+]] = sched.exec  copy_to_device ins(%[[W]]) outs(%[[WD:.+]]) on @h2d after(%[[U]]) {{{.*}}first_micro_batch
+// NEXT-NEXT: sched.exec  embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute after(%[[C]])
+// NEXT: sched.exec  accumulate {{.*}} outs(%[[G]]) on @optimizer
+// NEXT: sched.phase  step_end {
+// NEXT-NEXT: }
+// NEXT: sched.phase  finish {
+// NEXT-NEXT: sched.exec  adamw ins(%[[G]]) outs(%[[W]], %{{.*}}, %{{.*}}) on @optimizer
 // BF16: compute_dtype = bf16
 // BF16: sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},

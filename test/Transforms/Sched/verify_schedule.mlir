@@ -52,3 +52,25 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
     %2 = sched.exec fill outs(%h) on @compute : (!sched.buffer<tensor<64xf32>>) -> !sched.token
   }
 }
+
+// -----
+
+// A buffer written only in the first micro-batch and read in every one
+// cannot share bytes: the later micro-batches would read what another
+// buffer left there.
+sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 2 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
+  sched.arena @device tier device size 512
+  sched.arena @host tier host size 256
+  sched.stream @compute kind compute
+  sched.stream @h2d kind host_to_device
+  %w = sched.buffer "w" in @host at 0 : !sched.buffer<tensor<64xf32>>
+  // expected-error @+1 {{'wd' is touched in only some micro-batches but shares bytes of arena @device with 'a'}}
+  %wd = sched.buffer "wd" in @device at 0 : !sched.buffer<tensor<64xf32>>
+  %a = sched.buffer "a" in @device at 0 : !sched.buffer<tensor<64xf32>>
+  %y = sched.buffer "y" in @device at 256 : !sched.buffer<tensor<64xf32>>
+  sched.phase micro_batch {
+    %c = sched.exec copy_to_device ins(%w) outs(%wd) on @h2d {first_micro_batch} : (!sched.buffer<tensor<64xf32>>, !sched.buffer<tensor<64xf32>>) -> !sched.token
+    %0 = sched.exec neg ins(%wd) outs(%y) on @compute after(%c) : (!sched.buffer<tensor<64xf32>>, !sched.buffer<tensor<64xf32>>, !sched.token) -> !sched.token
+    %1 = sched.exec fill outs(%a) on @compute : (!sched.buffer<tensor<64xf32>>) -> !sched.token
+  }
+}

@@ -51,12 +51,11 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     struct Live {
       int64_t offset, bytes, end;
     };
-    struct Placed {
-      int64_t offset, bytes;
-      Value buffer;
-    };
     std::vector<Live> active; // sorted by offset
-    std::vector<Placed> placed;
+    // The last buffer placed on each byte range: begin -> (end, buffer),
+    // disjoint ranges. Waiting for the last occupants of the bytes is
+    // enough: each of them waited for the occupants before it.
+    std::map<int64_t, std::pair<int64_t, Value>> occupant;
     int64_t peak = base;
     llvm::stable_sort(buffers, [](auto &a, auto &b) {
       return a.first.first < b.first.first;
@@ -70,87 +69,122 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
         offset = std::max(offset, l.offset + l.bytes);
       }
       buf.setOffsetAttr(signedAttr(buf, offset));
+      int64_t end = offset + bytes;
       // Bytes reused from dead buffers: the first writer waits for their
       // last users on other streams (its own stream runs in order).
-      ExecOp writer = firstUser.lookup(buf);
-      for (const Placed &p : placed) {
-        if (p.offset >= offset + bytes || offset >= p.offset + p.bytes)
+      SmallVector<Value> previous;
+      auto it = occupant.upper_bound(offset);
+      if (it != occupant.begin())
+        it = std::prev(it);
+      while (it != occupant.end() && it->first < end) {
+        auto [from, rest] = *it;
+        auto [to, prev] = rest;
+        if (to <= offset) {
+          ++it;
           continue;
-        for (auto &[stream, user] : lastUsers[p.buffer])
+        }
+        if (!llvm::is_contained(previous, prev))
+          previous.push_back(prev);
+        it = occupant.erase(it);
+        if (from < offset)
+          occupant[from] = {offset, prev};
+        if (to > end)
+          occupant[end] = {to, prev};
+      }
+      occupant[offset] = {end, buf};
+      ExecOp writer = firstUser.lookup(buf);
+      for (Value prev : previous)
+        for (auto &[stream, user] : lastUsers[prev])
           if (stream != writer.getStream() &&
               !llvm::is_contained(writer.getWaits(), user.getDone())) {
             writer.getWaitsMutable().append(user.getDone());
             ++hazardWaits;
           }
-      }
-      placed.push_back({offset, bytes, buf});
       active.push_back({offset, bytes, live.second});
       llvm::sort(active, [](const Live &a, const Live &b) {
         return a.offset < b.offset;
       });
-      peak = std::max(peak, offset + bytes);
+      peak = std::max(peak, end);
     }
     return peak;
   }
 
   void plan(ProgramOp program) {
-    // Live range of each device buffer in the micro-batch phase, by op
-    // index; buffers used in other phases (or constants, inputs) live
-    // throughout and are packed first.
+    // Live range of each buffer in the one phase that touches it, by op
+    // index. Buffers that several phases touch, that ops of only the first
+    // or last micro-batch share with ops of every micro-batch, constants,
+    // inputs and the loss live throughout and are packed first.
     DenseMap<Value, std::pair<int64_t, int64_t>> range;
+    DenseMap<Value, int> phaseOf;
+    DenseMap<Value, unsigned> repeats; ///< bits: every, first, last
     DenseSet<Value> wholeStep;
-    // In the micro-batch: the op that first touches each buffer, and the
-    // last op of each stream that touches it.
+    // The op that first touches each buffer, and the last op of each stream
+    // that touches it.
     DenseMap<Value, ExecOp> firstUser;
     LastUsers lastUsers;
+    int phaseIndex = 0;
     for (auto phase : program.getOps<PhaseOp>()) {
       int64_t index = 0;
       for (auto exec : phase.getOps<ExecOp>()) {
         SmallVector<Value> used(exec.getIns());
         llvm::append_range(used, exec.getOuts());
-        // What an op of only the first or last micro-batch touches must
-        // keep its bytes through the others.
-        bool someMicroBatches =
-            exec.getFirstMicroBatch() || exec.getLastMicroBatch();
+        unsigned runs = exec.getFirstMicroBatch()  ? 2u
+                        : exec.getLastMicroBatch() ? 4u
+                                                   : 1u;
         for (Value v : used) {
-          if (phase.getKind() != PhaseKind::MicroBatch || someMicroBatches) {
+          auto [at, fresh] = phaseOf.try_emplace(v, phaseIndex);
+          if (at->second != phaseIndex)
             wholeStep.insert(v);
-            continue;
-          }
-          auto [it, fresh] = range.try_emplace(v, index, index);
+          repeats[v] |= runs;
+          auto [it, first] = range.try_emplace(v, index, index);
           it->second.second = index;
           firstUser.try_emplace(v, exec);
           lastUsers[v][exec.getStream()] = exec;
         }
         ++index;
       }
+      ++phaseIndex;
+    }
+    for (auto &[v, bits] : repeats)
+      if (llvm::popcount(bits) > 1)
+        wholeStep.insert(v);
+    // Parameters' masters, gradients and moments carry values across steps.
+    for (auto p : program.getOps<ParameterOp>()) {
+      wholeStep.insert(p.getMaster());
+      wholeStep.insert(p.getState().begin(), p.getState().end());
     }
     for (auto input : program.getOps<InputOp>())
       wholeStep.insert(input.getBuffer());
     for (auto loss : program.getOps<LossOp>())
       wholeStep.insert(loss.getBuffer());
 
-    // Buffers of one micro-batch on the device or in pinned memory share
-    // bytes by liveness; everything else (host state, constants, inputs,
-    // what another phase touches) has bytes of its own, packed first.
+    // Buffers of one phase share bytes by liveness; everything else
+    // (parameters, constants, inputs, what several phases touch) has bytes
+    // of its own, packed first. Phases run one after another, so
+    // each phase's buffers are placed above the same base.
     std::map<std::string, int64_t> size;
-    std::map<std::string,
+    std::map<std::pair<std::string, int>,
              SmallVector<std::pair<std::pair<int64_t, int64_t>, BufferOp>>>
         transient;
     for (auto buf : program.getOps<BufferOp>()) {
       std::string arena = buf.getArena().str();
-      bool persistent = arena == "host" || buf.getValue() ||
-                        wholeStep.contains(buf) || !range.count(buf);
+      bool persistent =
+          buf.getValue() || wholeStep.contains(buf) || !range.count(buf);
       if (!persistent) {
-        transient[arena].push_back({range[buf], buf});
+        transient[{arena, phaseOf[buf]}].push_back({range[buf], buf});
         continue;
       }
       int64_t &top = size[arena];
       buf.setOffsetAttr(signedAttr(buf, top));
       top = alignUp(top + bytesOf(buf));
     }
-    for (auto &[arena, buffers] : transient)
-      size[arena] = placeByLiveness(buffers, size[arena], firstUser, lastUsers);
+    std::map<std::string, int64_t> peak = size;
+    for (auto &[key, buffers] : transient) {
+      int64_t top =
+          placeByLiveness(buffers, size[key.first], firstUser, lastUsers);
+      peak[key.first] = std::max(peak[key.first], top);
+    }
+    size = peak;
     deviceBytes = size["device"];
     for (auto arena : program.getOps<ArenaOp>())
       arena.setSizeAttr(OpBuilder(arena).getI64IntegerAttr(

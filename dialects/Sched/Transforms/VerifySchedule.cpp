@@ -64,15 +64,18 @@ struct VerifySchedule
              ", " + stringifyKernel(ops[i].getKernel()).str() + ")";
     };
 
-    // Accesses of each buffer in the phase, in order; the buffers that ops
-    // of only the first or last micro-batch touch.
+    // Accesses of each buffer in the phase, in order; in which micro-batches
+    // ops touch each buffer (bits: every, first, last).
     DenseMap<Value, SmallVector<std::pair<int64_t, bool>>> accesses;
-    DenseSet<Value> partial;
+    DenseMap<Value, unsigned> repeats;
     for (auto [i, op] : llvm::enumerate(ops)) {
-      if (op.getFirstMicroBatch() || op.getLastMicroBatch()) {
-        partial.insert(op.getIns().begin(), op.getIns().end());
-        partial.insert(op.getOuts().begin(), op.getOuts().end());
-      }
+      unsigned runs = op.getFirstMicroBatch()  ? 2u
+                      : op.getLastMicroBatch() ? 4u
+                                               : 1u;
+      for (Value v : op.getIns())
+        repeats[v] |= runs;
+      for (Value v : op.getOuts())
+        repeats[v] |= runs;
       for (Value v : op.getIns())
         accesses[v].push_back({int64_t(i), false});
       for (Value v : op.getOuts())
@@ -133,7 +136,7 @@ struct VerifySchedule
           // buffer written in one micro-batch and read in another needs
           // bytes of its own.
           for (BufferOp p : {spans[a].buf, spans[b].buf})
-            if (partial.contains(p))
+            if (llvm::popcount(repeats.lookup(p)) > 1)
               return p.emitError("'")
                      << p.getName() << "' is touched in only some micro-"
                      << "batches but shares bytes of arena @" << entry.first()

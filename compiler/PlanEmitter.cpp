@@ -146,6 +146,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       pa->set_name(a.getSymName().str());
       pa->set_tier(plan::Tier(int(a.getTier())));
       pa->set_size_bytes(uint64_t(a.getSize()));
+      if (auto format = a.getDiskFormat())
+        pa->set_disk_format(plan::DiskFormat(int(*format)));
     } else if (auto s = dyn_cast<StreamOp>(op)) {
       streams[s.getSymName()] = out.streams_size();
       auto *ps = out.add_streams();

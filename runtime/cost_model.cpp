@@ -122,6 +122,9 @@ double opSeconds(const plan::Plan &p, const plan::Op &op,
     return bytes / t.h2d_bytes_per_s();
   case plan::DEVICE_TO_HOST:
     return bytes / t.d2h_bytes_per_s();
+  case plan::DISK_IO:
+    return op.kernel() == K::READ_DISK ? bytes / t.disk_read_bytes_per_s()
+                                       : bytes / t.disk_write_bytes_per_s();
   case plan::HOST_OPTIMIZER:
     if (op.kernel() == K::ADAMW)
       return double(elements(p, op.operands(0))) / t.optimizer_params_per_s();
@@ -175,6 +178,10 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
           r.h2dBytes += double(op.bytes());
         if (kind == plan::DEVICE_TO_HOST)
           r.d2hBytes += double(op.bytes());
+        if (op.kernel() == plan::READ_DISK)
+          r.diskReadBytes += double(op.bytes());
+        if (op.kernel() == plan::WRITE_DISK)
+          r.diskWriteBytes += double(op.bytes());
         r.timeline.push_back({ph, i, rep, start, end});
       }
       now = phaseEnd; // phases end when every stream is done

@@ -30,11 +30,12 @@ struct OpTime {
 
 struct Prediction {
   double stepSeconds = 0;
-  std::vector<double> streamBusySeconds; ///< by stream index
-  double h2dBytes = 0, d2hBytes = 0;     ///< per step
-  double flops = 0;                      ///< per step
-  int bottleneckStream = -1;             ///< the busiest stream
-  std::vector<OpTime> timeline;          ///< every op of one step
+  std::vector<double> streamBusySeconds;        ///< by stream index
+  double h2dBytes = 0, d2hBytes = 0;            ///< per step
+  double diskReadBytes = 0, diskWriteBytes = 0; ///< per step (uncompressed)
+  double flops = 0;                             ///< per step
+  int bottleneckStream = -1;                    ///< the busiest stream
+  std::vector<OpTime> timeline;                 ///< every op of one step
 };
 
 /// Simulates one step of `plan` on `target`: every stream runs its ops in

@@ -3,6 +3,7 @@
 // so that the math is fp32 whatever the storage.
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/disk_arena.h"
 #include "runtime/executor.h"
 #include "runtime/plan_io.h"
 
@@ -27,12 +28,25 @@ struct Arena {
 
 class CpuBackend : public Backend {
 public:
-  explicit CpuBackend(int threads) : threads_(std::max(1, threads)) {}
+  CpuBackend(int threads, std::string diskDir)
+      : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {}
 
   Status allocate(const plan::Plan &plan) override {
     plan_ = &plan;
     arenas_ = std::vector<Arena>(plan.arenas_size());
+    disks_.resize(plan.arenas_size());
     for (int i = 0; i < plan.arenas_size(); ++i) {
+      if (plan.arenas(i).tier() == plan::DISK) {
+        if (diskDir_.empty())
+          return Status::error("the plan keeps arena '" +
+                               plan.arenas(i).name() +
+                               "' on disk: give a directory with --disk DIR");
+        if (Status st = DiskArena::create(diskDir_, plan.arenas(i), threads_,
+                                          disks_[i]);
+            !st)
+          return st;
+        continue;
+      }
       uint64_t size = plan.arenas(i).size_bytes();
       size_t rounded =
           (size + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -48,6 +62,8 @@ public:
   }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (disks_[buf(b).arena()])
+      return Status::error("buffer '" + buf(b).name() + "' is on disk");
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
@@ -57,6 +73,8 @@ public:
   }
 
   Status read(uint32_t b, void *data, size_t bytes) override {
+    if (disks_[buf(b).arena()])
+      return Status::error("buffer '" + buf(b).name() + "' is on disk");
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
@@ -66,7 +84,17 @@ public:
   }
 
   float *hostF32(uint32_t b) override {
-    return buf(b).dtype() == plan::F32 ? static_cast<float *>(ptr(b)) : nullptr;
+    return buf(b).dtype() == plan::F32 && !disks_[buf(b).arena()]
+               ? static_cast<float *>(ptr(b))
+               : nullptr;
+  }
+
+  uint64_t diskStoredBytes() const override {
+    uint64_t total = 0;
+    for (const auto &d : disks_)
+      if (d)
+        total += d->storedBytes();
+    return total;
   }
 
   Status run(const plan::Op &op, const StepConfig &step) override;
@@ -154,8 +182,10 @@ private:
   }
 
   int threads_;
+  std::string diskDir_;
   const plan::Plan *plan_ = nullptr;
   std::vector<Arena> arenas_;
+  std::vector<std::unique_ptr<DiskArena>> disks_; ///< by arena; null: memory
 };
 
 k::Activation activationOf(plan::Activation a) {
@@ -487,6 +517,17 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
       dst[i] += src.data[i];
     return Status::ok();
   }
+  case Kernel::READ_DISK:
+  case Kernel::WRITE_DISK: {
+    bool reading = op.kernel() == Kernel::READ_DISK;
+    uint32_t disk = reading ? operand(0) : result(0),
+             mem = reading ? result(0) : operand(0);
+    DiskArena &arena = *disks_[buf(disk).arena()];
+    int width = dtypeBytes(buf(disk).dtype());
+    return reading
+               ? arena.read(buf(disk).offset(), ptr(mem), bytesOf(mem), width)
+               : arena.write(buf(disk).offset(), ptr(mem), bytesOf(mem), width);
+  }
   case Kernel::ADAMW: {
     float *grad = hostF32(operand(0)), *master = hostF32(result(0));
     bool bf16 = buf(result(1)).dtype() == plan::BF16;
@@ -507,8 +548,9 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
 
 } // namespace
 
-std::unique_ptr<Backend> makeCpuBackend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> makeCpuBackend(int threads,
+                                        const std::string &diskDir) {
+  return std::make_unique<CpuBackend>(threads, diskDir);
 }
 
 } // namespace mt::runtime

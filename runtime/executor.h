@@ -47,11 +47,15 @@ public:
   virtual Status read(uint32_t buffer, void *data, size_t bytes) = 0;
   /// F32 host buffers (masters, gradients), by pointer; null for others.
   virtual float *hostF32(uint32_t buffer) = 0;
+  /// Bytes that what was last written to DISK arenas occupies there (for
+  /// compressed arenas; 0 when nothing was compressed).
+  virtual uint64_t diskStoredBytes() const = 0;
 };
 
-/// The CPU backend: arenas in host memory, the reference kernels, host
-/// threads for AdamW.
-std::unique_ptr<Backend> makeCpuBackend(int threads);
+/// The CPU backend: arenas in host memory, DISK arenas as files in
+/// `diskDir`, the reference kernels, host threads for AdamW.
+std::unique_ptr<Backend> makeCpuBackend(int threads,
+                                        const std::string &diskDir = "");
 
 /// When and where one op ran, in seconds on a steady clock.
 struct OpRecord {

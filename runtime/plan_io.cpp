@@ -3,6 +3,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -113,6 +115,8 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::COPY_TO_DEVICE:
   case K::COPY_TO_HOST:
   case K::ACCUMULATE:
+  case K::READ_DISK:
+  case K::WRITE_DISK:
     a = {1, 1, 1, 1};
     return true;
   case K::CONCAT:
@@ -164,6 +168,21 @@ public:
       if (!plan::Tier_IsValid(p.arenas(i).tier()) ||
           p.arenas(i).tier() == plan::TIER_UNSPECIFIED)
         return fail(where("arena", i, p.arenas(i).name()) + ": unknown tier");
+    for (int i = 0; i < p.arenas_size(); ++i) {
+      const auto &a = p.arenas(i);
+      if (!plan::DiskFormat_IsValid(a.disk_format()))
+        return fail(where("arena", i, a.name()) + ": unknown disk format");
+      // A DISK arena becomes a file named after it in the disk directory.
+      bool plainName =
+          !a.name().empty() && a.name()[0] != '.' &&
+          std::all_of(a.name().begin(), a.name().end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                   c == '-' || c == '.';
+          });
+      if (a.tier() == plan::DISK && !plainName)
+        return fail(where("arena", i, a.name()) +
+                    ": a DISK arena's name must be a plain file name");
+    }
     for (int i = 0; i < p.buffers_size(); ++i)
       if (Status st = checkBuffer(i); !st)
         return st;
@@ -175,6 +194,9 @@ public:
       if (!buffer(c.buffer()))
         return fail("constant " + std::to_string(i) + ": buffer " +
                     std::to_string(c.buffer()) + " does not exist");
+      if (onDisk(*buffer(c.buffer())))
+        return fail("constant " + std::to_string(i) + ": buffer " +
+                    std::to_string(c.buffer()) + " is in a DISK arena");
       if (c.data().size() != bytes[c.buffer()])
         return fail("constant " + std::to_string(i) + ": " +
                     std::to_string(c.data().size()) + " bytes for a " +
@@ -187,12 +209,13 @@ public:
         return fail(w + ": unknown role");
       const plan::Buffer *b = buffer(in.buffer());
       if (!b || b->dtype() != plan::I64 || b->shape_size() != 2 ||
-          b->shape(0) != s.batch() || b->shape(1) != s.seq())
-        return fail(w + ": needs an I64 buffer of [batch, seq]");
+          b->shape(0) != s.batch() || b->shape(1) != s.seq() || onDisk(*b))
+        return fail(w + ": needs an I64 buffer of [batch, seq] in memory");
     }
     const plan::Buffer *loss = buffer(p.loss());
-    if (!loss || loss->dtype() != plan::F32 || elementsOf(loss->shape()) != 1)
-      return fail("loss: needs an F32 scalar buffer");
+    if (!loss || loss->dtype() != plan::F32 || elementsOf(loss->shape()) != 1 ||
+        onDisk(*loss))
+      return fail("loss: needs an F32 scalar buffer in memory");
     for (int i = 0; i < p.streams_size(); ++i)
       if (!plan::StreamKind_IsValid(p.streams(i).kind()) ||
           p.streams(i).kind() == plan::STREAM_KIND_UNSPECIFIED)
@@ -209,6 +232,9 @@ private:
   }
   static std::string where(const char *kind, int i, const std::string &name) {
     return std::string(kind) + " " + std::to_string(i) + " ('" + name + "')";
+  }
+  bool onDisk(const plan::Buffer &b) const {
+    return p.arenas(int(b.arena())).tier() == plan::DISK;
   }
   const plan::Buffer *buffer(uint32_t i) const {
     return i < uint32_t(p.buffers_size()) ? &p.buffers(int(i)) : nullptr;
@@ -242,8 +268,10 @@ private:
     const auto &prm = p.parameters(i);
     std::string w = where("parameter", i, prm.name());
     const plan::Buffer *master = buffer(prm.master());
-    if (!master || master->dtype() != plan::F32)
-      return fail(w + ": master must be an F32 buffer");
+    if (!master || master->dtype() != plan::F32 || onDisk(*master))
+      return fail(w + ": master must be an F32 buffer in memory");
+    if (prm.trainable() && buffer(prm.grad()) && onDisk(*buffer(prm.grad())))
+      return fail(w + ": the gradient must be in memory");
     int64_t n = elementsOf(master->shape());
     if (!prm.data().file().empty()) {
       int width = dtypeBytes(prm.data().dtype());
@@ -308,6 +336,24 @@ private:
         if (!buffer(b))
           return fail(ow + ": result buffer " + std::to_string(b) +
                       " does not exist");
+      // Only the disk kernels touch DISK buffers, and they move bytes
+      // between one DISK and one other buffer of the same size.
+      auto onDisk = [&](uint32_t b) { return this->onDisk(p.buffers(int(b))); };
+      bool readsDisk = op.kernel() == plan::READ_DISK,
+           writesDisk = op.kernel() == plan::WRITE_DISK;
+      for (uint32_t b : op.operands())
+        if (onDisk(b) != readsDisk)
+          return fail(ow + ": operand buffer " + std::to_string(b) +
+                      (readsDisk ? " must" : " must not") +
+                      " be in a DISK arena");
+      for (uint32_t b : op.results())
+        if (onDisk(b) != writesDisk)
+          return fail(ow + ": result buffer " + std::to_string(b) +
+                      (writesDisk ? " must" : " must not") +
+                      " be in a DISK arena");
+      if ((readsDisk || writesDisk) &&
+          bytes[op.operands(0)] != bytes[op.results(0)])
+        return fail(ow + ": moves between buffers of different sizes");
       for (uint32_t t : op.signals()) {
         if (t >= p.num_tokens())
           return fail(ow + ": token " + std::to_string(t) +

@@ -211,6 +211,29 @@ INSTANTIATE_TEST_SUITE_P(
                   p.mutable_phases(0)->mutable_ops(1)->add_signals(0);
                 },
                 "token 0 is signalled twice"},
+        BadCase{"master_on_disk",
+                [](Plan &p) { p.mutable_arenas(1)->set_tier(mt::plan::DISK); },
+                "parameter 0 ('w'): master must be an F32 buffer in memory"},
+        BadCase{"disk_arena_name",
+                [](Plan &p) {
+                  auto *a = p.add_arenas();
+                  a->set_name("../etc");
+                  a->set_tier(mt::plan::DISK);
+                },
+                "a DISK arena's name must be a plain file name"},
+        BadCase{"disk_read_by_compute",
+                [](Plan &p) {
+                  auto *a = p.add_arenas();
+                  a->set_name("disk");
+                  a->set_tier(mt::plan::DISK);
+                  a->set_size_bytes(128);
+                  // The copy to the device now reads a buffer on disk.
+                  p.mutable_phases(0)->mutable_ops(0)->set_operands(
+                      0,
+                      addBuffer(p, "w.on_disk", 2, 0, mt::plan::F32, {8, 4}));
+                },
+                "(COPY_TO_DEVICE): operand buffer 7 must not be in a DISK "
+                "arena"},
         BadCase{
             "first_micro_batch_outside",
             [](Plan &p) {

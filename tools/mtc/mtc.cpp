@@ -20,10 +20,14 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <sys/statvfs.h>
 
 using namespace llvm;
 
@@ -114,6 +118,28 @@ cl::opt<std::string> hostMem(
     cl::desc("Host memory budget for master weights, gradients and moments "
              "(default: the target's host memory)"),
     cl::cat(category));
+cl::opt<std::string> diskDir(
+    "disk",
+    cl::desc("Directory for the disk tier: with it, the AdamW moments may "
+             "live on disk (see --moments); mtrun uses it unless told "
+             "otherwise"),
+    cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string>
+    diskMem("disk-mem",
+            cl::desc("Disk budget (default: the free space of --disk)"),
+            cl::cat(category));
+cl::opt<std::string> momentsHome(
+    "moments",
+    cl::desc("Where the AdamW moments live: host, disk (needs --disk), or "
+             "auto (host when it fits the host budget, else disk when --disk "
+             "is given)"),
+    cl::init("auto"), cl::cat(category));
+cl::opt<std::string> diskFormat(
+    "disk-format",
+    cl::desc("How the disk tier stores moments: raw, or shuffle-zstd "
+             "(lossless: bytes regrouped by position, then zstd; fewer "
+             "bytes written for host CPU time)"),
+    cl::init("raw"), cl::cat(category));
 cl::opt<std::string> pinnedMem(
     "pinned-mem",
     cl::desc("Pinned host memory budget (default: a quarter of the host "
@@ -187,69 +213,13 @@ int64_t parseSize(StringRef text) {
   return int64_t(value * scale);
 }
 
+/// Bytes in GiB, or in MiB or KiB below one of the larger unit.
 std::string gib(double bytes) {
-  return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
-}
-
-/// The --explain table of a plan on its target.
-void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
-                  int64_t gpuBudget, raw_ostream &os) {
-  const auto &t = plan.target();
-  const auto &s = plan.shapes();
-  double tokens = double(s.batch() * s.seq() * s.grad_accum());
-  for (const auto &p : plan.parameters())
-    if (p.trainable() &&
-        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
-      os << "LOSSY: AdamW moments are stored in bf16 (--optimizer-states "
-            "bf16)\n";
-      break;
-    }
-  os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
-                      "{3:F1} TFLOP/s of model math\n",
-                      t.name(), r.stepSeconds, tokens / r.stepSeconds,
-                      r.flops / r.stepSeconds / 1e12);
-  os << "\nstream            busy (s)   share of step\n";
-  for (int i = 0; i < plan.streams_size(); ++i)
-    os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",
-                        plan.streams(i).name(), r.streamBusySeconds[i],
-                        100 * r.streamBusySeconds[i] / r.stepSeconds);
-  os << "\nlink              bytes/step     at bandwidth\n";
-  os << llvm::formatv("  host->device   {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                      gib(r.h2dBytes), r.h2dBytes / t.h2d_bytes_per_s(),
-                      t.h2d_bytes_per_s() / 1e9);
-  os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                      gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
-                      t.d2h_bytes_per_s() / 1e9);
-  os << "\ntier              peak           budget\n";
-  for (const auto &a : plan.arenas()) {
-    std::string budget =
-        a.tier() == mt::plan::DEVICE
-            ? gib(double(gpuBudget))
-            : "(host " + gib(double(t.host_memory_bytes())) + ")";
-    os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
-                        gib(double(a.size_bytes())), budget);
-  }
-  int b = r.bottleneckStream;
-  os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
-     << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
-     << "% of the step busy)";
-  switch (plan.streams(b).kind()) {
-  case mt::plan::COMPUTE:
-    os << (plan.compute_dtype() == mt::plan::F32
-               ? ": compute-bound; bf16 compute (--compute-dtype bf16) raises "
-                 "the matmul rate\n"
-               : ": compute-bound, as it should be: the transfers and the "
-                 "optimizer hide behind the math\n");
-    break;
-  case mt::plan::HOST_TO_DEVICE:
-  case mt::plan::DEVICE_TO_HOST:
-    os << ": transfer-bound; a larger batch gives each copied byte more "
-          "math to hide behind\n";
-    break;
-  default:
-    os << ": optimizer-bound; more host threads or fewer optimizer steps "
-          "(--grad-accum) help\n";
-  }
+  if (bytes >= 1073741824.0)
+    return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
+  if (bytes >= 1048576.0)
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
 }
 
 /// What --suggest searches over (and what the flags choose without it).
@@ -257,6 +227,7 @@ struct Schedule {
   int64_t batch, gradAccum;
   bool stream, offload;
   std::string overlap;
+  bool momentsOnDisk = false;
   std::string flags() const {
     std::string f;
     if (batch)
@@ -266,7 +237,8 @@ struct Schedule {
       f += " --stream-weights";
     if (offload)
       f += " --offload-activations";
-    return f + " --optimizer-overlap " + overlap;
+    f += " --optimizer-overlap " + overlap;
+    return f + (momentsOnDisk ? " --moments disk" : " --moments host");
   }
 };
 
@@ -284,7 +256,7 @@ std::vector<Schedule> searchSpace(const Schedule &user) {
       for (bool offload : {false, true})
         for (const char *overlap : {"after", "backward", "next-forward"})
           out.push_back({user.batch / split, user.gradAccum * split, stream,
-                         offload, overlap});
+                         offload, overlap, user.momentsOnDisk});
   }
   return out;
 }
@@ -327,6 +299,11 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
     }
     if (s.offload)
       pm.addPass(mt::sched::createOffloadActivationsPass());
+    if (s.momentsOnDisk) {
+      mt::sched::OffloadOptimizerStatePassOptions state;
+      state.format = diskFormat;
+      pm.addPass(mt::sched::createOffloadOptimizerStatePass(state));
+    }
     pm.addPass(mt::sched::createPlanMemoryPass());
     pm.addPass(mt::sched::createVerifySchedulePass());
   }
@@ -337,17 +314,29 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
 
 /// Memory budgets per tier, in bytes.
 struct Budgets {
-  int64_t device, pinned, host;
+  int64_t device, pinned, host, disk;
 };
 
-/// The flags, or the target's memories (pinned: a quarter of the host's).
+/// The flags, or the target's memories (pinned: a quarter of the host's;
+/// disk: the free space of --disk).
 bool readBudgets(const mt::plan::Target &t, Budgets &b) {
   b.device = int64_t(t.gpu_memory_bytes());
   b.host = int64_t(t.host_memory_bytes());
+  b.disk = 0;
+  if (!diskDir.empty()) {
+    struct statvfs fs {};
+    if (::statvfs(diskDir.c_str(), &fs) != 0) {
+      errs() << "mtc: error: --disk '" << diskDir
+             << "' is not a directory that can be read\n";
+      return false;
+    }
+    b.disk = int64_t(fs.f_bavail) * int64_t(fs.f_frsize);
+  }
   for (auto [flag, text, value] :
        {std::tuple<const char *, std::string, int64_t *>{"--gpu-mem", gpuMem,
                                                          &b.device},
-        {"--host-mem", hostMem, &b.host}})
+        {"--host-mem", hostMem, &b.host},
+        {"--disk-mem", diskMem, &b.disk}})
     if (!text.empty() && (*value = parseSize(text)) < 0) {
       errs() << "mtc: error: " << flag << " '" << text
              << "' is not a size (e.g. 80GiB)\n";
@@ -362,54 +351,184 @@ bool readBudgets(const mt::plan::Target &t, Budgets &b) {
   return true;
 }
 
+/// Bytes of the plan's arenas of each tier; host counts pinned memory too.
+struct TierBytes {
+  int64_t device = 0, pinned = 0, host = 0, disk = 0;
+};
+
+TierBytes tierBytes(const mt::plan::Plan &plan) {
+  TierBytes t;
+  for (const auto &a : plan.arenas()) {
+    int64_t n = int64_t(a.size_bytes());
+    switch (a.tier()) {
+    case mt::plan::DEVICE:
+      t.device += n;
+      break;
+    case mt::plan::HOST_PINNED:
+      t.pinned += n;
+      t.host += n;
+      break;
+    case mt::plan::DISK:
+      t.disk += n;
+      break;
+    default:
+      t.host += n;
+    }
+  }
+  return t;
+}
+
 /// The plan's peaks are exact: whether every tier fits, and if not, the
 /// reason with the smallest budget that would.
 bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
           std::string &why) {
-  for (const auto &a : plan.arenas()) {
-    int64_t limit = a.tier() == mt::plan::DEVICE        ? b.device
-                    : a.tier() == mt::plan::HOST_PINNED ? b.pinned
-                                                        : b.host;
-    if (int64_t(a.size_bytes()) <= limit)
+  TierBytes need = tierBytes(plan);
+  int64_t moments = 0;
+  for (const auto &p : plan.parameters())
+    if (p.trainable())
+      for (uint32_t m : {p.exp_avg(), p.exp_avg_sq()}) {
+        const auto &buf = plan.buffers(int(m));
+        int64_t n = buf.dtype() == mt::plan::BF16 ? 2 : 4;
+        for (int64_t d : buf.shape())
+          n *= d;
+        moments += n;
+      }
+  struct Check {
+    const char *tier, *flag, *byDefault;
+    int64_t need, budget;
+    std::string hint;
+  };
+  std::string hostHint =
+      s.momentsOnDisk
+          ? "the moments are on disk already; host memory holds the fp32 "
+            "master weights and gradient accumulators (8 bytes per "
+            "parameter), which stay there"
+      : diskDir.empty() ? "--disk DIR lets the AdamW moments (" +
+                              gib(double(moments)) + ") live on disk"
+                        : "--moments disk keeps the AdamW moments (" +
+                              gib(double(moments)) + ") on disk";
+  Check checks[] = {
+      {"device", "--gpu-mem", "the target's", need.device, b.device,
+       !s.stream    ? "--stream-weights lowers it"
+       : !s.offload ? "--offload-activations lowers it"
+                    : "a smaller --batch or --seq lowers it"},
+      {"pinned host", "--pinned-mem", "a quarter of the host budget",
+       need.pinned, b.pinned,
+       "pinned memory is host memory: raise --pinned-mem"},
+      {"host (pinned included)", "--host-mem", "the target's", need.host,
+       b.host, hostHint},
+      {"disk", diskDir.empty() ? "--disk" : "--disk-mem",
+       "the free space of --disk", need.disk, b.disk,
+       diskDir.empty() ? "--disk DIR names where it goes"
+                       : "free space on --disk or a raised --disk-mem"},
+  };
+  for (const Check &c : checks) {
+    if (c.need <= c.budget)
       continue;
-    const char *flag = a.tier() == mt::plan::DEVICE        ? "--gpu-mem"
-                       : a.tier() == mt::plan::HOST_PINNED ? "--pinned-mem"
-                                                           : "--host-mem";
-    const char *hint =
-        a.tier() == mt::plan::HOST
-            ? "the disk tier for optimizer states is not implemented yet"
-        : a.tier() == mt::plan::HOST_PINNED
-            ? "pinned memory is host memory: raise --pinned-mem"
-        : !s.stream  ? "--stream-weights lowers it"
-        : !s.offload ? "--offload-activations lowers it"
-                     : "a smaller --batch or --seq lowers it";
-    why = "the plan needs " + gib(double(a.size_bytes())) + " of " + a.name() +
-          " memory but the budget is " + gib(double(limit)) + " (" + flag +
-          " or the target's); the smallest budget that fits this plan is " +
-          std::to_string(a.size_bytes()) + " bytes; " + hint;
+    why = "the plan needs " + gib(double(c.need)) + " of " + c.tier +
+          " memory but the budget is " + gib(double(c.budget)) + " (" + c.flag +
+          " or " + c.byDefault + "); the smallest budget that fits this plan " +
+          "is " + std::to_string(c.need) + " bytes; " + c.hint;
     return false;
   }
   return true;
 }
 
+/// The --explain table of a plan on its target.
+void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
+                  const Budgets &budgets, raw_ostream &os) {
+  const auto &t = plan.target();
+  const auto &s = plan.shapes();
+  double tokens = double(s.batch() * s.seq() * s.grad_accum());
+  for (const auto &p : plan.parameters())
+    if (p.trainable() &&
+        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
+      os << "LOSSY: AdamW moments are stored in bf16 (--optimizer-states "
+            "bf16)\n";
+      break;
+    }
+  os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
+                      "{3:F1} TFLOP/s of model math\n",
+                      t.name(), r.stepSeconds, tokens / r.stepSeconds,
+                      r.flops / r.stepSeconds / 1e12);
+  os << "\nstream            busy (s)   share of step\n";
+  for (int i = 0; i < plan.streams_size(); ++i)
+    os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",
+                        plan.streams(i).name(), r.streamBusySeconds[i],
+                        100 * r.streamBusySeconds[i] / r.stepSeconds);
+  os << "\nlink              bytes/step     at bandwidth\n";
+  os << llvm::formatv("  host->device   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.h2dBytes), r.h2dBytes / t.h2d_bytes_per_s(),
+                      t.h2d_bytes_per_s() / 1e9);
+  os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
+                      t.d2h_bytes_per_s() / 1e9);
+  if (r.diskReadBytes > 0 || r.diskWriteBytes > 0) {
+    os << llvm::formatv("  disk->host     {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                        gib(r.diskReadBytes),
+                        r.diskReadBytes / t.disk_read_bytes_per_s(),
+                        t.disk_read_bytes_per_s() / 1e9);
+    os << llvm::formatv("  host->disk     {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                        gib(r.diskWriteBytes),
+                        r.diskWriteBytes / t.disk_write_bytes_per_s(),
+                        t.disk_write_bytes_per_s() / 1e9);
+  }
+  os << "\ntier              peak           budget\n";
+  for (const auto &a : plan.arenas()) {
+    std::string budget =
+        a.tier() == mt::plan::DEVICE ? gib(double(budgets.device))
+        : a.tier() == mt::plan::HOST_PINNED
+            ? gib(double(budgets.pinned)) + " pinned"
+        : a.tier() == mt::plan::DISK ? gib(double(budgets.disk)) + " disk"
+                                     : "";
+    os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
+                        gib(double(a.size_bytes())), budget);
+  }
+  os << llvm::formatv("  {0,-14} {1,12}   {2}\n", "host, in all",
+                      gib(double(tierBytes(plan).host)),
+                      gib(double(budgets.host)));
+  int b = r.bottleneckStream;
+  os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
+     << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
+     << "% of the step busy)";
+  switch (plan.streams(b).kind()) {
+  case mt::plan::COMPUTE:
+    os << (plan.compute_dtype() == mt::plan::F32
+               ? ": compute-bound; bf16 compute (--compute-dtype bf16) raises "
+                 "the matmul rate\n"
+               : ": compute-bound, as it should be: the transfers and the "
+                 "optimizer hide behind the math\n");
+    break;
+  case mt::plan::HOST_TO_DEVICE:
+  case mt::plan::DEVICE_TO_HOST:
+    os << ": transfer-bound; a larger batch gives each copied byte more "
+          "math to hide behind\n";
+    break;
+  case mt::plan::DISK_IO:
+    os << ": disk-bound: every step reads and writes all the moments; "
+          "host memory for them (--moments host), bf16 moments "
+          "(--optimizer-states bf16, lossy) or more micro-batches per step "
+          "(--grad-accum) help\n";
+    break;
+  default:
+    os << ": optimizer-bound; more host threads or fewer optimizer steps "
+          "(--grad-accum) help\n";
+  }
+}
+
 void printCandidate(const mt::plan::Plan &plan,
                     const mt::runtime::Prediction &r, const Schedule &s,
                     bool ok, raw_ostream &os) {
-  auto peak = [&](mt::plan::Tier tier) {
-    for (const auto &a : plan.arenas())
-      if (a.tier() == tier)
-        return gib(double(a.size_bytes()));
-    return std::string("-");
-  };
+  TierBytes t = tierBytes(plan);
   double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
                          plan.shapes().grad_accum());
-  os << llvm::formatv("{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-9}  {5,10}  "
-                      "{6,10}  {7,10}  {8,8:F3}  {9,9:F0}  {10}\n",
-                      plan.shapes().batch(), s.gradAccum,
-                      s.stream ? "yes" : "no", s.offload ? "yes" : "no",
-                      s.overlap, peak(mt::plan::DEVICE),
-                      peak(mt::plan::HOST_PINNED), peak(mt::plan::HOST),
-                      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
+  os << llvm::formatv(
+      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-7}  "
+      "{6,10}  {7,10}  {8,10}  {9,8:F3}  {10,9:F0}  {11}\n",
+      plan.shapes().batch(), s.gradAccum, s.stream ? "yes" : "no",
+      s.offload ? "yes" : "no", s.overlap, s.momentsOnDisk ? "disk" : "host",
+      gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
+      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
 }
 
 } // namespace
@@ -518,17 +637,42 @@ int main(int argc, char **argv) {
   }
   if (!readBudgets(targetDesc, budgets))
     return 1;
-  std::vector<Schedule> candidates{chosen};
-  if (suggest)
-    candidates = searchSpace(chosen);
+  if (momentsHome != "host" && momentsHome != "disk" && momentsHome != "auto") {
+    errs() << "mtc: error: --moments must be host, disk or auto, got '"
+           << momentsHome << "'\n";
+    return 1;
+  }
+  if (diskFormat != "raw" && diskFormat != "shuffle-zstd") {
+    errs() << "mtc: error: --disk-format must be raw or shuffle-zstd, got '"
+           << diskFormat << "'\n";
+    return 1;
+  }
+  if (momentsHome == "disk" && diskDir.empty()) {
+    errs() << "mtc: error: --moments disk needs a directory: --disk DIR\n";
+    return 1;
+  }
+  // auto: host first (faster), disk as well when there is a disk.
+  std::vector<bool> homes = {momentsHome == "disk"};
+  if (momentsHome == "auto" && !diskDir.empty())
+    homes = {false, true};
+  std::vector<Schedule> candidates;
+  for (bool onDisk : homes) {
+    Schedule c = chosen;
+    c.momentsOnDisk = onDisk;
+    for (const Schedule &x : suggest ? searchSpace(c) : std::vector{c})
+      candidates.push_back(x);
+  }
+  SmallString<256> diskPath(diskDir);
+  if (!diskDir.empty())
+    llvm::sys::fs::make_absolute(diskPath);
   mt::plan::Plan best;
   mt::runtime::Prediction bestPrediction;
   std::optional<Schedule> bestSchedule;
   std::string why;
   if (suggest)
     outs()
-        << "micro-batch x accum  streamed  offloaded  optimizer   device      "
-           "pinned      host        s/step    tokens/s  fits\n";
+        << "micro-batch x accum  streamed  offloaded  optimizer     moments  "
+           "    device      pinned   host (all)    s/step   tokens/s  fits\n";
   for (const Schedule &c : candidates) {
     mt::ImportOptions o = options;
     o.batch = c.batch;
@@ -540,6 +684,8 @@ int main(int argc, char **argv) {
     if (failed(mt::emitPlan(*module, plan)))
       return 1;
     *plan.mutable_target() = targetDesc;
+    if (c.momentsOnDisk)
+      plan.set_disk_dir(diskPath.str().str());
     mt::runtime::Prediction prediction =
         mt::runtime::simulate(plan, targetDesc);
     plan.set_predicted_step_seconds(prediction.stepSeconds);
@@ -548,7 +694,15 @@ int main(int argc, char **argv) {
     if (suggest)
       printCandidate(plan, prediction, c, ok, outs());
     if (!ok) {
-      if (why.empty())
+      // Without --suggest, the last refusal is the one with the least host
+      // memory (the moments on disk when auto tried both).
+      if (homes.size() > 1)
+        reason = std::string(c.momentsOnDisk ? "with the AdamW moments on "
+                                               "disk, "
+                                             : "with the AdamW moments in "
+                                               "host memory, ") +
+                 reason;
+      if (why.empty() || !suggest)
         why = reason;
       continue;
     }
@@ -577,7 +731,7 @@ int main(int argc, char **argv) {
   if (suggest)
     outs() << "fastest that fits: " << bestSchedule->flags() << "\n";
   if (explain)
-    printExplain(best, bestPrediction, budgets.device, outs());
+    printExplain(best, bestPrediction, budgets, outs());
   if (outputPath == "-") {
     if (suggest)
       return 0;

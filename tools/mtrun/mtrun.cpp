@@ -28,7 +28,7 @@ namespace {
 struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
-  std::string metrics, save, trace, calibrate;
+  std::string metrics, save, trace, calibrate, disk;
   int64_t steps = 1, warmup = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0, minLr = 0;
@@ -361,6 +361,10 @@ int main(int argc, char **argv) {
                  "Write the trained weights to DIR/model.safetensors under "
                  "their names in the model");
   app.add_option("--threads", o.threads, "Host threads for the optimizer");
+  app.add_option("--disk", o.disk,
+                 "Directory for the plan's disk tier (AdamW moments; default: "
+                 "the one given to mtc --disk). Its files are unlinked at "
+                 "creation, so nothing is left behind");
   app.add_option("--trace", o.trace,
                  "Write the measured timeline of the last step as Chrome "
                  "trace JSON (the format of mt-inspect --trace)");
@@ -403,7 +407,8 @@ int main(int argc, char **argv) {
       !st)
     return fail(st.message());
 
-  std::unique_ptr<Backend> backend = makeCpuBackend(o.threads);
+  std::string diskDir = o.disk.empty() ? plan.disk_dir() : o.disk;
+  std::unique_ptr<Backend> backend = makeCpuBackend(o.threads, diskDir);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
   if (Status st = loadParameters(plan, *backend); !st)
@@ -443,6 +448,18 @@ int main(int argc, char **argv) {
   }
   if (Status st = trainer.finish(); !st)
     return fail(st.message());
+  if (uint64_t stored = backend->diskStoredBytes()) {
+    uint64_t raw = 0;
+    for (const auto &a : plan.arenas())
+      if (a.tier() == mt::plan::DISK)
+        raw += a.size_bytes();
+    std::fprintf(stderr,
+                 "disk tier: %.3f GiB stored for %.3f GiB of state "
+                 "(shuffle + zstd: %.1f%%)\n",
+                 double(stored) / double(1ull << 30),
+                 double(raw) / double(1ull << 30),
+                 100.0 * double(stored) / double(raw));
+  }
   if (metrics)
     std::fclose(metrics);
   if (!o.trace.empty())

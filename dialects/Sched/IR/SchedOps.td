@@ -51,17 +51,27 @@ def Sched_BufferType : TypeDef<Sched_Dialect, "Buffer"> {
 def Sched_Tier : I32EnumAttr<"Tier", "memory tier", [
     I32EnumAttrCase<"Device", 1, "device">,
     I32EnumAttrCase<"HostPinned", 2, "host_pinned">,
-    I32EnumAttrCase<"Host", 3, "host">]> {
+    I32EnumAttrCase<"Host", 3, "host">,
+    I32EnumAttrCase<"Disk", 4, "disk">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
 def Sched_TierAttr : EnumAttr<Sched_Dialect, Sched_Tier, "tier">;
 
+def Sched_DiskFormat : I32EnumAttr<"DiskFormat", "how a disk arena stores bytes", [
+    I32EnumAttrCase<"Raw", 1, "raw">,
+    I32EnumAttrCase<"ShuffleZstd", 2, "shuffle_zstd">]> {
+  let cppNamespace = "::mt::sched";
+  let genSpecializedAttr = 0;
+}
+def Sched_DiskFormatAttr : EnumAttr<Sched_Dialect, Sched_DiskFormat, "disk_format">;
+
 def Sched_StreamKind : I32EnumAttr<"StreamKind", "kind of stream", [
     I32EnumAttrCase<"Compute", 1, "compute">,
     I32EnumAttrCase<"HostToDevice", 2, "host_to_device">,
     I32EnumAttrCase<"DeviceToHost", 3, "device_to_host">,
-    I32EnumAttrCase<"HostOptimizer", 4, "host_optimizer">]> {
+    I32EnumAttrCase<"HostOptimizer", 4, "host_optimizer">,
+    I32EnumAttrCase<"DiskIo", 5, "disk_io">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -130,7 +140,9 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
     I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
     I32EnumAttrCase<"Accumulate", 66, "accumulate">,
-    I32EnumAttrCase<"AdamW", 67, "adamw">]> {
+    I32EnumAttrCase<"AdamW", 67, "adamw">,
+    I32EnumAttrCase<"ReadDisk", 68, "read_disk">,
+    I32EnumAttrCase<"WriteDisk", 69, "write_disk">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -160,7 +172,8 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
 def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "One allocation of a memory tier; size is its exact peak in bytes";
   let description = "`sched.arena @device tier <device> size 4096`";
-  let arguments = (ins SymbolNameAttr:$sym_name, Sched_TierAttr:$tier, I64Attr:$size);
+  let arguments = (ins SymbolNameAttr:$sym_name, Sched_TierAttr:$tier, I64Attr:$size,
+                   OptionalAttr<Sched_DiskFormatAttr>:$disk_format);
   let assemblyFormat = "$sym_name `tier` $tier `size` $size attr-dict";
 }
 

@@ -163,7 +163,7 @@ struct LowerToSched
          {std::pair<StringRef, Tier>{"device", Tier::Device},
           {"host_pinned", Tier::HostPinned},
           {"host", Tier::Host}})
-      b.create<ArenaOp>(loc, name, tier, 0);
+      b.create<ArenaOp>(loc, name, tier, 0, DiskFormatAttr());
     for (auto [name, kind] :
          {std::pair<StringRef, StreamKind>{"compute", StreamKind::Compute},
           {"h2d", StreamKind::HostToDevice},

@@ -120,15 +120,52 @@ def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
   ];
 }
 
+def OffloadOptimizerStatePass : Pass<"mt-offload-optimizer-state", "mlir::ModuleOp"> {
+  let summary = "Keep the AdamW moments on disk and stage each weight's through host memory for its update";
+  let description = [{
+    The two moments of every trainable weight move to a `disk` arena (a
+    file in the run's disk directory, stored raw or byte-shuffled and
+    zstd-compressed). Each AdamW op then reads its weight's moments into
+    staging buffers of the `host_stage` arena on a `disk_io` stream, waits
+    for them, and the stream writes them back after it. The reads are issued
+    `lookahead` updates ahead, so that the disk works while the optimizer
+    does; staging buffers live from read to write-back, so host memory holds
+    a window of moments, not all of them. Ops of only the first or last
+    micro-batch keep that flag.
+
+    Before: `sched.exec adamw ins(%g) outs(%w, %m, %v) on @optimizer`
+    After:
+    ```mlir
+    %r1 = sched.exec read_disk ins(%m) outs(%m_stage) on @disk_io
+    %r2 = sched.exec read_disk ins(%v) outs(%v_stage) on @disk_io
+    %a = sched.exec adamw ins(%g) outs(%w, %m_stage, %v_stage) on @optimizer after(%r1, %r2)
+    sched.exec write_disk ins(%m_stage) outs(%m) on @disk_io after(%a)
+    sched.exec write_disk ins(%v_stage) outs(%v) on @disk_io after(%a)
+    ```
+  }];
+  let options = [
+    Option<"lookahead", "lookahead", "int64_t", "1",
+           "Read each weight's moments this many updates ahead">,
+    Option<"format", "format", "std::string", "\"raw\"",
+           "How the disk arena stores them: raw, or shuffle-zstd (lossless)">,
+  ];
+  let statistics = [
+    Statistic<"numStaged", "staged", "AdamW ops whose moments are on disk">,
+  ];
+}
+
 def PlanMemoryPass : Pass<"mt-plan-memory", "mlir::ModuleOp"> {
   let summary = "Give every buffer a static offset; size every arena to its exact peak";
   let description = [{
-    Host buffers, and buffers that live across the step (device weights,
-    constants, inputs), are packed one after another. Device and pinned
-    buffers of a micro-batch live from the op that writes them first to the
-    op that reads them last; they are placed first-fit in order of their
-    first write, reusing the bytes of buffers that are dead. Offsets are aligned
-    to 64 bytes. Arena sizes become the exact peak.
+    Parameters (masters, gradients, moments) and buffers that live across
+    the step (what several phases touch, constants, inputs, and what ops of
+    only the first or last micro-batch share with ops of every one) are
+    packed one after another. Any other buffer lives, in the one phase that
+    touches it, from the op that touches it first to the op that touches it
+    last; such buffers are placed first-fit in order of their first write,
+    reusing the bytes of buffers that are dead, each phase above the same
+    base. Offsets are aligned to 64 bytes. Arena sizes become the exact
+    peak.
 
     Before: `sched.buffer "h" in @device at -1`; after: `... at 4096`.
   }];

@@ -17,6 +17,10 @@ std::optional<plan::DType> dtypeOf(Type t) {
     return plan::BF16;
   if (t.isInteger(64))
     return plan::I64;
+  if (t.isSignedInteger(8))
+    return plan::I8;
+  if (t.isUnsignedInteger(8))
+    return plan::U8;
   return std::nullopt;
 }
 
@@ -193,6 +197,10 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         pp->set_grad(buffers[p.getState()[0]]);
         pp->set_exp_avg(buffers[p.getState()[1]]);
         pp->set_exp_avg_sq(buffers[p.getState()[2]]);
+        if (p.getState().size() == 5) {
+          pp->set_exp_avg_scale(buffers[p.getState()[3]]);
+          pp->set_exp_avg_sq_scale(buffers[p.getState()[4]]);
+        }
       }
     } else if (auto in = dyn_cast<InputOp>(op)) {
       auto *pi = out.add_inputs();

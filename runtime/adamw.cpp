@@ -55,7 +55,59 @@ void update(float *param, const float *grad, Moments moments, int64_t count,
   }
 }
 
+/// Decoded 8-bit moments of one block, updated in fp32, encoded back.
+struct BlockMoments {
+  float *m, *v;
+  float getM(int64_t i) const { return m[i]; }
+  float getV(int64_t i) const { return v[i]; }
+  void set(int64_t i, float mi, float vi) {
+    m[i] = mi;
+    v[i] = vi;
+  }
+};
+
+void decodeBlock(const int8_t *qm, float sm, const uint8_t *qv, float sv,
+                 int64_t n, float *m, float *v) {
+  for (int64_t i = 0; i < n; ++i) {
+    float a = float(qm[i]) / 127.0f, b = float(qv[i]) / 255.0f;
+    m[i] = sm * (a < 0 ? -a * a : a * a);
+    b *= b;
+    v[i] = sv * b * b;
+  }
+}
+
+void encodeBlock(const float *m, const float *v, int64_t n, int8_t *qm,
+                 float &sm, uint8_t *qv, float &sv) {
+  sm = 0;
+  sv = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sm = std::max(sm, std::fabs(m[i]));
+    sv = std::max(sv, v[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float a = sm > 0 ? std::sqrt(std::fabs(m[i]) / sm) : 0.0f;
+    float q = std::nearbyint(127.0f * a);
+    qm[i] = int8_t(m[i] < 0 ? -q : q);
+    float b = sv > 0 ? std::sqrt(std::sqrt(v[i] / sv)) : 0.0f;
+    qv[i] = uint8_t(std::nearbyint(255.0f * b));
+  }
+}
+
 } // namespace
+
+void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
+                          float *mScale, uint8_t *v, float *vScale,
+                          int64_t count, int64_t step, const AdamWConfig &c,
+                          float gradScale) {
+  float mb[kMomentBlock], vb[kMomentBlock];
+  for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
+    int64_t n = std::min(kMomentBlock, count - begin);
+    decodeBlock(m + begin, mScale[b], v + begin, vScale[b], n, mb, vb);
+    update(param + begin, grad + begin, BlockMoments{mb, vb}, n, step, c,
+           gradScale);
+    encodeBlock(mb, vb, n, m + begin, mScale[b], v + begin, vScale[b]);
+  }
+}
 
 void adamwStep(float *param, const float *grad, float *m, float *v,
                int64_t count, int64_t step, const AdamWConfig &c,
@@ -69,17 +121,21 @@ void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
   update(param, grad, Bf16Moments{m, v}, count, step, c, gradScale);
 }
 
-void adamwStepParallel(float *param, const float *grad, float *m, float *v,
+void adamwStepParallel(float *param, const float *grad, const Moments &s,
                        int64_t count, int64_t step, const AdamWConfig &config,
-                       float gradScale, int threads, uint16_t *m16,
-                       uint16_t *v16) {
+                       float gradScale, int threads) {
   auto run = [&](int64_t begin, int64_t len) {
-    if (m16)
-      adamwStepBf16Moments(param + begin, grad + begin, m16 + begin,
-                           v16 + begin, len, step, config, gradScale);
+    if (s.m8)
+      adamwStep8bitMoments(param + begin, grad + begin, s.m8 + begin,
+                           s.mScale + begin / kMomentBlock, s.v8 + begin,
+                           s.vScale + begin / kMomentBlock, len, step, config,
+                           gradScale);
+    else if (s.m16)
+      adamwStepBf16Moments(param + begin, grad + begin, s.m16 + begin,
+                           s.v16 + begin, len, step, config, gradScale);
     else
-      adamwStep(param + begin, grad + begin, m + begin, v + begin, len, step,
-                config, gradScale);
+      adamwStep(param + begin, grad + begin, s.m + begin, s.v + begin, len,
+                step, config, gradScale);
   };
   // Below this many elements per thread (about 64 KiB of state), starting a
   // thread costs more than it saves.
@@ -88,7 +144,9 @@ void adamwStepParallel(float *param, const float *grad, float *m, float *v,
       1, std::min<int64_t>(threads, (count + kMinChunk - 1) / kMinChunk));
   if (n == 1)
     return run(0, count);
-  int64_t chunk = (count + n - 1) / n;
+  // Chunks start on a block of 8-bit moments.
+  int64_t chunk =
+      (count + n * kMomentBlock - 1) / (n * kMomentBlock) * kMomentBlock;
   std::vector<std::thread> pool;
   for (int64_t t = 0; t < n; ++t) {
     int64_t begin = t * chunk, len = std::min(chunk, count - begin);

@@ -29,13 +29,37 @@ void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
                           uint16_t *v, int64_t count, int64_t step,
                           const AdamWConfig &config, float gradScale = 1.0f);
 
-/// Either update split over `threads` host threads (contiguous chunks; the
-/// result does not depend on the thread count). With m16/v16 set, the
-/// moments are bf16 and m/v are ignored.
-void adamwStepParallel(float *param, const float *grad, float *m, float *v,
+/// Elements per scale of 8-bit moments.
+constexpr int64_t kMomentBlock = 256;
+
+/// The same update with 8-bit blockwise moments (lossy, opt-in). Each block
+/// of kMomentBlock elements has an fp32 scale per moment (its largest
+/// magnitude); m is stored as int8 q = round(127 sign(m) sqrt(|m| / scale))
+/// and v as uint8 q = round(255 (v / scale)^(1/4)), so that small values
+/// keep relative precision (v spans many orders of magnitude in a block).
+/// Each block is decoded to fp32, updated, and encoded again; the parameter
+/// is updated with the fp32 values. `count` elements, `(count + kMomentBlock
+/// - 1) / kMomentBlock` scales; chunks must start on a block.
+void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
+                          float *mScale, uint8_t *v, float *vScale,
+                          int64_t count, int64_t step,
+                          const AdamWConfig &config, float gradScale = 1.0f);
+
+/// Where the moments of a tensor are: fp32 (m, v), bf16 (m16, v16), or
+/// 8-bit blockwise (m8, v8 and their scales).
+struct Moments {
+  float *m = nullptr, *v = nullptr;
+  uint16_t *m16 = nullptr, *v16 = nullptr;
+  int8_t *m8 = nullptr;
+  uint8_t *v8 = nullptr;
+  float *mScale = nullptr, *vScale = nullptr;
+};
+
+/// Any of the updates split over `threads` host threads (contiguous chunks
+/// that start on a block; the result does not depend on the thread count).
+void adamwStepParallel(float *param, const float *grad, const Moments &moments,
                        int64_t count, int64_t step, const AdamWConfig &config,
-                       float gradScale, int threads, uint16_t *m16 = nullptr,
-                       uint16_t *v16 = nullptr);
+                       float gradScale, int threads);
 
 } // namespace mt::runtime
 

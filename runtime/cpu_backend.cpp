@@ -530,14 +530,28 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   }
   case Kernel::ADAMW: {
     float *grad = hostF32(operand(0)), *master = hostF32(result(0));
-    bool bf16 = buf(result(1)).dtype() == plan::BF16;
-    float *m = hostF32(result(1)), *v = hostF32(result(2));
-    if (!grad || !master || (!bf16 && (!m || !v)))
+    if (!grad || !master)
       return Status::error("AdamW runs on F32 masters and gradients");
-    adamwStepParallel(master, grad, m, v, count(result(0)), step.step,
-                      step.adamw, step.gradScale, threads_,
-                      bf16 ? static_cast<uint16_t *>(ptr(result(1))) : nullptr,
-                      bf16 ? static_cast<uint16_t *>(ptr(result(2))) : nullptr);
+    Moments moments;
+    switch (buf(result(1)).dtype()) {
+    case plan::F32:
+      moments.m = hostF32(result(1));
+      moments.v = hostF32(result(2));
+      break;
+    case plan::BF16:
+      moments.m16 = static_cast<uint16_t *>(ptr(result(1)));
+      moments.v16 = static_cast<uint16_t *>(ptr(result(2)));
+      break;
+    default: // 8-bit, with their scales (the loader checked the shapes)
+      if (op.results_size() != 5)
+        return Status::error("8-bit moments need their two scale buffers");
+      moments.m8 = static_cast<int8_t *>(ptr(result(1)));
+      moments.v8 = static_cast<uint8_t *>(ptr(result(2)));
+      moments.mScale = hostF32(result(3));
+      moments.vScale = hostF32(result(4));
+    }
+    adamwStepParallel(master, grad, moments, count(result(0)), step.step,
+                      step.adamw, step.gradScale, threads_);
     return Status::ok();
   }
   default:

@@ -129,7 +129,7 @@ bool arityOf(plan::Kernel k, Arity &a) {
     a = {0, 0, 1, 1};
     return true;
   case K::ADAMW:
-    a = {1, 1, 3, 3};
+    a = {1, 1, 3, 5}; // 8-bit moments add their scales
     return true;
   default:
     return false;
@@ -284,20 +284,31 @@ private:
     }
     if (!prm.trainable())
       return Status::ok();
-    const plan::Buffer *m = buffer(prm.exp_avg());
-    for (uint32_t idx : {prm.grad(), prm.exp_avg(), prm.exp_avg_sq()}) {
-      const plan::Buffer *b = buffer(idx);
-      bool moment = idx != prm.grad();
-      bool dtypeOk =
-          b &&
-          (b->dtype() == plan::F32 ||
-           (moment && b->dtype() == plan::BF16 && m->dtype() == plan::BF16));
-      if (!b || !dtypeOk ||
-          !std::equal(b->shape().begin(), b->shape().end(),
-                      master->shape().begin(), master->shape().end()))
-        return fail(w + ": the gradient must be an F32 buffer and the two "
-                        "moments F32 or both BF16, all of the master's "
-                        "shape");
+    const plan::Buffer *g = buffer(prm.grad()), *m = buffer(prm.exp_avg()),
+                       *v = buffer(prm.exp_avg_sq());
+    auto sameShape = [&](const plan::Buffer *b) {
+      return b && std::equal(b->shape().begin(), b->shape().end(),
+                             master->shape().begin(), master->shape().end());
+    };
+    if (!sameShape(g) || !sameShape(m) || !sameShape(v) ||
+        g->dtype() != plan::F32 || onDisk(*g))
+      return fail(w + ": the gradient (F32, in memory) and the two moments "
+                      "must have the master's shape");
+    bool f32 = m->dtype() == plan::F32 && v->dtype() == plan::F32;
+    bool bf16 = m->dtype() == plan::BF16 && v->dtype() == plan::BF16;
+    bool q8 = m->dtype() == plan::I8 && v->dtype() == plan::U8;
+    if (!f32 && !bf16 && !q8)
+      return fail(w + ": the moments must be both F32, both BF16, or I8 and "
+                      "U8");
+    if (q8) {
+      int64_t blocks = (n + 255) / 256;
+      for (uint32_t idx : {prm.exp_avg_scale(), prm.exp_avg_sq_scale()}) {
+        const plan::Buffer *sc = buffer(idx);
+        if (!sc || sc->dtype() != plan::F32 ||
+            elementsOf(sc->shape()) != blocks || onDisk(*sc))
+          return fail(w + ": 8-bit moments need two F32 scale buffers of " +
+                      std::to_string(blocks) + " elements in memory");
+      }
     }
     return Status::ok();
   }
@@ -388,9 +399,47 @@ int dtypeBytes(plan::DType dtype) {
     return 2;
   case plan::I64:
     return 8;
+  case plan::I8:
+  case plan::U8:
+    return 1;
   default:
     return 0;
   }
+}
+
+std::string lossyMoments(const plan::Plan &plan) {
+  for (const auto &p : plan.parameters()) {
+    if (!p.trainable())
+      continue;
+    switch (plan.buffers(int(p.exp_avg())).dtype()) {
+    case plan::BF16:
+      return "bf16";
+    case plan::I8:
+      return "8-bit blockwise";
+    default:
+      return "";
+    }
+  }
+  return "";
+}
+
+uint64_t momentBytes(const plan::Plan &plan) {
+  uint64_t total = 0;
+  auto bytes = [&](uint32_t b) {
+    const auto &buf = plan.buffers(int(b));
+    uint64_t n = uint64_t(dtypeBytes(buf.dtype()));
+    for (int64_t d : buf.shape())
+      n *= uint64_t(d);
+    return n;
+  };
+  for (const auto &p : plan.parameters()) {
+    if (!p.trainable())
+      continue;
+    total += bytes(p.exp_avg()) + bytes(p.exp_avg_sq());
+    if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8)
+      total += bytes(p.exp_avg_scale()) + bytes(p.exp_avg_sq_scale());
+  }
+  return total;
 }
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {

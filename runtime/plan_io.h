@@ -12,6 +12,13 @@ namespace mt::runtime {
 /// Bytes per element of a plan dtype, or 0 when it has none.
 int dtypeBytes(plan::DType dtype);
 
+/// How a plan stores the AdamW moments when it is lossy ("bf16",
+/// "8-bit blockwise"), or "" when they are fp32 (exact).
+std::string lossyMoments(const plan::Plan &plan);
+
+/// Bytes of the AdamW moments (and their scales) of all trainable weights.
+uint64_t momentBytes(const plan::Plan &plan);
+
 /// Checks everything a run relies on before anything is allocated: the
 /// version, every index (arena, buffer, stream, token), every buffer inside
 /// its arena, kernels known and with the right number of operands and

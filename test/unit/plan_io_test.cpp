@@ -171,8 +171,18 @@ INSTANTIATE_TEST_SUITE_P(
                 "data holds 100 bytes, 128 expected"},
         BadCase{"moments",
                 [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
-                "the gradient must be an F32 buffer and the two moments F32 or "
-                "both BF16"},
+                "the gradient (F32, in memory) and the two moments must have "
+                "the master's shape"},
+        BadCase{
+            "moment_dtypes",
+            [](Plan &p) { p.mutable_buffers(2)->set_dtype(mt::plan::BF16); },
+            "the moments must be both F32, both BF16, or I8 and U8"},
+        BadCase{"moment_scales",
+                [](Plan &p) {
+                  p.mutable_buffers(2)->set_dtype(mt::plan::I8);
+                  p.mutable_buffers(3)->set_dtype(mt::plan::U8);
+                },
+                "8-bit moments need two F32 scale buffers of 1 elements"},
         BadCase{"input", [](Plan &p) { p.mutable_inputs(0)->set_buffer(0); },
                 "needs an I64 buffer of [batch, seq]"},
         BadCase{"loss", [](Plan &p) { p.set_loss(0); },

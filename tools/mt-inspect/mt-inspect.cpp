@@ -246,12 +246,8 @@ int main(int argc, char **argv) {
       n *= d;
     params += n;
   }
-  for (const auto &prm : p.parameters())
-    if (prm.trainable() &&
-        p.buffers(int(prm.exp_avg())).dtype() == plan::BF16) {
-      std::printf("LOSSY: AdamW moments stored in bf16\n");
-      break;
-    }
+  if (std::string lossy = mt::runtime::lossyMoments(p); !lossy.empty())
+    std::printf("LOSSY: AdamW moments stored in %s\n", lossy.c_str());
   std::printf("optimizer: AdamW %s\n",
               p.optimizer_overlap() == plan::BACKWARD
                   ? "during the backward (each weight when its gradient is "

@@ -158,8 +158,9 @@ cl::opt<bool> explain(
     cl::init(false), cl::cat(category));
 cl::opt<std::string> optimizerStates(
     "optimizer-states",
-    cl::desc("AdamW moments in host memory: fp32 (default, exact) or bf16 "
-             "(LOSSY: half the bytes; only when asked for)"),
+    cl::desc("AdamW moments: fp32 (default, exact), bf16 (LOSSY: half the "
+             "bytes) or 8bit (LOSSY: blockwise 8-bit with a scale per 256 "
+             "elements, about a quarter); lossy formats only when asked for"),
     cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> optimizerOverlap(
     "optimizer-overlap",
@@ -383,16 +384,7 @@ TierBytes tierBytes(const mt::plan::Plan &plan) {
 bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
           std::string &why) {
   TierBytes need = tierBytes(plan);
-  int64_t moments = 0;
-  for (const auto &p : plan.parameters())
-    if (p.trainable())
-      for (uint32_t m : {p.exp_avg(), p.exp_avg_sq()}) {
-        const auto &buf = plan.buffers(int(m));
-        int64_t n = buf.dtype() == mt::plan::BF16 ? 2 : 4;
-        for (int64_t d : buf.shape())
-          n *= d;
-        moments += n;
-      }
+  double moments = double(mt::runtime::momentBytes(plan));
   struct Check {
     const char *tier, *flag, *byDefault;
     int64_t need, budget;
@@ -403,10 +395,10 @@ bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
           ? "the moments are on disk already; host memory holds the fp32 "
             "master weights and gradient accumulators (8 bytes per "
             "parameter), which stay there"
-      : diskDir.empty() ? "--disk DIR lets the AdamW moments (" +
-                              gib(double(moments)) + ") live on disk"
+      : diskDir.empty() ? "--disk DIR lets the AdamW moments (" + gib(moments) +
+                              ") live on disk"
                         : "--moments disk keeps the AdamW moments (" +
-                              gib(double(moments)) + ") on disk";
+                              gib(moments) + ") on disk";
   Check checks[] = {
       {"device", "--gpu-mem", "the target's", need.device, b.device,
        !s.stream    ? "--stream-weights lowers it"
@@ -440,13 +432,10 @@ void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
   const auto &t = plan.target();
   const auto &s = plan.shapes();
   double tokens = double(s.batch() * s.seq() * s.grad_accum());
-  for (const auto &p : plan.parameters())
-    if (p.trainable() &&
-        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
-      os << "LOSSY: AdamW moments are stored in bf16 (--optimizer-states "
-            "bf16)\n";
-      break;
-    }
+  std::string lossy = mt::runtime::lossyMoments(plan);
+  if (!lossy.empty())
+    os << "LOSSY: AdamW moments are stored in " << lossy
+       << " (--optimizer-states " << optimizerStates << ")\n";
   os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
                       "{3:F1} TFLOP/s of model math\n",
                       t.name(), r.stepSeconds, tokens / r.stepSeconds,
@@ -573,8 +562,9 @@ int main(int argc, char **argv) {
            << computeDtype << "'\n";
     return 1;
   }
-  if (optimizerStates != "fp32" && optimizerStates != "bf16") {
-    errs() << "mtc: error: --optimizer-states must be fp32 or bf16, got '"
+  if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
+      optimizerStates != "8bit") {
+    errs() << "mtc: error: --optimizer-states must be fp32, bf16 or 8bit, got '"
            << optimizerStates << "'\n";
     return 1;
   }

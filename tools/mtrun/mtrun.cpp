@@ -268,8 +268,11 @@ Status calibrate(const std::string &path, int threads) {
   int64_t params = int64_t(16) << 20;
   std::vector<float> p(params, 1), g(params, 0.1f), m1(params), v1(params);
   t = Clock::now();
-  adamwStepParallel(p.data(), g.data(), m1.data(), v1.data(), params, 1,
-                    AdamWConfig{}, 1.0f, threads);
+  Moments moments;
+  moments.m = m1.data();
+  moments.v = v1.data();
+  adamwStepParallel(p.data(), g.data(), moments, params, 1, AdamWConfig{}, 1.0f,
+                    threads);
   double optimizer = double(params) / seconds(t);
   // Disk: write (with fsync) and read back 128 MiB next to the target file.
   std::string scratch = path + ".calibrate.tmp";
@@ -381,13 +384,11 @@ int main(int argc, char **argv) {
   mt::plan::Plan plan;
   if (Status st = readPlan(o.plan, plan); !st)
     return fail(st.message());
-  for (const auto &p : plan.parameters())
-    if (p.trainable() &&
-        plan.buffers(int(p.exp_avg())).dtype() == mt::plan::BF16) {
-      std::fprintf(stderr, "mtrun: note: LOSSY: this plan stores the AdamW "
-                           "moments in bf16 (mtc --optimizer-states bf16)\n");
-      break;
-    }
+  if (std::string lossy = lossyMoments(plan); !lossy.empty())
+    std::fprintf(stderr,
+                 "mtrun: note: LOSSY: this plan stores the AdamW moments in "
+                 "%s (mtc --optimizer-states)\n",
+                 lossy.c_str());
   if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.gradClip > 0)
     return fail(o.plan +
                 " updates each weight during the backward, before "

@@ -41,32 +41,40 @@ LogicalResult ProgramOp::verify() {
 }
 
 LogicalResult ParameterOp::verify() {
-  if (!getState().empty() && getState().size() != 3)
-    return emitOpError("a trainable parameter has grad, exp_avg and "
-                       "exp_avg_sq; a frozen one none");
-  auto shapeOf = [](Value v) {
-    return cast<BufferType>(v.getType()).getTensorType().getShape();
+  auto typeOf = [](Value v) {
+    return cast<BufferType>(v.getType()).getTensorType();
   };
-  for (Value v : getState())
-    if (shapeOf(v) != shapeOf(getMaster()))
-      return emitOpError("state buffers must have the master's shape");
-  if (!getState().empty()) {
-    Type grad = cast<BufferType>(getState()[0].getType())
-                    .getTensorType()
-                    .getElementType();
-    Type m = cast<BufferType>(getState()[1].getType())
-                 .getTensorType()
-                 .getElementType();
-    Type v = cast<BufferType>(getState()[2].getType())
-                 .getTensorType()
-                 .getElementType();
-    if (!grad.isF32() || m != v || !(m.isF32() || m.isBF16()))
-      return emitOpError("the gradient must be f32 and the moments both f32 "
-                         "or both bf16");
-  }
-  auto master = cast<BufferType>(getMaster().getType()).getTensorType();
+  auto master = typeOf(getMaster());
   if (!master.getElementType().isF32())
     return emitOpError("the master must be f32");
+  auto state = getState();
+  if (state.empty())
+    return success();
+  if (state.size() != 3 && state.size() != 5)
+    return emitOpError("a trainable parameter has a gradient, two moments "
+                       "and, for 8-bit moments, their two scales; a frozen "
+                       "one none");
+  for (Value v : state.take_front(3))
+    if (typeOf(v).getShape() != master.getShape())
+      return emitOpError("the gradient and moments must have the master's "
+                         "shape");
+  Type g = typeOf(state[0]).getElementType(),
+       m = typeOf(state[1]).getElementType(),
+       v = typeOf(state[2]).getElementType();
+  bool q8 = m.isSignedInteger(8) && v.isUnsignedInteger(8);
+  if (!g.isF32() || !((m == v && (m.isF32() || m.isBF16())) || q8))
+    return emitOpError("the gradient must be f32 and the moments both f32, "
+                       "both bf16, or si8 and ui8");
+  if (q8 != (state.size() == 5))
+    return emitOpError("8-bit moments, and only they, have two scales");
+  if (q8) {
+    int64_t blocks = (master.getNumElements() + 255) / 256;
+    for (Value s : state.drop_front(3))
+      if (!typeOf(s).getElementType().isF32() ||
+          typeOf(s).getShape() != ArrayRef<int64_t>{blocks})
+        return emitOpError("8-bit moments have f32 scales of ")
+               << blocks << " elements (one per 256)";
+  }
   return success();
 }
 

@@ -20,6 +20,10 @@ using namespace mt::sched;
 
 namespace {
 
+/// Elements per scale of 8-bit moments: the plan's contract with the
+/// runtime (runtime/schema/plan.proto, Parameter).
+constexpr int64_t kMomentBlock = 256;
+
 RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
@@ -102,8 +106,9 @@ struct LowerToSched
           << computeDtype << "'";
       return signalPassFailure();
     }
-    if (optimizerStates != "fp32" && optimizerStates != "bf16") {
-      module.emitError("optimizer states must be fp32 or bf16, got '")
+    if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
+        optimizerStates != "8bit") {
+      module.emitError("optimizer states must be fp32, bf16 or 8bit, got '")
           << optimizerStates << "'";
       return signalPassFailure();
     }
@@ -344,15 +349,31 @@ struct LowerToSched
     auto t = tensorOf(w);
     Value master = buffer(w.getName(), "host", t);
     SmallVector<Value> state;
-    if (w.getTrainable())
-      for (StringRef suffix : {".grad", ".exp_avg", ".exp_avg_sq"}) {
-        // Moments in bf16 only when asked for: it is lossy.
-        auto type = suffix != ".grad" && optimizerStates == "bf16"
-                        ? RankedTensorType::get(
-                              t.getShape(), BFloat16Type::get(&getContext()))
-                        : t;
-        state.push_back(buffer((w.getName() + suffix).str(), "host", type));
+    if (w.getTrainable()) {
+      // Moments in bf16 or 8 bits only when asked for: it is lossy.
+      MLIRContext *ctx = &getContext();
+      auto like = [&](Type e) {
+        return RankedTensorType::get(t.getShape(), e);
+      };
+      RankedTensorType m = t, v = t;
+      if (optimizerStates == "bf16")
+        m = v = like(BFloat16Type::get(ctx));
+      if (optimizerStates == "8bit") {
+        m = like(IntegerType::get(ctx, 8, IntegerType::Signed));
+        v = like(IntegerType::get(ctx, 8, IntegerType::Unsigned));
       }
+      state.push_back(buffer((w.getName() + ".grad").str(), "host", t));
+      state.push_back(buffer((w.getName() + ".exp_avg").str(), "host", m));
+      state.push_back(buffer((w.getName() + ".exp_avg_sq").str(), "host", v));
+      if (optimizerStates == "8bit") {
+        // One fp32 scale per block of kMomentBlock elements (runtime/adamw.h).
+        auto scales = RankedTensorType::get(
+            {(t.getNumElements() + kMomentBlock - 1) / kMomentBlock},
+            Float32Type::get(ctx));
+        for (StringRef suffix : {".exp_avg.scale", ".exp_avg_sq.scale"})
+          state.push_back(buffer((w.getName() + suffix).str(), "host", scales));
+      }
+    }
     OpBuilder b(begin);
     int64_t offset = w.getOffset() ? int64_t(*w.getOffset()) : 0;
     int64_t length = w.getLength() ? int64_t(*w.getLength()) : 0;
@@ -385,6 +406,13 @@ struct LowerToSched
     return device;
   }
 
+  /// What AdamW updates: the master, the moments and their scales.
+  static SmallVector<Value> updatedBy(Value master, ArrayRef<Value> state) {
+    SmallVector<Value> out = {master};
+    llvm::append_range(out, state.drop_front());
+    return out;
+  }
+
   /// Next-forward overlap: the update of the previous step's gradient, the
   /// reset of the accumulator and the weight's copy to the device, in the
   /// first micro-batch, ahead of the forward in the order weights are first
@@ -403,7 +431,7 @@ struct LowerToSched
       updatesEnd = op;
       return token;
     };
-    SmallVector<Value> updated = {master, state[1], state[2]};
+    SmallVector<Value> updated = updatedBy(master, state);
     Value update = first(exec(micro, "optimizer", Kernel::AdamW, state[0],
                               updated, {}, nullptr, 10.0 * t.getNumElements(),
                               4 * train::storageBytes(t), w.getLoc()));
@@ -432,7 +460,7 @@ struct LowerToSched
       if (!of)
         continue;
       auto &w = weights[of.getValue()];
-      if (w.state.size() != 3)
+      if (w.state.empty())
         return step.emitError("gradient of frozen weight '")
                << of.getValue() << "'";
       Value grad = buffers.lookup(v);
@@ -464,7 +492,7 @@ struct LowerToSched
         continue; // updated in the next step (deferUpdate)
       if (optimizerOverlap == "after") {
         exec(end, "optimizer", Kernel::AdamW, w.state[0],
-             {w.master, w.state[1], w.state[2]}, {}, nullptr,
+             updatedBy(w.master, w.state), {}, nullptr,
              10.0 * t.getNumElements(), 4 * train::storageBytes(t),
              step.getLoc());
         continue;
@@ -472,7 +500,7 @@ struct LowerToSched
       // Overlapped with the rest of the backward: right after the last
       // micro-batch's accumulation of this gradient.
       Value update = exec(micro, "optimizer", Kernel::AdamW, w.state[0],
-                          {w.master, w.state[1], w.state[2]}, added, nullptr,
+                          updatedBy(w.master, w.state), added, nullptr,
                           10.0 * t.getNumElements(), 4 * train::storageBytes(t),
                           step.getLoc());
       auto updateOp = update.getDefiningOp<ExecOp>();

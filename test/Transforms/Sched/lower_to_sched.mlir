@@ -2,6 +2,7 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
 
 // The step becomes one program: a trainable weight gets an f32 master,
 // gradient accumulator and moments on the host and a device copy; the
@@ -55,6 +56,14 @@
 // NEXT-NEXT: }
 // NEXT: sched.phase  finish {
 // NEXT-NEXT: sched.exec  adamw ins(%[[G]]) outs(%[[W]], %{{.*}}, %{{.*}}) on @optimizer
+// 8-bit moments (opt-in, lossy): int8 and uint8 with one f32 scale per 256
+// elements each, all updated by the AdamW op.
+// Q8-DAG: %[[M:.+]] = sched.buffer "emb.exp_avg" in @host at -1 : <tensor<16x8xsi8>>
+// Q8-DAG: %[[V:.+]] = sched.buffer "emb.exp_avg_sq" in @host at -1 : <tensor<16x8xui8>>
+// Q8-DAG: %[[MS:.+]] = sched.buffer "emb.exp_avg.scale" in @host at -1 : <tensor<1xf32>>
+// Q8-DAG: %[[VS:.+]] = sched.buffer "emb.exp_avg_sq.scale" in @host at -1 : <tensor<1xf32>>
+// Q8: sched.parameter "emb" master(%{{.*}}) state(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]])
+// Q8: sched.exec  adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
 // BF16: compute_dtype = bf16
 // BF16: sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},

@@ -193,6 +193,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         pp->mutable_data()->set_dtype(plan::F32);
       }
       pp->set_master(buffers[p.getMaster()]);
+      if (Value c = p.getCompute())
+        pp->set_compute(buffers[c]);
       if (!p.getState().empty()) {
         pp->set_grad(buffers[p.getState()[0]]);
         pp->set_exp_avg(buffers[p.getState()[1]]);

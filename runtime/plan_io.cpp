@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -282,6 +283,14 @@ private:
                     " bytes, " + std::to_string(uint64_t(n) * width) +
                     " expected");
     }
+    if (prm.has_compute()) {
+      const plan::Buffer *c = buffer(prm.compute());
+      if (!c || c->dtype() != plan::BF16 || onDisk(*c) ||
+          !std::equal(c->shape().begin(), c->shape().end(),
+                      master->shape().begin(), master->shape().end()))
+        return fail(w + ": the compute copy must be a BF16 buffer of the "
+                        "master's shape in memory");
+    }
     if (!prm.trainable())
       return Status::ok();
     const plan::Buffer *g = buffer(prm.grad()), *m = buffer(prm.exp_avg()),
@@ -440,6 +449,56 @@ uint64_t momentBytes(const plan::Plan &plan) {
       total += bytes(p.exp_avg_scale()) + bytes(p.exp_avg_sq_scale());
   }
   return total;
+}
+
+Crossings weightCrossings(const plan::Plan &plan) {
+  // The buffer copies read (the compute copy, else the master) -> copies
+  // per step.
+  std::map<uint32_t, int64_t> copies;
+  for (const auto &p : plan.parameters())
+    if (!p.data().file().empty())
+      copies[p.has_compute() ? p.compute() : p.master()] = 0;
+  for (const auto &phase : plan.phases()) {
+    if (phase.kind() == plan::FINISH)
+      continue;
+    for (const auto &op : phase.ops()) {
+      auto it = copies.find(op.operands_size() ? op.operands(0) : ~0u);
+      if (op.kernel() != plan::COPY_TO_DEVICE || it == copies.end())
+        continue;
+      bool everyMicroBatch = phase.kind() == plan::MICRO_BATCH &&
+                             !op.first_micro_batch_only() &&
+                             !op.last_micro_batch_only();
+      it->second += everyMicroBatch ? plan.shapes().grad_accum() : 1;
+    }
+  }
+  Crossings c;
+  bool first = true;
+  for (const auto &[buffer, n] : copies) {
+    c.fewest = first ? n : std::min(c.fewest, n);
+    c.most = first ? n : std::max(c.most, n);
+    first = false;
+  }
+  return c;
+}
+
+std::string describeCrossings(const plan::Plan &plan) {
+  Crossings c = weightCrossings(plan);
+  int64_t k = plan.shapes().grad_accum();
+  if (c.most == 0)
+    return "weights: none is copied to the device";
+  if (c.most == 1)
+    return "weights: each crosses to the device once per step and stays "
+           "there (resident)";
+  std::string times = c.fewest == c.most
+                          ? std::to_string(c.most)
+                          : "between " + std::to_string(c.fewest) + " and " +
+                                std::to_string(c.most);
+  std::string text =
+      "weights: each crosses to the device " + times + " times per step";
+  if (c.most == 2 * k)
+    text += " (" + std::string(k > 1 ? "in each micro-batch, " : "") +
+            "before its forward and before its backward with its recompute)";
+  return text;
 }
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {

@@ -19,6 +19,16 @@ std::string lossyMoments(const plan::Plan &plan);
 /// Bytes of the AdamW moments (and their scales) of all trainable weights.
 uint64_t momentBytes(const plan::Plan &plan);
 
+/// How many times the weights cross to the device in one step (copies of
+/// a parameter's master, counting each micro-batch), the fewest and the
+/// most over the parameters that are copied.
+struct Crossings {
+  int64_t fewest = 0, most = 0;
+};
+Crossings weightCrossings(const plan::Plan &plan);
+/// The same in words, for mtc --explain and mt-inspect.
+std::string describeCrossings(const plan::Plan &plan);
+
 /// Checks everything a run relies on before anything is allocated: the
 /// version, every index (arena, buffer, stream, token), every buffer inside
 /// its arena, kernels known and with the right number of operands and

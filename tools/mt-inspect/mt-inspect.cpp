@@ -248,6 +248,7 @@ int main(int argc, char **argv) {
   }
   if (std::string lossy = mt::runtime::lossyMoments(p); !lossy.empty())
     std::printf("LOSSY: AdamW moments stored in %s\n", lossy.c_str());
+  std::printf("%s\n", mt::runtime::describeCrossings(p).c_str());
   std::printf("optimizer: AdamW %s\n",
               p.optimizer_overlap() == plan::BACKWARD
                   ? "during the backward (each weight when its gradient is "

@@ -94,6 +94,11 @@ cl::opt<int64_t> lookahead(
     cl::desc("With --stream-weights: issue each copy this many weights "
              "ahead of its first use"),
     cl::init(8), cl::cat(category));
+cl::opt<std::string> residentBelow(
+    "resident-below",
+    cl::desc("With --stream-weights: keep weights smaller than this on the "
+             "device, copied once per step (norm scales, biases)"),
+    cl::init("1MiB"), cl::cat(category));
 cl::opt<int64_t> chunkHeadRows(
     "chunk-head-rows",
     cl::desc("Compute the head and the loss this many tokens at a time so "
@@ -296,6 +301,7 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
     if (s.stream) {
       mt::sched::StreamWeightsPassOptions stream;
       stream.lookahead = lookahead;
+      stream.residentBelow = parseSize(residentBelow);
       pm.addPass(mt::sched::createStreamWeightsPass(stream));
     }
     if (s.offload)
@@ -394,7 +400,8 @@ bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
       s.momentsOnDisk
           ? "the moments are on disk already; host memory holds the fp32 "
             "master weights and gradient accumulators (8 bytes per "
-            "parameter), which stay there"
+            "parameter) and, with bf16 compute, the weights' pinned bf16 "
+            "copy (2 bytes), which stay there"
       : diskDir.empty() ? "--disk DIR lets the AdamW moments (" + gib(moments) +
                               ") live on disk"
                         : "--moments disk keeps the AdamW moments (" +
@@ -404,11 +411,11 @@ bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
        !s.stream    ? "--stream-weights lowers it"
        : !s.offload ? "--offload-activations lowers it"
                     : "a smaller --batch or --seq lowers it"},
+      {"host (pinned included)", "--host-mem", "the target's", need.host,
+       b.host, hostHint},
       {"pinned host", "--pinned-mem", "a quarter of the host budget",
        need.pinned, b.pinned,
        "pinned memory is host memory: raise --pinned-mem"},
-      {"host (pinned included)", "--host-mem", "the target's", need.host,
-       b.host, hostHint},
       {"disk", diskDir.empty() ? "--disk" : "--disk-mem",
        "the free space of --disk", need.disk, b.disk,
        diskDir.empty() ? "--disk DIR names where it goes"
@@ -477,6 +484,7 @@ void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
                       gib(double(tierBytes(plan).host)),
                       gib(double(budgets.host)));
   int b = r.bottleneckStream;
+  os << "\n" << mt::runtime::describeCrossings(plan) << "\n";
   os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
      << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
      << "% of the step busy)";
@@ -573,6 +581,11 @@ int main(int argc, char **argv) {
     errs() << "mtc: error: --optimizer-overlap must be after, backward or "
               "next-forward, got '"
            << optimizerOverlap << "'\n";
+    return 1;
+  }
+  if (parseSize(residentBelow) < 0) {
+    errs() << "mtc: error: --resident-below '" << residentBelow
+           << "' is not a size (e.g. 1MiB)\n";
     return 1;
   }
   if (chunkHeadRows < 0) {

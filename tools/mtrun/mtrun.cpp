@@ -65,6 +65,15 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend) {
                            "' at offset " + std::to_string(p.data().offset()));
     if (Status st = backend.write(p.master(), bytes.data(), bytes.size()); !st)
       return Status::error("parameter '" + p.name() + "': " + st.message());
+    if (p.has_compute()) {
+      // The compute copy starts as the master converted, as after an update.
+      mt::plan::Op convert;
+      convert.set_kernel(mt::plan::COPY);
+      convert.add_operands(p.master());
+      convert.add_results(p.compute());
+      if (Status st = backend.run(convert, StepConfig{}); !st)
+        return Status::error("parameter '" + p.name() + "': " + st.message());
+    }
   }
   for (const auto &c : plan.constants())
     if (Status st = backend.write(c.buffer(), c.data().data(), c.data().size());

@@ -47,6 +47,11 @@ LogicalResult ParameterOp::verify() {
   auto master = typeOf(getMaster());
   if (!master.getElementType().isF32())
     return emitOpError("the master must be f32");
+  if (Value c = getCompute())
+    if (typeOf(c).getShape() != master.getShape() ||
+        !typeOf(c).getElementType().isBF16())
+      return emitOpError("the compute copy is a bf16 buffer of the master's "
+                         "shape");
   auto state = getState();
   if (state.empty())
     return success();

@@ -199,19 +199,24 @@ def Sched_BufferOp : Sched_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
   let assemblyFormat = "$name `in` $arena `at` $offset attr-dict `:` type($result)";
 }
 
-def Sched_ParameterOp : Sched_Op<"parameter", [HasParent<"ProgramOp">]> {
+def Sched_ParameterOp : Sched_Op<"parameter", [HasParent<"ProgramOp">,
+    AttrSizedOperandSegments]> {
   let summary = "A model weight: its data on disk and its host buffers";
   let description = [{
     A trainable parameter has an F32 master, gradient accumulator and the
-    two AdamW moments; a frozen one only a master.
+    two AdamW moments (8-bit moments also their two scales); a frozen one
+    only a master. `compute` is the weight in the compute dtype, in pinned
+    memory, when that is not the master's: what copies to the device read,
+    kept current after each update (the runtime fills it at load).
     ```mlir
-    sched.parameter "w" master(%w) grads(%g, %m, %v) {file = "m.onnx", offset = 0 : i64, length = 64 : i64}
+    sched.parameter "w" master(%w) state(%g, %m, %v) compute(%c) {file = "m.onnx", offset = 0 : i64, length = 64 : i64}
     ```
   }];
   let arguments = (ins StrAttr:$name, Sched_BufferType:$master,
-                   Variadic<Sched_BufferType>:$state, StrAttr:$file,
+                   Variadic<Sched_BufferType>:$state,
+                   Optional<Sched_BufferType>:$compute, StrAttr:$file,
                    I64Attr:$offset, I64Attr:$length);
-  let assemblyFormat = "$name `master` `(` $master `)` (`state` `(` $state^ `)`)? attr-dict `:` type(operands)";
+  let assemblyFormat = "$name `master` `(` $master `)` (`state` `(` $state^ `)`)? (`compute` `(` $compute^ `)`)? attr-dict `:` type(operands)";
   let hasVerifier = 1;
 }
 

@@ -94,6 +94,13 @@ struct LowerToSched
     : public mt::sched::impl::LowerToSchedPassBase<LowerToSched> {
   using Base::Base;
 
+  /// The host and device buffers of one weight.
+  struct Weight {
+    Value device, master;
+    SmallVector<Value> state;
+    Value computeCopy; ///< bf16 in pinned memory, or null
+  };
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -383,17 +390,29 @@ struct LowerToSched
       file = "";
       length = 0;
     }
-    b.create<ParameterOp>(w.getLoc(), w.getName(), master, state, file, offset,
-                          length);
+    // With bf16 compute, copies to the device read a bf16 copy in pinned
+    // memory (2 bytes per element over the link), which the plan converts
+    // from the master after every update.
+    Value computeCopy;
+    if (w.getTrainable() && compute.isBF16())
+      computeCopy = buffer((w.getName() + ".compute").str(), "host_pinned",
+                           deviceType(t));
+    Value source = computeCopy ? computeCopy : master;
+    int64_t copyBytes =
+        train::storageBytes(cast<BufferType>(source.getType()).getTensorType());
+    b.create<ParameterOp>(w.getLoc(), w.getName(), master, state, computeCopy,
+                          file, offset, length);
     // A folded frozen weight is a constant, stored as its value's type.
     Value device = buffer((w.getName() + ".device").str(), "device",
                           w.getValue() ? t : deviceType(t),
                           w.getValue() ? *w.getValue() : ElementsAttr());
+    Weight &entry = weights[w.getName()];
+    entry = {device, master, state, computeCopy};
     if (w.getTrainable() && optimizerOverlap == "next-forward") {
-      deferUpdate(w, t, master, state, device);
+      deferUpdate(w, t, entry, source, copyBytes);
     } else if (!w.getValue()) {
-      exec(begin, "h2d", Kernel::CopyToDevice, master, device, {}, nullptr, 0,
-           train::storageBytes(t), w.getLoc());
+      exec(begin, "h2d", Kernel::CopyToDevice, source, device, {}, nullptr, 0,
+           copyBytes, w.getLoc());
     }
     if (w.getTrainable() && optimizerOverlap != "next-forward") {
       OpBuilder fb(&getContext());
@@ -402,8 +421,22 @@ struct LowerToSched
                {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
            0, train::storageBytes(t), w.getLoc());
     }
-    weights[w.getName()] = {device, master, state};
     return device;
+  }
+
+  /// An update of `w` and, with a compute copy, its refresh right after it
+  /// on the optimizer stream; the token of the last of the two.
+  Value update(PhaseOp phase, const Weight &w, RankedTensorType t,
+               ValueRange waits, Location loc) {
+    Value token =
+        exec(phase, "optimizer", Kernel::AdamW, w.state[0],
+             updatedBy(w.master, w.state), waits, nullptr,
+             10.0 * t.getNumElements(), 4 * train::storageBytes(t), loc);
+    if (!w.computeCopy)
+      return token;
+    // Reads 4 and writes 2 bytes per element.
+    return exec(phase, "optimizer", Kernel::Copy, w.master, w.computeCopy, {},
+                nullptr, 0, 6 * t.getNumElements(), loc);
   }
 
   /// What AdamW updates: the master, the moments and their scales.
@@ -417,33 +450,35 @@ struct LowerToSched
   /// reset of the accumulator and the weight's copy to the device, in the
   /// first micro-batch, ahead of the forward in the order weights are first
   /// used; the finish phase applies the last step's update.
-  void deferUpdate(train::WeightOp w, RankedTensorType t, Value master,
-                   ArrayRef<Value> state, Value device) {
+  void deferUpdate(train::WeightOp w, RankedTensorType t, const Weight &weight,
+                   Value source, int64_t copyBytes) {
     OpBuilder fb(&getContext());
     Block &block = micro.getBody().front();
-    auto first = [&](Value token) {
-      auto op = token.getDefiningOp<ExecOp>();
-      op.setFirstMicroBatch(true);
+    auto first = [&](Operation *op) {
+      cast<ExecOp>(op).setFirstMicroBatch(true);
       if (updatesEnd)
         op->moveAfter(updatesEnd);
-      else if (&block.front() != op.getOperation())
+      else if (&block.front() != op)
         op->moveBefore(&block.front());
       updatesEnd = op;
-      return token;
     };
-    SmallVector<Value> updated = updatedBy(master, state);
-    Value update = first(exec(micro, "optimizer", Kernel::AdamW, state[0],
-                              updated, {}, nullptr, 10.0 * t.getNumElements(),
-                              4 * train::storageBytes(t), w.getLoc()));
-    first(exec(micro, "optimizer", Kernel::Fill, {}, state[0], {},
-               fb.getDictionaryAttr(
-                   {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
-               0, train::storageBytes(t), w.getLoc()));
-    copyTokens[device] =
-        first(exec(micro, "h2d", Kernel::CopyToDevice, master, device, update,
-                   nullptr, 0, train::storageBytes(t), w.getLoc()));
-    exec(finish, "optimizer", Kernel::AdamW, state[0], updated, {}, nullptr,
-         10.0 * t.getNumElements(), 4 * train::storageBytes(t), w.getLoc());
+    Value updated = update(micro, weight, t, {}, w.getLoc());
+    // The update, and the refresh of the compute copy when there is one.
+    if (weight.computeCopy)
+      first(updated.getDefiningOp()->getPrevNode());
+    first(updated.getDefiningOp());
+    Value reset =
+        exec(micro, "optimizer", Kernel::Fill, {}, weight.state[0], {},
+             fb.getDictionaryAttr(
+                 {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
+             0, train::storageBytes(t), w.getLoc());
+    first(reset.getDefiningOp());
+    Value copied =
+        exec(micro, "h2d", Kernel::CopyToDevice, source, weight.device, updated,
+             nullptr, 0, copyBytes, w.getLoc());
+    first(copied.getDefiningOp());
+    copyTokens[weight.device] = copied;
+    update(finish, weight, t, {}, w.getLoc());
   }
 
   /// The loss, and each gradient: to pinned memory, then into its
@@ -491,29 +526,24 @@ struct LowerToSched
       if (optimizerOverlap == "next-forward")
         continue; // updated in the next step (deferUpdate)
       if (optimizerOverlap == "after") {
-        exec(end, "optimizer", Kernel::AdamW, w.state[0],
-             updatedBy(w.master, w.state), {}, nullptr,
-             10.0 * t.getNumElements(), 4 * train::storageBytes(t),
-             step.getLoc());
+        update(end, w, t, {}, step.getLoc());
         continue;
       }
       // Overlapped with the rest of the backward: right after the last
       // micro-batch's accumulation of this gradient.
-      Value update = exec(micro, "optimizer", Kernel::AdamW, w.state[0],
-                          updatedBy(w.master, w.state), added, nullptr,
-                          10.0 * t.getNumElements(), 4 * train::storageBytes(t),
-                          step.getLoc());
-      auto updateOp = update.getDefiningOp<ExecOp>();
-      updateOp.setLastMicroBatch(true);
-      updateOp->moveAfter(added.getDefiningOp());
+      Value updated = update(micro, w, t, added, step.getLoc());
+      Operation *previous = added.getDefiningOp();
+      SmallVector<Operation *> ops = {updated.getDefiningOp()};
+      if (w.computeCopy)
+        ops.insert(ops.begin(), updated.getDefiningOp()->getPrevNode());
+      for (Operation *op : ops) {
+        cast<ExecOp>(op).setLastMicroBatch(true);
+        op->moveAfter(previous);
+        previous = op;
+      }
     }
     return success();
   }
-
-  struct Weight {
-    Value device, master;
-    SmallVector<Value> state;
-  };
 
   ProgramOp program;
   PhaseOp begin, micro, end, finish;

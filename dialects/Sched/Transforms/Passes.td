@@ -64,6 +64,8 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
     weights. Each copy is issued on the host-to-device stream `lookahead`
     weights ahead of its first use (prefetch); its first user waits for
     it. The device then holds a window of weights, not all of them.
+    Weights smaller than `resident-below` bytes keep their once-per-step
+    copy.
 
     Before:
     ```mlir
@@ -84,6 +86,8 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
   let options = [
     Option<"lookahead", "lookahead", "int64_t", "8",
            "Issue each copy this many weight first-uses ahead (prefetch)">,
+    Option<"residentBelow", "resident-below", "int64_t", "0",
+           "Keep weights whose copy moves fewer bytes than this resident">,
   ];
   let statistics = [
     Statistic<"numCopies", "copies", "weight copies per micro-batch">,

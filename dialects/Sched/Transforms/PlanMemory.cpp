@@ -152,6 +152,8 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     for (auto p : program.getOps<ParameterOp>()) {
       wholeStep.insert(p.getMaster());
       wholeStep.insert(p.getState().begin(), p.getState().end());
+      if (Value c = p.getCompute())
+        wholeStep.insert(c);
     }
     for (auto input : program.getOps<InputOp>())
       wholeStep.insert(input.getBuffer());

@@ -23,6 +23,7 @@ struct Region {
   ExecOp source;             ///< that copy
   StringRef suffix;          ///< ".fwd" or ".bwd"
   SmallVector<ExecOp> users; ///< in program order
+  bool resident = false;     ///< small: keeps its once-per-step copy
 };
 
 struct StreamWeights
@@ -60,13 +61,20 @@ struct StreamWeights
     for (ExecOp copy : once) {
       if (copy.getKernel() != Kernel::CopyToDevice)
         continue;
+      // Small weights (norm scales, biases) stay resident: streaming them
+      // saves little memory for a copy and a wait each. Their one copy is
+      // placed like a streamed one's: a copy in the micro-batch, in front
+      // of the streamed ones, would hold them up behind its update.
+      bool resident = int64_t(copy.getBytes()) < residentBelow;
       Value device = copy.getOuts()[0];
-      Region fwd{device, copy, ".fwd", {}}, bwd{device, copy, ".bwd", {}};
+      Region fwd{device, copy, ".fwd", {}, resident},
+          bwd{device, copy, ".bwd", {}, resident};
       for (ExecOp e : order)
         if (llvm::is_contained(e.getIns(), device))
           (index[e] < backward ? fwd : bwd).users.push_back(e);
       for (Region *r : {&fwd, &bwd})
-        if (!r->users.empty())
+        if (!r->users.empty() &&
+            !(resident && !regions.empty() && regions.back().source == copy))
           regions.push_back(*r);
     }
     // Prefetch: a region's copy goes where the region `lookahead` places
@@ -77,12 +85,17 @@ struct StreamWeights
     for (auto [i, r] : llvm::enumerate(regions)) {
       size_t at = i >= size_t(lookahead) ? i - size_t(lookahead) : 0;
       Operation *before = regions[at].users.front();
-      streamRegion(program, r, before);
+      if (!r.resident)
+        streamRegion(program, r, before);
+      else if (r.source->getParentOp() == micro)
+        r.source->moveBefore(before);
     }
-    // The once-per-step copies and their buffers are gone (a weight's two
-    // regions share them: erase each once).
+    // The once-per-step copies of streamed weights and their buffers are
+    // gone (a weight's two regions share them: erase each once).
     llvm::SetVector<Operation *> dead;
     for (Region &r : regions) {
+      if (r.resident)
+        continue;
       dead.insert(r.source);
       dead.insert(r.device.getDefiningOp());
     }

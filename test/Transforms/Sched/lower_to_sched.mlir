@@ -64,8 +64,18 @@
 // Q8-DAG: %[[VS:.+]] = sched.buffer "emb.exp_avg_sq.scale" in @host at -1 : <tensor<1xf32>>
 // Q8: sched.parameter "emb" master(%{{.*}}) state(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]])
 // Q8: sched.exec  adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
+// With bf16 compute the device copy is bf16 and is copied from a bf16 copy
+// in pinned memory (half the bytes over the link), which the optimizer
+// stream converts from the master right after each update.
 // BF16: compute_dtype = bf16
-// BF16: sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
+// BF16-DAG: %[[W:.+]] = sched.buffer "emb" in @host at -1 : <tensor<16x8xf32>>
+// BF16-DAG: %[[C:.+]] = sched.buffer "emb.compute" in @host_pinned at -1 : <tensor<16x8xbf16>>
+// BF16-DAG: %[[D:.+]] = sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
+// BF16-DAG: sched.parameter "emb" master(%[[W]]) state({{.*}}) compute(%[[C]])
+// BF16: sched.exec  copy_to_device ins(%[[C]]) outs(%[[D]]) on @h2d {bytes = 256 : i64}
+// BF16: sched.phase  step_end
+// BF16-NEXT: sched.exec  adamw ins(%{{.*}}) outs(%[[W]], {{.*}}) on @optimizer
+// BF16-NEXT: sched.exec  copy ins(%[[W]]) outs(%[[C]]) on @optimizer
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}) {

@@ -89,11 +89,12 @@ cl::opt<bool> streamWeights(
              "forward and again before its backward, instead of keeping all "
              "weights on the device"),
     cl::init(false), cl::cat(category));
-cl::opt<int64_t> lookahead(
+cl::opt<std::string> lookahead(
     "lookahead",
-    cl::desc("With --stream-weights: issue each copy this many weights "
-             "ahead of its first use"),
-    cl::init(8), cl::cat(category));
+    cl::desc("With --stream-weights: issue each copy this many weights ahead "
+             "of its first use, or auto: plan with 2, 4, 8, 16 and 32 and "
+             "keep the fastest that fits (five compilations)"),
+    cl::init("8"), cl::cat(category));
 cl::opt<std::string> residentBelow(
     "resident-below",
     cl::desc("With --stream-weights: keep weights smaller than this on the "
@@ -234,13 +235,14 @@ struct Schedule {
   bool stream, offload;
   std::string overlap;
   bool momentsOnDisk = false;
+  int64_t lookahead = 8;
   std::string flags() const {
     std::string f;
     if (batch)
       f += "--batch " + std::to_string(batch) + " ";
     f += "--grad-accum " + std::to_string(gradAccum);
     if (stream)
-      f += " --stream-weights";
+      f += " --stream-weights --lookahead " + std::to_string(lookahead);
     if (offload)
       f += " --offload-activations";
     f += " --optimizer-overlap " + overlap;
@@ -262,7 +264,7 @@ std::vector<Schedule> searchSpace(const Schedule &user) {
       for (bool offload : {false, true})
         for (const char *overlap : {"after", "backward", "next-forward"})
           out.push_back({user.batch / split, user.gradAccum * split, stream,
-                         offload, overlap, user.momentsOnDisk});
+                         offload, overlap, user.momentsOnDisk, user.lookahead});
   }
   return out;
 }
@@ -300,7 +302,7 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
     pm.addPass(mt::sched::createLowerToSchedPass(lower));
     if (s.stream) {
       mt::sched::StreamWeightsPassOptions stream;
-      stream.lookahead = lookahead;
+      stream.lookahead = s.lookahead;
       stream.residentBelow = parseSize(residentBelow);
       pm.addPass(mt::sched::createStreamWeightsPass(stream));
     }
@@ -583,6 +585,15 @@ int main(int argc, char **argv) {
            << optimizerOverlap << "'\n";
     return 1;
   }
+  if (lookahead != "auto" &&
+      (lookahead.empty() ||
+       !std::all_of(lookahead.begin(), lookahead.end(), ::isdigit) ||
+       lookahead.size() > 6)) {
+    errs() << "mtc: error: --lookahead must be auto or a number of weights, "
+              "got '"
+           << lookahead << "'\n";
+    return 1;
+  }
   if (parseSize(residentBelow) < 0) {
     errs() << "mtc: error: --resident-below '" << residentBelow
            << "' is not a size (e.g. 1MiB)\n";
@@ -658,12 +669,21 @@ int main(int argc, char **argv) {
   std::vector<bool> homes = {momentsHome == "disk"};
   if (momentsHome == "auto" && !diskDir.empty())
     homes = {false, true};
+  // --lookahead auto: each streamed schedule with every prefetch distance.
+  std::vector<int64_t> lookaheads = {8};
+  if (lookahead == "auto")
+    lookaheads = {2, 4, 8, 16, 32};
+  else
+    lookaheads = {std::stoll(lookahead)};
   std::vector<Schedule> candidates;
   for (bool onDisk : homes) {
     Schedule c = chosen;
     c.momentsOnDisk = onDisk;
-    for (const Schedule &x : suggest ? searchSpace(c) : std::vector{c})
-      candidates.push_back(x);
+    for (Schedule x : suggest ? searchSpace(c) : std::vector{c})
+      for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8}) {
+        x.lookahead = ahead;
+        candidates.push_back(x);
+      }
   }
   SmallString<256> diskPath(diskDir);
   if (!diskDir.empty())
@@ -733,6 +753,9 @@ int main(int argc, char **argv) {
   }
   if (suggest)
     outs() << "fastest that fits: " << bestSchedule->flags() << "\n";
+  else if (lookaheads.size() > 1 && bestSchedule->stream)
+    errs() << "mtc: note: --lookahead auto chose " << bestSchedule->lookahead
+           << " (the fastest that fits)\n";
   if (explain)
     printExplain(best, bestPrediction, budgets, outs());
   if (outputPath == "-") {

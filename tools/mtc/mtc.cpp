@@ -110,6 +110,13 @@ cl::opt<bool> offloadActivations(
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
              "inputs) in pinned host memory between forward and backward"),
     cl::init(false), cl::cat(category));
+cl::opt<std::string> offloadFraction(
+    "offload-fraction",
+    cl::desc("With --offload-activations: offload this fraction of the "
+             "checkpoints (those away from the device longest; the rest stay "
+             "on it), or auto: plan with 0.25, 0.5, 0.75 and 1 and keep the "
+             "fastest that fits (fewer offloads when equally fast)"),
+    cl::init("1"), cl::cat(category));
 cl::opt<std::string> target(
     "target",
     cl::desc("The machine to plan for: h200, h100, a100, rtx4090, cpu, or a "
@@ -236,6 +243,7 @@ struct Schedule {
   std::string overlap;
   bool momentsOnDisk = false;
   int64_t lookahead = 8;
+  double offloadFraction = 1.0;
   std::string flags() const {
     std::string f;
     if (batch)
@@ -244,7 +252,8 @@ struct Schedule {
     if (stream)
       f += " --stream-weights --lookahead " + std::to_string(lookahead);
     if (offload)
-      f += " --offload-activations";
+      f += " --offload-activations --offload-fraction " +
+           llvm::formatv("{0}", offloadFraction).str();
     f += " --optimizer-overlap " + overlap;
     return f + (momentsOnDisk ? " --moments disk" : " --moments host");
   }
@@ -264,7 +273,8 @@ std::vector<Schedule> searchSpace(const Schedule &user) {
       for (bool offload : {false, true})
         for (const char *overlap : {"after", "backward", "next-forward"})
           out.push_back({user.batch / split, user.gradAccum * split, stream,
-                         offload, overlap, user.momentsOnDisk, user.lookahead});
+                         offload, overlap, user.momentsOnDisk, user.lookahead,
+                         user.offloadFraction});
   }
   return out;
 }
@@ -306,8 +316,11 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
       stream.residentBelow = parseSize(residentBelow);
       pm.addPass(mt::sched::createStreamWeightsPass(stream));
     }
-    if (s.offload)
-      pm.addPass(mt::sched::createOffloadActivationsPass());
+    if (s.offload) {
+      mt::sched::OffloadActivationsPassOptions offload;
+      offload.fraction = s.offloadFraction;
+      pm.addPass(mt::sched::createOffloadActivationsPass(offload));
+    }
     if (s.momentsOnDisk) {
       mt::sched::OffloadOptimizerStatePassOptions state;
       state.format = diskFormat;
@@ -410,9 +423,10 @@ bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
                               gib(moments) + ") on disk";
   Check checks[] = {
       {"device", "--gpu-mem", "the target's", need.device, b.device,
-       !s.stream    ? "--stream-weights lowers it"
-       : !s.offload ? "--offload-activations lowers it"
-                    : "a smaller --batch or --seq lowers it"},
+       !s.stream               ? "--stream-weights lowers it"
+       : !s.offload            ? "--offload-activations lowers it"
+       : s.offloadFraction < 1 ? "a larger --offload-fraction lowers it"
+                               : "a smaller --batch or --seq lowers it"},
       {"host (pinned included)", "--host-mem", "the target's", need.host,
        b.host, hostHint},
       {"pinned host", "--pinned-mem", "a quarter of the host budget",
@@ -594,6 +608,16 @@ int main(int argc, char **argv) {
            << lookahead << "'\n";
     return 1;
   }
+  if (offloadFraction != "auto") {
+    char *end = nullptr;
+    double f = std::strtod(offloadFraction.c_str(), &end);
+    if (offloadFraction.empty() || *end || !(f >= 0 && f <= 1)) {
+      errs() << "mtc: error: --offload-fraction must be auto or a number from "
+                "0 to 1, got '"
+             << offloadFraction << "'\n";
+      return 1;
+    }
+  }
   if (parseSize(residentBelow) < 0) {
     errs() << "mtc: error: --resident-below '" << residentBelow
            << "' is not a size (e.g. 1MiB)\n";
@@ -669,6 +693,12 @@ int main(int argc, char **argv) {
   std::vector<bool> homes = {momentsHome == "disk"};
   if (momentsHome == "auto" && !diskDir.empty())
     homes = {false, true};
+  // --offload-fraction auto: fewer offloads first (kept when as fast).
+  std::vector<double> fractions = {1.0};
+  if (offloadFraction == "auto")
+    fractions = {0.25, 0.5, 0.75, 1.0};
+  else
+    fractions = {std::stod(offloadFraction)};
   // --lookahead auto: each streamed schedule with every prefetch distance.
   std::vector<int64_t> lookaheads = {8};
   if (lookahead == "auto")
@@ -680,10 +710,12 @@ int main(int argc, char **argv) {
     Schedule c = chosen;
     c.momentsOnDisk = onDisk;
     for (Schedule x : suggest ? searchSpace(c) : std::vector{c})
-      for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8}) {
-        x.lookahead = ahead;
-        candidates.push_back(x);
-      }
+      for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8})
+        for (double f : x.offload ? fractions : std::vector<double>{1.0}) {
+          x.lookahead = ahead;
+          x.offloadFraction = f;
+          candidates.push_back(x);
+        }
   }
   SmallString<256> diskPath(diskDir);
   if (!diskDir.empty())
@@ -755,6 +787,10 @@ int main(int argc, char **argv) {
     outs() << "fastest that fits: " << bestSchedule->flags() << "\n";
   else if (lookaheads.size() > 1 && bestSchedule->stream)
     errs() << "mtc: note: --lookahead auto chose " << bestSchedule->lookahead
+           << " (the fastest that fits)\n";
+  if (!suggest && fractions.size() > 1 && bestSchedule->offload)
+    errs() << "mtc: note: --offload-fraction auto chose "
+           << llvm::formatv("{0}", bestSchedule->offloadFraction)
            << " (the fastest that fits)\n";
   if (explain)
     printExplain(best, bestPrediction, budgets, outs());

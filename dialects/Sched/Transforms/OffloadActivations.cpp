@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
 
+#include <cmath>
+
 #define DEBUG_TYPE "mt-offload-activations"
 
 namespace mt::sched {
@@ -80,6 +82,18 @@ struct OffloadActivations
       if (!c.backward.empty() && index[c.lastForward] < backward &&
           index[c.backward.front()] - index[c.lastForward] >= minGap)
         chosen.push_back(c);
+    }
+    // Only the `fraction` that stays away from the device longest (the
+    // bytes freed for the longest time).
+    if (fraction < 1.0) {
+      auto gap = [&](const Checkpoint &c) {
+        return index[c.backward.front()] - index[c.lastForward];
+      };
+      llvm::stable_sort(chosen, [&](const Checkpoint &a, const Checkpoint &b) {
+        return gap(a) > gap(b);
+      });
+      chosen.resize(
+          size_t(std::ceil(std::max(0.0, double(fraction)) * double(chosen.size()))));
     }
     // Bring them back in the order the backward needs them.
     llvm::stable_sort(chosen, [&](const Checkpoint &a, const Checkpoint &b) {

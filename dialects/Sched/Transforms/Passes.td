@@ -119,6 +119,9 @@ def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
            "Offload only buffers not used for at least this many ops">,
     Option<"lookahead", "lookahead", "int64_t", "1",
            "Bring each checkpoint back this many checkpoints ahead of use">,
+    Option<"fraction", "fraction", "double", "1.0",
+           "Offload this fraction of the checkpoints, those away from the "
+           "device longest; the others stay on it">,
   ];
   let statistics = [
     Statistic<"numOffloaded", "offloaded", "checkpoints kept in host memory">,

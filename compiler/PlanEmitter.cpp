@@ -195,6 +195,10 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       pp->set_master(buffers[p.getMaster()]);
       if (Value c = p.getCompute())
         pp->set_compute(buffers[c]);
+      if (auto init = p->getAttrOfType<StringAttr>("init"))
+        pp->set_init(init.getValue() == "ones"    ? plan::INIT_ONES
+                     : init.getValue() == "zeros" ? plan::INIT_ZEROS
+                                                  : plan::INIT_NORMAL);
       if (!p.getState().empty()) {
         pp->set_grad(buffers[p.getState()[0]]);
         pp->set_exp_avg(buffers[p.getState()[1]]);

@@ -6,6 +6,7 @@
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
 #include "runtime/executor.h"
+#include "runtime/init.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
@@ -28,7 +29,9 @@ namespace {
 struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
-  std::string metrics, save, trace, calibrate, disk;
+  std::string metrics, save, trace, calibrate, disk, init = "none";
+  float initStd = 0.02f;
+  uint64_t seed = 0;
   int64_t steps = 1, warmup = 0;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0, minLr = 0;
@@ -46,25 +49,56 @@ double learningRate(const Options &o, int64_t t) {
   return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * progress));
 }
 
-Status loadParameters(const mt::plan::Plan &plan, Backend &backend) {
+/// Whether `file` can be opened for reading.
+bool readable(const std::string &file) {
+  return !file.empty() && std::ifstream(file, std::ios::binary).good();
+}
+
+Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
+                      const Options &o) {
+  int initialised = 0;
   for (const auto &p : plan.parameters()) {
     // A frozen parameter without data was folded into a constant.
     if (p.data().file().empty() && !p.trainable())
       continue;
-    if (p.data().file().empty())
-      return Status::error("trainable parameter '" + p.name() +
-                           "' has no data in the plan");
-    std::ifstream in(p.data().file(), std::ios::binary);
-    if (!in)
-      return Status::error(p.data().file() + ": cannot open the weights of '" +
-                           p.name() + "'");
-    std::vector<char> bytes(p.data().length());
-    in.seekg(std::streamoff(p.data().offset()));
-    if (!in.read(bytes.data(), std::streamsize(bytes.size())))
-      return Status::error(p.data().file() + ": too short for '" + p.name() +
-                           "' at offset " + std::to_string(p.data().offset()));
-    if (Status st = backend.write(p.master(), bytes.data(), bytes.size()); !st)
-      return Status::error("parameter '" + p.name() + "': " + st.message());
+    if (o.init == "normal" && p.trainable() && !readable(p.data().file())) {
+      // From scratch: the compiler chose the kind from the weight's use.
+      const auto &b = plan.buffers(int(p.master()));
+      int64_t n = 1;
+      for (int64_t d : b.shape())
+        n *= d;
+      std::vector<float> values(size_t(n),
+                                p.init() == mt::plan::INIT_ONES ? 1.0f : 0.0f);
+      if (p.init() == mt::plan::INIT_NORMAL)
+        initNormal(values.data(), n, o.seed, p.name(), o.initStd, o.threads);
+      if (Status st = backend.write(p.master(), values.data(),
+                                    values.size() * sizeof(float));
+          !st)
+        return Status::error("parameter '" + p.name() + "': " + st.message());
+      ++initialised;
+    } else {
+      if (p.data().file().empty())
+        return Status::error("trainable parameter '" + p.name() +
+                             "' has no data in the plan (mtrun --init normal "
+                             "starts it from scratch)");
+      std::ifstream in(p.data().file(), std::ios::binary);
+      if (!in)
+        return Status::error(p.data().file() +
+                             ": cannot open the weights of '" + p.name() + "'" +
+                             (p.trainable()
+                                  ? " (mtrun --init normal starts the model "
+                                    "from scratch instead)"
+                                  : ""));
+      std::vector<char> bytes(p.data().length());
+      in.seekg(std::streamoff(p.data().offset()));
+      if (!in.read(bytes.data(), std::streamsize(bytes.size())))
+        return Status::error(p.data().file() + ": too short for '" + p.name() +
+                             "' at offset " +
+                             std::to_string(p.data().offset()));
+      if (Status st = backend.write(p.master(), bytes.data(), bytes.size());
+          !st)
+        return Status::error("parameter '" + p.name() + "': " + st.message());
+    }
     if (p.has_compute()) {
       // The compute copy starts as the master converted, as after an update.
       mt::plan::Op convert;
@@ -75,6 +109,11 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend) {
         return Status::error("parameter '" + p.name() + "': " + st.message());
     }
   }
+  if (initialised)
+    std::fprintf(stderr,
+                 "mtrun: initialised %d weights from scratch (normal, std %g, "
+                 "seed %llu; norm scales 1, biases 0)\n",
+                 initialised, double(o.initStd), (unsigned long long)o.seed);
   for (const auto &c : plan.constants())
     if (Status st = backend.write(c.buffer(), c.data().data(), c.data().size());
         !st)
@@ -373,6 +412,17 @@ int main(int argc, char **argv) {
                  "Write the trained weights to DIR/model.safetensors under "
                  "their names in the model");
   app.add_option("--threads", o.threads, "Host threads for the optimizer");
+  app.add_option("--init", o.init,
+                 "normal: start trainable weights whose data file is missing "
+                 "from scratch (normal(0, --init-std); norm scales 1, biases "
+                 "0, as the compiler marked them), so a graph-only model "
+                 "trains; none: every weight must have its data")
+      ->check(CLI::IsMember({"none", "normal"}));
+  app.add_option("--init-std", o.initStd, "Standard deviation of --init normal")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", o.seed,
+                 "Seed of --init (each weight's values depend on it and the "
+                 "weight's name only)");
   app.add_option("--disk", o.disk,
                  "Directory for the plan's disk tier (AdamW moments; default: "
                  "the one given to mtc --disk). Its files are unlinked at "
@@ -421,7 +471,7 @@ int main(int argc, char **argv) {
   std::unique_ptr<Backend> backend = makeCpuBackend(o.threads, diskDir);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
-  if (Status st = loadParameters(plan, *backend); !st)
+  if (Status st = loadParameters(plan, *backend, o); !st)
     return fail(st.message());
   std::FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))

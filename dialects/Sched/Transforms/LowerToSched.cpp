@@ -330,6 +330,7 @@ struct LowerToSched
       int64_t bytes = 0;
       for (Value r : op.getResults())
         bytes += train::storageBytes(deviceType(tensorOf(r)));
+      noteInit(&op, ins);
       // The first reader of a weight copied in the micro-batch waits for it.
       SmallVector<Value> waits;
       for (Value in : ins)
@@ -400,14 +401,15 @@ struct LowerToSched
     Value source = computeCopy ? computeCopy : master;
     int64_t copyBytes =
         train::storageBytes(cast<BufferType>(source.getType()).getTensorType());
-    b.create<ParameterOp>(w.getLoc(), w.getName(), master, state, computeCopy,
-                          file, offset, length);
+    auto param = b.create<ParameterOp>(w.getLoc(), w.getName(), master, state,
+                                       computeCopy, file, offset, length);
     // A folded frozen weight is a constant, stored as its value's type.
     Value device = buffer((w.getName() + ".device").str(), "device",
                           w.getValue() ? t : deviceType(t),
                           w.getValue() ? *w.getValue() : ElementsAttr());
     Weight &entry = weights[w.getName()];
     entry = {device, master, state, computeCopy};
+    parameterOfDevice[device] = param;
     if (w.getTrainable() && optimizerOverlap == "next-forward") {
       deferUpdate(w, t, entry, source, copyBytes);
     } else if (!w.getValue()) {
@@ -437,6 +439,25 @@ struct LowerToSched
     // Reads 4 and writes 2 bytes per element.
     return exec(phase, "optimizer", Kernel::Copy, w.master, w.computeCopy, {},
                 nullptr, 0, 6 * t.getNumElements(), loc);
+  }
+
+  /// How a weight starts when trained from scratch (mtrun --init), from
+  /// the op that uses it: norm scales 1 (0 in the (1 + w) form), biases 0,
+  /// the rest normal (the default, not written).
+  void noteInit(Operation *op, ArrayRef<Value> ins) {
+    auto set = [&](unsigned i, StringRef init) {
+      if (i < ins.size())
+        if (auto p = parameterOfDevice.lookup(ins[i]))
+          p->setAttr("init", StringAttr::get(&getContext(), init));
+    };
+    if (auto n = dyn_cast<train::RmsNormOp>(op))
+      set(1, n.getPlusOne() ? "zeros" : "ones");
+    if (isa<train::LayerNormOp>(op)) {
+      set(1, "ones");
+      set(2, "zeros");
+    }
+    if (isa<train::LinearOp>(op))
+      set(2, "zeros");
   }
 
   /// What AdamW updates: the master, the moments and their scales.
@@ -549,6 +570,7 @@ struct LowerToSched
   PhaseOp begin, micro, end, finish;
   Operation *updatesEnd = nullptr;   ///< the last deferred update's op
   DenseMap<Value, Value> copyTokens; ///< device weight -> its unread copy
+  DenseMap<Value, ParameterOp> parameterOfDevice;
   Type compute;
   std::string layerPrefix;
   DenseMap<Value, Value> buffers;

@@ -6,6 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <thread>
 #include <vector>
 
@@ -33,26 +38,123 @@ struct Bf16Moments {
   }
 };
 
+/// The per-step constants of the update, each computed in double and
+/// rounded to fp32 once, as torch does when it applies a Python scalar.
+struct Coefs {
+  float decay, beta1, beta2, oneMinusBeta1, oneMinusBeta2, stepSize, bias2Sqrt,
+      eps, gradScale;
+};
+
+Coefs coefsOf(int64_t step, const AdamWConfig &c, float gradScale) {
+  return {float(1.0 - c.lr * c.weightDecay),
+          float(c.beta1),
+          float(c.beta2),
+          float(1.0 - c.beta1),
+          float(1.0 - c.beta2),
+          float(c.lr / (1.0 - std::pow(c.beta1, double(step)))),
+          float(std::sqrt(1.0 - std::pow(c.beta2, double(step)))),
+          float(c.eps),
+          gradScale};
+}
+
+/// The scalar reference: torch.optim.AdamW's order of operations. The
+/// vector paths below do exactly these operations per element (no fused
+/// multiply-add: this file is compiled with -ffp-contract=off), so every
+/// path gives the same bits.
+template <typename Moments>
+void updateScalar(float *param, const float *grad, Moments moments,
+                  int64_t count, const Coefs &k) {
+  for (int64_t i = 0; i < count; ++i) {
+    float g = grad[i] * k.gradScale;
+    float p = param[i] * k.decay;
+    float mi = moments.getM(i) * k.beta1 + k.oneMinusBeta1 * g;
+    float vi = moments.getV(i) * k.beta2 + k.oneMinusBeta2 * g * g;
+    float denom = std::sqrt(vi) / k.bias2Sqrt + k.eps;
+    param[i] = p - k.stepSize * (mi / denom);
+    moments.set(i, mi, vi);
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) int64_t
+updateAvx512(float *param, const float *grad, float *m, float *v, int64_t count,
+             const Coefs &k) {
+  const __m512 scale = _mm512_set1_ps(k.gradScale),
+               decay = _mm512_set1_ps(k.decay), b1 = _mm512_set1_ps(k.beta1),
+               b2 = _mm512_set1_ps(k.beta2),
+               omb1 = _mm512_set1_ps(k.oneMinusBeta1),
+               omb2 = _mm512_set1_ps(k.oneMinusBeta2),
+               step = _mm512_set1_ps(k.stepSize),
+               bias2 = _mm512_set1_ps(k.bias2Sqrt), eps = _mm512_set1_ps(k.eps);
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), scale);
+    __m512 p = _mm512_mul_ps(_mm512_loadu_ps(param + i), decay);
+    __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1),
+                              _mm512_mul_ps(omb1, g));
+    __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
+                              _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
+    __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bias2), eps);
+    _mm512_storeu_ps(
+        param + i,
+        _mm512_sub_ps(p, _mm512_mul_ps(step, _mm512_div_ps(mi, denom))));
+    _mm512_storeu_ps(m + i, mi);
+    _mm512_storeu_ps(v + i, vi);
+  }
+  return i;
+}
+
+__attribute__((target("avx2"))) int64_t updateAvx2(float *param,
+                                                   const float *grad, float *m,
+                                                   float *v, int64_t count,
+                                                   const Coefs &k) {
+  const __m256 scale = _mm256_set1_ps(k.gradScale),
+               decay = _mm256_set1_ps(k.decay), b1 = _mm256_set1_ps(k.beta1),
+               b2 = _mm256_set1_ps(k.beta2),
+               omb1 = _mm256_set1_ps(k.oneMinusBeta1),
+               omb2 = _mm256_set1_ps(k.oneMinusBeta2),
+               step = _mm256_set1_ps(k.stepSize),
+               bias2 = _mm256_set1_ps(k.bias2Sqrt), eps = _mm256_set1_ps(k.eps);
+  int64_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), scale);
+    __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param + i), decay);
+    __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1),
+                              _mm256_mul_ps(omb1, g));
+    __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
+                              _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
+    __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bias2), eps);
+    _mm256_storeu_ps(
+        param + i,
+        _mm256_sub_ps(p, _mm256_mul_ps(step, _mm256_div_ps(mi, denom))));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+  }
+  return i;
+}
+#endif
+
+/// The widest path this CPU has, unless MT_ADAMW_ISA says otherwise.
+AdamWIsa detectIsa() {
+  const char *forced = std::getenv("MT_ADAMW_ISA");
+  std::string want = forced ? forced : "";
+#if defined(__x86_64__)
+  bool avx512 = __builtin_cpu_supports("avx512f"),
+       avx2 = __builtin_cpu_supports("avx2");
+#else
+  bool avx512 = false, avx2 = false;
+#endif
+  if (want == "scalar")
+    return AdamWIsa::Scalar;
+  if (want == "avx2")
+    return avx2 ? AdamWIsa::Avx2 : AdamWIsa::Scalar;
+  return avx512 ? AdamWIsa::Avx512 : avx2 ? AdamWIsa::Avx2 : AdamWIsa::Scalar;
+}
+
 template <typename Moments>
 void update(float *param, const float *grad, Moments moments, int64_t count,
             int64_t step, const AdamWConfig &c, float gradScale) {
-  const float decay = float(1.0 - c.lr * c.weightDecay);
-  const float beta1 = float(c.beta1), beta2 = float(c.beta2);
-  const float oneMinusBeta1 = float(1.0 - c.beta1);
-  const float oneMinusBeta2 = float(1.0 - c.beta2);
-  const float stepSize = float(c.lr / (1.0 - std::pow(c.beta1, double(step))));
-  const float bias2Sqrt =
-      float(std::sqrt(1.0 - std::pow(c.beta2, double(step))));
-  const float eps = float(c.eps);
-  for (int64_t i = 0; i < count; ++i) {
-    float g = grad[i] * gradScale;
-    float p = param[i] * decay;
-    float mi = moments.getM(i) * beta1 + oneMinusBeta1 * g;
-    float vi = moments.getV(i) * beta2 + oneMinusBeta2 * g * g;
-    float denom = std::sqrt(vi) / bias2Sqrt + eps;
-    param[i] = p - stepSize * (mi / denom);
-    moments.set(i, mi, vi);
-  }
+  updateScalar(param, grad, moments, count, coefsOf(step, c, gradScale));
 }
 
 /// Decoded 8-bit moments of one block, updated in fp32, encoded back.
@@ -109,10 +211,35 @@ void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
   }
 }
 
+AdamWIsa adamwIsa() {
+  static const AdamWIsa isa = detectIsa();
+  return isa;
+}
+
+const char *adamwIsaName(AdamWIsa isa) {
+  switch (isa) {
+  case AdamWIsa::Avx512:
+    return "avx512";
+  case AdamWIsa::Avx2:
+    return "avx2";
+  default:
+    return "scalar";
+  }
+}
+
 void adamwStep(float *param, const float *grad, float *m, float *v,
                int64_t count, int64_t step, const AdamWConfig &c,
-               float gradScale) {
-  update(param, grad, F32Moments{m, v}, count, step, c, gradScale);
+               float gradScale, AdamWIsa isa) {
+  Coefs k = coefsOf(step, c, gradScale);
+  int64_t done = 0;
+#if defined(__x86_64__)
+  if (isa == AdamWIsa::Avx512)
+    done = updateAvx512(param, grad, m, v, count, k);
+  else if (isa == AdamWIsa::Avx2)
+    done = updateAvx2(param, grad, m, v, count, k);
+#endif
+  updateScalar(param + done, grad + done, F32Moments{m + done, v + done},
+               count - done, k);
 }
 
 void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
@@ -135,7 +262,7 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
                            s.v16 + begin, len, step, config, gradScale);
     else
       adamwStep(param + begin, grad + begin, s.m + begin, s.v + begin, len,
-                step, config, gradScale);
+                step, config, gradScale, adamwIsa());
   };
   // Below this many elements per thread (about 64 KiB of state), starting a
   // thread costs more than it saves.

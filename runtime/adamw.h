@@ -13,6 +13,13 @@ struct AdamWConfig {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
 };
 
+/// The instructions the fp32 update uses; every path gives the same bits.
+enum class AdamWIsa { Scalar, Avx2, Avx512 };
+
+/// The widest path this CPU has (MT_ADAMW_ISA=scalar|avx2 narrows it).
+AdamWIsa adamwIsa();
+const char *adamwIsaName(AdamWIsa isa);
+
 /// One AdamW step (decoupled weight decay, bias correction) over `count`
 /// parameters, in the order of operations of torch.optim.AdamW so that fp32
 /// results agree with it: p *= 1 - lr * wd; m = b1 m + (1 - b1) g;
@@ -21,7 +28,7 @@ struct AdamWConfig {
 /// by `gradScale` first (averaging over micro-batches, clipping).
 void adamwStep(float *param, const float *grad, float *m, float *v,
                int64_t count, int64_t step, const AdamWConfig &config,
-               float gradScale = 1.0f);
+               float gradScale = 1.0f, AdamWIsa isa = AdamWIsa::Scalar);
 
 /// The same update with the moments stored as bf16 (lossy, opt-in): they
 /// are widened to fp32, updated in fp32 and rounded back to nearest even.

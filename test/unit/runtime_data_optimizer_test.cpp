@@ -167,6 +167,36 @@ TEST(AdamW, EightBitMomentsFollowTheFp32Update) {
     ASSERT_EQ(p8[i], p0[i]);
 }
 
+TEST(AdamW, VectorPathsGiveTheScalarBits) {
+  // Odd length: the vector loops and their scalar tails both run.
+  int64_t n = 1000 + 13;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d;
+  std::vector<float> p0(n), g(n), m0(n), v0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p0[i] = d(rng);
+    g[i] = d(rng) * (i % 7 ? 1.0f : 1e-6f);
+    m0[i] = d(rng) * 1e-2f;
+    v0[i] = std::fabs(d(rng)) * 1e-4f;
+  }
+  AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  std::vector<float> ps = p0, ms = m0, vs = v0;
+  adamwStep(ps.data(), g.data(), ms.data(), vs.data(), n, 3, c, 0.5f,
+            AdamWIsa::Scalar);
+  for (AdamWIsa isa : {AdamWIsa::Avx2, AdamWIsa::Avx512}) {
+    if ((isa == AdamWIsa::Avx512 && !__builtin_cpu_supports("avx512f")) ||
+        (isa == AdamWIsa::Avx2 && !__builtin_cpu_supports("avx2"))) {
+      std::printf("(%s: not on this CPU)\n", adamwIsaName(isa));
+      continue;
+    }
+    std::vector<float> p = p0, m = m0, v = v0;
+    adamwStep(p.data(), g.data(), m.data(), v.data(), n, 3, c, 0.5f, isa);
+    EXPECT_EQ(std::memcmp(p.data(), ps.data(), n * 4), 0) << adamwIsaName(isa);
+    EXPECT_EQ(std::memcmp(m.data(), ms.data(), n * 4), 0) << adamwIsaName(isa);
+    EXPECT_EQ(std::memcmp(v.data(), vs.data(), n * 4), 0) << adamwIsaName(isa);
+  }
+}
+
 TEST(AdamW, ThreadCountDoesNotChangeTheResult) {
   int64_t n = 100003;
   std::mt19937 rng(3);

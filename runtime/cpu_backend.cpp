@@ -62,23 +62,25 @@ public:
   }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
-    if (disks_[buf(b).arena()])
-      return Status::error("buffer '" + buf(b).name() + "' is on disk");
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
                            std::to_string(bytes));
+    if (DiskArena *disk = disks_[buf(b).arena()].get())
+      return disk->write(buf(b).offset(), data, bytes,
+                         dtypeBytes(buf(b).dtype()));
     std::memcpy(ptr(b), data, bytes);
     return Status::ok();
   }
 
   Status read(uint32_t b, void *data, size_t bytes) override {
-    if (disks_[buf(b).arena()])
-      return Status::error("buffer '" + buf(b).name() + "' is on disk");
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
                            std::to_string(bytes));
+    if (DiskArena *disk = disks_[buf(b).arena()].get())
+      return disk->read(buf(b).offset(), data, bytes,
+                        dtypeBytes(buf(b).dtype()));
     std::memcpy(data, ptr(b), bytes);
     return Status::ok();
   }

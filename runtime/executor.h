@@ -41,8 +41,8 @@ public:
   virtual Status allocate(const plan::Plan &plan) = 0;
   /// Runs one op. Called from the thread of the op's stream.
   virtual Status run(const plan::Op &op, const StepConfig &step) = 0;
-  /// Host access to a buffer, for loading weights and inputs and reading
-  /// the loss (bytes of the buffer's dtype).
+  /// Host access to a buffer of any tier, for loading weights and inputs,
+  /// reading the loss, and checkpoints (bytes of the buffer's dtype).
   virtual Status write(uint32_t buffer, const void *data, size_t bytes) = 0;
   virtual Status read(uint32_t buffer, void *data, size_t bytes) = 0;
   /// F32 host buffers (masters, gradients), by pointer; null for others.

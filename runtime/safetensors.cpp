@@ -3,6 +3,7 @@
 #include "runtime/safetensors.h"
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -98,18 +99,35 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
   return Status::ok();
 }
 
+Status readSafetensorsData(const SafetensorsHeader &header,
+                           const SafetensorsEntry &entry,
+                           std::vector<char> &out) {
+  std::ifstream in(header.path, std::ios::binary);
+  out.resize(entry.length);
+  in.seekg(std::streamoff(entry.offset));
+  if (!in || !in.read(out.data(), std::streamsize(entry.length)))
+    return Status::error(header.path + ": cannot read tensor '" + entry.name +
+                         "'");
+  return Status::ok();
+}
+
 Status writeSafetensors(const std::string &path,
-                        const std::vector<TensorView> &tensors) {
+                        const std::vector<TensorView> &tensors, uint32_t *crc) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
+  std::vector<uint64_t> bytes;
   for (const auto &t : tensors) {
-    uint64_t n = 1;
+    uint64_t n = uint64_t(safetensorsDtypeBytes(t.dtype));
+    if (!n)
+      return Status::error(path + ": tensor '" + t.name +
+                           "' has an unknown dtype " + t.dtype);
     for (int64_t d : t.shape)
       n *= uint64_t(d);
-    header[t.name] = {{"dtype", "F32"},
+    header[t.name] = {{"dtype", t.dtype},
                       {"shape", t.shape},
-                      {"data_offsets", {offset, offset + 4 * n}}};
-    offset += 4 * n;
+                      {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    bytes.push_back(n);
   }
   std::string text = header.dump();
   // The data that follows starts 8-byte aligned, as the format recommends.
@@ -118,8 +136,15 @@ Status writeSafetensors(const std::string &path,
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     return Status::error(tmp + ": cannot create the file");
+  uLong sum = ::crc32(0L, Z_NULL, 0);
   auto put = [&](const void *p, size_t n) {
     const char *c = static_cast<const char *>(p);
+    // zlib takes at most 4 GiB at a time.
+    for (size_t done = 0; done < n;) {
+      uInt part = uInt(std::min<size_t>(n - done, size_t(1) << 30));
+      sum = ::crc32(sum, reinterpret_cast<const Bytef *>(c + done), part);
+      done += part;
+    }
     while (n) {
       ssize_t w = ::write(fd, c, n);
       if (w <= 0)
@@ -133,12 +158,8 @@ Status writeSafetensors(const std::string &path,
   for (int i = 0; i < 8; ++i)
     size[i] = (uint64_t(text.size()) >> (8 * i)) & 0xff;
   bool ok = put(size, 8) && put(text.data(), text.size());
-  for (const auto &t : tensors) {
-    uint64_t n = 1;
-    for (int64_t d : t.shape)
-      n *= uint64_t(d);
-    ok = ok && put(t.data, 4 * n);
-  }
+  for (size_t i = 0; i < tensors.size(); ++i)
+    ok = ok && put(tensors[i].data, bytes[i]);
   ok = ok && ::fsync(fd) == 0;
   ok = (::close(fd) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -146,6 +167,8 @@ Status writeSafetensors(const std::string &path,
     return Status::error(path + ": cannot write the file (is the disk full?); "
                                 "nothing was replaced");
   }
+  if (crc)
+    *crc = uint32_t(sum);
   return Status::ok();
 }
 

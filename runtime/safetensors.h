@@ -31,17 +31,26 @@ int safetensorsDtypeBytes(const std::string &dtype);
 /// file, lengths that match dtype x shape.
 Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out);
 
-/// One F32 tensor to write.
+/// Reads the bytes of one tensor of a parsed header into `out` (resized).
+Status readSafetensorsData(const SafetensorsHeader &header,
+                           const SafetensorsEntry &entry,
+                           std::vector<char> &out);
+
+/// One tensor to write: `data` holds product(shape) elements of `dtype`
+/// ("F32", "BF16", "I8", "U8").
 struct TensorView {
   std::string name;
   std::vector<int64_t> shape;
-  const float *data;
+  const void *data;
+  std::string dtype = "F32";
 };
 
-/// Writes F32 tensors as a safetensors file (loadable by Hugging Face
-/// tools), atomically: a temporary file, fsync, then rename over `path`.
+/// Writes tensors as a safetensors file (loadable by Hugging Face tools),
+/// atomically: a temporary file, fsync, then rename over `path`. With
+/// `crc`, also the CRC-32 of the whole file.
 Status writeSafetensors(const std::string &path,
-                        const std::vector<TensorView> &tensors);
+                        const std::vector<TensorView> &tensors,
+                        uint32_t *crc = nullptr);
 
 } // namespace mt::runtime
 

@@ -3,7 +3,8 @@
 # Llama-style example (examples/llama) into a plan, and train it on the
 # bundled token data (examples/data: the project's design notes as bytes)
 # on the CPU backend. The loss falls; the trained weights are written to
-# build/example/trained/model.safetensors under their original names.
+# build/example/trained/step-00000300/model.safetensors under their original
+# names (with the optimizer state: training can continue with --resume).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/bootstrap.sh"

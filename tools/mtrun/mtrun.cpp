@@ -5,6 +5,7 @@
 //         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
+#include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/plan_io.h"
@@ -15,8 +16,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sys/stat.h>
 #include <thread>
@@ -29,7 +32,9 @@ namespace {
 struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
-  std::string metrics, save, trace, calibrate, disk, init = "none";
+  std::string metrics, save, trace, calibrate, disk, init = "none", resume;
+  int64_t saveEvery = 0, maxSkips = 0;
+  int keep = 3;
   float initStd = 0.02f;
   uint64_t seed = 0;
   int64_t steps = 1, warmup = 0;
@@ -54,12 +59,15 @@ bool readable(const std::string &file) {
   return !file.empty() && std::ifstream(file, std::ios::binary).good();
 }
 
+/// Loads the constants, frozen weights and (unless they come from a
+/// checkpoint) the trainable weights.
 Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
-                      const Options &o) {
+                      const Options &o, bool trainable) {
   int initialised = 0;
   for (const auto &p : plan.parameters()) {
     // A frozen parameter without data was folded into a constant.
-    if (p.data().file().empty() && !p.trainable())
+    if ((p.data().file().empty() && !p.trainable()) ||
+        (p.trainable() && !trainable))
       continue;
     if (o.init == "normal" && p.trainable() && !readable(p.data().file())) {
       // From scratch: the compiler chose the kind from the weight's use.
@@ -130,6 +138,7 @@ int64_t elements(const mt::plan::Plan &plan, uint32_t b) {
 
 struct StepResult {
   double loss = 0, lr = 0, gradNorm = 0;
+  bool skipped = false;
 };
 
 /// Runs optimizer steps: the plan's phases in order, the micro-batch phase
@@ -138,12 +147,14 @@ struct StepResult {
 class Trainer {
 public:
   Trainer(const Options &o, const mt::plan::Plan &plan, Backend &backend,
-          TokenData &data)
-      : o(o), plan(plan), backend(backend), data(data) {}
+          TokenData &data, RunState &state)
+      : o(o), plan(plan), backend(backend), data(data), state(state) {}
 
   /// The measured ops of the last step (when tracing).
   std::vector<OpRecord> trace;
   bool tracing = false;
+  /// Whether the run stopped on a non-finite step.
+  bool stoppedNonFinite = false;
 
   Status step(int64_t t, StepResult &r) {
     trace.clear();
@@ -162,7 +173,7 @@ public:
         // A NEXT_FORWARD plan applies the previous step's update in the
         // first micro-batch; updates during the backward see the mean of
         // the micro-batches' gradients (mtrun refuses clipping with them).
-        StepConfig run = deferred ? pending : config;
+        StepConfig run = deferred ? pendingConfig() : config;
         if (!deferred)
           run.gradScale = float(scale);
         for (int64_t m = 0; m < micro; ++m) {
@@ -174,14 +185,19 @@ public:
         r.loss /= double(micro);
         // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
         r.gradNorm = gradientNorm() * scale;
-        if (!std::isfinite(r.gradNorm))
-          return Status::error("step " + std::to_string(t) +
-                               ": the gradient norm is not finite");
         double coef = o.gradClip > 0 && r.gradNorm > o.gradClip
                           ? o.gradClip / (r.gradNorm + 1e-6)
                           : 1.0;
         config.gradScale = float(coef * scale);
-        pending = config;
+        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
+          if (Status st = skip(t, r); !st)
+            return st;
+          // The accumulators are reset before the next step's gradients.
+          state.pending = false;
+          return Status::ok();
+        }
+        state.pendingConfig = config;
+        state.pending = deferred;
         continue;
       }
       if (Status st = runPhase(plan, phase, backend, config,
@@ -196,8 +212,11 @@ public:
   Status finish() {
     for (int ph = 0; ph < plan.phases_size(); ++ph)
       if (plan.phases(ph).kind() == mt::plan::FINISH)
-        if (Status st = runPhase(plan, plan.phases(ph), backend, pending); !st)
+        if (Status st =
+                runPhase(plan, plan.phases(ph), backend, pendingConfig());
+            !st)
           return st;
+    state.pending = false;
     return Status::ok();
   }
 
@@ -222,10 +241,51 @@ private:
     float l;
     if (Status st = backend.read(plan.loss(), &l, sizeof l); !st)
       return st;
-    if (!std::isfinite(l))
-      return Status::error("step " + std::to_string(t) + ", micro-batch " +
-                           std::to_string(m) + ": the loss is not finite");
-    loss += l;
+    loss += l; // a non-finite loss is dealt with after the micro-batches
+    return Status::ok();
+  }
+
+  /// The update the step before left for this one, if any.
+  StepConfig pendingConfig() const {
+    StepConfig c = state.pendingConfig;
+    c.applyUpdates = state.pending;
+    return c;
+  }
+
+  /// A step whose loss or gradient norm is not finite: its update is
+  /// skipped and counted; past --max-skips, or when the plan has already
+  /// updated the weights during the backward, the run stops, naming the
+  /// first weight whose gradient is not finite.
+  Status skip(int64_t t, StepResult &r) {
+    r.skipped = true;
+    ++state.skipped;
+    stoppedNonFinite = true; // until the step is found skippable
+    std::string where = "the loss is " + std::to_string(r.loss);
+    for (const auto &p : plan.parameters()) {
+      if (!p.trainable())
+        continue;
+      const float *g = backend.hostF32(p.grad());
+      int64_t n = elements(plan, p.grad());
+      if (!std::all_of(g, g + n, [](float x) { return std::isfinite(x); })) {
+        where += ", and the gradient of '" + p.name() + "' is not finite";
+        break;
+      }
+    }
+    if (plan.optimizer_overlap() == mt::plan::BACKWARD)
+      return Status::error("step " + std::to_string(t) + ": " + where +
+                           "; this plan updated the weights during the "
+                           "backward, so the step cannot be skipped");
+    if (state.skipped > o.maxSkips)
+      return Status::error("step " + std::to_string(t) + ": " + where + "; " +
+                           std::to_string(state.skipped) +
+                           " step(s) skipped, more than --max-skips " +
+                           std::to_string(o.maxSkips));
+    stoppedNonFinite = false;
+    std::fprintf(stderr,
+                 "mtrun: step %lld skipped: %s (%lld of --max-skips "
+                 "%lld)\n",
+                 (long long)t, where.c_str(), (long long)state.skipped,
+                 (long long)o.maxSkips);
     return Status::ok();
   }
 
@@ -242,17 +302,11 @@ private:
     return std::sqrt(sq);
   }
 
-  /// The update of the last step, for plans that apply it later: none
-  /// before the first step.
-  StepConfig pending = [] {
-    StepConfig c;
-    c.applyUpdates = false;
-    return c;
-  }();
   const Options &o;
   const mt::plan::Plan &plan;
   Backend &backend;
   TokenData &data;
+  RunState &state;
 };
 
 /// The measured ops of one step in Chrome trace format: one lane per
@@ -370,6 +424,61 @@ Status calibrate(const std::string &path, int threads) {
   return out ? Status::ok() : Status::error(path + ": cannot write");
 }
 
+// Exit codes (README, "Exit codes").
+constexpr int kExitNonFinite = 3;     // a non-finite step past --max-skips
+constexpr int kExitInterrupted = 130; // SIGINT (128 + 2)
+constexpr int kExitTerminated = 143;  // SIGTERM (128 + 15)
+
+/// The signal that asked the run to stop after its current step, or 0.
+volatile std::sig_atomic_t gStop = 0;
+
+void onSignal(int sig) {
+  // A second Ctrl-C does not wait for the step.
+  if (gStop && sig == SIGINT)
+    std::_Exit(kExitInterrupted);
+  gStop = sig;
+}
+
+/// Before allocating: the plan's host memory (the CPU backend's device
+/// arena is host memory too) against what the machine has available.
+Status checkHostMemory(const mt::plan::Plan &plan) {
+  uint64_t need = 0;
+  for (const auto &a : plan.arenas())
+    if (a.tier() != mt::plan::DISK)
+      need += a.size_bytes();
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemAvailable:")
+      break;
+    in.ignore(1 << 10, '\n');
+  }
+  uint64_t have = kib * 1024;
+  if (!in || have == 0 || need <= have)
+    return Status::ok();
+  auto gib = [](uint64_t b) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%.2f GiB", double(b) / double(1ull << 30));
+    return std::string(t);
+  };
+  return Status::error("the plan needs " + gib(need) +
+                       " of host memory (its arenas) but this machine has " +
+                       gib(have) +
+                       " available; plan for this machine (mtc --target "
+                       "with --host-mem, or mtrun --calibrate) or free memory");
+}
+
+/// A number for the metrics JSON: null when it is not finite (JSON has no
+/// NaN or infinity).
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v))
+    return "null";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
 int fail(const std::string &msg) {
   std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
   return 1;
@@ -409,8 +518,22 @@ int main(int argc, char **argv) {
   app.add_option("--min-lr", o.minLr, "Final learning rate of the cosine");
   app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
   app.add_option("--save", o.save,
-                 "Write the trained weights to DIR/model.safetensors under "
-                 "their names in the model");
+                 "Write checkpoints to DIR/step-NNNNNNNN (model.safetensors "
+                 "under the model's names, optimizer.safetensors, state.json) "
+                 "at the end, every --save-every steps, and on SIGINT or "
+                 "SIGTERM; atomically");
+  app.add_option("--save-every", o.saveEvery, "Checkpoint every N steps")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep", o.keep,
+                 "Keep the newest K checkpoints in --save DIR (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", o.resume,
+                 "Continue from a checkpoint: a step-* directory, or the "
+                 "newest one in DIR; --steps is the total to reach");
+  app.add_option("--max-skips", o.maxSkips,
+                 "Skip (and count) up to N steps whose loss or gradient norm "
+                 "is not finite; one more stops the run with exit code 3")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--threads", o.threads, "Host threads for the optimizer");
   app.add_option("--init", o.init,
                  "normal: start trainable weights whose data file is missing "
@@ -430,6 +553,11 @@ int main(int argc, char **argv) {
   app.add_option("--trace", o.trace,
                  "Write the measured timeline of the last step as Chrome "
                  "trace JSON (the format of mt-inspect --trace)");
+  app.footer("Exit codes: 0 trained; 1 bad input, plan, data or options, or "
+             "an I/O error (the message says which); 3 a step's loss or "
+             "gradient norm was not finite past --max-skips; 130 stopped by "
+             "SIGINT, 143 by SIGTERM, after the current step (with --save, "
+             "a checkpoint of it was written).");
   CLI11_PARSE(app, argc, argv);
   if (!o.calibrate.empty()) {
     if (Status st = calibrate(o.calibrate, o.threads); !st)
@@ -467,44 +595,107 @@ int main(int argc, char **argv) {
       !st)
     return fail(st.message());
 
+  if (Status st = checkHostMemory(plan); !st)
+    return fail(st.message());
+  if (!o.save.empty()) {
+    // Found out now, not after the training it would have kept.
+    std::error_code ec;
+    std::filesystem::create_directories(o.save, ec);
+    std::string probe = o.save + "/.mtrun-write-test";
+    if (!std::ofstream(probe))
+      return fail("--save " + o.save +
+                  ": cannot write there (a directory mtrun can create and "
+                  "write is needed for checkpoints)");
+    std::remove(probe.c_str());
+  }
   std::string diskDir = o.disk.empty() ? plan.disk_dir() : o.disk;
   std::unique_ptr<Backend> backend = makeCpuBackend(o.threads, diskDir);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
-  if (Status st = loadParameters(plan, *backend, o); !st)
+  RunState state;
+  if (Status st = loadParameters(plan, *backend, o, o.resume.empty()); !st)
     return fail(st.message());
+  if (!o.resume.empty()) {
+    std::string dir;
+    if (Status st = findCheckpoint(o.resume, dir); !st)
+      return fail(st.message());
+    if (Status st = loadCheckpoint(dir, plan, *backend, state); !st)
+      return fail(st.message());
+    data.seek(state.dataPosition);
+    std::fprintf(stderr, "mtrun: resumed from %s at step %lld\n", dir.c_str(),
+                 (long long)state.step);
+  }
   std::FILE *metrics = nullptr;
-  if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
+  if (!o.metrics.empty() &&
+      !(metrics = std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a")))
     return fail(o.metrics + ": cannot open the metrics file");
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  // A write past a file size limit fails with EFBIG instead of killing us.
+  std::signal(SIGXFSZ, SIG_IGN);
 
-  Trainer trainer{o, plan, *backend, data};
+  Trainer trainer{o, plan, *backend, data, state};
   trainer.tracing = !o.trace.empty();
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
-  for (int64_t t = 1; t <= o.steps; ++t) {
+  int64_t first = state.step + 1;
+  auto save = [&] {
+    Status st = saveCheckpoint(o.save, plan, *backend, state, o.keep);
+    if (st)
+      std::fprintf(stderr, "mtrun: saved step %lld to %s\n",
+                   (long long)state.step, o.save.c_str());
+    return st;
+  };
+  for (int64_t t = first; t <= o.steps && !gStop; ++t) {
     auto stepStart = std::chrono::steady_clock::now();
     StepResult r;
-    if (Status st = trainer.step(t, r); !st)
-      return fail(st.message());
+    if (Status st = trainer.step(t, r); !st) {
+      std::fprintf(stderr, "mtrun: error: %s\n", st.message().c_str());
+      return trainer.stoppedNonFinite ? kExitNonFinite : 1;
+    }
+    state.step = t;
+    state.dataPosition = data.position();
     using Seconds = std::chrono::duration<double>;
     auto now = std::chrono::steady_clock::now();
     double secs = Seconds(now - stepStart).count();
     double elapsed = Seconds(now - start).count();
     std::fprintf(stderr,
                  "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
-                 "elapsed %.1fs  eta %.1fs\n",
+                 "elapsed %.1fs  eta %.1fs%s\n",
                  (long long)t, (long long)o.steps, r.loss, r.lr,
                  tokensPerStep / secs, elapsed,
-                 elapsed / double(t) * double(o.steps - t));
+                 elapsed / double(t - first + 1) * double(o.steps - t),
+                 r.skipped ? "  (skipped)" : "");
     if (metrics) {
       std::fprintf(metrics,
-                   "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, "
-                   "\"grad_norm\": %.9g, \"tokens\": %lld, "
-                   "\"step_time_s\": %.6f}\n",
-                   (long long)t, r.loss, r.lr, r.gradNorm,
-                   (long long)(tokensPerStep * t), secs);
+                   "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
+                   "\"grad_norm\": %s, \"tokens\": %lld, "
+                   "\"step_time_s\": %.6f, \"skipped\": %s}\n",
+                   (long long)t, jsonNumber(r.loss).c_str(), r.lr,
+                   jsonNumber(r.gradNorm).c_str(),
+                   (long long)(tokensPerStep * t), secs,
+                   r.skipped ? "true" : "false");
       std::fflush(metrics);
     }
+    if (!o.save.empty() && o.saveEvery > 0 && t % o.saveEvery == 0 &&
+        t < o.steps && !gStop)
+      if (Status st = save(); !st)
+        return fail(st.message());
+  }
+  if (metrics)
+    std::fclose(metrics);
+  if (gStop) {
+    // Stopped between steps: the checkpoint keeps any pending update as
+    // it is, so that a resumed run continues exactly.
+    int code = gStop == SIGINT ? kExitInterrupted : kExitTerminated;
+    if (!o.save.empty()) {
+      if (Status st = save(); !st)
+        return fail(st.message());
+    }
+    std::fprintf(stderr, "mtrun: stopped by signal %d after step %lld%s\n",
+                 int(gStop), (long long)state.step,
+                 o.save.empty() ? " (no --save: nothing saved)" : "");
+    return code;
   }
   if (Status st = trainer.finish(); !st)
     return fail(st.message());
@@ -520,28 +711,11 @@ int main(int argc, char **argv) {
                  double(raw) / double(1ull << 30),
                  100.0 * double(stored) / double(raw));
   }
-  if (metrics)
-    std::fclose(metrics);
   if (!o.trace.empty())
     if (Status st = writeTrace(plan, trainer.trace, o.trace); !st)
       return fail(st.message());
-  if (!o.save.empty()) {
-    ::mkdir(o.save.c_str(), 0755);
-    std::vector<TensorView> tensors;
-    // The trained weights; frozen buffers are the model's, unchanged.
-    for (const auto &p : plan.parameters()) {
-      if (!p.trainable())
-        continue;
-      const auto &b = plan.buffers(int(p.master()));
-      tensors.push_back({p.name(),
-                         {b.shape().begin(), b.shape().end()},
-                         backend->hostF32(p.master())});
-    }
-    std::string path = o.save + "/model.safetensors";
-    if (Status st = writeSafetensors(path, tensors); !st)
+  if (!o.save.empty())
+    if (Status st = save(); !st)
       return fail(st.message());
-    std::fprintf(stderr, "saved %zu tensors to %s\n", tensors.size(),
-                 path.c_str());
-  }
   return 0;
 }

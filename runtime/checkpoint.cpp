@@ -1,0 +1,344 @@
+// Checkpoints (see checkpoint.h).
+#include "runtime/checkpoint.h"
+
+#include "runtime/plan_io.h"
+#include "runtime/safetensors.h"
+
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+namespace mt::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFormat = 1; // state.json "format"; bump on any change
+
+std::string stepName(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%08lld", (long long)step);
+  return name;
+}
+
+const char *safetensorsDtype(plan::DType d) {
+  switch (d) {
+  case plan::F32:
+    return "F32";
+  case plan::BF16:
+    return "BF16";
+  case plan::I8:
+    return "I8";
+  case plan::U8:
+    return "U8";
+  default:
+    return "";
+  }
+}
+
+/// One buffer of the plan as a named tensor of a checkpoint file.
+struct Item {
+  std::string name;
+  uint32_t buffer;
+};
+
+/// The tensors of model.safetensors and optimizer.safetensors.
+void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
+             std::vector<Item> &optimizer) {
+  for (const auto &p : plan.parameters()) {
+    if (!p.trainable())
+      continue;
+    model.push_back({p.name(), p.master()});
+    optimizer.push_back({p.name() + ".exp_avg", p.exp_avg()});
+    optimizer.push_back({p.name() + ".exp_avg_sq", p.exp_avg_sq()});
+    if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8) {
+      optimizer.push_back({p.name() + ".exp_avg.scale", p.exp_avg_scale()});
+      optimizer.push_back(
+          {p.name() + ".exp_avg_sq.scale", p.exp_avg_sq_scale()});
+    }
+    if (withGrads)
+      optimizer.push_back({p.name() + ".grad", p.grad()});
+  }
+}
+
+uint64_t bytesOf(const plan::Plan &plan, uint32_t b) {
+  const auto &buf = plan.buffers(int(b));
+  uint64_t n = uint64_t(dtypeBytes(buf.dtype()));
+  for (int64_t d : buf.shape())
+    n *= uint64_t(d);
+  return n;
+}
+
+Status writeFile(const plan::Plan &plan, Backend &backend,
+                 const std::vector<Item> &items, const std::string &path,
+                 uint32_t &crc) {
+  std::vector<std::vector<char>> data(items.size());
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto &buf = plan.buffers(int(items[i].buffer));
+    data[i].resize(bytesOf(plan, items[i].buffer));
+    if (Status st =
+            backend.read(items[i].buffer, data[i].data(), data[i].size());
+        !st)
+      return st;
+    views.push_back({items[i].name,
+                     {buf.shape().begin(), buf.shape().end()},
+                     data[i].data(),
+                     safetensorsDtype(buf.dtype())});
+  }
+  return writeSafetensors(path, views, &crc);
+}
+
+Status fsyncPath(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error(path + ": cannot open to sync");
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok ? Status::ok() : Status::error(path + ": cannot sync");
+}
+
+uint32_t fileCrc(const std::string &path, bool &ok) {
+  std::ifstream in(path, std::ios::binary);
+  ok = bool(in);
+  uLong sum = ::crc32(0L, Z_NULL, 0);
+  std::vector<char> chunk(size_t(1) << 22);
+  while (in) {
+    in.read(chunk.data(), std::streamsize(chunk.size()));
+    sum = ::crc32(sum, reinterpret_cast<const Bytef *>(chunk.data()),
+                  uInt(in.gcount()));
+  }
+  return uint32_t(sum);
+}
+
+nlohmann::json configJson(const StepConfig &c) {
+  return {{"lr", c.adamw.lr},
+          {"beta1", c.adamw.beta1},
+          {"beta2", c.adamw.beta2},
+          {"eps", c.adamw.eps},
+          {"weight_decay", c.adamw.weightDecay},
+          {"step", c.step},
+          {"grad_scale", c.gradScale}};
+}
+
+StepConfig configOf(const nlohmann::json &j) {
+  StepConfig c;
+  c.adamw = {j.at("lr").get<double>(), j.at("beta1").get<double>(),
+             j.at("beta2").get<double>(), j.at("eps").get<double>(),
+             j.at("weight_decay").get<double>()};
+  c.step = j.at("step").get<int64_t>();
+  c.gradScale = j.at("grad_scale").get<float>();
+  return c;
+}
+
+/// Refreshes the bf16 compute copies from the masters, as after an update.
+Status refreshComputeCopies(const plan::Plan &plan, Backend &backend) {
+  for (const auto &p : plan.parameters()) {
+    if (!p.has_compute())
+      continue;
+    plan::Op convert;
+    convert.set_kernel(plan::COPY);
+    convert.add_operands(p.master());
+    convert.add_results(p.compute());
+    if (Status st = backend.run(convert, StepConfig{}); !st)
+      return st;
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+uint32_t planFingerprint(const plan::Plan &plan) {
+  std::string bytes;
+  plan.SerializeToString(&bytes);
+  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()),
+                          uInt(bytes.size())));
+}
+
+Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
+                      Backend &backend, const RunState &state, int keep) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  std::string final = root + "/" + stepName(state.step);
+  std::string tmp = root + "/." + stepName(state.step) + ".tmp";
+  fs::remove_all(tmp, ec);
+  if (!fs::create_directory(tmp, ec))
+    return Status::error(root + ": cannot create a checkpoint directory (" +
+                         ec.message() + ")");
+  auto fail = [&](const Status &st) {
+    fs::remove_all(tmp, ec);
+    return Status::error("checkpoint of step " + std::to_string(state.step) +
+                         " not written, the previous ones are intact: " +
+                         st.message());
+  };
+  std::vector<Item> model, optimizer;
+  itemsOf(plan, state.pending, model, optimizer);
+  uint32_t modelCrc = 0, optimizerCrc = 0;
+  if (Status st = writeFile(plan, backend, model, tmp + "/model.safetensors",
+                            modelCrc);
+      !st)
+    return fail(st);
+  if (Status st = writeFile(plan, backend, optimizer,
+                            tmp + "/optimizer.safetensors", optimizerCrc);
+      !st)
+    return fail(st);
+  nlohmann::json j = {{"format", kFormat},
+                      {"model", plan.model()},
+                      {"plan_fingerprint", planFingerprint(plan)},
+                      {"step", state.step},
+                      {"data_position", state.dataPosition},
+                      {"skipped_steps", state.skipped},
+                      {"pending_update", state.pending},
+                      {"crc32",
+                       {{"model.safetensors", modelCrc},
+                        {"optimizer.safetensors", optimizerCrc}}}};
+  if (state.pending)
+    j["pending_config"] = configJson(state.pendingConfig);
+  {
+    std::string path = tmp + "/state.json";
+    std::ofstream out(path);
+    out << j.dump(2) << "\n";
+    out.close();
+    if (!out)
+      return fail(Status::error(path + ": cannot write (is the disk full?)"));
+    if (Status st = fsyncPath(path); !st)
+      return fail(st);
+  }
+  if (Status st = fsyncPath(tmp); !st)
+    return fail(st);
+  // A checkpoint of the same step (a run resumed and saved again) is
+  // replaced only now that the new one is complete.
+  fs::remove_all(final, ec);
+  fs::rename(tmp, final, ec);
+  if (ec)
+    return fail(Status::error(final + ": cannot rename into place (" +
+                              ec.message() + ")"));
+  if (Status st = fsyncPath(root); !st)
+    return st;
+  if (keep > 0) {
+    std::vector<std::string> steps;
+    for (const auto &e : fs::directory_iterator(root, ec))
+      if (e.is_directory() &&
+          e.path().filename().string().rfind("step-", 0) == 0)
+        steps.push_back(e.path().string());
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + size_t(keep) < steps.size(); ++i)
+      fs::remove_all(steps[i], ec);
+  }
+  return Status::ok();
+}
+
+Status findCheckpoint(const std::string &path, std::string &out) {
+  std::error_code ec;
+  if (fs::exists(path + "/state.json", ec)) {
+    out = path;
+    return Status::ok();
+  }
+  std::vector<std::string> steps;
+  for (const auto &e : fs::directory_iterator(path, ec))
+    if (e.is_directory() &&
+        e.path().filename().string().rfind("step-", 0) == 0 &&
+        fs::exists(e.path() / "state.json", ec))
+      steps.push_back(e.path().string());
+  if (ec && steps.empty())
+    return Status::error(path + ": cannot read the directory (" +
+                         ec.message() + ")");
+  if (steps.empty())
+    return Status::error(path + ": no checkpoint here (a step-* directory "
+                                "written by mtrun --save)");
+  std::sort(steps.begin(), steps.end());
+  out = steps.back();
+  return Status::ok();
+}
+
+Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
+                      Backend &backend, RunState &state) {
+  std::ifstream in(dir + "/state.json");
+  auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("format"))
+    return Status::error(dir + "/state.json: not a checkpoint state file");
+  try {
+    if (j.at("format").get<int>() != kFormat)
+      return Status::error(dir + ": checkpoint format " +
+                           std::to_string(j.at("format").get<int>()) +
+                           ", this mtrun reads " + std::to_string(kFormat));
+    uint32_t want = planFingerprint(plan),
+             got = j.at("plan_fingerprint").get<uint32_t>();
+    if (got != want)
+      return Status::error(
+          dir + ": written for another plan (model " +
+          j.at("model").get<std::string>() + ", plan fingerprint " +
+          std::to_string(got) + "; this plan's is " + std::to_string(want) +
+          "); resume with the plan it was made with, or start a new run");
+    for (const char *file : {"model.safetensors", "optimizer.safetensors"}) {
+      bool ok = false;
+      uint32_t crc = fileCrc(dir + "/" + file, ok);
+      if (!ok)
+        return Status::error(dir + "/" + file + ": missing");
+      if (crc != j.at("crc32").at(file).get<uint32_t>())
+        return Status::error(dir + "/" + file +
+                             ": corrupted (its CRC-32 does not match "
+                             "state.json); resume from an older checkpoint");
+    }
+    state.step = j.at("step").get<int64_t>();
+    state.dataPosition = j.at("data_position").get<int64_t>();
+    state.skipped = j.at("skipped_steps").get<int64_t>();
+    state.pending = j.at("pending_update").get<bool>();
+    if (state.pending)
+      state.pendingConfig = configOf(j.at("pending_config"));
+  } catch (const nlohmann::json::exception &e) {
+    return Status::error(dir + "/state.json: " + e.what());
+  }
+  std::vector<Item> model, optimizer;
+  itemsOf(plan, state.pending, model, optimizer);
+  for (auto [file, items] :
+       {std::pair<const char *, std::vector<Item> *>{"model.safetensors",
+                                                     &model},
+        {"optimizer.safetensors", &optimizer}}) {
+    SafetensorsHeader header;
+    if (Status st = readSafetensorsHeader(dir + "/" + file, header); !st)
+      return st;
+    std::map<std::string, const SafetensorsEntry *> byName;
+    for (const auto &e : header.entries)
+      byName[e.name] = &e;
+    // Every difference up to a few, so that a mismatch can be understood.
+    std::string diffs;
+    int count = 0;
+    for (const Item &item : *items) {
+      const auto &buf = plan.buffers(int(item.buffer));
+      auto it = byName.find(item.name);
+      std::string why;
+      if (it == byName.end())
+        why = "'" + item.name + "' is missing";
+      else if (it->second->dtype != safetensorsDtype(buf.dtype()) ||
+               !std::equal(it->second->shape.begin(), it->second->shape.end(),
+                           buf.shape().begin(), buf.shape().end()))
+        why = "'" + item.name + "' is " + it->second->dtype + " of another " +
+              "shape than the plan's " + safetensorsDtype(buf.dtype());
+      if (!why.empty() && count++ < 5)
+        diffs += (diffs.empty() ? "" : "; ") + why;
+    }
+    if (count)
+      return Status::error(dir + "/" + file + " does not match the plan (" +
+                           std::to_string(count) + " differences): " + diffs);
+    for (const Item &item : *items) {
+      std::vector<char> bytes;
+      if (Status st = readSafetensorsData(header, *byName[item.name], bytes);
+          !st)
+        return st;
+      if (Status st = backend.write(item.buffer, bytes.data(), bytes.size());
+          !st)
+        return st;
+    }
+  }
+  return refreshComputeCopies(plan, backend);
+}
+
+} // namespace mt::runtime

@@ -1,0 +1,59 @@
+// Checkpoints: everything a run needs to continue exactly where it stopped.
+//
+// A checkpoint is a directory ROOT/step-NNNNNNNN with
+//   model.safetensors      the trainable weights (F32) under their names in
+//                          the model, loadable by Hugging Face tools;
+//   optimizer.safetensors  each weight's AdamW moments as the plan stores
+//                          them ("<name>.exp_avg", "<name>.exp_avg_sq", and
+//                          their ".scale"s for 8-bit moments) and, when the
+//                          plan defers updates (next-forward overlap), the
+//                          gradients of the update still to apply
+//                          ("<name>.grad");
+//   state.json             the step, the data position, the pending update's
+//                          settings, the skipped-step count, the plan's
+//                          fingerprint and the CRC-32 of both files.
+// It is written into a temporary directory, every file and the directory
+// fsynced, then renamed into place, so a crash or a full disk leaves the
+// previous checkpoints as they were.
+#ifndef MT_RUNTIME_CHECKPOINT_H
+#define MT_RUNTIME_CHECKPOINT_H
+
+#include "runtime/executor.h"
+#include "runtime/schema/plan.pb.h"
+#include "runtime/status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace mt::runtime {
+
+/// What a run carries from step to step besides buffers.
+struct RunState {
+  int64_t step = 0;         ///< optimizer steps done
+  int64_t dataPosition = 0; ///< token position of the next micro-batch
+  int64_t skipped = 0;      ///< steps whose update was skipped (non-finite)
+  /// The update the last step left to the next one (NEXT_FORWARD plans).
+  bool pending = false;
+  StepConfig pendingConfig;
+};
+
+/// A fingerprint of the plan: the CRC-32 of its serialized bytes.
+uint32_t planFingerprint(const plan::Plan &plan);
+
+/// Writes ROOT/step-NNNNNNNN atomically, then removes all but the newest
+/// `keep` checkpoints of ROOT (0: keep all).
+Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
+                      Backend &backend, const RunState &state, int keep);
+
+/// The checkpoint to resume from: `path` itself when it is one, else the
+/// newest complete step-* directory under it.
+Status findCheckpoint(const std::string &path, std::string &out);
+
+/// Checks the checkpoint at `dir` against `plan` (fingerprint, every file's
+/// CRC-32, every tensor's name, dtype and shape), then loads it.
+Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
+                      Backend &backend, RunState &state);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_CHECKPOINT_H

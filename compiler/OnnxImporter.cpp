@@ -13,6 +13,8 @@
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
 #include "runtime/safetensors.h"
+#include <nlohmann/json.hpp>
+#include <set>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -258,8 +260,11 @@ private:
   DenseMap<Value, Attribute> known;
   // --weights: trainable name -> safetensors entry.
   bool haveWeightsFile = false;
-  runtime::SafetensorsHeader weights;
-  llvm::StringMap<const runtime::SafetensorsEntry *> weightByInit;
+  /// The tensors of --weights: one file, or every file of a sharded index.
+  std::vector<runtime::SafetensorsHeader> weights;
+  /// Initializer -> its tensor in --weights and that tensor's file.
+  llvm::StringMap<std::pair<const runtime::SafetensorsEntry *, std::string>>
+      weightByInit;
   std::optional<llvm::Regex> trainableRe, frozenRe;
   // Graph-level names for the diagnostics of shapes.
   llvm::StringMap<std::string> symbolicDims;
@@ -311,46 +316,94 @@ LogicalResult Importer::checkVersions() {
 LogicalResult Importer::readTrainableSet() {
   if (opts.weightsPath.empty())
     return success();
-  runtime::Status st =
-      runtime::readSafetensorsHeader(opts.weightsPath, weights);
-  if (!st)
-    return emitError(UnknownLoc::get(&ctx)) << st.message(), failure();
-  haveWeightsFile = true;
-  // Match each tensor of the file to the one initializer that has its name or
-  // ends with "." + its name (an exported wrapper adds a prefix like "m.").
-  for (const auto &e : weights.entries) {
-    const onnx::TensorProto *match = nullptr;
-    int count = 0;
-    for (const auto &init : model.graph().initializer()) {
-      const std::string &n = init.name();
-      if (n == e.name ||
-          (n.size() > e.name.size() &&
-           n.compare(n.size() - e.name.size(), e.name.size(), e.name) == 0 &&
-           n[n.size() - e.name.size() - 1] == '.')) {
-        match = &init;
-        ++count;
-      }
+  auto error = [&]() { return emitError(UnknownLoc::get(&ctx)); };
+  // A Hugging Face sharded checkpoint: model.safetensors.index.json names
+  // the file of every tensor.
+  std::vector<std::string> files = {opts.weightsPath};
+  if (StringRef(opts.weightsPath).ends_with(".json")) {
+    std::ifstream in(opts.weightsPath);
+    auto index = nlohmann::json::parse(in, nullptr, false);
+    if (index.is_discarded() || !index.contains("weight_map") ||
+        !index["weight_map"].is_object())
+      return error() << opts.weightsPath
+                     << ": not a safetensors index (a JSON object with a "
+                        "\"weight_map\" of tensor name -> file)",
+             failure();
+    std::set<std::string> shards;
+    for (auto &[name, shard] : index["weight_map"].items()) {
+      if (!shard.is_string())
+        return error() << opts.weightsPath << ": weight_map['" << name
+                       << "'] is not a file name",
+               failure();
+      shards.insert(shard.get<std::string>());
     }
-    if (count == 0)
-      return emitError(UnknownLoc::get(&ctx))
-                 << opts.weightsPath << ": tensor '" << e.name
-                 << "' matches no initializer of " << file
-                 << " (by name or by a unique suffix)",
-             failure();
-    if (count > 1)
-      return emitError(UnknownLoc::get(&ctx))
-                 << opts.weightsPath << ": tensor '" << e.name << "' matches "
-                 << count << " initializers of " << file
-                 << "; the suffix is ambiguous",
-             failure();
-    SmallVector<int64_t> dims(match->dims().begin(), match->dims().end());
-    if (ArrayRef<int64_t>(dims) != ArrayRef<int64_t>(e.shape))
-      return emitError(UnknownLoc::get(&ctx))
-                 << opts.weightsPath << ": tensor '" << e.name << "' has shape "
-                 << shapeStr(e.shape) << " but initializer '" << match->name()
-                 << "' has " << shapeStr(dims),
-             failure();
-    weightByInit[match->name()] = &e;
+    SmallString<256> dir(opts.weightsPath);
+    llvm::sys::path::remove_filename(dir);
+    files.clear();
+    for (const std::string &shard : shards) {
+      SmallString<256> path(dir);
+      llvm::sys::path::append(path, shard);
+      files.push_back(std::string(path));
+    }
+  }
+  for (const std::string &f : files) {
+    weights.emplace_back();
+    runtime::Status st = runtime::readSafetensorsHeader(f, weights.back());
+    if (!st)
+      return error() << st.message(), failure();
+  }
+  haveWeightsFile = true;
+  // Match each tensor of the files to the one initializer that has its name
+  // or ends with "." + its name (an exported wrapper adds a prefix like
+  // "m."). Every difference is collected, and the first few reported.
+  std::vector<std::string> diffs;
+  for (const auto &header : weights)
+    for (const auto &e : header.entries) {
+      const onnx::TensorProto *match = nullptr;
+      int count = 0;
+      for (const auto &init : model.graph().initializer()) {
+        const std::string &n = init.name();
+        if (n == e.name ||
+            (n.size() > e.name.size() &&
+             n.compare(n.size() - e.name.size(), e.name.size(), e.name) == 0 &&
+             n[n.size() - e.name.size() - 1] == '.')) {
+          match = &init;
+          ++count;
+        }
+      }
+      std::string diff;
+      SmallVector<int64_t> dims;
+      if (match)
+        dims.assign(match->dims().begin(), match->dims().end());
+      if (count == 0)
+        diff = "tensor '" + e.name +
+               "' matches no initializer (by name or by "
+               "a unique suffix)";
+      else if (count > 1)
+        diff = "tensor '" + e.name + "' matches " + std::to_string(count) +
+               " initializers; the suffix is ambiguous";
+      else if (ArrayRef<int64_t>(dims) != ArrayRef<int64_t>(e.shape))
+        diff = "tensor '" + e.name + "' has shape " + shapeStr(e.shape) +
+               " but initializer '" + match->name() + "' has " + shapeStr(dims);
+      else if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16")
+        diff = "tensor '" + e.name + "' is " + e.dtype +
+               " (F32, BF16 and F16 are read)";
+      if (!diff.empty()) {
+        diffs.push_back(header.path + ": " + diff);
+        continue;
+      }
+      weightByInit[match->name()] = {&e, header.path};
+    }
+  if (!diffs.empty()) {
+    auto diag = error();
+    diag << opts.weightsPath << " does not match " << file << " ("
+         << diffs.size() << " difference" << (diffs.size() > 1 ? "s" : "")
+         << "):";
+    for (size_t i = 0; i < std::min<size_t>(diffs.size(), 5); ++i)
+      diag << "\n  " << diffs[i];
+    if (diffs.size() > 5)
+      diag << "\n  ...";
+    return failure();
   }
   return success();
 }
@@ -555,7 +608,12 @@ LogicalResult Importer::importInitializers() {
     WeightSource source = WeightSource::Inline;
     if (auto it = weightByInit.find(init.name()); it != weightByInit.end()) {
       source = WeightSource::Safetensors;
-      locate(opts.weightsPath, it->second->offset, it->second->length);
+      locate(it->second.second, it->second.first->offset,
+             it->second.first->length);
+      // Stored as BF16 or F16: converted to the fp32 master when loaded.
+      if (it->second.first->dtype != "F32")
+        attrs.push_back(
+            named("data_dtype", b.getStringAttr(it->second.first->dtype)));
     } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
       source = WeightSource::External;
       auto ref = externalData(init, storageBytes(*type), "initializer");

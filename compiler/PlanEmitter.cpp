@@ -190,7 +190,11 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         pp->mutable_data()->set_file(p.getFile().str());
         pp->mutable_data()->set_offset(uint64_t(p.getOffset()));
         pp->mutable_data()->set_length(uint64_t(p.getLength()));
-        pp->mutable_data()->set_dtype(plan::F32);
+        auto stored = p->getAttrOfType<StringAttr>("data_dtype");
+        pp->mutable_data()->set_dtype(!stored                       ? plan::F32
+                                      : stored.getValue() == "BF16" ? plan::BF16
+                                      : stored.getValue() == "F16"  ? plan::F16
+                                                                   : plan::F32);
       }
       pp->set_master(buffers[p.getMaster()]);
       if (Value c = p.getCompute())

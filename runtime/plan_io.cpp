@@ -247,10 +247,10 @@ private:
     if (b.arena() >= uint32_t(p.arenas_size()))
       return fail(w + ": arena " + std::to_string(b.arena()) +
                   " does not exist");
-    int width = dtypeBytes(b.dtype());
+    int width = b.dtype() == plan::F16 ? 0 : dtypeBytes(b.dtype());
     int64_t n = elementsOf(b.shape());
     if (!width)
-      return fail(w + ": unknown dtype");
+      return fail(w + ": unknown dtype (F16 is only a parameter's data dtype)");
     if (n < 0 || uint64_t(n) > std::numeric_limits<uint64_t>::max() / width)
       return fail(w + ": the shape has a negative dim or is too large");
     uint64_t size = uint64_t(n) * width;
@@ -276,8 +276,9 @@ private:
     int64_t n = elementsOf(master->shape());
     if (!prm.data().file().empty()) {
       int width = dtypeBytes(prm.data().dtype());
-      if (!width || prm.data().dtype() == plan::I64)
-        return fail(w + ": data must be F32 or BF16");
+      auto d = prm.data().dtype();
+      if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
+        return fail(w + ": data must be F32, BF16 or F16");
       if (prm.data().length() != uint64_t(n) * width)
         return fail(w + ": data holds " + std::to_string(prm.data().length()) +
                     " bytes, " + std::to_string(uint64_t(n) * width) +
@@ -405,6 +406,7 @@ int dtypeBytes(plan::DType dtype) {
   case plan::F32:
     return 4;
   case plan::BF16:
+  case plan::F16:
     return 2;
   case plan::I64:
     return 8;

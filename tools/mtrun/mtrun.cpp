@@ -54,6 +54,51 @@ double learningRate(const Options &o, int64_t t) {
   return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * progress));
 }
 
+/// IEEE half to float, exactly (every half is a float).
+float halfToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f,
+           mant = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13); // inf, nan
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign; // zero
+  } else {
+    // Subnormal: normalise the mantissa.
+    int e = -1;
+    do {
+      mant <<= 1;
+      ++e;
+    } while (!(mant & 0x400));
+    bits = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// A parameter's stored bytes (F32, BF16 or F16) as fp32 values.
+std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
+  if (d != mt::plan::BF16 && d != mt::plan::F16) {
+    std::vector<float> out(bytes.size() / 4);
+    std::memcpy(out.data(), bytes.data(), out.size() * 4);
+    return out;
+  }
+  std::vector<float> out(bytes.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    if (d == mt::plan::F16) {
+      out[i] = halfToFloat(h);
+    } else {
+      uint32_t bits = uint32_t(h) << 16;
+      std::memcpy(&out[i], &bits, 4);
+    }
+  }
+  return out;
+}
+
 /// Whether `file` can be opened for reading.
 bool readable(const std::string &file) {
   return !file.empty() && std::ifstream(file, std::ios::binary).good();
@@ -103,7 +148,9 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
         return Status::error(p.data().file() + ": too short for '" + p.name() +
                              "' at offset " +
                              std::to_string(p.data().offset()));
-      if (Status st = backend.write(p.master(), bytes.data(), bytes.size());
+      std::vector<float> master = toF32(bytes, p.data().dtype());
+      if (Status st = backend.write(p.master(), master.data(),
+                                    master.size() * sizeof(float));
           !st)
         return Status::error("parameter '" + p.name() + "': " + st.message());
     }

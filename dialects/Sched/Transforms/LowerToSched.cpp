@@ -403,6 +403,9 @@ struct LowerToSched
         train::storageBytes(cast<BufferType>(source.getType()).getTensorType());
     auto param = b.create<ParameterOp>(w.getLoc(), w.getName(), master, state,
                                        computeCopy, file, offset, length);
+    // The dtype the data is stored in, when not fp32 (BF16, F16).
+    if (auto dtype = w->getAttrOfType<StringAttr>("data_dtype"))
+      param->setAttr("data_dtype", dtype);
     // A folded frozen weight is a constant, stored as its value's type.
     Value device = buffer((w.getName() + ".device").str(), "device",
                           w.getValue() ? t : deviceType(t),

@@ -513,7 +513,18 @@ Status readPlan(const std::string &path, plan::Plan &out) {
     return Status::error(path + ": cannot open the plan file");
   std::stringstream all;
   all << in.rdbuf();
-  std::string data = all.str();
+  return parsePlan(all.str(), path, out);
+}
+
+std::string framePlan(const std::string &payload) {
+  std::string data(kMagic, 8);
+  putLE(data, payload.size(), 8);
+  putLE(data, crcOf(payload), 4);
+  return data + payload;
+}
+
+Status parsePlan(const std::string &data, const std::string &path,
+                 plan::Plan &out) {
   if (data.size() < kHeaderBytes ||
       std::string(data.data(), 8) != std::string(kMagic, 8))
     return Status::error(path + ": not a plan file (no MTPLAN01 header); "
@@ -539,10 +550,7 @@ Status writePlan(const plan::Plan &plan, const std::string &path) {
   std::string payload;
   if (!plan.SerializeToString(&payload))
     return Status::error(path + ": cannot serialize the plan");
-  std::string data(kMagic, 8);
-  putLE(data, payload.size(), 8);
-  putLE(data, crcOf(payload), 4);
-  data += payload;
+  std::string data = framePlan(payload);
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

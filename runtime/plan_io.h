@@ -41,6 +41,13 @@ Status validatePlan(const plan::Plan &plan, const std::string &path);
 /// corrupted file is named as such), then the payload, then validatePlan.
 Status readPlan(const std::string &path, plan::Plan &out);
 
+/// The same from the bytes of a plan file; `path` names it in messages.
+Status parsePlan(const std::string &data, const std::string &path,
+                 plan::Plan &out);
+
+/// A serialized Plan framed as a plan file (magic, length, CRC-32).
+std::string framePlan(const std::string &payload);
+
 /// Writes a plan file atomically (temporary file, then rename).
 Status writePlan(const plan::Plan &plan, const std::string &path);
 

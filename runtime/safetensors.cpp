@@ -52,7 +52,9 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
   if (json.is_discarded() || !json.is_object())
     return Status::error(path + ": the header is not a JSON object");
   uint64_t dataStart = 8 + headerSize, dataSize = fileSize - dataStart;
-  for (auto &[name, value] : json.items()) {
+  for (auto &item : json.items()) {
+    const std::string &name = item.key();
+    auto &value = item.value();
     if (name == "__metadata__")
       continue;
     auto bad = [&](const std::string &why) {

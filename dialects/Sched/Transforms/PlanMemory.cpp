@@ -60,7 +60,9 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     llvm::stable_sort(buffers, [](auto &a, auto &b) {
       return a.first.first < b.first.first;
     });
-    for (auto &[live, buf] : buffers) {
+    for (auto &entry : buffers) {
+      std::pair<int64_t, int64_t> live = entry.first;
+      BufferOp buf = entry.second;
       llvm::erase_if(active, [&](const Live &l) { return l.end < live.first; });
       int64_t bytes = alignUp(bytesOf(buf)), offset = base;
       for (const Live &l : active) {

@@ -363,8 +363,11 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     collectFactors(v, factors, scale);
     if (factors.size() != 2 || !near(scale, 0.5))
       return std::nullopt;
-    for (auto [x, onePlus] : {std::make_pair(factors[0], factors[1]),
-                              std::make_pair(factors[1], factors[0])}) {
+    for (auto pair : {std::make_pair(factors[0], factors[1]),
+                      std::make_pair(factors[1], factors[0])}) {
+      // Named copies: lambdas below capture x (C++17 cannot capture a
+      // structured binding).
+      Value x = pair.first, onePlus = pair.second;
       auto ops = operandsWhere(def<AddOp>(onePlus), [](Value c) {
         return near(splatValue(c), 1.0, 0);
       });

@@ -22,6 +22,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
@@ -600,8 +601,14 @@ LogicalResult Importer::importInitializers() {
     if (trainable)
       attrs.push_back(named("trainable", b.getUnitAttr()));
     // Where the weight's bytes are: the runtime reads them from there.
+    // Absolute, so that mtrun finds the bytes from any directory.
+    auto absolute = [](StringRef path) {
+      SmallString<256> abs(path);
+      llvm::sys::fs::make_absolute(abs);
+      return std::string(abs);
+    };
     auto locate = [&](StringRef path, int64_t offset, int64_t length) {
-      attrs.push_back(named("file", b.getStringAttr(path)));
+      attrs.push_back(named("file", b.getStringAttr(absolute(path))));
       attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
       attrs.push_back(named("length", b.getI64IntegerAttr(length)));
     };
@@ -621,7 +628,7 @@ LogicalResult Importer::importInitializers() {
         return failure();
       locate(ref->path, ref->offset, ref->length);
     } else {
-      attrs.push_back(named("file", b.getStringAttr(file)));
+      attrs.push_back(named("file", b.getStringAttr(absolute(file))));
       if (!inlineOffsets)
         inlineOffsets = rawDataOffsets(file);
       if (auto it = inlineOffsets->find(init.name());

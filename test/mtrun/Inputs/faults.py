@@ -11,6 +11,7 @@ kill9:    kill -9 while checkpoints are written every step: the newest
 fulldisk: a save that cannot be written (file size limit) fails with exit 1
           and leaves the previous checkpoint, which resumes to the straight
           run's losses.
+sigint2:  two SIGINTs during a long step: exit 130 at once, nothing saved.
 """
 import json
 import os
@@ -52,14 +53,30 @@ def compare(straight, resumed, first):
 
 
 os.makedirs(work, exist_ok=True)
-straight_path = os.path.join(work, "straight.jsonl")
-r = run(["--steps", str(STEPS), "--metrics", straight_path])
-assert r.returncode == 0, r.stderr
-straight = losses(straight_path)
 ck = os.path.join(work, "ck")
 metrics = os.path.join(work, "run.jsonl")
+if scenario != "sigint2":
+    straight_path = os.path.join(work, "straight.jsonl")
+    r = run(["--steps", str(STEPS), "--metrics", straight_path])
+    assert r.returncode == 0, r.stderr
+    straight = losses(straight_path)
 
-if scenario == "signal":
+if scenario == "sigint2":
+    # Steps of seconds: a second SIGINT must not wait for the step to end.
+    p = subprocess.Popen([mtrun, plan, "--data", data] + extra +
+                         ["--steps", "20", "--save", ck, "--metrics", metrics],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(lambda: os.path.exists(metrics) and
+             len(open(metrics).readlines()) >= 1)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.1)
+    t = time.time()
+    p.send_signal(signal.SIGINT)
+    p.wait()
+    print(f"sigint2: exit {p.returncode}, within half a second "
+          f"{time.time() - t < 0.5}, nothing saved {not os.path.isdir(ck) or not os.listdir(ck)}")
+
+elif scenario == "signal":
     p = subprocess.Popen([mtrun, plan, "--data", data] + extra +
                          ["--steps", str(STEPS), "--save", ck, "--metrics",
                           metrics], stdout=subprocess.DEVNULL,

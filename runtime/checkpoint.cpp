@@ -76,22 +76,24 @@ uint64_t bytesOf(const plan::Plan &plan, uint32_t b) {
   return n;
 }
 
+/// Each tensor is read from the backend just before it is written, into
+/// one reused buffer: a checkpoint needs the memory of its largest tensor,
+/// not of all of them.
 Status writeFile(const plan::Plan &plan, Backend &backend,
                  const std::vector<Item> &items, const std::string &path,
                  uint32_t &crc) {
-  std::vector<std::vector<char>> data(items.size());
   std::vector<TensorView> views;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const auto &buf = plan.buffers(int(items[i].buffer));
-    data[i].resize(bytesOf(plan, items[i].buffer));
-    if (Status st =
-            backend.read(items[i].buffer, data[i].data(), data[i].size());
-        !st)
-      return st;
-    views.push_back({items[i].name,
+  for (const Item &item : items) {
+    const auto &buf = plan.buffers(int(item.buffer));
+    uint64_t bytes = bytesOf(plan, item.buffer);
+    uint32_t b = item.buffer;
+    views.push_back({item.name,
                      {buf.shape().begin(), buf.shape().end()},
-                     data[i].data(),
-                     safetensorsDtype(buf.dtype())});
+                     nullptr,
+                     safetensorsDtype(buf.dtype()),
+                     [&backend, b, bytes](void *out) {
+                       return backend.read(b, out, bytes);
+                     }});
   }
   return writeSafetensors(path, views, &crc);
 }
@@ -174,15 +176,15 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
                          ec.message() + ")");
   auto fail = [&](const Status &st) {
     fs::remove_all(tmp, ec);
-    return Status::error("checkpoint of step " + std::to_string(state.step) +
-                         " not written, the previous ones are intact: " +
-                         st.message());
+    return Status::error(
+        "checkpoint of step " + std::to_string(state.step) +
+        " not written, the previous ones are intact: " + st.message());
   };
   std::vector<Item> model, optimizer;
   itemsOf(plan, state.pending, model, optimizer);
   uint32_t modelCrc = 0, optimizerCrc = 0;
-  if (Status st = writeFile(plan, backend, model, tmp + "/model.safetensors",
-                            modelCrc);
+  if (Status st =
+          writeFile(plan, backend, model, tmp + "/model.safetensors", modelCrc);
       !st)
     return fail(st);
   if (Status st = writeFile(plan, backend, optimizer,
@@ -248,8 +250,8 @@ Status findCheckpoint(const std::string &path, std::string &out) {
         fs::exists(e.path() / "state.json", ec))
       steps.push_back(e.path().string());
   if (ec && steps.empty())
-    return Status::error(path + ": cannot read the directory (" +
-                         ec.message() + ")");
+    return Status::error(path + ": cannot read the directory (" + ec.message() +
+                         ")");
   if (steps.empty())
     return Status::error(path + ": no checkpoint here (a step-* directory "
                                 "written by mtrun --save)");
@@ -298,10 +300,9 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
   }
   std::vector<Item> model, optimizer;
   itemsOf(plan, state.pending, model, optimizer);
-  for (auto [file, items] :
-       {std::pair<const char *, std::vector<Item> *>{"model.safetensors",
-                                                     &model},
-        {"optimizer.safetensors", &optimizer}}) {
+  for (auto [file, items] : {std::pair<const char *, std::vector<Item> *>{
+                                 "model.safetensors", &model},
+                             {"optimizer.safetensors", &optimizer}}) {
     SafetensorsHeader header;
     if (Status st = readSafetensorsHeader(dir + "/" + file, header); !st)
       return st;

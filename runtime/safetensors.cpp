@@ -160,8 +160,23 @@ Status writeSafetensors(const std::string &path,
   for (int i = 0; i < 8; ++i)
     size[i] = (uint64_t(text.size()) >> (8 * i)) & 0xff;
   bool ok = put(size, 8) && put(text.data(), text.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    ok = ok && put(tensors[i].data, bytes[i]);
+  std::vector<char> scratch;
+  Status filled = Status::ok();
+  for (size_t i = 0; ok && i < tensors.size(); ++i) {
+    const void *data = tensors[i].data;
+    if (!data) {
+      scratch.resize(bytes[i]);
+      if (!(filled = tensors[i].fill(scratch.data())))
+        break;
+      data = scratch.data();
+    }
+    ok = put(data, bytes[i]);
+  }
+  if (!filled) {
+    ::close(fd);
+    std::remove(tmp.c_str());
+    return filled;
+  }
   ok = ok && ::fsync(fd) == 0;
   ok = (::close(fd) == 0) && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -6,6 +6,7 @@
 #include "runtime/status.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,13 +37,16 @@ Status readSafetensorsData(const SafetensorsHeader &header,
                            const SafetensorsEntry &entry,
                            std::vector<char> &out);
 
-/// One tensor to write: `data` holds product(shape) elements of `dtype`
-/// ("F32", "BF16", "I8", "U8").
+/// One tensor to write: product(shape) elements of `dtype` ("F32", "BF16",
+/// "I8", "U8"), at `data`, or, when `data` is null, put into a buffer of
+/// their size by `fill` just before they are written (so that a file of
+/// many tensors never needs them all in memory at once).
 struct TensorView {
   std::string name;
   std::vector<int64_t> shape;
   const void *data;
   std::string dtype = "F32";
+  std::function<Status(void *)> fill = nullptr;
 };
 
 /// Writes tensors as a safetensors file (loadable by Hugging Face tools),

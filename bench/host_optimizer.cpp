@@ -98,11 +98,19 @@ int main(int argc, char **argv) {
   adamwStepParallel(p.data(), g.data(), s, params, 9, AdamWConfig{}, 1.0f,
                     threads);
   double used = double(params) / seconds(t);
+  // Gradient accumulation (dst += src), the other host op of every step.
+  double accumulate = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto ta = std::chrono::steady_clock::now();
+    accumulateParallel(m.data(), g.data(), nullptr, params, threads);
+    accumulate = std::max(accumulate, double(params) / seconds(ta));
+  }
   std::printf("{\"params\": %lld, \"threads\": %d, \"path\": \"%s\", "
               "\"params_per_s\": {%s}, \"mtrun_params_per_s\": %.4g, "
+              "\"accumulate_elements_per_s\": %.4g, "
               "\"triad_bytes_per_s\": %.4g, "
               "\"fraction_of_triad\": %.3f}\n",
               (long long)params, threads, adamwIsaName(best), rates.c_str(),
-              used, bw, 28.0 * used / bw);
+              used, accumulate, bw, 28.0 * used / bw);
   return 0;
 }

@@ -134,6 +134,27 @@ __attribute__((target("avx2"))) int64_t updateAvx2(float *param,
 }
 #endif
 
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) int64_t
+accumulateAvx512(float *dst, const float *src, const uint16_t *src16,
+                 int64_t count) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 x;
+    if (src16) {
+      // bf16 -> fp32: the 16 bits become the high half of each lane.
+      __m512i wide = _mm512_cvtepu16_epi32(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src16 + i)));
+      x = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+    } else {
+      x = _mm512_loadu_ps(src + i);
+    }
+    _mm512_storeu_ps(dst + i, _mm512_add_ps(_mm512_loadu_ps(dst + i), x));
+  }
+  return i;
+}
+#endif
+
 /// The widest path this CPU has, unless MT_ADAMW_ISA says otherwise.
 AdamWIsa detectIsa() {
   const char *forced = std::getenv("MT_ADAMW_ISA");
@@ -281,6 +302,34 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
       break;
     pool.emplace_back([=, &run] { run(begin, len); });
   }
+  for (std::thread &t : pool)
+    t.join();
+}
+
+void accumulateParallel(float *dst, const float *src, const uint16_t *src16,
+                        int64_t count, int threads) {
+  auto run = [&](int64_t begin, int64_t len) {
+    int64_t done = 0;
+#if defined(__x86_64__)
+    if (adamwIsa() == AdamWIsa::Avx512)
+      done = accumulateAvx512(dst + begin, src ? src + begin : nullptr,
+                              src16 ? src16 + begin : nullptr, len);
+#endif
+    for (int64_t i = begin + done; i < begin + len; ++i)
+      dst[i] += src16 ? kernels::cpu::fromBf16(src16[i]) : src[i];
+  };
+  // Below about 256 KiB per thread, starting threads costs more.
+  constexpr int64_t kMinChunk = 1 << 16;
+  int64_t n = std::max<int64_t>(
+      1, std::min<int64_t>(threads, (count + kMinChunk - 1) / kMinChunk));
+  int64_t chunk = (count + n - 1) / n;
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < n; ++t) {
+    int64_t begin = t * chunk, len = std::min(chunk, count - begin);
+    if (len > 0)
+      pool.emplace_back(run, begin, len);
+  }
+  run(0, std::min(chunk, count));
   for (std::thread &t : pool)
     t.join();
 }

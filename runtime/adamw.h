@@ -68,6 +68,13 @@ void adamwStepParallel(float *param, const float *grad, const Moments &moments,
                        int64_t count, int64_t step, const AdamWConfig &config,
                        float gradScale, int threads);
 
+/// The host side of gradient accumulation: dst[i] += src[i], src fp32 or
+/// (with src16) bf16 widened exactly, over `threads` host threads with the
+/// widest vectors this CPU has. One add per element: any split, any path,
+/// the same bits.
+void accumulateParallel(float *dst, const float *src, const uint16_t *src16,
+                        int64_t count, int threads);
+
 } // namespace mt::runtime
 
 #endif // MT_RUNTIME_ADAMW_H

@@ -511,12 +511,19 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     return Status::ok();
   }
   case Kernel::ACCUMULATE: {
-    In src = in(operand(0));
     float *dst = hostF32(result(0));
-    if (!dst || count(operand(0)) != count(result(0)))
-      return Status::error("accumulates into an F32 buffer of the same size");
-    for (int64_t i = 0; i < count(result(0)); ++i)
-      dst[i] += src.data[i];
+    plan::DType from = buf(operand(0)).dtype();
+    if (!dst || count(operand(0)) != count(result(0)) ||
+        (from != plan::F32 && from != plan::BF16))
+      return Status::error("accumulates an F32 or BF16 buffer into an F32 "
+                           "buffer of the same size");
+    accumulateParallel(
+        dst,
+        from == plan::F32 ? static_cast<const float *>(ptr(operand(0)))
+                          : nullptr,
+        from == plan::BF16 ? static_cast<const uint16_t *>(ptr(operand(0)))
+                           : nullptr,
+        count(result(0)), threads_);
     return Status::ok();
   }
   case Kernel::READ_DISK:

@@ -197,6 +197,31 @@ TEST(AdamW, VectorPathsGiveTheScalarBits) {
   }
 }
 
+TEST(Accumulate, VectorsAndThreadsGiveTheScalarSum) {
+  int64_t n = (1 << 18) + 7; // several threads' chunks and a scalar tail
+  std::mt19937 rng(13);
+  std::normal_distribution<float> d;
+  std::vector<float> base(n), src(n);
+  std::vector<uint16_t> src16(n);
+  for (int64_t i = 0; i < n; ++i) {
+    base[i] = d(rng);
+    src[i] = d(rng);
+    src16[i] = mt::kernels::cpu::toBf16(src[i]);
+  }
+  std::vector<float> want = base, want16 = base;
+  for (int64_t i = 0; i < n; ++i) {
+    want[i] += src[i];
+    want16[i] += mt::kernels::cpu::fromBf16(src16[i]);
+  }
+  for (int threads : {1, 3}) {
+    std::vector<float> got = base, got16 = base;
+    accumulateParallel(got.data(), src.data(), nullptr, n, threads);
+    accumulateParallel(got16.data(), nullptr, src16.data(), n, threads);
+    EXPECT_EQ(got, want) << threads;
+    EXPECT_EQ(got16, want16) << threads;
+  }
+}
+
 TEST(AdamW, ThreadCountDoesNotChangeTheResult) {
   int64_t n = 100003;
   std::mt19937 rng(3);

@@ -68,14 +68,6 @@ void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
   }
 }
 
-uint64_t bytesOf(const plan::Plan &plan, uint32_t b) {
-  const auto &buf = plan.buffers(int(b));
-  uint64_t n = uint64_t(dtypeBytes(buf.dtype()));
-  for (int64_t d : buf.shape())
-    n *= uint64_t(d);
-  return n;
-}
-
 /// Each tensor is read from the backend just before it is written, into
 /// one reused buffer: a checkpoint needs the memory of its largest tensor,
 /// not of all of them.
@@ -85,7 +77,7 @@ Status writeFile(const plan::Plan &plan, Backend &backend,
   std::vector<TensorView> views;
   for (const Item &item : items) {
     const auto &buf = plan.buffers(int(item.buffer));
-    uint64_t bytes = bytesOf(plan, item.buffer);
+    uint64_t bytes = bufferBytes(plan, item.buffer);
     uint32_t b = item.buffer;
     views.push_back({item.name,
                      {buf.shape().begin(), buf.shape().end()},
@@ -138,21 +130,6 @@ StepConfig configOf(const nlohmann::json &j) {
   c.step = j.at("step").get<int64_t>();
   c.gradScale = j.at("grad_scale").get<float>();
   return c;
-}
-
-/// Refreshes the bf16 compute copies from the masters, as after an update.
-Status refreshComputeCopies(const plan::Plan &plan, Backend &backend) {
-  for (const auto &p : plan.parameters()) {
-    if (!p.has_compute())
-      continue;
-    plan::Op convert;
-    convert.set_kernel(plan::COPY);
-    convert.add_operands(p.master());
-    convert.add_results(p.compute());
-    if (Status st = backend.run(convert, StepConfig{}); !st)
-      return st;
-  }
-  return Status::ok();
 }
 
 } // namespace
@@ -339,7 +316,21 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
         return st;
     }
   }
-  return refreshComputeCopies(plan, backend);
+  for (const auto &p : plan.parameters())
+    if (Status st = refreshComputeCopy(plan, p, backend); !st)
+      return st;
+  return Status::ok();
+}
+
+Status refreshComputeCopy(const plan::Plan &plan, const plan::Parameter &p,
+                          Backend &backend) {
+  if (!p.has_compute())
+    return Status::ok();
+  plan::Op convert;
+  convert.set_kernel(plan::COPY);
+  convert.add_operands(p.master());
+  convert.add_results(p.compute());
+  return backend.run(convert, StepConfig{});
 }
 
 } // namespace mt::runtime

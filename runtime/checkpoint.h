@@ -49,6 +49,11 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
 /// newest complete step-* directory under it.
 Status findCheckpoint(const std::string &path, std::string &out);
 
+/// Converts a parameter's master into its bf16 compute copy, if it has one,
+/// as the plan does after each update (at load and at resume).
+Status refreshComputeCopy(const plan::Plan &plan, const plan::Parameter &p,
+                          Backend &backend);
+
 /// Checks the checkpoint at `dir` against `plan` (fingerprint, every file's
 /// CRC-32, every tensor's name, dtype and shape), then loads it.
 Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,

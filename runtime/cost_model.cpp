@@ -1,6 +1,7 @@
 // The cost model (see cost_model.h).
 #include "runtime/cost_model.h"
 
+#include "runtime/executor.h"
 #include "runtime/plan_io.h"
 
 #include <nlohmann/json.hpp>
@@ -54,13 +55,6 @@ void fill(const Builtin &b, plan::Target &t) {
   t.set_optimizer_params_per_s(b.optimizer);
   t.set_disk_read_bytes_per_s(b.diskRead);
   t.set_disk_write_bytes_per_s(b.diskWrite);
-}
-
-int64_t elements(const plan::Plan &p, uint32_t b) {
-  int64_t n = 1;
-  for (int64_t d : p.buffers(int(b)).shape())
-    n *= d;
-  return n;
 }
 
 } // namespace
@@ -127,7 +121,8 @@ double opSeconds(const plan::Plan &p, const plan::Op &op,
                                        : bytes / t.disk_write_bytes_per_s();
   case plan::HOST_OPTIMIZER:
     if (op.kernel() == K::ADAMW)
-      return double(elements(p, op.operands(0))) / t.optimizer_params_per_s();
+      return double(bufferElements(p, op.operands(0))) /
+             t.optimizer_params_per_s();
     return bytes / t.host_bytes_per_s();
   default: {
     double rate = p.compute_dtype() == plan::BF16 ? t.matmul_flops_bf16()
@@ -160,8 +155,10 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
           start = std::max(start, token[w]);
         // Ops of the first or last micro-batch only take no time in the
         // others.
-        bool skipped = (op.last_micro_batch_only() && rep != repeats - 1) ||
-                       (op.first_micro_batch_only() && rep != 0);
+        StepConfig when;
+        when.firstMicroBatch = rep == 0;
+        when.lastMicroBatch = rep == repeats - 1;
+        bool skipped = !runsIn(op, when);
         double end = start + (skipped ? 0.0 : opSeconds(p, op, t));
         streamFree[op.stream()] = end;
         for (uint32_t s : op.signals())

@@ -106,15 +106,8 @@ private:
   void *ptr(uint32_t b) const {
     return static_cast<char *>(arenas_[buf(b).arena()].base) + buf(b).offset();
   }
-  int64_t count(uint32_t b) const {
-    int64_t n = 1;
-    for (int64_t d : buf(b).shape())
-      n *= d;
-    return n;
-  }
-  uint64_t bytesOf(uint32_t b) const {
-    return uint64_t(count(b)) * dtypeBytes(buf(b).dtype());
-  }
+  int64_t count(uint32_t b) const { return bufferElements(*plan_, b); }
+  uint64_t bytesOf(uint32_t b) const { return bufferBytes(*plan_, b); }
   k::Dims dims(uint32_t b) const {
     return k::Dims(buf(b).shape().begin(), buf(b).shape().end());
   }
@@ -526,17 +519,11 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
         count(result(0)), threads_);
     return Status::ok();
   }
+  // The host reads and writes of a DISK buffer, as the loader's.
   case Kernel::READ_DISK:
-  case Kernel::WRITE_DISK: {
-    bool reading = op.kernel() == Kernel::READ_DISK;
-    uint32_t disk = reading ? operand(0) : result(0),
-             mem = reading ? result(0) : operand(0);
-    DiskArena &arena = *disks_[buf(disk).arena()];
-    int width = dtypeBytes(buf(disk).dtype());
-    return reading
-               ? arena.read(buf(disk).offset(), ptr(mem), bytesOf(mem), width)
-               : arena.write(buf(disk).offset(), ptr(mem), bytesOf(mem), width);
-  }
+    return read(operand(0), ptr(result(0)), bytesOf(result(0)));
+  case Kernel::WRITE_DISK:
+    return write(result(0), ptr(operand(0)), bytesOf(operand(0)));
   case Kernel::ADAMW: {
     float *grad = hostF32(operand(0)), *master = hostF32(result(0));
     if (!grad || !master)

@@ -418,6 +418,18 @@ int dtypeBytes(plan::DType dtype) {
   }
 }
 
+int64_t bufferElements(const plan::Plan &plan, uint32_t buffer) {
+  int64_t n = 1;
+  for (int64_t d : plan.buffers(int(buffer)).shape())
+    n *= d;
+  return n;
+}
+
+uint64_t bufferBytes(const plan::Plan &plan, uint32_t buffer) {
+  return uint64_t(bufferElements(plan, buffer)) *
+         uint64_t(dtypeBytes(plan.buffers(int(buffer)).dtype()));
+}
+
 std::string lossyMoments(const plan::Plan &plan) {
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
@@ -436,19 +448,13 @@ std::string lossyMoments(const plan::Plan &plan) {
 
 uint64_t momentBytes(const plan::Plan &plan) {
   uint64_t total = 0;
-  auto bytes = [&](uint32_t b) {
-    const auto &buf = plan.buffers(int(b));
-    uint64_t n = uint64_t(dtypeBytes(buf.dtype()));
-    for (int64_t d : buf.shape())
-      n *= uint64_t(d);
-    return n;
-  };
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
-    total += bytes(p.exp_avg()) + bytes(p.exp_avg_sq());
+    total += bufferBytes(plan, p.exp_avg()) + bufferBytes(plan, p.exp_avg_sq());
     if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8)
-      total += bytes(p.exp_avg_scale()) + bytes(p.exp_avg_sq_scale());
+      total += bufferBytes(plan, p.exp_avg_scale()) +
+               bufferBytes(plan, p.exp_avg_sq_scale());
   }
   return total;
 }

@@ -12,6 +12,10 @@ namespace mt::runtime {
 /// Bytes per element of a plan dtype, or 0 when it has none.
 int dtypeBytes(plan::DType dtype);
 
+/// Elements and bytes of a buffer of a validated plan.
+int64_t bufferElements(const plan::Plan &plan, uint32_t buffer);
+uint64_t bufferBytes(const plan::Plan &plan, uint32_t buffer);
+
 /// How a plan stores the AdamW moments when it is lossy ("bf16",
 /// "8-bit blockwise"), or "" when they are fp32 (exact).
 std::string lossyMoments(const plan::Plan &plan);

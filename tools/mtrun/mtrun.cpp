@@ -5,6 +5,7 @@
 //         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
 #include "runtime/init.h"
@@ -89,12 +90,8 @@ std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t h;
     std::memcpy(&h, bytes.data() + 2 * i, 2);
-    if (d == mt::plan::F16) {
-      out[i] = halfToFloat(h);
-    } else {
-      uint32_t bits = uint32_t(h) << 16;
-      std::memcpy(&out[i], &bits, 4);
-    }
+    out[i] =
+        d == mt::plan::F16 ? halfToFloat(h) : mt::kernels::cpu::fromBf16(h);
   }
   return out;
 }
@@ -116,10 +113,7 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
       continue;
     if (o.init == "normal" && p.trainable() && !readable(p.data().file())) {
       // From scratch: the compiler chose the kind from the weight's use.
-      const auto &b = plan.buffers(int(p.master()));
-      int64_t n = 1;
-      for (int64_t d : b.shape())
-        n *= d;
+      int64_t n = bufferElements(plan, p.master());
       std::vector<float> values(size_t(n),
                                 p.init() == mt::plan::INIT_ONES ? 1.0f : 0.0f);
       if (p.init() == mt::plan::INIT_NORMAL)
@@ -154,15 +148,8 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
           !st)
         return Status::error("parameter '" + p.name() + "': " + st.message());
     }
-    if (p.has_compute()) {
-      // The compute copy starts as the master converted, as after an update.
-      mt::plan::Op convert;
-      convert.set_kernel(mt::plan::COPY);
-      convert.add_operands(p.master());
-      convert.add_results(p.compute());
-      if (Status st = backend.run(convert, StepConfig{}); !st)
-        return Status::error("parameter '" + p.name() + "': " + st.message());
-    }
+    if (Status st = refreshComputeCopy(plan, p, backend); !st)
+      return Status::error("parameter '" + p.name() + "': " + st.message());
   }
   if (initialised)
     std::fprintf(stderr,
@@ -174,13 +161,6 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
         !st)
       return st;
   return Status::ok();
-}
-
-int64_t elements(const mt::plan::Plan &plan, uint32_t b) {
-  int64_t n = 1;
-  for (int64_t d : plan.buffers(int(b)).shape())
-    n *= d;
-  return n;
 }
 
 struct StepResult {
@@ -312,7 +292,7 @@ private:
       if (!p.trainable())
         continue;
       const float *g = backend.hostF32(p.grad());
-      int64_t n = elements(plan, p.grad());
+      int64_t n = bufferElements(plan, p.grad());
       if (!std::all_of(g, g + n, [](float x) { return std::isfinite(x); })) {
         where += ", and the gradient of '" + p.name() + "' is not finite";
         break;
@@ -343,7 +323,7 @@ private:
       if (!p.trainable())
         continue;
       const float *g = backend.hostF32(p.grad());
-      for (int64_t i = 0; i < elements(plan, p.grad()); ++i)
+      for (int64_t i = 0; i < bufferElements(plan, p.grad()); ++i)
         sq += double(g[i]) * g[i];
     }
     return std::sqrt(sq);

@@ -110,6 +110,10 @@ bool mt::sched::isGradient(Kernel k) {
   }
 }
 
+unsigned mt::sched::microBatchRuns(ExecOp op) {
+  return op.getFirstMicroBatch() ? 2u : op.getLastMicroBatch() ? 4u : 1u;
+}
+
 int64_t mt::sched::backwardStart(ArrayRef<ExecOp> order) {
   auto it =
       llvm::find_if(order, [](ExecOp e) { return isGradient(e.getKernel()); });

@@ -24,6 +24,10 @@ bool isGradient(Kernel k);
 /// Where a micro-batch's backward begins in its program order: at the first
 /// gradient kernel (a layer's recompute comes after it), or order.size().
 int64_t backwardStart(llvm::ArrayRef<ExecOp> order);
+/// In which micro-batches an op runs, as a bit: 1 every one, 2 only the
+/// first, 4 only the last. A buffer whose ops' bits differ is used across
+/// micro-batches and needs bytes of its own.
+unsigned microBatchRuns(ExecOp op);
 } // namespace mt::sched
 
 #endif // MT_DIALECTS_SCHED_IR_SCHEDOPS_H

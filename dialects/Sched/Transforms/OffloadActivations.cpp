@@ -92,8 +92,8 @@ struct OffloadActivations
       llvm::stable_sort(chosen, [&](const Checkpoint &a, const Checkpoint &b) {
         return gap(a) > gap(b);
       });
-      chosen.resize(
-          size_t(std::ceil(std::max(0.0, double(fraction)) * double(chosen.size()))));
+      chosen.resize(size_t(
+          std::ceil(std::max(0.0, double(fraction)) * double(chosen.size()))));
     }
     // Bring them back in the order the backward needs them.
     llvm::stable_sort(chosen, [&](const Checkpoint &a, const Checkpoint &b) {

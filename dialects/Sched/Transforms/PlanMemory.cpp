@@ -130,9 +130,7 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       for (auto exec : phase.getOps<ExecOp>()) {
         SmallVector<Value> used(exec.getIns());
         llvm::append_range(used, exec.getOuts());
-        unsigned runs = exec.getFirstMicroBatch()  ? 2u
-                        : exec.getLastMicroBatch() ? 4u
-                                                   : 1u;
+        unsigned runs = microBatchRuns(exec);
         for (Value v : used) {
           auto [at, fresh] = phaseOf.try_emplace(v, phaseIndex);
           if (at->second != phaseIndex)

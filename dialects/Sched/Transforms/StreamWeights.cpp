@@ -72,10 +72,13 @@ struct StreamWeights
       for (ExecOp e : order)
         if (llvm::is_contained(e.getIns(), device))
           (index[e] < backward ? fwd : bwd).users.push_back(e);
+      // A resident weight's one copy goes where its first region's would.
       for (Region *r : {&fwd, &bwd})
-        if (!r->users.empty() &&
-            !(resident && !regions.empty() && regions.back().source == copy))
+        if (!r->users.empty()) {
           regions.push_back(*r);
+          if (resident)
+            break;
+        }
     }
     // Prefetch: a region's copy goes where the region `lookahead` places
     // earlier in first-use order is first used.

@@ -69,13 +69,10 @@ struct VerifySchedule
     DenseMap<Value, SmallVector<std::pair<int64_t, bool>>> accesses;
     DenseMap<Value, unsigned> repeats;
     for (auto [i, op] : llvm::enumerate(ops)) {
-      unsigned runs = op.getFirstMicroBatch()  ? 2u
-                      : op.getLastMicroBatch() ? 4u
-                                               : 1u;
       for (Value v : op.getIns())
-        repeats[v] |= runs;
+        repeats[v] |= microBatchRuns(op);
       for (Value v : op.getOuts())
-        repeats[v] |= runs;
+        repeats[v] |= microBatchRuns(op);
       for (Value v : op.getIns())
         accesses[v].push_back({int64_t(i), false});
       for (Value v : op.getOuts())

@@ -469,6 +469,11 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
     if (length != n * width)
       return bad("external data holds " + std::to_string(length) +
                  " bytes, expected " + std::to_string(n * width));
+    // The file's size is checked before the bytes are allocated: the dims
+    // are the model's word, not the file's.
+    f.seekg(0, std::ios::end);
+    if (offset + length > int64_t(f.tellg()))
+      return bad("external data file '" + path + "' is too short");
     bytes.resize(length);
     f.seekg(offset);
     if (!f.read(bytes.data(), length))
@@ -478,6 +483,10 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
   } else {
     // Typed fields: int64_data, float_data, double_data, or int32_data that
     // also carries bool, int8/16 and the 16-bit floats (as bit patterns).
+    // One of them must hold the n values before n are allocated.
+    if (t.int64_data_size() != n && t.float_data_size() != n &&
+        t.double_data_size() != n && t.int32_data_size() != n)
+      return bad("holds no data for its " + std::to_string(n) + " elements");
     bytes.resize(n * width);
     auto put = [&](int64_t i, uint64_t bits) {
       std::memcpy(bytes.data() + i * width, &bits, width);
@@ -502,11 +511,9 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
         std::memcpy(&bits, &v, 8);
         put(i, bits);
       }
-    else if (t.int32_data_size() == n)
+    else
       for (int64_t i = 0; i < n; ++i)
         put(i, uint64_t(int64_t(t.int32_data(i))));
-    else
-      return bad("holds no data for its " + std::to_string(n) + " elements");
   }
   if (int64_t(bytes.size()) != n * width)
     return bad("holds " + std::to_string(bytes.size()) + " bytes, expected " +

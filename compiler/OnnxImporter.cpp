@@ -675,6 +675,11 @@ LogicalResult Importer::needInputs(int min, int max) {
     return failure();
   }
   for (int i = 0; i < n; ++i) {
+    // Only optional inputs (past the first `min`) may be left out by name.
+    if (i < min && node->input(i).empty()) {
+      nodeError() << "input " << i << " is required but has no name";
+      return failure();
+    }
     if (auto it = unsupported.find(node->input(i)); it != unsupported.end()) {
       nodeError() << "input '" << node->input(i) << "' is " << it->second
                   << ", which is not supported";

@@ -5,6 +5,7 @@
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/disk_arena.h"
 #include "runtime/executor.h"
+#include "runtime/host_ops.h"
 #include "runtime/plan_io.h"
 
 #include <algorithm>
@@ -503,53 +504,13 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
-  case Kernel::ACCUMULATE: {
-    float *dst = hostF32(result(0));
-    plan::DType from = buf(operand(0)).dtype();
-    if (!dst || count(operand(0)) != count(result(0)) ||
-        (from != plan::F32 && from != plan::BF16))
-      return Status::error("accumulates an F32 or BF16 buffer into an F32 "
-                           "buffer of the same size");
-    accumulateParallel(
-        dst,
-        from == plan::F32 ? static_cast<const float *>(ptr(operand(0)))
-                          : nullptr,
-        from == plan::BF16 ? static_cast<const uint16_t *>(ptr(operand(0)))
-                           : nullptr,
-        count(result(0)), threads_);
-    return Status::ok();
-  }
-  // The host reads and writes of a DISK buffer, as the loader's.
+  case Kernel::ACCUMULATE:
   case Kernel::READ_DISK:
-    return read(operand(0), ptr(result(0)), bytesOf(result(0)));
   case Kernel::WRITE_DISK:
-    return write(result(0), ptr(operand(0)), bytesOf(operand(0)));
-  case Kernel::ADAMW: {
-    float *grad = hostF32(operand(0)), *master = hostF32(result(0));
-    if (!grad || !master)
-      return Status::error("AdamW runs on F32 masters and gradients");
-    Moments moments;
-    switch (buf(result(1)).dtype()) {
-    case plan::F32:
-      moments.m = hostF32(result(1));
-      moments.v = hostF32(result(2));
-      break;
-    case plan::BF16:
-      moments.m16 = static_cast<uint16_t *>(ptr(result(1)));
-      moments.v16 = static_cast<uint16_t *>(ptr(result(2)));
-      break;
-    default: // 8-bit, with their scales (the loader checked the shapes)
-      if (op.results_size() != 5)
-        return Status::error("8-bit moments need their two scale buffers");
-      moments.m8 = static_cast<int8_t *>(ptr(result(1)));
-      moments.v8 = static_cast<uint8_t *>(ptr(result(2)));
-      moments.mScale = hostF32(result(3));
-      moments.vScale = hostF32(result(4));
-    }
-    adamwStepParallel(master, grad, moments, count(result(0)), step.step,
-                      step.adamw, step.gradScale, threads_);
-    return Status::ok();
-  }
+  case Kernel::ADAMW:
+    return runHostOp(
+        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
+        threads_);
   default:
     return Status::error("the CPU backend has no kernel " +
                          plan::Kernel_Name(op.kernel()));

@@ -7,6 +7,9 @@
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/checkpoint.h"
+#ifdef MT_HAVE_CUDA
+#include "runtime/cuda_backend.h"
+#endif
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/plan_io.h"
@@ -466,12 +469,12 @@ void onSignal(int sig) {
   gStop = sig;
 }
 
-/// Before allocating: the plan's host memory (the CPU backend's device
-/// arena is host memory too) against what the machine has available.
-Status checkHostMemory(const mt::plan::Plan &plan) {
+/// Before allocating: the plan's host memory (with the CPU backend, device
+/// arenas are host memory too) against what the machine has available.
+Status checkHostMemory(const mt::plan::Plan &plan, bool cuda) {
   uint64_t need = 0;
   for (const auto &a : plan.arenas())
-    if (a.tier() != mt::plan::DISK)
+    if (a.tier() != mt::plan::DISK && !(cuda && a.tier() == mt::plan::DEVICE))
       need += a.size_bytes();
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -530,7 +533,10 @@ int main(int argc, char **argv) {
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--steps", o.steps, "Optimizer steps")
       ->check(CLI::PositiveNumber);
-  app.add_option("--device", o.device, "Backend")
+  app.add_option("--device", o.device,
+                 "Backend: cuda (the GPU; needs a build with CUDA and a "
+                 "device), cpu (the reference kernels, host memory only), or "
+                 "auto (cuda when there is a usable device, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_option("--lr", o.lr, "Peak learning rate");
   app.add_option("--beta1", o.beta1, "AdamW beta1");
@@ -608,8 +614,18 @@ int main(int argc, char **argv) {
                 " updates each weight during the backward, before "
                 "the global gradient norm is known; clipping needs a "
                 "plan compiled with --optimizer-overlap after or next-forward");
+  bool cuda = false;
+#ifdef MT_HAVE_CUDA
+  std::string why;
+  bool usable = o.device != "cpu" && cudaDeviceUsable(&why);
+  if (o.device == "cuda" && !usable)
+    return fail("--device cuda: " + why + "; use --device cpu");
+  cuda = usable;
+#else
   if (o.device == "cuda")
-    return fail("this build has no CUDA backend; use --device cpu");
+    return fail("this build has no CUDA backend (build with "
+                "-DMT_ENABLE_CUDA=ON); use --device cpu");
+#endif
   const auto &shapes = plan.shapes();
   TargetKind kind = TargetKind::Targets;
   for (const auto &in : plan.inputs())
@@ -622,7 +638,7 @@ int main(int argc, char **argv) {
       !st)
     return fail(st.message());
 
-  if (Status st = checkHostMemory(plan); !st)
+  if (Status st = checkHostMemory(plan, cuda); !st)
     return fail(st.message());
   if (!o.save.empty()) {
     // Found out now, not after the training it would have kept.
@@ -636,7 +652,13 @@ int main(int argc, char **argv) {
     std::remove(probe.c_str());
   }
   std::string diskDir = o.disk.empty() ? plan.disk_dir() : o.disk;
-  std::unique_ptr<Backend> backend = makeCpuBackend(o.threads, diskDir);
+  std::unique_ptr<Backend> backend;
+#ifdef MT_HAVE_CUDA
+  if (cuda)
+    backend = makeCudaBackend(o.threads, diskDir);
+#endif
+  if (!backend)
+    backend = makeCpuBackend(o.threads, diskDir);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
   RunState state;

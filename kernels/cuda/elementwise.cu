@@ -1,0 +1,463 @@
+// Elementwise, layout and embedding kernels (see kernels.h).
+#include "kernels/cuda/common.cuh"
+
+#include <cub/block/block_scan.cuh>
+
+namespace mt::kernels::cuda {
+namespace {
+
+constexpr int kMaxRank = 8;
+
+/// Up to 8 dims and, per operand, the stride of each output dim (0 where
+/// the operand broadcasts), by value into the kernel.
+struct Index {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t stride[2][kMaxRank] = {};
+};
+
+int64_t product(const Dims &d) {
+  int64_t n = 1;
+  for (int64_t x : d)
+    n *= x;
+  return n;
+}
+
+/// Strides of a tensor of `dims` broadcast (numpy rules) to outDims.
+void broadcastStrides(const Dims &dims, const Dims &outDims, int64_t *stride) {
+  int64_t off = int64_t(outDims.size()) - int64_t(dims.size()), s = 1;
+  for (int64_t d = 0; d < int64_t(outDims.size()); ++d)
+    stride[d] = 0;
+  for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
+    stride[d + off] = dims[d] == 1 ? 0 : s;
+    s *= dims[d];
+  }
+}
+
+__device__ __forceinline__ void offsets(const Index &ix, int64_t flat,
+                                        int64_t &a, int64_t &b) {
+  a = b = 0;
+  for (int d = ix.rank - 1; d >= 0; --d) {
+    int64_t i = flat % ix.dims[d];
+    flat /= ix.dims[d];
+    a += i * ix.stride[0][d];
+    b += i * ix.stride[1][d];
+  }
+}
+
+__global__ void fillKernel(Store y, int64_t n, float value) {
+  MT_GRID_STRIDE(i, n) y.set(i, value);
+}
+
+__global__ void castKernel(Load x, Store y, int64_t n) {
+  MT_GRID_STRIDE(i, n) y.set(i, x[i]);
+}
+
+__global__ void binaryKernel(Binary op, Load a, Load b, Store y, Index ix,
+                             int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t ia, ib;
+    offsets(ix, i, ia, ib);
+    float x = a[ia], z = b[ib];
+    y.set(i, op == Binary::Add ? x + z : op == Binary::Sub ? x - z : x * z);
+  }
+}
+
+__global__ void negKernel(Load x, Store y, int64_t n) {
+  MT_GRID_STRIDE(i, n) y.set(i, -x[i]);
+}
+
+/// One thread per output element; it walks the reduced sub-space
+/// (ix.dims over the reduced dims, stride[0] their strides in x).
+__global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
+                                int64_t outN, int64_t inner) {
+  MT_GRID_STRIDE(o, outN) {
+    int64_t base, unused;
+    offsets(kept, o, base, unused);
+    float acc = 0.0f;
+    for (int64_t r = 0; r < inner; ++r) {
+      int64_t off;
+      offsets(reduced, r, off, unused);
+      acc += x[base + off];
+    }
+    y.set(o, acc);
+  }
+}
+
+/// y[flat] = x[gather offset]: transposes (stride[0] permuted strides).
+__global__ void gatherKernel(Load x, Store y, Index ix, int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t src, unused;
+    offsets(ix, i, src, unused);
+    y.set(i, x[src]);
+  }
+}
+
+/// Concat/split of one part: [outer, partAxis * inner] of the part against
+/// [outer, wholeAxis * inner] of the whole, at `offset * inner`.
+__global__ void slabKernel(Load from, Store to, int64_t outer, int64_t chunk,
+                           int64_t wholeChunk, int64_t offset, bool toWhole) {
+  MT_GRID_STRIDE(i, outer * chunk) {
+    int64_t o = i / chunk, c = i % chunk;
+    int64_t w = o * wholeChunk + offset + c;
+    if (toWhole)
+      to.set(w, from[i]);
+    else
+      to.set(i, from[w]);
+  }
+}
+
+constexpr float kGeluTanhScale = 0.7978845608028654f; // sqrt(2 / pi)
+constexpr float kGeluTanhCubic = 0.044715f;
+constexpr float kInvSqrt2 = 0.7071067811865476f;
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;
+
+__device__ __forceinline__ float act(float x, Activation a) {
+  switch (a) {
+  case Activation::Gelu:
+    return 0.5f * x * (1.0f + erff(x * kInvSqrt2));
+  case Activation::GeluTanh:
+    return 0.5f * x *
+           (1.0f + tanhf(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x)));
+  case Activation::Silu:
+    return x / (1.0f + expf(-x));
+  default:
+    return x > 0.0f ? x : 0.0f;
+  }
+}
+
+__device__ __forceinline__ float actDerivative(float x, Activation a) {
+  switch (a) {
+  case Activation::Gelu:
+    return 0.5f * (1.0f + erff(x * kInvSqrt2)) +
+           x * expf(-0.5f * x * x) * kInvSqrt2Pi;
+  case Activation::GeluTanh: {
+    float t = tanhf(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluTanhScale *
+                                   (1.0f + 3.0f * kGeluTanhCubic * x * x);
+  }
+  case Activation::Silu: {
+    float sg = 1.0f / (1.0f + expf(-x));
+    return sg * (1.0f + x * (1.0f - sg));
+  }
+  default:
+    return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+
+__global__ void activationKernel(Load x, Store y, int64_t n, Activation a) {
+  MT_GRID_STRIDE(i, n) y.set(i, act(x[i], a));
+}
+__global__ void activationGradKernel(Load x, Load dy, Store dx, int64_t n,
+                                     Activation a) {
+  MT_GRID_STRIDE(i, n) dx.set(i, dy[i] * actDerivative(x[i], a));
+}
+__global__ void gatedKernel(Load g, Load u, Store y, int64_t n, Activation a) {
+  MT_GRID_STRIDE(i, n) y.set(i, act(g[i], a) * u[i]);
+}
+__global__ void gatedGradKernel(Load g, Load u, Load dy, Store dg, Store du,
+                                int64_t n, Activation a) {
+  MT_GRID_STRIDE(i, n) {
+    float gi = g[i], d = dy[i];
+    dg.set(i, d * u[i] * actDerivative(gi, a));
+    du.set(i, d * act(gi, a));
+  }
+}
+
+__global__ void embeddingKernel(Load table, const int64_t *ids, int64_t count,
+                                int64_t vocab, int64_t dim, Store out,
+                                int *badId) {
+  MT_GRID_STRIDE(i, count * dim) {
+    int64_t n = i / dim, id = ids[n];
+    if (id < 0 || id >= vocab) {
+      *badId = 1;
+      out.set(i, 0.0f);
+    } else {
+      out.set(i, table[id * dim + i % dim]);
+    }
+  }
+}
+
+// The embedding backward groups tokens by id (a counting sort) and then sums
+// each vocabulary row's tokens in one place: no atomics on the table, and
+// rows no token names are written as zeros.
+__global__ void countIdsKernel(const int64_t *ids, int64_t count, int64_t vocab,
+                               int *counts) {
+  MT_GRID_STRIDE(n, count) {
+    int64_t id = ids[n];
+    if (id >= 0 && id < vocab)
+      atomicAdd(&counts[id], 1);
+  }
+}
+
+/// Exclusive prefix sum of counts[0, vocab) into starts[0, vocab], one block.
+constexpr int kScanThreads = 1024;
+__global__ void scanKernel(const int *counts, int64_t vocab, int *starts) {
+  using Scan = cub::BlockScan<int, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ int carry;
+  if (threadIdx.x == 0)
+    carry = 0;
+  __syncthreads();
+  for (int64_t base = 0; base < vocab; base += kScanThreads) {
+    int64_t i = base + threadIdx.x;
+    int v = i < vocab ? counts[i] : 0, prefix, total;
+    Scan(temp).ExclusiveSum(v, prefix, total);
+    if (i < vocab)
+      starts[i] = carry + prefix;
+    __syncthreads();
+    if (threadIdx.x == 0)
+      carry += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    starts[vocab] = carry;
+}
+
+__global__ void scatterIdsKernel(const int64_t *ids, int64_t count,
+                                 int64_t vocab, const int *starts, int *fill,
+                                 int *order) {
+  MT_GRID_STRIDE(n, count) {
+    int64_t id = ids[n];
+    if (id >= 0 && id < vocab)
+      order[starts[id] + atomicAdd(&fill[id], 1)] = int(n);
+  }
+}
+
+/// Block per vocabulary row (grid-stride), threads across the row.
+__global__ void embeddingGradKernel(Load dOut, int64_t vocab, int64_t dim,
+                                    const int *starts, const int *order,
+                                    Store dTable) {
+  for (int64_t row = blockIdx.x; row < vocab; row += gridDim.x) {
+    int begin = starts[row], end = starts[row + 1];
+    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int t = begin; t < end; ++t)
+        acc += dOut[int64_t(order[t]) * dim + c];
+      dTable.set(row * dim + c, acc);
+    }
+  }
+}
+
+__global__ void rotaryKernel(Load x, Load cosT, Load sinT, RotaryShape s,
+                             bool transpose, Store y) {
+  int64_t half = s.headDim / 2, pairs = s.batch * s.seq * s.heads * half;
+  MT_GRID_STRIDE(i, pairs) {
+    int64_t p = i % half, h = (i / half) % s.heads, token = i / half / s.heads;
+    int64_t t = token % s.seq, b = token / s.seq;
+    int64_t row = (s.tablesPerBatch ? b * s.seq + t : t) * s.headDim;
+    int64_t a = s.interleaved ? 2 * p : p;
+    int64_t q = s.interleaved ? 2 * p + 1 : p + half;
+    int64_t base = token * s.heads * s.headDim + h * s.headDim;
+    float xa = x[base + a], xq = x[base + q];
+    float ca = cosT[row + a], cq = cosT[row + q];
+    float sa = sinT[row + a], sq = sinT[row + q];
+    if (!transpose) {
+      y.set(base + a, xa * ca - xq * sa);
+      y.set(base + q, xq * cq + xa * sq);
+    } else {
+      y.set(base + a, xa * ca + xq * sq);
+      y.set(base + q, xq * cq - xa * sa);
+    }
+  }
+}
+
+} // namespace
+
+cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream) {
+  fillKernel<<<blocksFor(n), kThreads, 0, stream>>>(store(y), n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
+  castKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), n);
+  return cudaGetLastError();
+}
+
+cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
+                   const Dims &bDims, MutRef y, const Dims &yDims,
+                   cudaStream_t stream) {
+  if (yDims.size() > size_t(kMaxRank))
+    return cudaErrorInvalidValue;
+  Index ix;
+  ix.rank = int(yDims.size());
+  for (int d = 0; d < ix.rank; ++d)
+    ix.dims[d] = yDims[d];
+  broadcastStrides(aDims, yDims, ix.stride[0]);
+  broadcastStrides(bDims, yDims, ix.stride[1]);
+  int64_t n = product(yDims);
+  binaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, load(a), load(b),
+                                                      store(y), ix, n);
+  return cudaGetLastError();
+}
+
+cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
+  negKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), n);
+  return cudaGetLastError();
+}
+
+cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                      MutRef y, cudaStream_t stream) {
+  int rank = int(dims.size());
+  if (rank > kMaxRank)
+    return cudaErrorInvalidValue;
+  bool isReduced[kMaxRank] = {};
+  for (int d = 0; d < rank; ++d)
+    isReduced[d] = axes.empty();
+  for (int64_t a : axes)
+    isReduced[a < 0 ? a + rank : a] = true;
+  int64_t stride[kMaxRank], s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= dims[d];
+  }
+  Index kept, reduced;
+  int64_t outN = 1, inner = 1;
+  for (int d = 0; d < rank; ++d) {
+    Index &ix = isReduced[d] ? reduced : kept;
+    ix.dims[ix.rank] = dims[d];
+    ix.stride[0][ix.rank++] = stride[d];
+    (isReduced[d] ? inner : outN) *= dims[d];
+  }
+  if (kept.rank == 0)
+    kept = Index{1, {1}, {{0}}};
+  if (reduced.rank == 0)
+    reduced = Index{1, {1}, {{0}}};
+  reduceSumKernel<<<blocksFor(outN), kThreads, 0, stream>>>(
+      load(x), store(y), kept, reduced, outN, inner);
+  return cudaGetLastError();
+}
+
+cudaError_t transpose(Ref x, const Dims &dims, const std::vector<int64_t> &perm,
+                      MutRef y, cudaStream_t stream) {
+  int rank = int(dims.size());
+  if (rank > kMaxRank || perm.size() != dims.size())
+    return cudaErrorInvalidValue;
+  int64_t stride[kMaxRank], s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= dims[d];
+  }
+  Index ix;
+  ix.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    ix.dims[d] = dims[perm[d]];
+    ix.stride[0][d] = stride[perm[d]];
+  }
+  int64_t n = product(dims);
+  gatherKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), ix, n);
+  return cudaGetLastError();
+}
+
+namespace {
+/// outer (the dims before axis) and inner (after it) of `dims`.
+void around(const Dims &dims, int64_t axis, int64_t &outer, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < int64_t(dims.size()); ++d)
+    (d < axis ? outer : inner) *= d == axis ? 1 : dims[d];
+}
+} // namespace
+
+cudaError_t concatPart(Ref part, const Dims &partDims, int64_t axis,
+                       int64_t offset, int64_t yAxisSize, MutRef y,
+                       cudaStream_t stream) {
+  int64_t outer, inner;
+  around(partDims, axis, outer, inner);
+  int64_t chunk = partDims[axis] * inner;
+  slabKernel<<<blocksFor(outer * chunk), kThreads, 0, stream>>>(
+      load(part), store(y), outer, chunk, yAxisSize * inner, offset * inner,
+      true);
+  return cudaGetLastError();
+}
+
+cudaError_t splitPart(Ref x, const Dims &xDims, int64_t axis, int64_t offset,
+                      MutRef part, const Dims &partDims, cudaStream_t stream) {
+  int64_t outer, inner;
+  around(partDims, axis, outer, inner);
+  int64_t chunk = partDims[axis] * inner;
+  slabKernel<<<blocksFor(outer * chunk), kThreads, 0, stream>>>(
+      load(x), store(part), outer, chunk, xDims[axis] * inner, offset * inner,
+      false);
+  return cudaGetLastError();
+}
+
+cudaError_t activation(Ref x, MutRef y, int64_t n, Activation a,
+                       cudaStream_t stream) {
+  activationKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), n,
+                                                          a);
+  return cudaGetLastError();
+}
+
+cudaError_t activationGrad(Ref x, Ref dy, MutRef dx, int64_t n, Activation a,
+                           cudaStream_t stream) {
+  activationGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), load(dy),
+                                                              store(dx), n, a);
+  return cudaGetLastError();
+}
+
+cudaError_t gated(Ref gate, Ref up, MutRef y, int64_t n, Activation a,
+                  cudaStream_t stream) {
+  gatedKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(gate), load(up),
+                                                     store(y), n, a);
+  return cudaGetLastError();
+}
+
+cudaError_t gatedGrad(Ref gate, Ref up, Ref dy, MutRef dGate, MutRef dUp,
+                      int64_t n, Activation a, cudaStream_t stream) {
+  gatedGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+      load(gate), load(up), load(dy), store(dGate), store(dUp), n, a);
+  return cudaGetLastError();
+}
+
+cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
+                      int64_t vocab, int64_t dim, MutRef out, int *badId,
+                      cudaStream_t stream) {
+  embeddingKernel<<<blocksFor(count * dim), kThreads, 0, stream>>>(
+      load(table), ids, count, vocab, dim, store(out), badId);
+  return cudaGetLastError();
+}
+
+namespace {
+/// The embedding backward's workspace: counts [vocab], starts [vocab + 1],
+/// fill [vocab], order [count] ints.
+size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
+} // namespace
+
+size_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count) {
+  return 3 * alignUp(size_t(vocab + 1) * sizeof(int)) +
+         alignUp(size_t(count) * sizeof(int));
+}
+
+cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
+                          int64_t vocab, int64_t dim, MutRef dTable,
+                          void *workspace, cudaStream_t stream) {
+  char *w = static_cast<char *>(workspace);
+  size_t vocabInts = alignUp(size_t(vocab + 1) * sizeof(int));
+  int *counts = reinterpret_cast<int *>(w);
+  int *starts = reinterpret_cast<int *>(w + vocabInts);
+  int *fillAt = reinterpret_cast<int *>(w + 2 * vocabInts);
+  int *order = reinterpret_cast<int *>(w + 3 * vocabInts);
+  if (cudaError_t e = cudaMemsetAsync(counts, 0, vocabInts, stream))
+    return e;
+  if (cudaError_t e = cudaMemsetAsync(fillAt, 0, vocabInts, stream))
+    return e;
+  countIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, vocab,
+                                                            counts);
+  scanKernel<<<1, kScanThreads, 0, stream>>>(counts, vocab, starts);
+  scatterIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(
+      ids, count, vocab, starts, fillAt, order);
+  unsigned blocks = unsigned(vocab < 65535 * 4 ? vocab : 65535 * 4);
+  embeddingGradKernel<<<blocks, kThreads, 0, stream>>>(
+      load(dOut), vocab, dim, starts, order, store(dTable));
+  return cudaGetLastError();
+}
+
+cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,
+                   bool transpose, MutRef y, cudaStream_t stream) {
+  int64_t pairs = s.batch * s.seq * s.heads * (s.headDim / 2);
+  rotaryKernel<<<blocksFor(pairs), kThreads, 0, stream>>>(
+      load(x), load(cos), load(sin), s, transpose, store(y));
+  return cudaGetLastError();
+}
+
+} // namespace mt::kernels::cuda

@@ -1,0 +1,156 @@
+// CUDA kernels of the fused and primitive ops, forward and backward, with
+// the semantics of the CPU reference (kernels/cpu): same shapes, same
+// layouts, backward kernels overwrite every result. Storage is fp32 or
+// bf16, chosen per tensor at run time; the math is fp32 (attention, norms
+// and cross-entropy reduce in fp32, the CPU reference in double).
+//
+// Every launcher enqueues on `stream` and returns the launch status; the
+// workspaces they take are device memory the caller sized with the
+// matching *WorkspaceBytes function.
+#ifndef MT_KERNELS_CUDA_KERNELS_H
+#define MT_KERNELS_CUDA_KERNELS_H
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mt::kernels::cuda {
+
+enum class DType : uint8_t { F32, BF16 };
+
+/// A device tensor: its memory and its storage type.
+struct Ref {
+  const void *data = nullptr;
+  DType type = DType::F32;
+};
+struct MutRef {
+  void *data = nullptr;
+  DType type = DType::F32;
+};
+
+using Dims = std::vector<int64_t>;
+
+cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream);
+/// y = x converted to y's type.
+cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream);
+
+enum class Binary : uint8_t { Add, Sub, Mul };
+/// y[yDims] = a op b, both broadcast (numpy rules) to yDims (rank <= 8).
+cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
+                   const Dims &bDims, MutRef y, const Dims &yDims,
+                   cudaStream_t stream);
+cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream);
+/// Sums x over `axes` (all when empty) into y (x's element order, the
+/// reduced dims of size 1).
+cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                      MutRef y, cudaStream_t stream);
+/// y = x with dims permuted: y dim d is x dim perm[d].
+cudaError_t transpose(Ref x, const Dims &dims, const std::vector<int64_t> &perm,
+                      MutRef y, cudaStream_t stream);
+/// One part of a concat along `axis`: y's slice [offset, offset + part's
+/// size along axis) = part (or, with toPart, part = that slice of y: split).
+cudaError_t concatPart(Ref part, const Dims &partDims, int64_t axis,
+                       int64_t offset, int64_t yAxisSize, MutRef y,
+                       cudaStream_t stream);
+cudaError_t splitPart(Ref x, const Dims &xDims, int64_t axis, int64_t offset,
+                      MutRef part, const Dims &partDims, cudaStream_t stream);
+
+enum class Activation : uint8_t { Gelu, GeluTanh, Silu, Relu };
+cudaError_t activation(Ref x, MutRef y, int64_t n, Activation act,
+                       cudaStream_t stream);
+cudaError_t activationGrad(Ref x, Ref dy, MutRef dx, int64_t n, Activation act,
+                           cudaStream_t stream);
+/// y = act(gate) * up, and its gradients.
+cudaError_t gated(Ref gate, Ref up, MutRef y, int64_t n, Activation act,
+                  cudaStream_t stream);
+cudaError_t gatedGrad(Ref gate, Ref up, Ref dy, MutRef dGate, MutRef dUp,
+                      int64_t n, Activation act, cudaStream_t stream);
+
+/// out[n, :] = table[ids[n], :]. An id outside [0, vocab) writes zeros and
+/// sets *badId (device memory) to 1.
+cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
+                      int64_t vocab, int64_t dim, MutRef out, int *badId,
+                      cudaStream_t stream);
+/// dTable = the sum of dOut's rows into the rows their ids name (every row
+/// written). Workspace: embeddingGradWorkspaceBytes(vocab, count).
+size_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count);
+cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
+                          int64_t vocab, int64_t dim, MutRef dTable,
+                          void *workspace, cudaStream_t stream);
+
+/// Norms over the last dim of x [rows, dim]; the backward's dw (and db) are
+/// overwritten with their sums over rows. Workspace:
+/// normGradWorkspaceBytes(rows, dim).
+cudaError_t rmsNorm(Ref x, Ref w, int64_t rows, int64_t dim, float eps,
+                    bool plusOne, MutRef y, cudaStream_t stream);
+cudaError_t layerNorm(Ref x, Ref w, Ref b, int64_t rows, int64_t dim, float eps,
+                      MutRef y, cudaStream_t stream);
+size_t normGradWorkspaceBytes(int64_t rows, int64_t dim);
+cudaError_t rmsNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
+                        float eps, bool plusOne, MutRef dx, MutRef dw,
+                        void *workspace, cudaStream_t stream);
+cudaError_t layerNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
+                          float eps, MutRef dx, MutRef dw, void *workspace,
+                          cudaStream_t stream);
+
+/// As kernels::cpu::RotaryShape.
+struct RotaryShape {
+  int64_t batch, seq, heads, headDim;
+  bool tablesPerBatch = false, interleaved = false;
+};
+/// y = R x, or with transpose R^T x (the backward).
+cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,
+                   bool transpose, MutRef y, cudaStream_t stream);
+
+/// As kernels::cpu::AttentionShape; headDim <= kMaxHeadDim.
+struct AttentionShape {
+  int64_t batch, seq, heads, kvHeads, headDim;
+  float scale;
+  bool causal = false;
+  int64_t window = 0;
+  int64_t maskBatch = 1, maskHeads = 1;
+};
+constexpr int64_t kMaxHeadDim = 256;
+/// Flash-style: the scores of one tile of keys at a time with an online
+/// softmax; nothing of size seq x seq is stored. mask.data may be null.
+cudaError_t attention(Ref q, Ref k, Ref v, Ref mask, const AttentionShape &s,
+                      MutRef out, cudaStream_t stream);
+/// The backward recomputes each row's log-sum-exp and dO . O first (the
+/// forward keeps nothing), then dQ by query rows and dK, dV by key rows
+/// (no atomics). Workspace: attentionGradWorkspaceBytes(s).
+size_t attentionGradWorkspaceBytes(const AttentionShape &s);
+cudaError_t attentionGrad(Ref q, Ref k, Ref v, Ref mask, Ref dOut,
+                          const AttentionShape &s, MutRef dq, MutRef dk,
+                          MutRef dv, void *workspace, cudaStream_t stream);
+
+/// As kernels::cpu::CrossEntropyShape.
+struct CrossEntropyShape {
+  int64_t batch, seq, vocab;
+  int64_t ignoreIndex = -100;
+  bool shift = false;
+};
+/// Per-row losses of logits rows [row0, row0 + rows) of the whole batch
+/// (labels are the whole batch's) into rowLoss[row0 ...] (0 for ignored
+/// rows). crossEntropyLoss then writes the mean over counted rows (NaN when
+/// none) into loss[0].
+cudaError_t crossEntropyRows(Ref logits, const int64_t *labels,
+                             const CrossEntropyShape &s, int64_t row0,
+                             int64_t rows, float *rowLoss, cudaStream_t stream);
+cudaError_t crossEntropyLoss(const float *rowLoss, const int64_t *labels,
+                             const CrossEntropyShape &s, MutRef loss,
+                             cudaStream_t stream);
+/// Counts the rows whose target counts into *count (device int64).
+cudaError_t crossEntropyCount(const int64_t *labels, const CrossEntropyShape &s,
+                              int64_t *count, cudaStream_t stream);
+/// dLogits rows [row0, row0 + rows) = dLoss[0] * (softmax - onehot) /
+/// *count; dLogits may alias logits when both are F32.
+cudaError_t crossEntropyGradRows(Ref logits, const int64_t *labels,
+                                 const CrossEntropyShape &s, int64_t row0,
+                                 int64_t rows, Ref dLoss, const int64_t *count,
+                                 MutRef dLogits, cudaStream_t stream);
+
+} // namespace mt::kernels::cuda
+
+#endif // MT_KERNELS_CUDA_KERNELS_H

@@ -1,0 +1,852 @@
+// The CUDA backend (see cuda_backend.h).
+//
+// Each op is enqueued on its stream's CUDA stream, and the stream's host
+// thread (the executor's) waits for it before signalling the op's tokens,
+// so that the plan's tokens keep their meaning for the host ops and for
+// other streams. The copy and compute streams still overlap: each has its
+// own thread and CUDA stream.
+#include "runtime/cuda_backend.h"
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/primitive_ops.h"
+#include "kernels/cuda/kernels.h"
+#include "runtime/cuda_gemm.h"
+#include "runtime/disk_arena.h"
+#include "runtime/host_ops.h"
+#include "runtime/plan_io.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace mt::runtime {
+
+bool cudaDeviceUsable(std::string *why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why)
+      *why = std::string("no usable CUDA driver or device (") +
+             cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (count == 0) {
+    if (why)
+      *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+namespace kc = mt::kernels::cuda;
+using plan::Kernel;
+
+constexpr size_t kAlign = 256; // bytes: cudaMalloc's, and 16-byte vectors'
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
+
+/// Whether an op runs on the GPU (else on the host): by kernel, and for
+/// COPY and FILL by where the result is.
+bool onDevice(const plan::Plan &plan, const plan::Op &op) {
+  if (isHostOp(op.kernel()))
+    return false;
+  if (op.kernel() == Kernel::COPY || op.kernel() == Kernel::FILL)
+    return plan.arenas(int(plan.buffers(int(op.results(0))).arena())).tier() ==
+           plan::DEVICE;
+  return op.kernel() != Kernel::COPY_TO_DEVICE &&
+         op.kernel() != Kernel::COPY_TO_HOST;
+}
+
+class CudaBackend : public Backend {
+public:
+  CudaBackend(int threads, std::string diskDir)
+      : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {}
+
+  ~CudaBackend() override {
+    for (cudaStream_t s : streams_)
+      if (s)
+        cudaStreamDestroy(s);
+    if (device_)
+      cudaFree(device_);
+    for (void *p : pinned_)
+      cudaFreeHost(p);
+    for (void *p : host_)
+      std::free(p);
+  }
+
+  Status allocate(const plan::Plan &plan) override;
+  Status run(const plan::Op &op, const StepConfig &step) override;
+
+  Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (Status st = checkBytes(b, bytes); !st)
+      return st;
+    if (DiskArena *disk = disks_[buf(b).arena()].get())
+      return disk->write(buf(b).offset(), data, bytes,
+                         dtypeBytes(buf(b).dtype()));
+    if (tier(b) == plan::DEVICE)
+      return MT_CUDA(cudaMemcpy(ptr(b), data, bytes, cudaMemcpyHostToDevice));
+    std::memcpy(ptr(b), data, bytes);
+    return Status::ok();
+  }
+
+  Status read(uint32_t b, void *data, size_t bytes) override {
+    if (Status st = checkBytes(b, bytes); !st)
+      return st;
+    if (DiskArena *disk = disks_[buf(b).arena()].get())
+      return disk->read(buf(b).offset(), data, bytes,
+                        dtypeBytes(buf(b).dtype()));
+    if (tier(b) == plan::DEVICE)
+      return MT_CUDA(cudaMemcpy(data, ptr(b), bytes, cudaMemcpyDeviceToHost));
+    std::memcpy(data, ptr(b), bytes);
+    return Status::ok();
+  }
+
+  float *hostF32(uint32_t b) override {
+    plan::Tier t = tier(b);
+    return buf(b).dtype() == plan::F32 &&
+                   (t == plan::HOST || t == plan::HOST_PINNED)
+               ? static_cast<float *>(ptr(b))
+               : nullptr;
+  }
+
+  uint64_t diskStoredBytes() const override {
+    uint64_t total = 0;
+    for (const auto &d : disks_)
+      if (d)
+        total += d->storedBytes();
+    return total;
+  }
+
+private:
+  const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
+  plan::Tier tier(uint32_t b) const {
+    return plan_->arenas(int(buf(b).arena())).tier();
+  }
+  void *ptr(uint32_t b) const {
+    return static_cast<char *>(bases_[buf(b).arena()]) + buf(b).offset();
+  }
+  int64_t count(uint32_t b) const { return bufferElements(*plan_, b); }
+  uint64_t bytesOf(uint32_t b) const { return bufferBytes(*plan_, b); }
+  kc::Dims dims(uint32_t b) const {
+    return kc::Dims(buf(b).shape().begin(), buf(b).shape().end());
+  }
+  Status checkBytes(uint32_t b, size_t bytes) const {
+    if (bytes == bytesOf(b))
+      return Status::ok();
+    return Status::error("buffer '" + buf(b).name() + "' holds " +
+                         std::to_string(bytesOf(b)) + " bytes, not " +
+                         std::to_string(bytes));
+  }
+
+  /// A float tensor of the device (its dtype checked by the loader's pass
+  /// in allocate).
+  kc::Ref in(uint32_t b) const {
+    return {ptr(b),
+            buf(b).dtype() == plan::BF16 ? kc::DType::BF16 : kc::DType::F32};
+  }
+  kc::MutRef out(uint32_t b) const {
+    kc::Ref r = in(b);
+    return {const_cast<void *>(r.data), r.type};
+  }
+  const int64_t *ids(uint32_t b) const {
+    return static_cast<const int64_t *>(ptr(b));
+  }
+
+  Status checkDeviceOp(const plan::Op &op) const;
+  /// Device scratch `op` needs beyond the GEMM workspace (bytes).
+  Status scratchBytes(const plan::Op &op, size_t &bytes) const;
+  Status prepareGemms(const plan::Op &op);
+  Status runDevice(const plan::Op &op, cudaStream_t stream, char *scratch);
+  Status runHostSide(const plan::Op &op, const StepConfig &step);
+  Status copy(const plan::Op &op, cudaStream_t stream);
+
+  // The GEMMs of the linear and head ops (see cuda_gemm.h for the layouts).
+  struct Linear {
+    GemmShape forward, dx, dw;
+  };
+  Linear linearGemms(const plan::Op &op, int64_t rows, int64_t inDim,
+                     int64_t outDim) const;
+  struct Head {
+    int64_t rows, dim, vocab, chunk;
+    bool outIn;
+    kc::CrossEntropyShape ce;
+    kc::DType type;
+  };
+  Head headOf(const plan::Op &op) const;
+
+  int threads_;
+  std::string diskDir_;
+  const plan::Plan *plan_ = nullptr;
+  std::vector<void *> bases_; ///< by arena
+  std::vector<std::unique_ptr<DiskArena>> disks_;
+  void *device_ = nullptr; ///< the DEVICE arenas and workspaces
+  std::vector<void *> pinned_, host_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<char *> workspace_; ///< by stream: GEMM workspace, then scratch
+  Gemms gemms_;
+};
+
+Status CudaBackend::allocate(const plan::Plan &plan) {
+  plan_ = &plan;
+  if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
+    return st;
+  if (Status st = gemms_.init(); !st)
+    return st;
+  // What each stream's ops need besides the arenas.
+  std::vector<size_t> scratch(plan.streams_size(), 0);
+  std::vector<bool> gemm(plan.streams_size(), false);
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops()) {
+      if (!onDevice(plan, op))
+        continue;
+      if (Status st = checkDeviceOp(op); !st)
+        return Status::error(plan::Kernel_Name(op.kernel()) +
+                             " op: " + st.message());
+      size_t bytes = 0;
+      if (Status st = scratchBytes(op, bytes); !st)
+        return st;
+      scratch[op.stream()] = std::max(scratch[op.stream()], alignUp(bytes));
+      Kernel k = op.kernel();
+      gemm[op.stream()] = gemm[op.stream()] || k == Kernel::LINEAR ||
+                          k == Kernel::LINEAR_GRAD ||
+                          k == Kernel::HEAD_CROSS_ENTROPY ||
+                          k == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+    }
+  // One device allocation: the DEVICE arenas, then each stream's workspace.
+  bases_.assign(plan.arenas_size(), nullptr);
+  disks_.resize(plan.arenas_size());
+  std::vector<size_t> arenaOffset(plan.arenas_size(), 0);
+  size_t deviceBytes = 0, arenaBytes = 0, pinnedBytes = 0;
+  for (int i = 0; i < plan.arenas_size(); ++i)
+    if (plan.arenas(i).tier() == plan::DEVICE) {
+      arenaOffset[i] = deviceBytes;
+      deviceBytes += alignUp(plan.arenas(i).size_bytes());
+    }
+  arenaBytes = deviceBytes;
+  std::vector<size_t> workspaceOffset(plan.streams_size(), 0);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    workspaceOffset[s] = deviceBytes;
+    deviceBytes += (gemm[s] ? Gemms::kWorkspaceBytes : 0) + scratch[s];
+  }
+  if (Status st =
+          MT_CUDA(cudaMalloc(&device_, std::max<size_t>(deviceBytes, kAlign)));
+      !st)
+    return Status::error("cannot allocate " + std::to_string(deviceBytes) +
+                         " bytes of GPU memory for the plan's device arenas "
+                         "and workspaces (plan for this GPU with mtc "
+                         "--gpu-mem): " +
+                         st.message());
+  // Zeroed, as the CPU backend's arenas.
+  if (Status st = MT_CUDA(cudaMemset(device_, 0, arenaBytes)); !st)
+    return st;
+  char *base = static_cast<char *>(device_);
+  for (int s = 0; s < plan.streams_size(); ++s)
+    workspace_.push_back(base + workspaceOffset[s]);
+  for (int i = 0; i < plan.arenas_size(); ++i) {
+    const plan::Arena &a = plan.arenas(i);
+    size_t size = alignUp(std::max<uint64_t>(a.size_bytes(), 1));
+    switch (a.tier()) {
+    case plan::DEVICE:
+      bases_[i] = base + arenaOffset[i];
+      break;
+    case plan::DISK:
+      if (diskDir_.empty())
+        return Status::error("the plan keeps arena '" + a.name() +
+                             "' on disk: give a directory with --disk DIR");
+      if (Status st = DiskArena::create(diskDir_, a, threads_, disks_[i]); !st)
+        return st;
+      break;
+    case plan::HOST_PINNED:
+      if (Status st =
+              MT_CUDA(cudaHostAlloc(&bases_[i], size, cudaHostAllocPortable));
+          !st)
+        return Status::error("cannot pin " + std::to_string(size) +
+                             " bytes for arena '" + a.name() +
+                             "': " + st.message());
+      pinned_.push_back(bases_[i]);
+      std::memset(bases_[i], 0, size);
+      pinnedBytes += size;
+      break;
+    default:
+      bases_[i] = std::aligned_alloc(kAlign, size);
+      if (!bases_[i])
+        return Status::error("cannot allocate arena '" + a.name() + "' (" +
+                             std::to_string(size) + " bytes)");
+      host_.push_back(bases_[i]);
+      std::memset(bases_[i], 0, size);
+    }
+  }
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    cudaStream_t stream = nullptr;
+    if (Status st =
+            MT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        !st)
+      return st;
+    streams_.push_back(stream);
+  }
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops())
+      if (onDevice(plan, op))
+        if (Status st = prepareGemms(op); !st)
+          return st;
+  cudaDeviceProp prop;
+  if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
+    return st;
+  std::fprintf(stderr,
+               "mtrun: cuda: %s; device arenas %.2f GiB + workspaces %.2f "
+               "GiB, pinned %.2f GiB\n",
+               prop.name, gib(arenaBytes), gib(deviceBytes - arenaBytes),
+               gib(pinnedBytes));
+  return Status::ok();
+}
+
+/// Every buffer a device op touches is DEVICE and of a type its kernel
+/// takes: found when the plan loads, not in the middle of a step.
+Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
+  auto check = [&](uint32_t b) -> Status {
+    if (tier(b) != plan::DEVICE)
+      return Status::error("buffer '" + buf(b).name() +
+                           "' is not in device memory; the CUDA backend runs "
+                           "this op on the GPU (recompile the plan with this "
+                           "build's mtc)");
+    plan::DType t = buf(b).dtype();
+    if (t != plan::F32 && t != plan::BF16 && t != plan::I64)
+      return Status::error("buffer '" + buf(b).name() + "' is " +
+                           plan::DType_Name(t) +
+                           "; device ops take F32, BF16 or I64");
+    return Status::ok();
+  };
+  for (uint32_t b : op.operands())
+    if (Status st = check(b); !st)
+      return st;
+  for (uint32_t b : op.results())
+    if (Status st = check(b); !st)
+      return st;
+  return Status::ok();
+}
+
+CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
+                                             int64_t inDim,
+                                             int64_t outDim) const {
+  bool outIn = op.attrs().out_in();
+  kc::DType ab = in(op.operands(0)).type;
+  kc::DType c = in(op.results(0)).type;
+  Linear l;
+  // y[rows, out] = x W^T (W [out, in]) or x W (W [in, out]).
+  l.forward = {rows, outDim, inDim, false, outIn, ab, c, false};
+  // dx[rows, in] = dy W (W [out, in]) or dy W^T.
+  l.dx = {rows, inDim, outDim, false, !outIn, ab, c, false};
+  // dw[out, in] = dy^T x, or dw[in, out] = x^T dy.
+  l.dw = outIn ? GemmShape{outDim, inDim, rows, true, false, ab, c, false}
+               : GemmShape{inDim, outDim, rows, true, false, ab, c, false};
+  return l;
+}
+
+CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
+  const plan::Attrs &a = op.attrs();
+  Head h;
+  h.dim = dims(op.operands(0)).back();
+  h.rows = count(op.operands(0)) / h.dim;
+  auto wd = dims(op.operands(1));
+  h.outIn = a.out_in();
+  h.vocab = h.outIn ? wd[0] : wd[1];
+  auto ld = dims(op.operands(2));
+  int64_t seq = a.shift() ? ld.back() : h.rows;
+  h.ce = {h.rows / seq, seq, h.vocab, a.ignore_index(), a.shift()};
+  h.chunk = std::min(std::max<int64_t>(1, a.chunk_rows()), h.rows);
+  h.type = in(op.operands(0)).type;
+  return h;
+}
+
+Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
+  const plan::Attrs &a = op.attrs();
+  switch (op.kernel()) {
+  case Kernel::EMBEDDING:
+    bytes = sizeof(int);
+    return Status::ok();
+  case Kernel::EMBEDDING_GRAD:
+    bytes = kc::embeddingGradWorkspaceBytes(dims(op.results(0))[0],
+                                            count(op.operands(1)));
+    return Status::ok();
+  case Kernel::RMS_NORM_GRAD:
+  case Kernel::LAYER_NORM_GRAD: {
+    int64_t d = dims(op.operands(0)).back();
+    bytes = kc::normGradWorkspaceBytes(count(op.operands(0)) / d, d);
+    return Status::ok();
+  }
+  case Kernel::ATTENTION_GRAD: {
+    auto qd = dims(op.operands(0));
+    kc::AttentionShape s{qd[0],
+                         qd[1],
+                         a.num_heads(),
+                         a.num_kv_heads(),
+                         qd[2] / std::max<int64_t>(1, a.num_heads()),
+                         a.scale()};
+    bytes = kc::attentionGradWorkspaceBytes(s);
+    return Status::ok();
+  }
+  case Kernel::CROSS_ENTROPY:
+  case Kernel::CROSS_ENTROPY_GRAD:
+    // Row losses (forward) or the count of rows (backward).
+    bytes = alignUp(size_t(count(op.operands(1))) * sizeof(float)) + kAlign;
+    return Status::ok();
+  case Kernel::HEAD_CROSS_ENTROPY:
+  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
+    Head h = headOf(op);
+    bytes = alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
+    // bf16 gradients of one chunk of logits, for the bf16 GEMMs.
+    if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD &&
+        h.type == kc::DType::BF16)
+      bytes += alignUp(size_t(h.chunk * h.vocab) * 2);
+    return Status::ok();
+  }
+  default:
+    bytes = 0;
+    return Status::ok();
+  }
+}
+
+Status CudaBackend::prepareGemms(const plan::Op &op) {
+  switch (op.kernel()) {
+  case Kernel::LINEAR:
+  case Kernel::LINEAR_GRAD: {
+    int64_t inDim = dims(op.operands(0)).back();
+    int64_t outDim = op.kernel() == Kernel::LINEAR
+                         ? dims(op.results(0)).back()
+                         : dims(op.operands(2)).back();
+    Linear l = linearGemms(op, count(op.operands(0)) / inDim, inDim, outDim);
+    if (op.kernel() == Kernel::LINEAR)
+      return gemms_.prepare(l.forward);
+    if (Status st = gemms_.prepare(l.dx); !st)
+      return st;
+    return gemms_.prepare(l.dw);
+  }
+  default:
+    return Status::ok(); // the head's chunk shapes are prepared on first use
+  }
+}
+
+Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
+  if (!onDevice(*plan_, op)) {
+    if (op.kernel() == Kernel::COPY_TO_DEVICE ||
+        op.kernel() == Kernel::COPY_TO_HOST) {
+      cudaStream_t stream = streams_[op.stream()];
+      if (Status st = copy(op, stream); !st)
+        return st;
+      return MT_CUDA(cudaStreamSynchronize(stream));
+    }
+    return runHostSide(op, step);
+  }
+  cudaStream_t stream = streams_[op.stream()];
+  char *scratch = workspace_[op.stream()] + Gemms::kWorkspaceBytes;
+  if (Status st = runDevice(op, stream, scratch); !st)
+    return st;
+  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+    return st;
+  if (op.kernel() == Kernel::EMBEDDING) {
+    int bad = 0;
+    if (Status st = MT_CUDA(
+            cudaMemcpy(&bad, scratch, sizeof bad, cudaMemcpyDeviceToHost));
+        !st)
+      return st;
+    if (bad)
+      return Status::error("a token id is outside the vocabulary of " +
+                           std::to_string(dims(op.operands(0))[0]));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::copy(const plan::Op &op, cudaStream_t stream) {
+  uint32_t from = op.operands(0), to = op.results(0);
+  if (buf(from).dtype() != buf(to).dtype() || bytesOf(from) != bytesOf(to))
+    return Status::error("copies '" + buf(from).name() + "' to '" +
+                         buf(to).name() +
+                         "' of another type or size; the CUDA backend copies "
+                         "between memories without converting");
+  return MT_CUDA(cudaMemcpyAsync(ptr(to), ptr(from), bytesOf(from),
+                                 cudaMemcpyDefault, stream));
+}
+
+/// The host side: the shared host ops, and COPY (converting) and FILL of
+/// host buffers (the compute copies' refresh, the accumulators' reset).
+Status CudaBackend::runHostSide(const plan::Op &op, const StepConfig &step) {
+  namespace k = mt::kernels::cpu;
+  if (isHostOp(op.kernel()))
+    return runHostOp(
+        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
+        threads_);
+  uint32_t to = op.results(0);
+  int64_t n = count(to);
+  plan::DType toType = buf(to).dtype();
+  if (toType != plan::F32 && toType != plan::BF16)
+    return Status::error("host " + plan::Kernel_Name(op.kernel()) +
+                         " writes F32 or BF16 buffers");
+  float *f32 = toType == plan::F32 ? static_cast<float *>(ptr(to)) : nullptr;
+  uint16_t *b16 =
+      toType == plan::BF16 ? static_cast<uint16_t *>(ptr(to)) : nullptr;
+  // Chunks of 1 Mi elements on the host threads.
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  if (op.kernel() == Kernel::FILL) {
+    float v = float(op.attrs().value());
+    k::parallelFor(chunks, double(kChunk), [&](int64_t c) {
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+        f32 ? void(f32[i] = v) : void(b16[i] = k::toBf16(v));
+    });
+    return Status::ok();
+  }
+  if (op.kernel() != Kernel::COPY)
+    return Status::error("the CUDA backend has no host kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  uint32_t from = op.operands(0);
+  plan::DType fromType = buf(from).dtype();
+  if (count(from) != n || (fromType != plan::F32 && fromType != plan::BF16))
+    return Status::error("copies between F32 or BF16 buffers of one size");
+  if (fromType == toType) {
+    std::memcpy(ptr(to), ptr(from), bytesOf(to));
+    return Status::ok();
+  }
+  const float *sf = static_cast<const float *>(ptr(from));
+  const uint16_t *sb = static_cast<const uint16_t *>(ptr(from));
+  k::parallelFor(chunks, double(kChunk), [&](int64_t c) {
+    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+      f32 ? void(f32[i] = k::fromBf16(sb[i])) : void(b16[i] = k::toBf16(sf[i]));
+  });
+  return Status::ok();
+}
+
+kc::Activation activationOf(plan::Activation a) {
+  switch (a) {
+  case plan::GELU:
+    return kc::Activation::Gelu;
+  case plan::GELU_TANH:
+    return kc::Activation::GeluTanh;
+  case plan::SILU:
+    return kc::Activation::Silu;
+  default:
+    return kc::Activation::Relu;
+  }
+}
+
+Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
+                              char *scratch) {
+  const plan::Attrs &a = op.attrs();
+  auto operand = [&](int i) { return op.operands(i); };
+  auto result = [&](int i) { return op.results(i); };
+  char *gemmWorkspace = scratch - Gemms::kWorkspaceBytes;
+  auto cuda = [](cudaError_t e) { return MT_CUDA(e); };
+  switch (op.kernel()) {
+  case Kernel::EMBEDDING: {
+    auto shape = dims(operand(0));
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    return cuda(kc::embedding(in(operand(0)), ids(operand(1)),
+                              count(operand(1)), shape[0], shape[1],
+                              out(result(0)), bad, stream));
+  }
+  case Kernel::EMBEDDING_GRAD: {
+    auto shape = dims(result(0));
+    return cuda(kc::embeddingGrad(in(operand(0)), ids(operand(1)),
+                                  count(operand(1)), shape[0], shape[1],
+                                  out(result(0)), scratch, stream));
+  }
+  case Kernel::LINEAR: {
+    int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
+    Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
+    if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
+                               ptr(result(0)), gemmWorkspace, stream);
+        !st)
+      return st;
+    if (op.operands_size() < 3)
+      return Status::ok();
+    return cuda(kc::binary(kc::Binary::Add, in(result(0)), dims(result(0)),
+                           in(operand(2)), dims(operand(2)), out(result(0)),
+                           dims(result(0)), stream));
+  }
+  case Kernel::LINEAR_GRAD: {
+    int64_t inDim = dims(operand(0)).back(), outDim = dims(operand(2)).back();
+    Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
+    if (Status st = gemms_.run(l.dx, ptr(operand(2)), ptr(operand(1)),
+                               ptr(result(0)), gemmWorkspace, stream);
+        !st)
+      return st;
+    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
+    bool outIn = a.out_in();
+    return gemms_.run(l.dw, ptr(outIn ? operand(2) : operand(0)),
+                      ptr(outIn ? operand(0) : operand(2)), ptr(result(1)),
+                      gemmWorkspace, stream);
+  }
+  case Kernel::RMS_NORM:
+  case Kernel::LAYER_NORM: {
+    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    if (op.kernel() == Kernel::RMS_NORM)
+      return cuda(kc::rmsNorm(in(operand(0)), in(operand(1)), rows, d, a.eps(),
+                              a.plus_one(), out(result(0)), stream));
+    kc::Ref bias = op.operands_size() > 2 ? in(operand(2)) : kc::Ref{};
+    return cuda(kc::layerNorm(in(operand(0)), in(operand(1)), bias, rows, d,
+                              a.eps(), out(result(0)), stream));
+  }
+  case Kernel::RMS_NORM_GRAD:
+  case Kernel::LAYER_NORM_GRAD: {
+    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    if (op.kernel() == Kernel::RMS_NORM_GRAD)
+      return cuda(kc::rmsNormGrad(
+          in(operand(0)), in(operand(1)), in(operand(2)), rows, d, a.eps(),
+          a.plus_one(), out(result(0)), out(result(1)), scratch, stream));
+    return cuda(kc::layerNormGrad(
+        in(operand(0)), in(operand(1)), in(operand(2)), rows, d, a.eps(),
+        out(result(0)), out(result(1)), scratch, stream));
+  }
+  case Kernel::ROTARY:
+  case Kernel::ROTARY_GRAD: {
+    auto xd = dims(operand(0));
+    kc::RotaryShape s{xd[0],
+                      xd[1],
+                      xd[2] / a.head_dim(),
+                      a.head_dim(),
+                      dims(operand(1)).size() == 3,
+                      a.interleaved()};
+    return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)), s,
+                           op.kernel() == Kernel::ROTARY_GRAD, out(result(0)),
+                           stream));
+  }
+  case Kernel::ATTENTION:
+  case Kernel::ATTENTION_GRAD: {
+    bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
+    bool hasMask = op.operands_size() == (grad ? 5 : 4);
+    auto qd = dims(operand(0));
+    kc::AttentionShape s{qd[0],
+                         qd[1],
+                         a.num_heads(),
+                         a.num_kv_heads(),
+                         qd[2] / a.num_heads(),
+                         a.scale(),
+                         a.causal(),
+                         a.window()};
+    if (s.headDim > kc::kMaxHeadDim)
+      return Status::error("head dim " + std::to_string(s.headDim) +
+                           " is above the CUDA attention kernel's " +
+                           std::to_string(kc::kMaxHeadDim));
+    kc::Ref mask;
+    if (hasMask) {
+      auto md = dims(operand(3));
+      while (md.size() < 4)
+        md.insert(md.begin(), 1);
+      s.maskBatch = md[0];
+      s.maskHeads = md[1];
+      if ((s.maskBatch != 1 && s.maskBatch != s.batch) ||
+          (s.maskHeads != 1 && s.maskHeads != s.heads) || md[2] != s.seq ||
+          md[3] != s.seq)
+        return Status::error("the attention mask does not broadcast to "
+                             "[batch, heads, seq, seq]");
+      mask = in(operand(3));
+    }
+    if (!grad)
+      return cuda(kc::attention(in(operand(0)), in(operand(1)), in(operand(2)),
+                                mask, s, out(result(0)), stream));
+    return cuda(
+        kc::attentionGrad(in(operand(0)), in(operand(1)), in(operand(2)), mask,
+                          in(operand(hasMask ? 4 : 3)), s, out(result(0)),
+                          out(result(1)), out(result(2)), scratch, stream));
+  }
+  case Kernel::ACTIVATION:
+    return cuda(kc::activation(in(operand(0)), out(result(0)),
+                               count(operand(0)), activationOf(a.act()),
+                               stream));
+  case Kernel::ACTIVATION_GRAD:
+    return cuda(kc::activationGrad(in(operand(0)), in(operand(1)),
+                                   out(result(0)), count(operand(0)),
+                                   activationOf(a.act()), stream));
+  case Kernel::GATED_ACTIVATION:
+    return cuda(kc::gated(in(operand(0)), in(operand(1)), out(result(0)),
+                          count(operand(0)), activationOf(a.act()), stream));
+  case Kernel::GATED_ACTIVATION_GRAD:
+    return cuda(kc::gatedGrad(in(operand(0)), in(operand(1)), in(operand(2)),
+                              out(result(0)), out(result(1)), count(operand(0)),
+                              activationOf(a.act()), stream));
+  case Kernel::CROSS_ENTROPY:
+  case Kernel::CROSS_ENTROPY_GRAD: {
+    auto ld = dims(operand(1));
+    int64_t v = dims(operand(0)).back(), rows = count(operand(1));
+    int64_t seq = a.shift() ? ld.back() : rows;
+    kc::CrossEntropyShape s{rows / seq, seq, v, a.ignore_index(), a.shift()};
+    if (op.kernel() == Kernel::CROSS_ENTROPY) {
+      float *rowLoss = reinterpret_cast<float *>(scratch);
+      if (Status st = cuda(kc::crossEntropyRows(in(operand(0)), ids(operand(1)),
+                                                s, 0, rows, rowLoss, stream));
+          !st)
+        return st;
+      return cuda(kc::crossEntropyLoss(rowLoss, ids(operand(1)), s,
+                                       out(result(0)), stream));
+    }
+    int64_t *n = reinterpret_cast<int64_t *>(scratch);
+    if (Status st = cuda(kc::crossEntropyCount(ids(operand(1)), s, n, stream));
+        !st)
+      return st;
+    return cuda(kc::crossEntropyGradRows(in(operand(0)), ids(operand(1)), s, 0,
+                                         rows, in(operand(2)), n,
+                                         out(result(0)), stream));
+  }
+  case Kernel::HEAD_CROSS_ENTROPY:
+  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
+    Head h = headOf(op);
+    bool grad = op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+    uint32_t scratchBuf = op.results(op.results_size() - 1);
+    if (buf(scratchBuf).dtype() != plan::F32 ||
+        count(scratchBuf) < h.chunk * h.vocab)
+      return Status::error("the head's scratch buffer is too small");
+    if (in(operand(1)).type != h.type)
+      return Status::error("the head's input and weight differ in type");
+    float *logits = static_cast<float *>(ptr(scratchBuf));
+    float *rowLoss = reinterpret_cast<float *>(scratch);
+    int64_t *n = reinterpret_cast<int64_t *>(
+        scratch + alignUp(size_t(h.rows) * sizeof(float)));
+    void *dLogits16 =
+        scratch + alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
+    size_t elem = h.type == kc::DType::BF16 ? 2 : 4;
+    const int64_t *labels = ids(operand(2));
+    if (grad)
+      if (Status st = cuda(kc::crossEntropyCount(labels, h.ce, n, stream)); !st)
+        return st;
+    for (int64_t r0 = 0; r0 < h.rows; r0 += h.chunk) {
+      int64_t rows = std::min(h.chunk, h.rows - r0);
+      const char *x = static_cast<const char *>(ptr(operand(0))) +
+                      r0 * h.dim * int64_t(elem);
+      // logits[rows, vocab] = x W^T (W [vocab, dim]) or x W, in fp32.
+      GemmShape logitsGemm{rows,    h.vocab, h.dim,          false,
+                           h.outIn, h.type,  kc::DType::F32, false};
+      if (Status st = gemms_.run(logitsGemm, x, ptr(operand(1)), logits,
+                                 gemmWorkspace, stream);
+          !st)
+        return st;
+      if (!grad) {
+        if (Status st =
+                cuda(kc::crossEntropyRows({logits, kc::DType::F32}, labels,
+                                          h.ce, r0, rows, rowLoss, stream));
+            !st)
+          return st;
+        continue;
+      }
+      // The logits' gradient: in place in fp32, or to bf16 for bf16 GEMMs.
+      kc::MutRef dl = h.type == kc::DType::F32
+                          ? kc::MutRef{logits, kc::DType::F32}
+                          : kc::MutRef{dLogits16, kc::DType::BF16};
+      if (Status st = cuda(kc::crossEntropyGradRows(
+              {logits, kc::DType::F32}, labels, h.ce, r0, rows, in(operand(3)),
+              n, dl, stream));
+          !st)
+        return st;
+      char *dx =
+          static_cast<char *>(ptr(result(0))) +
+          r0 * h.dim * int64_t(buf(result(0)).dtype() == plan::BF16 ? 2 : 4);
+      kc::DType dxType = in(result(0)).type, dwType = in(result(1)).type;
+      // dx[rows, dim] = dl W (W [vocab, dim]) or dl W^T (W [dim, vocab]).
+      GemmShape dxGemm{rows,     h.dim,  h.vocab, false,
+                       !h.outIn, h.type, dxType,  false};
+      if (Status st = gemms_.run(dxGemm, dl.data, ptr(operand(1)), dx,
+                                 gemmWorkspace, stream);
+          !st)
+        return st;
+      // dw[vocab, dim] (+)= dl^T x, or dw[dim, vocab] (+)= x^T dl.
+      bool first = r0 == 0;
+      GemmShape dwGemm = h.outIn ? GemmShape{h.vocab, h.dim,  rows,   true,
+                                             false,   h.type, dwType, !first}
+                                 : GemmShape{h.dim, h.vocab, rows,   true,
+                                             false, h.type,  dwType, !first};
+      if (Status st =
+              gemms_.run(dwGemm, h.outIn ? dl.data : x, h.outIn ? x : dl.data,
+                         ptr(result(1)), gemmWorkspace, stream);
+          !st)
+        return st;
+    }
+    if (grad)
+      return Status::ok();
+    return cuda(
+        kc::crossEntropyLoss(rowLoss, labels, h.ce, out(result(0)), stream));
+  }
+  case Kernel::ADD:
+  case Kernel::SUB:
+  case Kernel::MUL: {
+    kc::Binary b = op.kernel() == Kernel::ADD   ? kc::Binary::Add
+                   : op.kernel() == Kernel::SUB ? kc::Binary::Sub
+                                                : kc::Binary::Mul;
+    return cuda(kc::binary(b, in(operand(0)), dims(operand(0)), in(operand(1)),
+                           dims(operand(1)), out(result(0)), dims(result(0)),
+                           stream));
+  }
+  case Kernel::NEG:
+    return cuda(
+        kc::neg(in(operand(0)), out(result(0)), count(operand(0)), stream));
+  case Kernel::REDUCE_SUM:
+    return cuda(kc::reduceSum(in(operand(0)), dims(operand(0)),
+                              {a.axes().begin(), a.axes().end()},
+                              out(result(0)), stream));
+  case Kernel::TRANSPOSE:
+    return cuda(kc::transpose(in(operand(0)), dims(operand(0)),
+                              {a.perm().begin(), a.perm().end()},
+                              out(result(0)), stream));
+  case Kernel::CONCAT: {
+    auto yd = dims(result(0));
+    int64_t axis = a.axis() < 0 ? a.axis() + int64_t(yd.size()) : a.axis();
+    int64_t offset = 0;
+    for (uint32_t p : op.operands()) {
+      auto pd = dims(p);
+      if (Status st = cuda(kc::concatPart(in(p), pd, axis, offset, yd[axis],
+                                          out(result(0)), stream));
+          !st)
+        return st;
+      offset += pd[axis];
+    }
+    return Status::ok();
+  }
+  case Kernel::SPLIT: {
+    auto xd = dims(operand(0));
+    int64_t axis = a.axis() < 0 ? a.axis() + int64_t(xd.size()) : a.axis();
+    int64_t offset = 0;
+    for (uint32_t p : op.results()) {
+      auto pd = dims(p);
+      if (Status st = cuda(kc::splitPart(in(operand(0)), xd, axis, offset,
+                                         out(p), pd, stream));
+          !st)
+        return st;
+      offset += pd[axis];
+    }
+    return Status::ok();
+  }
+  case Kernel::COPY: {
+    if (count(operand(0)) != count(result(0)))
+      return Status::error("copy between buffers of " +
+                           std::to_string(count(operand(0))) + " and " +
+                           std::to_string(count(result(0))) + " elements");
+    if (buf(operand(0)).dtype() == buf(result(0)).dtype())
+      return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
+                                  bytesOf(result(0)), cudaMemcpyDeviceToDevice,
+                                  stream));
+    return cuda(
+        kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
+  }
+  case Kernel::FILL:
+    return cuda(
+        kc::fill(out(result(0)), count(result(0)), float(a.value()), stream));
+  default:
+    return Status::error("the CUDA backend has no kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  }
+}
+
+} // namespace
+
+std::unique_ptr<Backend> makeCudaBackend(int threads,
+                                         const std::string &diskDir) {
+  return std::make_unique<CudaBackend>(threads, diskDir);
+}
+
+} // namespace mt::runtime

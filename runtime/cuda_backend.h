@@ -1,0 +1,26 @@
+// The CUDA backend (built with MT_ENABLE_CUDA): DEVICE arenas in one GPU
+// allocation, HOST_PINNED arenas page-locked (cudaHostAlloc), HOST arenas
+// ordinary memory, DISK arenas as on the CPU backend; the plan's streams are
+// CUDA streams; GEMMs on cuBLASLt, the other ops on kernels/cuda; the host
+// ops (accumulation, AdamW, disk) on host threads.
+#ifndef MT_RUNTIME_CUDA_BACKEND_H
+#define MT_RUNTIME_CUDA_BACKEND_H
+
+#include "runtime/executor.h"
+
+#include <memory>
+#include <string>
+
+namespace mt::runtime {
+
+/// Whether a CUDA device can be used here; when not, `why` says why (no
+/// driver, no device).
+bool cudaDeviceUsable(std::string *why);
+
+/// The backend on device 0; `threads` host threads for the host ops.
+std::unique_ptr<Backend> makeCudaBackend(int threads,
+                                         const std::string &diskDir = "");
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_CUDA_BACKEND_H

@@ -1,0 +1,22 @@
+// The ops both backends run on the host: gradient accumulation, AdamW and
+// the disk tier's reads and writes.
+#ifndef MT_RUNTIME_HOST_OPS_H
+#define MT_RUNTIME_HOST_OPS_H
+
+#include "runtime/executor.h"
+
+#include <functional>
+
+namespace mt::runtime {
+
+/// Whether `kernel` is one of the host ops below.
+bool isHostOp(plan::Kernel kernel);
+
+/// Runs a host op. `ptr` gives a host buffer's memory (null for DISK).
+Status runHostOp(const plan::Plan &plan, const plan::Op &op,
+                 const StepConfig &step, Backend &backend,
+                 const std::function<void *(uint32_t)> &ptr, int threads);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_HOST_OPS_H

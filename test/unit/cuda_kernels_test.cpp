@@ -1,0 +1,468 @@
+// Every CUDA kernel (and the cuBLASLt GEMMs) against the CPU reference on
+// fresh random inputs, in fp32 and bf16 storage. Outputs are poisoned (all
+// bits set: NaN in both types) before each launch, so an element a kernel
+// fails to write shows up as NaN. The error measure is the relative L2
+// error of the whole output; for bf16 the reference runs on the same
+// bf16-rounded inputs.
+//
+// Without a usable device the program prints why and exits 77, which ctest
+// reports as skipped (SKIP_RETURN_CODE).
+#include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
+#include "kernels/cuda/kernels.h"
+#include "runtime/cuda_backend.h"
+#include "runtime/cuda_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+namespace {
+
+namespace kc = mt::kernels::cuda;
+namespace cpu = mt::kernels::cpu;
+using Vec = std::vector<float>;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+/// A device tensor of fp32 values stored as `type`.
+class Tensor {
+public:
+  Tensor(const Vec &values, kc::DType type) : n_(values.size()), type_(type) {
+    cudaMalloc(&data_, bytes() ? bytes() : 1);
+    upload(values);
+  }
+  /// Poisoned: every bit set.
+  Tensor(size_t n, kc::DType type) : n_(n), type_(type) {
+    cudaMalloc(&data_, bytes() ? bytes() : 1);
+    cudaMemset(data_, 0xff, bytes());
+  }
+  ~Tensor() { cudaFree(data_); }
+  Tensor(const Tensor &) = delete;
+
+  size_t bytes() const { return n_ * (type_ == kc::DType::F32 ? 4 : 2); }
+  kc::Ref ref() const { return {data_, type_}; }
+  kc::MutRef mut() { return {data_, type_}; }
+  void *data() { return data_; }
+
+  void upload(const Vec &values) {
+    if (type_ == kc::DType::F32) {
+      cudaMemcpy(data_, values.data(), bytes(), cudaMemcpyHostToDevice);
+      return;
+    }
+    std::vector<uint16_t> h(n_);
+    for (size_t i = 0; i < n_; ++i)
+      h[i] = cpu::toBf16(values[i]);
+    cudaMemcpy(data_, h.data(), bytes(), cudaMemcpyHostToDevice);
+  }
+  Vec download() const {
+    Vec out(n_);
+    cudaDeviceSynchronize();
+    if (type_ == kc::DType::F32) {
+      cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost);
+      return out;
+    }
+    std::vector<uint16_t> h(n_);
+    cudaMemcpy(h.data(), data_, bytes(), cudaMemcpyDeviceToHost);
+    for (size_t i = 0; i < n_; ++i)
+      out[i] = cpu::fromBf16(h[i]);
+    return out;
+  }
+
+private:
+  size_t n_;
+  kc::DType type_;
+  void *data_ = nullptr;
+};
+
+struct Ids {
+  explicit Ids(const std::vector<int64_t> &v) : n(v.size()) {
+    cudaMalloc(reinterpret_cast<void **>(&data), n * 8);
+    cudaMemcpy(data, v.data(), n * 8, cudaMemcpyHostToDevice);
+  }
+  ~Ids() { cudaFree(data); }
+  size_t n;
+  int64_t *data = nullptr;
+};
+
+std::mt19937 &rng() {
+  static std::mt19937 gen(20261130);
+  return gen;
+}
+
+Vec randomVec(size_t n, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  Vec v(n);
+  for (float &x : v)
+    x = d(rng());
+  return v;
+}
+
+/// The values as the type stores them.
+Vec rounded(Vec v, kc::DType type) {
+  if (type == kc::DType::BF16)
+    for (float &x : v)
+      x = cpu::fromBf16(cpu::toBf16(x));
+  return v;
+}
+
+/// Relative L2 error; infinite when an element is NaN (unwritten).
+double relError(const Vec &got, const Vec &want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i]))
+      return INFINITY;
+    if (std::isnan(want[i]))
+      continue;
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+double tolerance(kc::DType type, double f32 = 1e-5) {
+  return type == kc::DType::F32 ? f32 : 1.5e-2;
+}
+
+class Kernels : public ::testing::TestWithParam<kc::DType> {};
+
+TEST_P(Kernels, RmsAndLayerNorm) {
+  kc::DType t = GetParam();
+  int64_t rows = 67, dim = 1000;
+  for (bool layer : {false, true}) {
+    Vec x = rounded(randomVec(rows * dim), t), w = rounded(randomVec(dim), t);
+    Vec b = rounded(randomVec(dim), t), dy = rounded(randomVec(rows * dim), t);
+    Tensor X(x, t), W(w, t), B(b, t), DY(dy, t), Y(rows * dim, t);
+    Tensor DX(rows * dim, t), DW(dim, t);
+    Tensor work(kc::normGradWorkspaceBytes(rows, dim) / 4 + 1, kc::DType::F32);
+    Vec y(rows * dim), dx(rows * dim), dw(dim, 0.0f);
+    if (layer) {
+      CUDA_OK(kc::layerNorm(X.ref(), W.ref(), B.ref(), rows, dim, 1e-5f,
+                            Y.mut(), nullptr));
+      CUDA_OK(kc::layerNormGrad(X.ref(), W.ref(), DY.ref(), rows, dim, 1e-5f,
+                                DX.mut(), DW.mut(), work.data(), nullptr));
+      cpu::layerNormForward(x.data(), w.data(), b.data(), rows, dim, 1e-5f,
+                            y.data());
+      cpu::layerNormBackward(x.data(), w.data(), dy.data(), rows, dim, 1e-5f,
+                             dx.data(), dw.data(), nullptr);
+    } else {
+      CUDA_OK(kc::rmsNorm(X.ref(), W.ref(), rows, dim, 1e-6f, true, Y.mut(),
+                          nullptr));
+      CUDA_OK(kc::rmsNormGrad(X.ref(), W.ref(), DY.ref(), rows, dim, 1e-6f,
+                              true, DX.mut(), DW.mut(), work.data(), nullptr));
+      cpu::rmsNormForward(x.data(), w.data(), rows, dim, 1e-6f, true, y.data());
+      cpu::rmsNormBackward(x.data(), w.data(), dy.data(), rows, dim, 1e-6f,
+                           true, dx.data(), dw.data());
+    }
+    EXPECT_LT(relError(Y.download(), y), tolerance(t)) << "layer " << layer;
+    EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << "layer " << layer;
+    EXPECT_LT(relError(DW.download(), dw), tolerance(t)) << "layer " << layer;
+  }
+}
+
+TEST_P(Kernels, Rotary) {
+  kc::DType t = GetParam();
+  for (bool interleaved : {false, true}) {
+    kc::RotaryShape s{3, 17, 4, 32, false, interleaved};
+    int64_t n = s.batch * s.seq * s.heads * s.headDim;
+    Vec x = rounded(randomVec(n), t);
+    Vec c = rounded(randomVec(s.seq * s.headDim), t);
+    Vec sn = rounded(randomVec(s.seq * s.headDim), t);
+    Tensor X(x, t), C(c, t), S(sn, t), Y(n, t), DX(n, t);
+    CUDA_OK(kc::rotary(X.ref(), C.ref(), S.ref(), s, false, Y.mut(), nullptr));
+    CUDA_OK(kc::rotary(X.ref(), C.ref(), S.ref(), s, true, DX.mut(), nullptr));
+    cpu::RotaryShape cs{s.batch, s.seq, s.heads, s.headDim, false, interleaved};
+    Vec y(n), dx(n);
+    cpu::rotaryForward(x.data(), c.data(), sn.data(), cs, y.data());
+    cpu::rotaryBackward(x.data(), c.data(), sn.data(), cs, dx.data());
+    EXPECT_LT(relError(Y.download(), y), tolerance(t));
+    EXPECT_LT(relError(DX.download(), dx), tolerance(t));
+  }
+}
+
+struct AttentionCase {
+  int64_t batch, seq, heads, kvHeads, headDim;
+  bool causal, mask;
+  int64_t window;
+};
+
+TEST_P(Kernels, Attention) {
+  kc::DType t = GetParam();
+  for (AttentionCase c : {AttentionCase{2, 70, 4, 2, 16, true, false, 0},
+                          AttentionCase{1, 129, 6, 2, 64, true, false, 0},
+                          AttentionCase{2, 64, 2, 1, 128, false, true, 0},
+                          AttentionCase{1, 96, 4, 4, 40, true, false, 24},
+                          AttentionCase{1, 40, 2, 1, 256, true, false, 0}}) {
+    kc::AttentionShape s{c.batch,   c.seq,
+                         c.heads,   c.kvHeads,
+                         c.headDim, 1.0f / std::sqrt(float(c.headDim)),
+                         c.causal,  c.window};
+    int64_t nq = c.batch * c.seq * c.heads * c.headDim;
+    int64_t nk = c.batch * c.seq * c.kvHeads * c.headDim;
+    Vec q = rounded(randomVec(nq), t), k = rounded(randomVec(nk), t);
+    Vec v = rounded(randomVec(nk), t), dout = rounded(randomVec(nq), t);
+    Vec mask(c.seq * c.seq);
+    for (int64_t i = 0; i < c.seq; ++i)
+      for (int64_t j = 0; j < c.seq; ++j)
+        mask[i * c.seq + j] = (i + j) % 7 == 3 && j != i ? -1e9f : 0.0f;
+    Tensor Q(q, t), K(k, t), V(v, t), DO(dout, t), M(mask, kc::DType::F32);
+    Tensor O(nq, t), DQ(nq, t), DK(nk, t), DV(nk, t);
+    Tensor work(kc::attentionGradWorkspaceBytes(s) / 4, kc::DType::F32);
+    kc::Ref maskRef = c.mask ? M.ref() : kc::Ref{};
+    CUDA_OK(
+        kc::attention(Q.ref(), K.ref(), V.ref(), maskRef, s, O.mut(), nullptr));
+    CUDA_OK(kc::attentionGrad(Q.ref(), K.ref(), V.ref(), maskRef, DO.ref(), s,
+                              DQ.mut(), DK.mut(), DV.mut(), work.data(),
+                              nullptr));
+    cpu::AttentionShape cs{c.batch,   c.seq,   c.heads,  c.kvHeads,
+                           c.headDim, s.scale, c.causal, c.window};
+    Vec o(nq), dq(nq), dk(nk), dv(nk);
+    const float *m = c.mask ? mask.data() : nullptr;
+    cpu::attentionForward(q.data(), k.data(), v.data(), m, cs, o.data());
+    cpu::attentionBackward(q.data(), k.data(), v.data(), m, dout.data(), cs,
+                           dq.data(), dk.data(), dv.data());
+    std::string name = "head dim " + std::to_string(c.headDim);
+    EXPECT_LT(relError(O.download(), o), tolerance(t)) << name;
+    EXPECT_LT(relError(DQ.download(), dq), tolerance(t, 2e-5)) << name;
+    EXPECT_LT(relError(DK.download(), dk), tolerance(t, 2e-5)) << name;
+    EXPECT_LT(relError(DV.download(), dv), tolerance(t, 2e-5)) << name;
+  }
+}
+
+TEST_P(Kernels, Activations) {
+  kc::DType t = GetParam();
+  int64_t n = 10007;
+  for (auto [ca, ka] :
+       {std::pair{cpu::Activation::Gelu, kc::Activation::Gelu},
+        std::pair{cpu::Activation::GeluTanh, kc::Activation::GeluTanh},
+        std::pair{cpu::Activation::Silu, kc::Activation::Silu},
+        std::pair{cpu::Activation::Relu, kc::Activation::Relu}}) {
+    Vec x = rounded(randomVec(n, 2.0f), t), u = rounded(randomVec(n), t);
+    Vec dy = rounded(randomVec(n), t);
+    Tensor X(x, t), U(u, t), DY(dy, t), Y(n, t), DX(n, t), G(n, t), DG(n, t),
+        DU(n, t);
+    CUDA_OK(kc::activation(X.ref(), Y.mut(), n, ka, nullptr));
+    CUDA_OK(kc::activationGrad(X.ref(), DY.ref(), DX.mut(), n, ka, nullptr));
+    CUDA_OK(kc::gated(X.ref(), U.ref(), G.mut(), n, ka, nullptr));
+    CUDA_OK(kc::gatedGrad(X.ref(), U.ref(), DY.ref(), DG.mut(), DU.mut(), n, ka,
+                          nullptr));
+    Vec y(n), dx(n), g(n), dg(n), du(n);
+    cpu::activationForward(x.data(), n, ca, y.data());
+    cpu::activationBackward(x.data(), dy.data(), n, ca, dx.data());
+    cpu::gatedForward(x.data(), u.data(), n, ca, g.data());
+    cpu::gatedBackward(x.data(), u.data(), dy.data(), n, ca, dg.data(),
+                       du.data());
+    int which = int(ka);
+    EXPECT_LT(relError(Y.download(), y), tolerance(t)) << which;
+    EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << which;
+    EXPECT_LT(relError(G.download(), g), tolerance(t)) << which;
+    EXPECT_LT(relError(DG.download(), dg), tolerance(t)) << which;
+    EXPECT_LT(relError(DU.download(), du), tolerance(t)) << which;
+  }
+}
+
+TEST_P(Kernels, Embedding) {
+  kc::DType t = GetParam();
+  int64_t vocab = 300, dim = 48, count = 1000;
+  std::vector<int64_t> ids(count);
+  for (int64_t &id : ids)
+    id = int64_t(rng()() % 40) * 7 % vocab; // repeats, and unused rows
+  Vec table = rounded(randomVec(vocab * dim), t);
+  Vec dout = rounded(randomVec(count * dim), t);
+  Tensor T(table, t), DO(dout, t), Y(count * dim, t), DT(vocab * dim, t);
+  Tensor bad(1, kc::DType::F32),
+      work(kc::embeddingGradWorkspaceBytes(vocab, count) / 4 + 1,
+           kc::DType::F32);
+  Ids I(ids);
+  CUDA_OK(cudaMemset(bad.data(), 0, 4));
+  CUDA_OK(kc::embedding(T.ref(), I.data, count, vocab, dim, Y.mut(),
+                        static_cast<int *>(bad.data()), nullptr));
+  CUDA_OK(kc::embeddingGrad(DO.ref(), I.data, count, vocab, dim, DT.mut(),
+                            work.data(), nullptr));
+  Vec y(count * dim), dt(vocab * dim, 0.0f);
+  ASSERT_TRUE(cpu::embeddingForward(table.data(), ids.data(), count, vocab, dim,
+                                    y.data()));
+  cpu::embeddingBackward(dout.data(), ids.data(), count, dim, dt.data());
+  EXPECT_LT(relError(Y.download(), y), tolerance(t));
+  EXPECT_LT(relError(DT.download(), dt), tolerance(t));
+  int flag = -1;
+  cudaMemcpy(&flag, bad.data(), 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(flag, 0);
+  // An id outside the vocabulary is reported.
+  Ids outside(std::vector<int64_t>{1, vocab});
+  CUDA_OK(kc::embedding(T.ref(), outside.data, 2, vocab, dim, Y.mut(),
+                        static_cast<int *>(bad.data()), nullptr));
+  cudaMemcpy(&flag, bad.data(), 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(flag, 1);
+}
+
+TEST_P(Kernels, CrossEntropy) {
+  kc::DType t = GetParam();
+  for (bool shift : {false, true}) {
+    kc::CrossEntropyShape s{3, 21, 1001, -100, shift};
+    int64_t rows = s.batch * s.seq;
+    std::vector<int64_t> labels(rows);
+    for (int64_t i = 0; i < rows; ++i)
+      labels[i] = i % 5 == 2 ? -100 : int64_t(rng()() % s.vocab);
+    Vec logits = rounded(randomVec(rows * s.vocab, 3.0f), t);
+    Tensor L(logits, t), D(rows * s.vocab, t), loss(1, kc::DType::F32);
+    Tensor rowLoss(rows, kc::DType::F32), dloss(Vec{0.7f}, kc::DType::F32);
+    Ids labelIds(labels);
+    int64_t *n;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&n), 8), cudaSuccess);
+    // In two chunks of rows, as the head does.
+    CUDA_OK(kc::crossEntropyRows(L.ref(), labelIds.data, s, 0, 30,
+                                 static_cast<float *>(rowLoss.data()),
+                                 nullptr));
+    kc::Ref rest{static_cast<char *>(L.data()) +
+                     30 * s.vocab * (t == kc::DType::F32 ? 4 : 2),
+                 t};
+    CUDA_OK(kc::crossEntropyRows(rest, labelIds.data, s, 30, rows - 30,
+                                 static_cast<float *>(rowLoss.data()),
+                                 nullptr));
+    CUDA_OK(kc::crossEntropyLoss(static_cast<float *>(rowLoss.data()),
+                                 labelIds.data, s, loss.mut(), nullptr));
+    CUDA_OK(kc::crossEntropyCount(labelIds.data, s, n, nullptr));
+    CUDA_OK(kc::crossEntropyGradRows(L.ref(), labelIds.data, s, 0, rows,
+                                     dloss.ref(), n, D.mut(), nullptr));
+    cpu::CrossEntropyShape cs{s.batch, s.seq, s.vocab, -100, shift};
+    float want =
+        cpu::crossEntropyForward(logits.data(), labels.data(), cs, nullptr);
+    Vec d(rows * s.vocab);
+    cpu::crossEntropyBackward(logits.data(), labels.data(), cs, 0.7f, d.data());
+    EXPECT_LT(relError(loss.download(), Vec{want}), 1e-5);
+    EXPECT_LT(relError(D.download(), d), tolerance(t));
+    cudaFree(n);
+  }
+}
+
+TEST_P(Kernels, Primitives) {
+  kc::DType t = GetParam();
+  // Broadcast binary ops.
+  kc::Dims ad{4, 1, 6}, bd{5, 1}, yd{4, 5, 6};
+  Vec a = rounded(randomVec(24), t), b = rounded(randomVec(5), t);
+  Tensor A(a, t), B(b, t), Y(120, t);
+  for (auto [ck, kk] : {std::pair{cpu::Binary::Add, kc::Binary::Add},
+                        std::pair{cpu::Binary::Sub, kc::Binary::Sub},
+                        std::pair{cpu::Binary::Mul, kc::Binary::Mul}}) {
+    CUDA_OK(kc::binary(kk, A.ref(), ad, B.ref(), bd, Y.mut(), yd, nullptr));
+    Vec y(120);
+    cpu::binaryForward(ck, a.data(), ad, b.data(), bd, y.data(), yd);
+    EXPECT_LT(relError(Y.download(), y), tolerance(t));
+  }
+  // Reductions, transposes, concat and split of a [3, 4, 5] tensor.
+  kc::Dims xd{3, 4, 5};
+  Vec x = rounded(randomVec(60), t);
+  Tensor X(x, t);
+  for (std::vector<int64_t> axes :
+       {std::vector<int64_t>{}, {0}, {1}, {2}, {0, 2}, {-1}}) {
+    cpu::Dims kept = xd;
+    for (int64_t ax : axes)
+      kept[ax < 0 ? ax + 3 : ax] = 1;
+    size_t n = axes.empty() ? 1 : size_t(kept[0] * kept[1] * kept[2]);
+    Tensor R(n, t);
+    CUDA_OK(kc::reduceSum(X.ref(), xd, axes, R.mut(), nullptr));
+    Vec r(n);
+    cpu::reduceSum(x.data(), xd, axes, r.data());
+    EXPECT_LT(relError(R.download(), r), tolerance(t));
+  }
+  for (std::vector<int64_t> perm : {std::vector<int64_t>{2, 0, 1}, {1, 0, 2}}) {
+    Tensor P(60, t);
+    CUDA_OK(kc::transpose(X.ref(), xd, perm, P.mut(), nullptr));
+    Vec p(60);
+    cpu::transpose(x.data(), xd, perm, p.data());
+    EXPECT_LT(relError(P.download(), p), tolerance(t));
+  }
+  kc::Dims p0{3, 1, 5}, p1{3, 3, 5};
+  Tensor S0(15, t), S1(45, t), C(60, t);
+  CUDA_OK(kc::splitPart(X.ref(), xd, 1, 0, S0.mut(), p0, nullptr));
+  CUDA_OK(kc::splitPart(X.ref(), xd, 1, 1, S1.mut(), p1, nullptr));
+  CUDA_OK(kc::concatPart(S0.ref(), p0, 1, 0, 4, C.mut(), nullptr));
+  CUDA_OK(kc::concatPart(S1.ref(), p1, 1, 1, 4, C.mut(), nullptr));
+  Vec s0(15), s1(45);
+  cpu::split(x.data(), xd, 1, {s0.data(), s1.data()}, {p0, p1});
+  EXPECT_LT(relError(S0.download(), s0), tolerance(t));
+  EXPECT_LT(relError(S1.download(), s1), tolerance(t));
+  EXPECT_EQ(C.download(), X.download());
+  // Casts, negation and fills.
+  Tensor F(60, kc::DType::F32), N(60, t), Z(60, t);
+  CUDA_OK(kc::cast(X.ref(), F.mut(), 60, nullptr));
+  CUDA_OK(kc::neg(X.ref(), N.mut(), 60, nullptr));
+  CUDA_OK(kc::fill(Z.mut(), 60, 0.5f, nullptr));
+  EXPECT_EQ(F.download(), x);
+  Vec negX(60);
+  for (int i = 0; i < 60; ++i)
+    negX[i] = -x[i];
+  EXPECT_EQ(N.download(), negX);
+  EXPECT_EQ(Z.download(), Vec(60, 0.5f));
+}
+
+/// The linear layer's three GEMMs in both weight layouts, and an
+/// accumulating one, against the CPU linear kernels.
+TEST_P(Kernels, Gemms) {
+  kc::DType t = GetParam();
+  mt::runtime::Gemms gemms;
+  ASSERT_TRUE(gemms.init());
+  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
+  int64_t rows = 77, in = 96, out = 130;
+  for (bool outIn : {true, false}) {
+    Vec x = rounded(randomVec(rows * in), t),
+        w = rounded(randomVec(in * out), t);
+    Vec dy = rounded(randomVec(rows * out), t);
+    Tensor X(x, t), W(w, t), DY(dy, t), Y(rows * out, t), DX(rows * in, t),
+        DW(in * out, t);
+    mt::runtime::GemmShape fwd{rows, out, in, false, outIn, t, t, false};
+    mt::runtime::GemmShape dxs{rows, in, out, false, !outIn, t, t, false};
+    mt::runtime::GemmShape dws =
+        outIn ? mt::runtime::GemmShape{out, in, rows, true, false, t, t, false}
+              : mt::runtime::GemmShape{in, out, rows, true, false, t, t, false};
+    ASSERT_TRUE(
+        gemms.run(fwd, X.data(), W.data(), Y.data(), work.data(), nullptr));
+    ASSERT_TRUE(
+        gemms.run(dxs, DY.data(), W.data(), DX.data(), work.data(), nullptr));
+    ASSERT_TRUE(gemms.run(dws, outIn ? DY.data() : X.data(),
+                          outIn ? X.data() : DY.data(), DW.data(), work.data(),
+                          nullptr));
+    Vec y(rows * out), dx(rows * in), dw(in * out, 0.0f);
+    cpu::linearForward(x.data(), w.data(), nullptr, rows, in, out, outIn,
+                       y.data());
+    cpu::linearBackward(x.data(), w.data(), dy.data(), rows, in, out, outIn,
+                        dx.data(), dw.data(), nullptr);
+    EXPECT_LT(relError(Y.download(), y), tolerance(t)) << "outIn " << outIn;
+    EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << "outIn " << outIn;
+    EXPECT_LT(relError(DW.download(), dw), tolerance(t)) << "outIn " << outIn;
+    // Accumulating: the same dw again, into fp32.
+    Tensor DW32(dw, kc::DType::F32);
+    mt::runtime::GemmShape acc = dws;
+    acc.c = kc::DType::F32;
+    acc.accumulate = true;
+    ASSERT_TRUE(gemms.run(acc, outIn ? DY.data() : X.data(),
+                          outIn ? X.data() : DY.data(), DW32.data(),
+                          work.data(), nullptr));
+    Vec twice = dw;
+    for (float &v : twice)
+      v *= 2;
+    EXPECT_LT(relError(DW32.download(), twice), tolerance(t));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Storage, Kernels,
+                         ::testing::Values(kc::DType::F32, kc::DType::BF16),
+                         [](const auto &info) {
+                           return info.param == kc::DType::F32 ? "F32" : "BF16";
+                         });
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string why;
+  if (!mt::runtime::cudaDeviceUsable(&why)) {
+    std::printf("skipped: %s\n", why.c_str());
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

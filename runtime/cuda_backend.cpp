@@ -329,6 +329,18 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
   for (uint32_t b : op.results())
     if (Status st = check(b); !st)
       return st;
+  // A GEMM's inputs share one type: x and w (and dy).
+  Kernel k = op.kernel();
+  if (k == Kernel::LINEAR || k == Kernel::LINEAR_GRAD ||
+      k == Kernel::HEAD_CROSS_ENTROPY || k == Kernel::HEAD_CROSS_ENTROPY_GRAD) {
+    int inputs = k == Kernel::LINEAR_GRAD ? 3 : 2;
+    for (int i = 1; i < inputs; ++i)
+      if (buf(op.operands(i)).dtype() != buf(op.operands(0)).dtype())
+        return Status::error("'" + buf(op.operands(0)).name() + "' and '" +
+                             buf(op.operands(i)).name() +
+                             "' differ in type; cuBLASLt multiplies inputs "
+                             "of one type");
+  }
   return Status::ok();
 }
 
@@ -338,14 +350,16 @@ CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
   bool outIn = op.attrs().out_in();
   kc::DType ab = in(op.operands(0)).type;
   kc::DType c = in(op.results(0)).type;
+  kc::DType dw =
+      op.results_size() > 1 ? in(op.results(1)).type : kc::DType::F32;
   Linear l;
   // y[rows, out] = x W^T (W [out, in]) or x W (W [in, out]).
   l.forward = {rows, outDim, inDim, false, outIn, ab, c, false};
   // dx[rows, in] = dy W (W [out, in]) or dy W^T.
   l.dx = {rows, inDim, outDim, false, !outIn, ab, c, false};
   // dw[out, in] = dy^T x, or dw[in, out] = x^T dy.
-  l.dw = outIn ? GemmShape{outDim, inDim, rows, true, false, ab, c, false}
-               : GemmShape{inDim, outDim, rows, true, false, ab, c, false};
+  l.dw = outIn ? GemmShape{outDim, inDim, rows, true, false, ab, dw, false}
+               : GemmShape{inDim, outDim, rows, true, false, ab, dw, false};
   return l;
 }
 
@@ -506,6 +520,9 @@ Status CudaBackend::runHostSide(const plan::Op &op, const StepConfig &step) {
     return Status::error("the CUDA backend has no host kernel " +
                          plan::Kernel_Name(op.kernel()));
   uint32_t from = op.operands(0);
+  if (tier(from) == plan::DEVICE)
+    return Status::error("host COPY from device buffer '" + buf(from).name() +
+                         "'");
   plan::DType fromType = buf(from).dtype();
   if (count(from) != n || (fromType != plan::F32 && fromType != plan::BF16))
     return Status::error("copies between F32 or BF16 buffers of one size");

@@ -2,7 +2,8 @@
 # The GPU tests and benchmark, on the GPU machine, without building anything
 # (scripts/gpu-prepare.sh made build-cuda/bin and build-cuda/gpu here; carry
 # both). In about 8 minutes:
-#   1. the CUDA kernels against the CPU reference (mt_cuda_kernel_tests);
+#   1. the CUDA kernels against the CPU reference (mt_cuda_kernel_tests), with
+#      either attention kernel, and the two attention kernels' speed;
 #   2. end to end: llama-hf and the examples train 5 steps on the GPU, and
 #      their losses are checked against the CPU backend's (fp32 within 1e-4
 #      relative, bf16 within 2e-2);
@@ -29,16 +30,29 @@ rm -f "$out/bench.jsonl" "$out/results.txt"
 result() { echo "$1" | tee -a "$out/results.txt"; }
 echo "machine: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u '+%F %H:%M UTC')"
 
-# 1. Kernels.
-timeout 120 "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$out/kernels.log" 2>&1
-code=$?
-if [ $code -eq 0 ]; then
-  result "kernels: PASS ($(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$out/kernels.log"))"
-elif [ $code -eq 77 ]; then
-  result "kernels: SKIPPED ($(cat "$out/kernels.log"))"
-else
-  result "kernels: FAIL (exit $code; $out/kernels.log)"
-  grep -E "Failure|Expected|Which is|error|FAILED" "$out/kernels.log" | head -30
+# 1. Kernels: bf16 attention on tensor cores where it applies, then every
+# case again with the CUDA-core attention (MT_ATTENTION=simt).
+for mode in default simt; do
+  log="$out/kernels-$mode.log"
+  if [ $mode = simt ]; then
+    MT_ATTENTION=simt timeout 120 "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
+  else
+    timeout 120 "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
+  fi
+  code=$?
+  if [ $code -eq 0 ]; then
+    result "kernels ($mode attention): PASS ($(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$log"))"
+  elif [ $code -eq 77 ]; then
+    result "kernels ($mode attention): SKIPPED ($(cat "$log"))"
+  else
+    result "kernels ($mode attention): FAIL (exit $code; $log)"
+    grep -E "Failure|Expected|Which is|error|FAILED" "$log" | head -30
+  fi
+done
+# Attention speed, to choose between the two by measurement.
+if [ -x "$bin/mt-bench-attention" ]; then
+  result "$(timeout 60 "$bin/mt-bench-attention" 2>&1 | tail -1)"
+  result "$(MT_ATTENTION=simt timeout 90 "$bin/mt-bench-attention" --repeat 2 2>&1 | tail -1)"
 fi
 
 # 2. End to end against the CPU backend's losses.

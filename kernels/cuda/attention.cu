@@ -11,6 +11,12 @@
 // the reference on the GPU machine.
 #include "kernels/cuda/common.cuh"
 
+#include <mma.h>
+
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+
 namespace mt::kernels::cuda {
 namespace {
 
@@ -315,6 +321,402 @@ cudaError_t launch(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream,
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------------------
+// Tensor-core attention for bf16 storage (head dims 16, 32, 64 and 128): the
+// same algorithm on tiles of 64 queries x 64 keys, the products on WMMA
+// (bf16 in, fp32 accumulate), the softmax on the scores staged in shared
+// memory. A warp owns 16 rows of every tile, so between a warp's products
+// and its softmax only the warp synchronises; the block synchronises to
+// stage the shared tiles. P and dS are rounded to bf16 for their products,
+// as flash attention does.
+
+namespace wmma = nvcuda::wmma;
+using bf16 = __nv_bfloat16;
+
+constexpr int kTcWarps = 4;
+constexpr int kTcTile = 64; // queries and keys per tile: 16 rows per warp
+
+/// Leading dims (elements) of the shared tiles: padded against bank
+/// conflicts, multiples of 8 (bf16) and 4 (fp32) as WMMA requires.
+template <int D> struct TcDims {
+  static constexpr int ldh = D + 8;                          // bf16 [64][D]
+  static constexpr int ldf = D + 4;                          // fp32 [64][D]
+  static constexpr int lds = kTcTile + 4;                    // fp32 [64][64]
+  static constexpr int ldp = kTcTile + 8;                    // bf16 [64][64]
+  static constexpr size_t tileH = size_t(kTcTile) * ldh * 2; // bytes
+  static constexpr size_t tileF = size_t(kTcTile) * ldf * 4;
+  static constexpr size_t tileS = size_t(kTcTile) * lds * 4;
+  static constexpr size_t tileP = size_t(kTcTile) * ldp * 2;
+  static constexpr size_t stats = 3 * kTcTile * 4;
+  static constexpr size_t forward =
+      3 * tileH + tileP + tileS + 2 * tileF + stats;
+  static constexpr size_t backward =
+      4 * tileH + 2 * tileP + 2 * tileS + tileF + stats;
+};
+
+using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
+using FragBRow =
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
+using FragBCol =
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
+using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+/// rows [first, first + 64) of head `head` of a [batch, seq, width] bf16
+/// tensor into a shared tile (zeros past seq).
+template <int D>
+__device__ __forceinline__ void stageTc(const bf16 *x, int64_t width, int64_t b,
+                                        int64_t head, int64_t first,
+                                        int64_t seq, bf16 *tile) {
+  for (int idx = threadIdx.x; idx < kTcTile * D; idx += blockDim.x) {
+    int r = idx / D, e = idx % D;
+    int64_t row = first + r;
+    tile[r * TcDims<D>::ldh + e] =
+        row < seq ? x[(b * seq + row) * width + head * D + e]
+                  : __float2bfloat16_rn(0.0f);
+  }
+}
+
+/// out[16 x 64] (fp32, ld lds) = A[16 x D] B[64 x D]^T for this warp's 16
+/// rows of `a` and all 64 rows of `b` (both bf16, ld ldh).
+template <int D>
+__device__ __forceinline__ void productNT(const bf16 *a, const bf16 *b,
+                                          float *out) {
+  constexpr int ldh = TcDims<D>::ldh, lds = TcDims<D>::lds;
+  for (int n = 0; n < kTcTile / 16; ++n) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      FragA fa;
+      FragBCol fb;
+      wmma::load_matrix_sync(fa, a + 16 * kk, ldh);
+      wmma::load_matrix_sync(fb, b + 16 * n * ldh + 16 * kk, ldh);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out + 16 * n, acc, lds, wmma::mem_row_major);
+  }
+}
+
+/// acc[n] += P[16 x 64] (bf16, ld ldp) X[64 x D] (bf16, ld ldh).
+template <int D>
+__device__ __forceinline__ void productPN(const bf16 *p, const bf16 *x,
+                                          FragC *acc) {
+  constexpr int ldh = TcDims<D>::ldh, ldp = TcDims<D>::ldp;
+  for (int n = 0; n < D / 16; ++n)
+    for (int kk = 0; kk < kTcTile / 16; ++kk) {
+      FragA fa;
+      FragBRow fb;
+      wmma::load_matrix_sync(fa, p + 16 * kk, ldp);
+      wmma::load_matrix_sync(fb, x + 16 * kk * ldh + 16 * n, ldh);
+      wmma::mma_sync(acc[n], fa, fb, acc[n]);
+    }
+}
+
+/// Writes this warp's 16 rows of `acc` (via `stage`, fp32 ld ldf) to rows
+/// first + 16 * warp + r of head `head` of a [batch, seq, width] tensor.
+template <int D>
+__device__ __forceinline__ void
+writeRows(FragC *acc, float *stage, int64_t first, int64_t b, int64_t head,
+          int64_t width, int64_t seq, Store out) {
+  constexpr int ldf = TcDims<D>::ldf;
+  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float *mine = stage + 16 * warp * ldf;
+  for (int n = 0; n < D / 16; ++n)
+    wmma::store_matrix_sync(mine + 16 * n, acc[n], ldf, wmma::mem_row_major);
+  __syncwarp();
+  for (int r = 0; r < 16; ++r) {
+    int64_t row = first + 16 * warp + r;
+    if (row >= seq)
+      continue;
+    for (int e = lane; e < D; e += kWarp)
+      out.set((b * seq + row) * width + head * D + e, mine[r * ldf + e]);
+  }
+  __syncwarp();
+}
+
+template <int D>
+__global__ void __launch_bounds__(kTcWarps *kWarp)
+    tcForwardKernel(const bf16 *q, const bf16 *k, const bf16 *v, Load mask,
+                    Geometry geo, Store out, bool stats, Load dOut, float *lse,
+                    float *dsum) {
+  using L = TcDims<D>;
+  const AttentionShape &s = geo.s;
+  extern __shared__ __align__(128) unsigned char tcSmem[];
+  bf16 *qs = reinterpret_cast<bf16 *>(tcSmem);
+  bf16 *ks = reinterpret_cast<bf16 *>(tcSmem + L::tileH);
+  bf16 *vs = reinterpret_cast<bf16 *>(tcSmem + 2 * L::tileH);
+  bf16 *ps = reinterpret_cast<bf16 *>(tcSmem + 3 * L::tileH);
+  float *ss = reinterpret_cast<float *>(tcSmem + 3 * L::tileH + L::tileP);
+  float *os =
+      reinterpret_cast<float *>(tcSmem + 3 * L::tileH + L::tileP + L::tileS);
+  float *pv = os + kTcTile * L::ldf;
+  float *rowM = pv + kTcTile * L::ldf, *rowL = rowM + kTcTile,
+        *rowC = rowL + kTcTile;
+  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  int64_t i0 = int64_t(blockIdx.x) * kTcTile;
+  stageTc<D>(q, s.heads * D, b, h, i0, s.seq, qs);
+  for (int idx = threadIdx.x; idx < kTcTile * D; idx += blockDim.x)
+    os[(idx / D) * L::ldf + idx % D] = 0.0f;
+  if (threadIdx.x < kTcTile) {
+    rowM[threadIdx.x] = -INFINITY;
+    rowL[threadIdx.x] = 0.0f;
+  }
+  int64_t last = min(s.seq - 1, i0 + kTcTile - 1);
+  int64_t jEnd = s.causal ? last + 1 : s.seq;
+  int64_t jBegin = s.window > 0 ? max(int64_t(0), i0 - s.window + 1) : 0;
+  const bf16 *qw = qs + 16 * warp * L::ldh;
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
+    __syncthreads(); // the previous tiles are consumed
+    stageTc<D>(k, s.kvHeads * D, b, g, j0, s.seq, ks);
+    stageTc<D>(v, s.kvHeads * D, b, g, j0, s.seq, vs);
+    __syncthreads();
+    productNT<D>(qw, ks, ss + 16 * warp * L::lds);
+    __syncwarp();
+    for (int r = 0; r < 16; ++r) {
+      int row = 16 * warp + r;
+      int64_t i = i0 + row;
+      float x[2];
+      for (int t = 0; t < 2; ++t) {
+        int c = lane + t * kWarp;
+        int64_t j = j0 + c;
+        x[t] = -INFINITY;
+        if (i < s.seq && j < s.seq && !geo.masked(i, j)) {
+          x[t] = ss[row * L::lds + c] * s.scale;
+          if (geo.hasMask)
+            x[t] += mask[geo.maskAt(b, h, i, j)];
+        }
+      }
+      float mOld = rowM[row];
+      float mNew = fmaxf(mOld, warpMax(fmaxf(x[0], x[1])));
+      float corr = mNew == -INFINITY ? 1.0f : expf(mOld - mNew);
+      float p0 = x[0] == -INFINITY ? 0.0f : expf(x[0] - mNew);
+      float p1 = x[1] == -INFINITY ? 0.0f : expf(x[1] - mNew);
+      float sum = warpSum(p0 + p1);
+      ps[row * L::ldp + lane] = __float2bfloat16_rn(p0);
+      ps[row * L::ldp + lane + kWarp] = __float2bfloat16_rn(p1);
+      if (lane == 0) {
+        rowM[row] = mNew;
+        rowL[row] = rowL[row] * corr + sum;
+        rowC[row] = corr;
+      }
+    }
+    __syncwarp();
+    FragC acc[D / 16];
+    for (int n = 0; n < D / 16; ++n)
+      wmma::fill_fragment(acc[n], 0.0f);
+    productPN<D>(ps + 16 * warp * L::ldp, vs, acc);
+    for (int n = 0; n < D / 16; ++n)
+      wmma::store_matrix_sync(pv + 16 * warp * L::ldf + 16 * n, acc[n], L::ldf,
+                              wmma::mem_row_major);
+    __syncwarp();
+    for (int r = 0; r < 16; ++r) {
+      int row = 16 * warp + r;
+      float c = rowC[row];
+      for (int e = lane; e < D; e += kWarp)
+        os[row * L::ldf + e] = os[row * L::ldf + e] * c + pv[row * L::ldf + e];
+    }
+    __syncwarp();
+  }
+  for (int r = 0; r < 16; ++r) {
+    int row = 16 * warp + r;
+    int64_t i = i0 + row;
+    if (i >= s.seq)
+      continue;
+    float l = rowL[row], inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (!stats) {
+      for (int e = lane; e < D; e += kWarp)
+        out.set(geo.qAt(b, i, h) + e, os[row * L::ldf + e] * inv);
+      continue;
+    }
+    float dot = 0.0f;
+    for (int e = lane; e < D; e += kWarp)
+      dot += os[row * L::ldf + e] * inv * dOut[geo.qAt(b, i, h) + e];
+    dot = warpSum(dot);
+    if (lane == 0) {
+      lse[geo.statAt(b, h, i)] = l > 0.0f ? rowM[row] + logf(l) : -INFINITY;
+      dsum[geo.statAt(b, h, i)] = dot;
+    }
+  }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kTcWarps *kWarp)
+    tcDqKernel(const bf16 *q, const bf16 *k, const bf16 *v, Load mask,
+               Geometry geo, const bf16 *dOut, const float *lse,
+               const float *dsum, Store dq) {
+  using L = TcDims<D>;
+  const AttentionShape &s = geo.s;
+  extern __shared__ __align__(128) unsigned char tcSmem[];
+  bf16 *qs = reinterpret_cast<bf16 *>(tcSmem);
+  bf16 *dos = reinterpret_cast<bf16 *>(tcSmem + L::tileH);
+  bf16 *ks = reinterpret_cast<bf16 *>(tcSmem + 2 * L::tileH);
+  bf16 *vs = reinterpret_cast<bf16 *>(tcSmem + 3 * L::tileH);
+  bf16 *dsh = reinterpret_cast<bf16 *>(tcSmem + 4 * L::tileH);
+  float *ss = reinterpret_cast<float *>(tcSmem + 4 * L::tileH + 2 * L::tileP);
+  float *dps = ss + kTcTile * L::lds;
+  float *outf = dps + kTcTile * L::lds;
+  float *rowLse = outf + kTcTile * L::ldf, *rowDot = rowLse + kTcTile;
+  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kvHeads);
+  int64_t i0 = int64_t(blockIdx.x) * kTcTile;
+  stageTc<D>(q, s.heads * D, b, h, i0, s.seq, qs);
+  stageTc<D>(dOut, s.heads * D, b, h, i0, s.seq, dos);
+  if (threadIdx.x < kTcTile) {
+    int64_t i = i0 + threadIdx.x;
+    rowLse[threadIdx.x] = i < s.seq ? lse[geo.statAt(b, h, i)] : -INFINITY;
+    rowDot[threadIdx.x] = i < s.seq ? dsum[geo.statAt(b, h, i)] : 0.0f;
+  }
+  FragC acc[D / 16];
+  for (int n = 0; n < D / 16; ++n)
+    wmma::fill_fragment(acc[n], 0.0f);
+  int64_t last = min(s.seq - 1, i0 + kTcTile - 1);
+  int64_t jEnd = s.causal ? last + 1 : s.seq;
+  int64_t jBegin = s.window > 0 ? max(int64_t(0), i0 - s.window + 1) : 0;
+  for (int64_t j0 = jBegin; j0 < jEnd; j0 += kTcTile) {
+    __syncthreads();
+    stageTc<D>(k, s.kvHeads * D, b, g, j0, s.seq, ks);
+    stageTc<D>(v, s.kvHeads * D, b, g, j0, s.seq, vs);
+    __syncthreads();
+    productNT<D>(qs + 16 * warp * L::ldh, ks, ss + 16 * warp * L::lds);
+    productNT<D>(dos + 16 * warp * L::ldh, vs, dps + 16 * warp * L::lds);
+    __syncwarp();
+    for (int r = 0; r < 16; ++r) {
+      int row = 16 * warp + r;
+      int64_t i = i0 + row;
+      float rl = rowLse[row];
+      for (int t = 0; t < 2; ++t) {
+        int c = lane + t * kWarp;
+        int64_t j = j0 + c;
+        float ds = 0.0f;
+        if (i < s.seq && j < s.seq && !geo.masked(i, j) && rl != -INFINITY) {
+          float x = ss[row * L::lds + c] * s.scale;
+          if (geo.hasMask)
+            x += mask[geo.maskAt(b, h, i, j)];
+          float p = x == -INFINITY ? 0.0f : expf(x - rl);
+          ds = p * (dps[row * L::lds + c] - rowDot[row]) * s.scale;
+        }
+        dsh[row * L::ldp + c] = __float2bfloat16_rn(ds);
+      }
+    }
+    __syncwarp();
+    productPN<D>(dsh + 16 * warp * L::ldp, ks, acc);
+  }
+  writeRows<D>(acc, outf, i0, b, h, s.heads * D, s.seq, dq);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kTcWarps *kWarp)
+    tcDkvKernel(const bf16 *q, const bf16 *k, const bf16 *v, Load mask,
+                Geometry geo, const bf16 *dOut, const float *lse,
+                const float *dsum, Store dk, Store dv) {
+  using L = TcDims<D>;
+  const AttentionShape &s = geo.s;
+  extern __shared__ __align__(128) unsigned char tcSmem[];
+  bf16 *ks = reinterpret_cast<bf16 *>(tcSmem);
+  bf16 *vs = reinterpret_cast<bf16 *>(tcSmem + L::tileH);
+  bf16 *qs = reinterpret_cast<bf16 *>(tcSmem + 2 * L::tileH);
+  bf16 *dos = reinterpret_cast<bf16 *>(tcSmem + 3 * L::tileH);
+  bf16 *pth = reinterpret_cast<bf16 *>(tcSmem + 4 * L::tileH);
+  bf16 *dsth = pth + kTcTile * L::ldp;
+  float *sts = reinterpret_cast<float *>(tcSmem + 4 * L::tileH + 2 * L::tileP);
+  float *dpts = sts + kTcTile * L::lds;
+  float *outf = dpts + kTcTile * L::lds;
+  float *colLse = outf + kTcTile * L::ldf, *colDot = colLse + kTcTile;
+  int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  int64_t b = blockIdx.z, g = blockIdx.y, group = s.heads / s.kvHeads;
+  int64_t j0 = int64_t(blockIdx.x) * kTcTile;
+  stageTc<D>(k, s.kvHeads * D, b, g, j0, s.seq, ks);
+  stageTc<D>(v, s.kvHeads * D, b, g, j0, s.seq, vs);
+  FragC accK[D / 16], accV[D / 16];
+  for (int n = 0; n < D / 16; ++n) {
+    wmma::fill_fragment(accK[n], 0.0f);
+    wmma::fill_fragment(accV[n], 0.0f);
+  }
+  int64_t lastJ = min(s.seq - 1, j0 + kTcTile - 1);
+  int64_t iBegin = s.causal ? j0 : 0;
+  int64_t iEnd = s.window > 0 ? min(s.seq, lastJ + s.window) : s.seq;
+  for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+    for (int64_t i0 = iBegin; i0 < iEnd; i0 += kTcTile) {
+      __syncthreads();
+      stageTc<D>(q, s.heads * D, b, h, i0, s.seq, qs);
+      stageTc<D>(dOut, s.heads * D, b, h, i0, s.seq, dos);
+      if (threadIdx.x < kTcTile) {
+        int64_t i = i0 + threadIdx.x;
+        colLse[threadIdx.x] = i < s.seq ? lse[geo.statAt(b, h, i)] : -INFINITY;
+        colDot[threadIdx.x] = i < s.seq ? dsum[geo.statAt(b, h, i)] : 0.0f;
+      }
+      __syncthreads();
+      // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys.
+      productNT<D>(ks + 16 * warp * L::ldh, qs, sts + 16 * warp * L::lds);
+      productNT<D>(vs + 16 * warp * L::ldh, dos, dpts + 16 * warp * L::lds);
+      __syncwarp();
+      for (int r = 0; r < 16; ++r) {
+        int row = 16 * warp + r;
+        int64_t j = j0 + row;
+        for (int t = 0; t < 2; ++t) {
+          int c = lane + t * kWarp;
+          int64_t i = i0 + c;
+          float cl = colLse[c], p = 0.0f, ds = 0.0f;
+          if (i < s.seq && j < s.seq && !geo.masked(i, j) && cl != -INFINITY) {
+            float x = sts[row * L::lds + c] * s.scale;
+            if (geo.hasMask)
+              x += mask[geo.maskAt(b, h, i, j)];
+            p = x == -INFINITY ? 0.0f : expf(x - cl);
+            ds = p * (dpts[row * L::lds + c] - colDot[c]) * s.scale;
+          }
+          pth[row * L::ldp + c] = __float2bfloat16_rn(p);
+          dsth[row * L::ldp + c] = __float2bfloat16_rn(ds);
+        }
+      }
+      __syncwarp();
+      productPN<D>(pth + 16 * warp * L::ldp, dos, accV);
+      productPN<D>(dsth + 16 * warp * L::ldp, qs, accK);
+    }
+  }
+  writeRows<D>(accK, outf, j0, b, g, s.kvHeads * D, s.seq, dk);
+  writeRows<D>(accV, outf, j0, b, g, s.kvHeads * D, s.seq, dv);
+}
+
+/// Whether the tensor-core kernels take this call: every tensor bf16, a head
+/// dim they are built for, and not turned off (MT_ATTENTION=simt, for
+/// measuring one against the other).
+bool tensorCores(const AttentionShape &s, std::initializer_list<DType> types) {
+  for (DType t : types)
+    if (t != DType::BF16)
+      return false;
+  static const bool off = [] {
+    const char *v = std::getenv("MT_ATTENTION");
+    return v && std::string(v) == "simt";
+  }();
+  return !off && (s.headDim == 16 || s.headDim == 32 || s.headDim == 64 ||
+                  s.headDim == 128);
+}
+
+template <typename Fn> cudaError_t byTcHeadDim(int64_t d, Fn fn) {
+  switch (d) {
+  case 16:
+    return fn(std::integral_constant<int, 16>());
+  case 32:
+    return fn(std::integral_constant<int, 32>());
+  case 64:
+    return fn(std::integral_constant<int, 64>());
+  default:
+    return fn(std::integral_constant<int, 128>());
+  }
+}
+
+template <typename Kernel, typename... Args>
+cudaError_t launchTc(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream,
+                     Args... args) {
+  if (cudaError_t e = cudaFuncSetAttribute(
+          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))
+    return e;
+  kernel<<<grid, kTcWarps * kWarp, smem, stream>>>(args...);
+  return cudaGetLastError();
+}
+
+const bf16 *bf(Ref r) { return static_cast<const bf16 *>(r.data); }
+
 } // namespace
 
 cudaError_t attention(Ref q, Ref k, Ref v, Ref mask, const AttentionShape &s,
@@ -322,6 +724,17 @@ cudaError_t attention(Ref q, Ref k, Ref v, Ref mask, const AttentionShape &s,
   if (!valid(s))
     return cudaErrorInvalidValue;
   Geometry geo{s, mask.data != nullptr};
+  if (tensorCores(s, {q.type, k.type, v.type, out.type})) {
+    dim3 tiles(unsigned((s.seq + kTcTile - 1) / kTcTile), unsigned(s.heads),
+               unsigned(s.batch));
+    return byTcHeadDim(s.headDim, [&](auto dim) {
+      constexpr int D = decltype(dim)::value;
+      return launchTc(tcForwardKernel<D>, tiles, TcDims<D>::forward, stream,
+                      bf(q), bf(k), bf(v), load(mask), geo, store(out), false,
+                      Load{}, static_cast<float *>(nullptr),
+                      static_cast<float *>(nullptr));
+    });
+  }
   dim3 grid(unsigned((s.seq + kRows - 1) / kRows), unsigned(s.heads),
             unsigned(s.batch));
   return byHeadDim(s.headDim, [&](auto per) {
@@ -344,6 +757,29 @@ cudaError_t attentionGrad(Ref q, Ref k, Ref v, Ref mask, Ref dOut,
   Geometry geo{s, mask.data != nullptr};
   float *lse = static_cast<float *>(workspace);
   float *dsum = lse + s.batch * s.heads * s.seq;
+  if (tensorCores(
+          s, {q.type, k.type, v.type, dOut.type, dq.type, dk.type, dv.type})) {
+    unsigned tiles = unsigned((s.seq + kTcTile - 1) / kTcTile);
+    return byTcHeadDim(s.headDim, [&](auto dim) -> cudaError_t {
+      constexpr int D = decltype(dim)::value;
+      dim3 byQuery(tiles, unsigned(s.heads), unsigned(s.batch));
+      if (cudaError_t e =
+              launchTc(tcForwardKernel<D>, byQuery, TcDims<D>::forward, stream,
+                       bf(q), bf(k), bf(v), load(mask), geo, Store{}, true,
+                       load(dOut), lse, dsum))
+        return e;
+      if (cudaError_t e = launchTc(tcDqKernel<D>, byQuery, TcDims<D>::backward,
+                                   stream, bf(q), bf(k), bf(v), load(mask), geo,
+                                   bf(dOut), static_cast<const float *>(lse),
+                                   static_cast<const float *>(dsum), store(dq)))
+        return e;
+      dim3 byKey(tiles, unsigned(s.kvHeads), unsigned(s.batch));
+      return launchTc(tcDkvKernel<D>, byKey, TcDims<D>::backward, stream, bf(q),
+                      bf(k), bf(v), load(mask), geo, bf(dOut),
+                      static_cast<const float *>(lse),
+                      static_cast<const float *>(dsum), store(dk), store(dv));
+    });
+  }
   unsigned rowBlocks = unsigned((s.seq + kRows - 1) / kRows);
   int d = int(s.headDim);
   return byHeadDim(s.headDim, [&](auto per) -> cudaError_t {

@@ -1,10 +1,11 @@
 // The CUDA backend (see cuda_backend.h).
 //
-// Each op is enqueued on its stream's CUDA stream, and the stream's host
-// thread (the executor's) waits for it before signalling the op's tokens,
-// so that the plan's tokens keep their meaning for the host ops and for
-// other streams. The copy and compute streams still overlap: each has its
-// own thread and CUDA stream.
+// Each op is enqueued on its stream's CUDA stream. The stream's host thread
+// (the executor's) waits for the GPU only where the plan needs it: before
+// it signals tokens (which other streams and the host ops wait on), before
+// a host op of its own stream, and at the end of each phase. Ops in between
+// queue up in stream order, so the GPU runs ahead of the host thread; the
+// copy and compute streams overlap, each with its own thread and stream.
 #include "runtime/cuda_backend.h"
 
 #include "kernels/cpu/parallel.h"
@@ -83,6 +84,16 @@ public:
 
   Status allocate(const plan::Plan &plan) override;
   Status run(const plan::Op &op, const StepConfig &step) override;
+
+  Status synchronize() override {
+    for (size_t s = 0; s < streams_.size(); ++s)
+      if (pending_[s]) {
+        if (Status st = MT_CUDA(cudaStreamSynchronize(streams_[s])); !st)
+          return st;
+        pending_[s] = 0;
+      }
+    return Status::ok();
+  }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
     if (Status st = checkBytes(b, bytes); !st)
@@ -190,6 +201,9 @@ private:
   std::vector<void *> pinned_, host_;
   std::vector<cudaStream_t> streams_;
   std::vector<char *> workspace_; ///< by stream: GEMM workspace, then scratch
+  /// By stream: work enqueued and not yet waited for. Each is touched by
+  /// its stream's thread only (and by synchronize, after they joined).
+  std::vector<char> pending_;
   Gemms gemms_;
 };
 
@@ -291,6 +305,7 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       return st;
     streams_.push_back(stream);
   }
+  pending_.assign(streams_.size(), 0);
   for (const auto &phase : plan.phases())
     for (const auto &op : phase.ops())
       if (onDevice(plan, op))
@@ -448,22 +463,31 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
 }
 
 Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
-  if (!onDevice(*plan_, op)) {
-    if (op.kernel() == Kernel::COPY_TO_DEVICE ||
-        op.kernel() == Kernel::COPY_TO_HOST) {
-      cudaStream_t stream = streams_[op.stream()];
-      if (Status st = copy(op, stream); !st)
+  cudaStream_t stream = streams_[op.stream()];
+  char &pending = pending_[op.stream()];
+  bool copy = op.kernel() == Kernel::COPY_TO_DEVICE ||
+              op.kernel() == Kernel::COPY_TO_HOST;
+  if (!copy && !onDevice(*plan_, op)) {
+    // A host op sees what this stream's earlier device ops wrote.
+    if (pending) {
+      if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
         return st;
-      return MT_CUDA(cudaStreamSynchronize(stream));
+      pending = 0;
     }
     return runHostSide(op, step);
   }
-  cudaStream_t stream = streams_[op.stream()];
   char *scratch = workspace_[op.stream()] + Gemms::kWorkspaceBytes;
-  if (Status st = runDevice(op, stream, scratch); !st)
+  if (Status st =
+          copy ? this->copy(op, stream) : runDevice(op, stream, scratch);
+      !st)
     return st;
+  pending = 1;
+  // The embedding's id check is read back at once.
+  if (op.signals_size() == 0 && op.kernel() != Kernel::EMBEDDING)
+    return Status::ok();
   if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
     return st;
+  pending = 0;
   if (op.kernel() == Kernel::EMBEDDING) {
     int bad = 0;
     if (Status st = MT_CUDA(

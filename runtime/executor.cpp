@@ -110,7 +110,12 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
       threads.emplace_back(work, std::cref(ops));
   for (std::thread &t : threads)
     t.join();
-  return tokens.status();
+  if (Status st = tokens.status(); !st)
+    return st;
+  if (Status st = backend.synchronize(); !st)
+    return Status::error(plan::PhaseKind_Name(phase.kind()) + ": " +
+                         st.message());
+  return Status::ok();
 }
 
 } // namespace mt::runtime

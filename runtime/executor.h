@@ -39,8 +39,13 @@ public:
   virtual ~Backend() = default;
   /// Allocates every arena of the plan (once, before the first step).
   virtual Status allocate(const plan::Plan &plan) = 0;
-  /// Runs one op. Called from the thread of the op's stream.
+  /// Runs one op, or starts it: called from the thread of the op's stream,
+  /// it must have finished by the time it returns if it signals tokens (or
+  /// the stream's next op runs on the host); other ops may still be running
+  /// on the device, in stream order, until `synchronize`.
   virtual Status run(const plan::Op &op, const StepConfig &step) = 0;
+  /// Waits for everything started (at the end of each phase).
+  virtual Status synchronize() { return Status::ok(); }
   /// Host access to a buffer of any tier, for loading weights and inputs,
   /// reading the loss, and checkpoints (bytes of the buffer's dtype).
   virtual Status write(uint32_t buffer, const void *data, size_t bytes) = 0;

@@ -234,34 +234,35 @@ TEST_P(Kernels, Attention) {
 
 TEST_P(Kernels, Activations) {
   kc::DType t = GetParam();
-  int64_t n = 10007;
-  for (auto [ca, ka] :
-       {std::pair{cpu::Activation::Gelu, kc::Activation::Gelu},
-        std::pair{cpu::Activation::GeluTanh, kc::Activation::GeluTanh},
-        std::pair{cpu::Activation::Silu, kc::Activation::Silu},
-        std::pair{cpu::Activation::Relu, kc::Activation::Relu}}) {
-    Vec x = rounded(randomVec(n, 2.0f), t), u = rounded(randomVec(n), t);
-    Vec dy = rounded(randomVec(n), t);
-    Tensor X(x, t), U(u, t), DY(dy, t), Y(n, t), DX(n, t), G(n, t), DG(n, t),
-        DU(n, t);
-    CUDA_OK(kc::activation(X.ref(), Y.mut(), n, ka, nullptr));
-    CUDA_OK(kc::activationGrad(X.ref(), DY.ref(), DX.mut(), n, ka, nullptr));
-    CUDA_OK(kc::gated(X.ref(), U.ref(), G.mut(), n, ka, nullptr));
-    CUDA_OK(kc::gatedGrad(X.ref(), U.ref(), DY.ref(), DG.mut(), DU.mut(), n, ka,
-                          nullptr));
-    Vec y(n), dx(n), g(n), dg(n), du(n);
-    cpu::activationForward(x.data(), n, ca, y.data());
-    cpu::activationBackward(x.data(), dy.data(), n, ca, dx.data());
-    cpu::gatedForward(x.data(), u.data(), n, ca, g.data());
-    cpu::gatedBackward(x.data(), u.data(), dy.data(), n, ca, dg.data(),
-                       du.data());
-    int which = int(ka);
-    EXPECT_LT(relError(Y.download(), y), tolerance(t)) << which;
-    EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << which;
-    EXPECT_LT(relError(G.download(), g), tolerance(t)) << which;
-    EXPECT_LT(relError(DG.download(), dg), tolerance(t)) << which;
-    EXPECT_LT(relError(DU.download(), du), tolerance(t)) << which;
-  }
+  // 10007: the scalar kernels; 4096: the 16-byte vector ones.
+  for (int64_t n : {10007, 4096})
+    for (auto [ca, ka] :
+         {std::pair{cpu::Activation::Gelu, kc::Activation::Gelu},
+          std::pair{cpu::Activation::GeluTanh, kc::Activation::GeluTanh},
+          std::pair{cpu::Activation::Silu, kc::Activation::Silu},
+          std::pair{cpu::Activation::Relu, kc::Activation::Relu}}) {
+      Vec x = rounded(randomVec(n, 2.0f), t), u = rounded(randomVec(n), t);
+      Vec dy = rounded(randomVec(n), t);
+      Tensor X(x, t), U(u, t), DY(dy, t), Y(n, t), DX(n, t), G(n, t), DG(n, t),
+          DU(n, t);
+      CUDA_OK(kc::activation(X.ref(), Y.mut(), n, ka, nullptr));
+      CUDA_OK(kc::activationGrad(X.ref(), DY.ref(), DX.mut(), n, ka, nullptr));
+      CUDA_OK(kc::gated(X.ref(), U.ref(), G.mut(), n, ka, nullptr));
+      CUDA_OK(kc::gatedGrad(X.ref(), U.ref(), DY.ref(), DG.mut(), DU.mut(), n,
+                            ka, nullptr));
+      Vec y(n), dx(n), g(n), dg(n), du(n);
+      cpu::activationForward(x.data(), n, ca, y.data());
+      cpu::activationBackward(x.data(), dy.data(), n, ca, dx.data());
+      cpu::gatedForward(x.data(), u.data(), n, ca, g.data());
+      cpu::gatedBackward(x.data(), u.data(), dy.data(), n, ca, dg.data(),
+                         du.data());
+      int which = int(ka);
+      EXPECT_LT(relError(Y.download(), y), tolerance(t)) << which;
+      EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << which;
+      EXPECT_LT(relError(G.download(), g), tolerance(t)) << which;
+      EXPECT_LT(relError(DG.download(), dg), tolerance(t)) << which;
+      EXPECT_LT(relError(DU.download(), du), tolerance(t)) << which;
+    }
 }
 
 TEST_P(Kernels, Embedding) {
@@ -352,6 +353,21 @@ TEST_P(Kernels, Primitives) {
     Vec y(120);
     cpu::binaryForward(ck, a.data(), ad, b.data(), bd, y.data(), yd);
     EXPECT_LT(relError(Y.download(), y), tolerance(t));
+  }
+  // Same shapes: the 16-byte vector path.
+  {
+    Vec x = rounded(randomVec(64), t), z = rounded(randomVec(64), t);
+    Tensor X(x, t), Z(z, t), S(64, t), N(64, t);
+    CUDA_OK(kc::binary(kc::Binary::Sub, X.ref(), {64}, Z.ref(), {64}, S.mut(),
+                       {64}, nullptr));
+    CUDA_OK(kc::neg(X.ref(), N.mut(), 64, nullptr));
+    Vec want(64), negX(64);
+    cpu::binaryForward(cpu::Binary::Sub, x.data(), {64}, z.data(), {64},
+                       want.data(), {64});
+    for (int i = 0; i < 64; ++i)
+      negX[i] = -x[i];
+    EXPECT_LT(relError(S.download(), want), tolerance(t));
+    EXPECT_EQ(N.download(), negX);
   }
   // Reductions, transposes, concat and split of a [3, 4, 5] tensor.
   kc::Dims xd{3, 4, 5};

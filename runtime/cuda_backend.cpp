@@ -156,12 +156,12 @@ private:
                          std::to_string(bytes));
   }
 
-  /// A float tensor of the device (its dtype checked by the loader's pass
-  /// in allocate).
-  kc::Ref in(uint32_t b) const {
-    return {ptr(b),
-            buf(b).dtype() == plan::BF16 ? kc::DType::BF16 : kc::DType::F32};
+  /// The storage type of a float buffer (checkDeviceOp refused others).
+  kc::DType typeOf(uint32_t b) const {
+    return buf(b).dtype() == plan::BF16 ? kc::DType::BF16 : kc::DType::F32;
   }
+  /// A float tensor of the device.
+  kc::Ref in(uint32_t b) const { return {ptr(b), typeOf(b)}; }
   kc::MutRef out(uint32_t b) const {
     kc::Ref r = in(b);
     return {const_cast<void *>(r.data), r.type};
@@ -363,10 +363,9 @@ CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
                                              int64_t inDim,
                                              int64_t outDim) const {
   bool outIn = op.attrs().out_in();
-  kc::DType ab = in(op.operands(0)).type;
-  kc::DType c = in(op.results(0)).type;
-  kc::DType dw =
-      op.results_size() > 1 ? in(op.results(1)).type : kc::DType::F32;
+  kc::DType ab = typeOf(op.operands(0));
+  kc::DType c = typeOf(op.results(0));
+  kc::DType dw = op.results_size() > 1 ? typeOf(op.results(1)) : c;
   Linear l;
   // y[rows, out] = x W^T (W [out, in]) or x W (W [in, out]).
   l.forward = {rows, outDim, inDim, false, outIn, ab, c, false};
@@ -390,7 +389,7 @@ CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
   int64_t seq = a.shift() ? ld.back() : h.rows;
   h.ce = {h.rows / seq, seq, h.vocab, a.ignore_index(), a.shift()};
   h.chunk = std::min(std::max<int64_t>(1, a.chunk_rows()), h.rows);
-  h.type = in(op.operands(0)).type;
+  h.type = typeOf(op.operands(0));
   return h;
 }
 
@@ -744,7 +743,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     if (buf(scratchBuf).dtype() != plan::F32 ||
         count(scratchBuf) < h.chunk * h.vocab)
       return Status::error("the head's scratch buffer is too small");
-    if (in(operand(1)).type != h.type)
+    if (typeOf(operand(1)) != h.type)
       return Status::error("the head's input and weight differ in type");
     float *logits = static_cast<float *>(ptr(scratchBuf));
     float *rowLoss = reinterpret_cast<float *>(scratch);
@@ -788,7 +787,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
       char *dx =
           static_cast<char *>(ptr(result(0))) +
           r0 * h.dim * int64_t(buf(result(0)).dtype() == plan::BF16 ? 2 : 4);
-      kc::DType dxType = in(result(0)).type, dwType = in(result(1)).type;
+      kc::DType dxType = typeOf(result(0)), dwType = typeOf(result(1));
       // dx[rows, dim] = dl W (W [vocab, dim]) or dl W^T (W [dim, vocab]).
       GemmShape dxGemm{rows,     h.dim,  h.vocab, false,
                        !h.outIn, h.type, dxType,  false};

@@ -3,7 +3,8 @@
 # (scripts/gpu-prepare.sh made build-cuda/bin and build-cuda/gpu here; carry
 # both). In about 8 minutes:
 #   1. the CUDA kernels against the CPU reference (mt_cuda_kernel_tests), with
-#      either attention kernel, and the two attention kernels' speed;
+#      either attention kernel; the two attention kernels' speed; the host
+#      AdamW beside torch's CPU AdamW;
 #   2. end to end: llama-hf and the examples train 5 steps on the GPU, and
 #      their losses are checked against the CPU backend's (fp32 within 1e-4
 #      relative, bf16 within 2e-2);
@@ -55,6 +56,11 @@ if [ -x "$bin/mt-bench-attention" ]; then
   result "$(MT_ATTENTION=simt timeout 90 "$bin/mt-bench-attention" --repeat 2 2>&1 | tail -1)"
 fi
 
+# The host AdamW beside torch's CPU AdamW, 128 Mi parameters.
+MT_BIN=$bin timeout 90 bench/host_optimizer.sh 134217728 > "$out/adamw.log" 2>&1 \
+  && result "host AdamW: $(tail -1 "$out/adamw.log")" \
+  || result "host AdamW: failed ($(tail -1 "$out/adamw.log"))"
+
 # 2. End to end against the CPU backend's losses.
 hf="--lr 1e-3 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1"
 while read -r name data; do
@@ -79,18 +85,18 @@ if [ "${BENCH:-1}" = 0 ]; then
 fi
 python3 bench/gpu_bench.py --mtrun "$bin/mtrun" --inspect "$bin/mt-inspect" \
   --plan "$gpu/l3b.mtp" --name mt-3.0B --params 2.92e9 --vocab 32000 --steps 3 \
-  --timeout 170 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
+  --timeout 150 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
 reference=$root/../shared/bench/torch_reference.py
 if [ -f "$reference" ]; then
   ANCHOR_STAGES=C ANCHOR_BS=196 ANCHOR_SEQ=1024 ANCHOR_WARMUP=1 ANCHOR_STEPS=2 \
-    ANCHOR_C_S=150 ANCHOR_TOTAL_S=170 OUT="$out/torch" \
-    timeout 180 python3 "$reference" > "$out/torch.log" 2>&1
+    ANCHOR_C_S=130 ANCHOR_TOTAL_S=150 OUT="$out/torch" \
+    timeout 160 python3 "$reference" > "$out/torch.log" 2>&1
 else
   echo "no $reference: the PyTorch baseline is not measured" > "$out/torch.log"
 fi
 python3 bench/gpu_bench.py --mtrun "$bin/mtrun" --inspect "$bin/mt-inspect" \
   --plan "$gpu/l8b.mtp" --name mt-8.0B --params 7.50e9 --vocab 128256 --steps 3 \
-  --timeout 110 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
+  --timeout 100 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
 
 # 4. Summary.
 python3 - "$out" <<'PY'

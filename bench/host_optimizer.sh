@@ -2,10 +2,11 @@
 # The host AdamW beside torch's CPU AdamW, on this machine, in one run: the
 # same number of fp32 parameters and threads; params/s and the ratio, and
 # mt's rate against the machine's STREAM-style triad bandwidth.
-# Usage: bench/host_optimizer.sh [params]   (default 64Mi = 67108864)
+# Usage: bench/host_optimizer.sh [params]   (default 64Mi = 67108864; MT_BIN=DIR
+# takes mt-bench-adamw from DIR instead of build/bin)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bench=$root/build/bin/mt-bench-adamw
+bench=${MT_BIN:-$root/build/bin}/mt-bench-adamw
 [ -x "$bench" ] || { echo "bench/host_optimizer.sh: build first ($bench is missing)" >&2; exit 1; }
 params=${1:-67108864}
 threads=$(nproc)

@@ -2,7 +2,7 @@
 # Prepares, on a machine with the compiler (no GPU needed), everything
 # bench/gpu.sh runs on the GPU machine, which has neither MLIR nor ONNX:
 #   build-cuda/          mtrun, mt-inspect, the CUDA kernel tests and the
-#                        attention benchmark, built with
+#                        attention and host AdamW benchmarks, built with
 #                        CUDA (cudart, protobuf, zstd, zlib and libstdc++ static;
 #                        cuBLASLt from the CUDA 13 install there)
 #   build-cuda/gpu/      the plans (compiled with build/bin/mtc), their token
@@ -20,7 +20,8 @@ nvcc=/usr/local/cuda/bin/nvcc
 [ -f build-cuda/build.ninja ] || cmake -S . -B build-cuda -G Ninja -DMT_BUILD_COMPILER=OFF \
   -DMT_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" > build-cuda-configure.log 2>&1 \
   || { cat build-cuda-configure.log; exit 1; }
-cmake --build build-cuda --target mtrun mt-inspect mt_cuda_kernel_tests mt-bench-attention
+cmake --build build-cuda --target mtrun mt-inspect mt_cuda_kernel_tests mt-bench-attention \
+  mt-bench-adamw
 
 out=build-cuda/gpu
 rm -rf "$out" && mkdir -p "$out/llama-hf"

@@ -450,8 +450,12 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
                          ? dims(op.results(0)).back()
                          : dims(op.operands(2)).back();
     Linear l = linearGemms(op, count(op.operands(0)) / inDim, inDim, outDim);
-    if (op.kernel() == Kernel::LINEAR)
+    if (op.kernel() == Kernel::LINEAR) {
+      l.forward.bias = op.operands_size() > 2 &&
+                       typeOf(op.operands(2)) == typeOf(op.results(0)) &&
+                       count(op.operands(2)) == outDim;
       return gemms_.prepare(l.forward);
+    }
     if (Status st = gemms_.prepare(l.dx); !st)
       return st;
     return gemms_.prepare(l.dw);
@@ -601,11 +605,17 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::LINEAR: {
     int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
     Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
+    // A bias of y's type is added in the GEMM's epilogue; another one after.
+    bool epilogue = op.operands_size() > 2 &&
+                    typeOf(operand(2)) == typeOf(result(0)) &&
+                    count(operand(2)) == outDim;
+    l.forward.bias = epilogue;
     if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
-                               ptr(result(0)), gemmWorkspace, stream);
+                               ptr(result(0)), gemmWorkspace, stream,
+                               epilogue ? ptr(operand(2)) : nullptr);
         !st)
       return st;
-    if (op.operands_size() < 3)
+    if (op.operands_size() < 3 || epilogue)
       return Status::ok();
     return cuda(kc::binary(kc::Binary::Add, in(result(0)), dims(result(0)),
                            in(operand(2)), dims(operand(2)), out(result(0)),

@@ -79,6 +79,19 @@ Status Gemms::find(const GemmShape &s, Prepared *&out) {
       !st)
     return st;
   cudaDataType_t ab = cudaType(s.ab), c = cudaType(s.c);
+  if (s.bias) {
+    // Bias per row of the column-major C^T: per column of our C.
+    cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if (Status st = MT_CUBLAS(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+            sizeof epilogue));
+        !st)
+      return st;
+    if (Status st = MT_CUBLAS(cublasLtMatmulDescSetAttribute(
+            p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &c, sizeof c));
+        !st)
+      return st;
+  }
   // Stored shapes, column-major: B [k, n] row-major is [n, k] ld n; B
   // [n, k] (transB) is [k, n] ld k. Likewise A.
   uint64_t aRows = s.transB ? s.k : s.n, aCols = s.transB ? s.n : s.k;
@@ -121,14 +134,25 @@ Status Gemms::find(const GemmShape &s, Prepared *&out) {
 }
 
 Status Gemms::run(const GemmShape &s, const void *a, const void *b, void *c,
-                  void *workspace, cudaStream_t stream) {
+                  void *workspace, cudaStream_t stream, const void *bias) {
   Prepared *p;
   if (Status st = find(s, p); !st)
     return st;
   float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
-  return MT_CUBLAS(cublasLtMatmul(handle_, p->desc, &alpha, b, p->a, a, p->b,
-                                  &beta, c, p->c, c, p->c, &p->algo, workspace,
-                                  kWorkspaceBytes, stream));
+  auto matmul = [&] {
+    return MT_CUBLAS(cublasLtMatmul(handle_, p->desc, &alpha, b, p->a, a, p->b,
+                                    &beta, c, p->c, c, p->c, &p->algo,
+                                    workspace, kWorkspaceBytes, stream));
+  };
+  if (!s.bias)
+    return matmul();
+  // The pointer is read when the call enqueues: hold it until then.
+  std::lock_guard<std::mutex> lock(p->biasMu);
+  if (Status st = MT_CUBLAS(cublasLtMatmulDescSetAttribute(
+          p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      !st)
+    return st;
+  return matmul();
 }
 
 } // namespace mt::runtime

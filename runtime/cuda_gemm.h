@@ -30,8 +30,10 @@ struct GemmShape {
   bool transA, transB;
   kernels::cuda::DType ab, c;
   bool accumulate; ///< beta = 1 (C += ...), else beta = 0.
+  /// Adds a bias of n values (of C's type) to every row, in the epilogue.
+  bool bias = false;
   auto key() const {
-    return std::make_tuple(m, n, k, transA, transB, ab, c, accumulate);
+    return std::make_tuple(m, n, k, transA, transB, ab, c, accumulate, bias);
   }
   bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };
@@ -49,12 +51,14 @@ public:
   Status init();
   /// Creates the descriptors of `shape` and picks its algorithm.
   Status prepare(const GemmShape &shape);
+  /// `bias`: shape.bias's vector (device memory), else null.
   Status run(const GemmShape &shape, const void *a, const void *b, void *c,
-             void *workspace, cudaStream_t stream);
+             void *workspace, cudaStream_t stream, const void *bias = nullptr);
 
 private:
   struct Prepared {
     cublasLtMatmulDesc_t desc = nullptr;
+    std::mutex biasMu; ///< the bias pointer is an attribute of desc
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo;
     ~Prepared();

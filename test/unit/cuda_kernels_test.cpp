@@ -462,6 +462,16 @@ TEST_P(Kernels, Gemms) {
     for (float &v : twice)
       v *= 2;
     EXPECT_LT(relError(DW32.download(), twice), tolerance(t));
+    // With a bias in the epilogue.
+    Vec bias = rounded(randomVec(out), t);
+    Tensor BIAS(bias, t), YB(rows * out, t);
+    mt::runtime::GemmShape withBias = fwd;
+    withBias.bias = true;
+    ASSERT_TRUE(gemms.run(withBias, X.data(), W.data(), YB.data(), work.data(),
+                          nullptr, BIAS.data()));
+    cpu::linearForward(x.data(), w.data(), bias.data(), rows, in, out, outIn,
+                       y.data());
+    EXPECT_LT(relError(YB.download(), y), tolerance(t)) << "bias";
   }
 }
 

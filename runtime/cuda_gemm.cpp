@@ -4,6 +4,7 @@
 // C^T = op(B)^T op(A)^T, B's memory passed as cuBLASLt's A and A's as its B.
 #include "runtime/cuda_gemm.h"
 
+#include <initializer_list>
 #include <string>
 
 namespace mt::runtime {
@@ -117,6 +118,15 @@ Status Gemms::find(const GemmShape &s, Prepared *&out) {
   Status st = MT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
       sizeof workspace));
+  // cuBLASLt assumes 256-byte aligned matrices unless told otherwise.
+  uint32_t align = uint32_t(s.align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    if (st)
+      st = MT_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align,
+                                                          sizeof align));
   if (st)
     st = MT_CUBLAS(cublasLtMatmulAlgoGetHeuristic(
         handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found));
@@ -133,8 +143,15 @@ Status Gemms::find(const GemmShape &s, Prepared *&out) {
   return Status::ok();
 }
 
-Status Gemms::run(const GemmShape &s, const void *a, const void *b, void *c,
+Status Gemms::run(const GemmShape &shape, const void *a, const void *b, void *c,
                   void *workspace, cudaStream_t stream, const void *bias) {
+  GemmShape s = shape;
+  uintptr_t bits =
+      reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
+      reinterpret_cast<uintptr_t>(c) | reinterpret_cast<uintptr_t>(bias);
+  s.align = 16;
+  while (s.align > 1 && bits % uintptr_t(s.align) != 0)
+    s.align /= 2;
   Prepared *p;
   if (Status st = find(s, p); !st)
     return st;

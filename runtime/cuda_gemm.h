@@ -32,8 +32,12 @@ struct GemmShape {
   bool accumulate; ///< beta = 1 (C += ...), else beta = 0.
   /// Adds a bias of n values (of C's type) to every row, in the epilogue.
   bool bias = false;
+  /// The alignment (bytes) every pointer of a call has: algorithms that
+  /// need more are not chosen. run() sets it from the pointers.
+  int align = 16;
   auto key() const {
-    return std::make_tuple(m, n, k, transA, transB, ab, c, accumulate, bias);
+    return std::make_tuple(m, n, k, transA, transB, ab, c, accumulate, bias,
+                           align);
   }
   bool operator<(const GemmShape &o) const { return key() < o.key(); }
 };

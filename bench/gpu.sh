@@ -56,6 +56,11 @@ if [ -x "$bin/mt-bench-attention" ]; then
   result "$(MT_ATTENTION=simt timeout 90 "$bin/mt-bench-attention" --repeat 2 2>&1 | tail -1)"
 fi
 
+# The machine's rates as a target file (mtc --target), for planning with
+# measured figures.
+"$bin/mtrun" --calibrate "$out/calibrated.json" --device cuda > "$out/calibrate.log" 2>&1 \
+  && result "$(grep '^calibrated ' "$out/calibrate.log")" \
+  || result "calibrate: failed ($(tail -1 "$out/calibrate.log"))"
 # The host AdamW beside torch's CPU AdamW, 128 Mi parameters.
 MT_BIN=$bin timeout 90 bench/host_optimizer.sh 134217728 > "$out/adamw.log" 2>&1 \
   && result "host AdamW: $(tail -1 "$out/adamw.log")" \

@@ -19,9 +19,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 namespace mt::runtime {
@@ -893,6 +895,132 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
 }
 
 } // namespace
+
+namespace {
+
+/// Device and pinned buffers that free themselves.
+struct DeviceBuffer {
+  void *p = nullptr;
+  ~DeviceBuffer() { cudaFree(p); }
+};
+struct PinnedBuffer {
+  void *p = nullptr;
+  ~PinnedBuffer() { cudaFreeHost(p); }
+};
+struct Stream {
+  cudaStream_t s = nullptr;
+  ~Stream() {
+    if (s)
+      cudaStreamDestroy(s);
+  }
+};
+
+/// The best of `runs` timings of `work` (seconds; what it enqueues on
+/// `stream`, or on any stream when `device` is set).
+template <typename Work>
+Status bestTime(int runs, cudaStream_t stream, Work work, double &best) {
+  best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+      return st;
+    auto start = std::chrono::steady_clock::now();
+    if (Status st = work(); !st)
+      return st;
+    if (Status st = MT_CUDA(stream ? cudaStreamSynchronize(stream)
+                                   : cudaDeviceSynchronize());
+        !st)
+      return st;
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status measureCuda(CudaRates &rates) {
+  if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
+    return st;
+  cudaDeviceProp prop;
+  if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
+    return st;
+  rates.name = prop.name;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (Status st = MT_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes)); !st)
+    return st;
+  rates.gpuMemoryBytes = double(totalBytes);
+  // Copies: 512 MiB each way, best of 3.
+  constexpr size_t kCopy = size_t(512) << 20;
+  DeviceBuffer d1, d2;
+  PinnedBuffer h1, h2;
+  Stream s1, s2;
+  for (Status st :
+       {MT_CUDA(cudaMalloc(&d1.p, kCopy)), MT_CUDA(cudaMalloc(&d2.p, kCopy)),
+        MT_CUDA(cudaHostAlloc(&h1.p, kCopy, cudaHostAllocDefault)),
+        MT_CUDA(cudaHostAlloc(&h2.p, kCopy, cudaHostAllocDefault)),
+        MT_CUDA(cudaStreamCreateWithFlags(&s1.s, cudaStreamNonBlocking)),
+        MT_CUDA(cudaStreamCreateWithFlags(&s2.s, cudaStreamNonBlocking))})
+    if (!st)
+      return st;
+  std::memset(h1.p, 1, kCopy);
+  std::memset(h2.p, 2, kCopy);
+  double t = 0;
+  auto copy = [&](void *to, const void *from, cudaStream_t s) {
+    return MT_CUDA(cudaMemcpyAsync(to, from, kCopy, cudaMemcpyDefault, s));
+  };
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(d1.p, h1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.h2dBytesPerS = double(kCopy) / t;
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(h1.p, d1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.d2hBytesPerS = double(kCopy) / t;
+  if (Status st = bestTime(
+          3, nullptr,
+          [&] {
+            Status a = copy(d1.p, h1.p, s1.s);
+            return a ? copy(h2.p, d2.p, s2.s) : a;
+          },
+          t);
+      !st)
+    return st;
+  rates.duplexBytesPerS = 2.0 * double(kCopy) / t;
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(d2.p, d1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.hbmBytesPerS = 2.0 * double(kCopy) / t; // read and written
+  // GEMMs: bf16 8192^3 and exact fp32 4096^3 (the buffers above hold them).
+  Gemms gemms;
+  if (Status st = gemms.init(); !st)
+    return st;
+  DeviceBuffer a, b, c, work;
+  for (Status st : {MT_CUDA(cudaMalloc(&a.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&b.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&c.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&work.p, Gemms::kWorkspaceBytes))})
+    if (!st)
+      return st;
+  for (void *p : {a.p, b.p})
+    if (Status st = MT_CUDA(cudaMemset(p, 0x3c, size_t(8192) * 8192 * 2)); !st)
+      return st;
+  for (auto [n, type, out] :
+       {std::tuple{int64_t(8192), kc::DType::BF16, &rates.bf16Flops},
+        std::tuple{int64_t(4096), kc::DType::F32, &rates.f32Flops}}) {
+    GemmShape shape{n, n, n, false, true, type, type, false};
+    if (Status st = bestTime(
+            3, s1.s,
+            [&] { return gemms.run(shape, a.p, b.p, c.p, work.p, s1.s); }, t);
+        !st)
+      return st;
+    *out = 2.0 * double(n) * double(n) * double(n) / t;
+  }
+  return Status::ok();
+}
 
 std::unique_ptr<Backend> makeCudaBackend(int threads,
                                          const std::string &diskDir) {

@@ -372,10 +372,18 @@ Status writeTrace(const mt::plan::Plan &plan,
   return out ? Status::ok() : Status::error(path + ": cannot write the trace");
 }
 
-/// Measures the rates a target file holds, on this machine with the CPU
-/// backend's kernels (so device and host are the same memory), and writes
-/// them as JSON.
-Status calibrate(const std::string &path, int threads) {
+/// The GPU's rates for a target file, when they were measured.
+struct GpuRates {
+  bool measured = false;
+  std::string name;
+  double memory = 0, hbm = 0, f32 = 0, bf16 = 0, h2d = 0, d2h = 0, duplex = 0;
+};
+
+/// Measures the rates a target file holds and writes them as JSON: the
+/// host's on this machine, and the GPU's from `gpu` when measured (else the
+/// CPU backend's kernels stand for the device: host and device are then the
+/// same memory).
+Status calibrate(const std::string &path, int threads, const GpuRates &gpu) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a) {
     return std::chrono::duration<double>(Clock::now() - a).count();
@@ -433,14 +441,16 @@ Status calibrate(const std::string &path, int threads) {
   if (!out)
     return Status::error(path + ": cannot write the target file");
   out.precision(12);
-  out << "{\n  \"name\": \"calibrated-cpu\",\n"
-      << "  \"gpu_memory_bytes\": " << memory << ",\n"
-      << "  \"hbm_bytes_per_s\": " << copy << ",\n"
-      << "  \"matmul_flops_f32\": " << flops << ",\n"
-      << "  \"matmul_flops_bf16\": " << flops << ",\n"
-      << "  \"h2d_bytes_per_s\": " << copy << ",\n"
-      << "  \"d2h_bytes_per_s\": " << copy << ",\n"
-      << "  \"duplex_bytes_per_s\": " << copy << ",\n"
+  bool onGpu = gpu.measured;
+  out << "{\n  \"name\": \"" << (onGpu ? "calibrated-cuda" : "calibrated-cpu")
+      << "\",\n"
+      << "  \"gpu_memory_bytes\": " << (onGpu ? gpu.memory : memory) << ",\n"
+      << "  \"hbm_bytes_per_s\": " << (onGpu ? gpu.hbm : copy) << ",\n"
+      << "  \"matmul_flops_f32\": " << (onGpu ? gpu.f32 : flops) << ",\n"
+      << "  \"matmul_flops_bf16\": " << (onGpu ? gpu.bf16 : flops) << ",\n"
+      << "  \"h2d_bytes_per_s\": " << (onGpu ? gpu.h2d : copy) << ",\n"
+      << "  \"d2h_bytes_per_s\": " << (onGpu ? gpu.d2h : copy) << ",\n"
+      << "  \"duplex_bytes_per_s\": " << (onGpu ? gpu.duplex : copy) << ",\n"
       << "  \"host_memory_bytes\": " << memory << ",\n"
       << "  \"host_bytes_per_s\": " << copy << ",\n"
       << "  \"optimizer_params_per_s\": " << optimizer << ",\n"
@@ -526,9 +536,10 @@ int main(int argc, char **argv) {
                  "batch x seq tokens per micro-batch, from the start again "
                  "when the rest is too short");
   app.add_option("--calibrate", o.calibrate,
-                 "Measure this machine's rates with the CPU backend and "
-                 "write them as a target file for mtc --target (no plan "
-                 "needed)");
+                 "Measure this machine's rates and write them as a target "
+                 "file for mtc --target (no plan needed): the GPU's (pinned "
+                 "copies, GEMMs, device copies) with --device cuda or auto "
+                 "and a GPU, else the CPU backend's standing for the device");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--steps", o.steps, "Optimizer steps")
@@ -593,7 +604,29 @@ int main(int argc, char **argv) {
              "a checkpoint of it was written).");
   CLI11_PARSE(app, argc, argv);
   if (!o.calibrate.empty()) {
-    if (Status st = calibrate(o.calibrate, o.threads); !st)
+    GpuRates gpu;
+#ifdef MT_HAVE_CUDA
+    std::string why;
+    bool usable = o.device != "cpu" && cudaDeviceUsable(&why);
+    if (o.device == "cuda" && !usable)
+      return fail("--device cuda: " + why + "; use --device cpu");
+    if (usable) {
+      CudaRates r;
+      if (Status st = measureCuda(r); !st)
+        return fail(st.message());
+      gpu = {true,           r.name,         r.gpuMemoryBytes,
+             r.hbmBytesPerS, r.f32Flops,     r.bf16Flops,
+             r.h2dBytesPerS, r.d2hBytesPerS, r.duplexBytesPerS};
+      std::fprintf(stderr,
+                   "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
+                   "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
+                   "TFLOP/s\n",
+                   r.name.c_str(), r.h2dBytesPerS / 1e9, r.d2hBytesPerS / 1e9,
+                   r.duplexBytesPerS / 1e9, r.hbmBytesPerS / 1e9,
+                   r.bf16Flops / 1e12, r.f32Flops / 1e12);
+    }
+#endif
+    if (Status st = calibrate(o.calibrate, o.threads, gpu); !st)
       return fail(st.message());
     return 0;
   }

@@ -92,6 +92,7 @@ python3 bench/gpu_bench.py --mtrun "$bin/mtrun" --inspect "$bin/mt-inspect" \
   --plan "$gpu/l3b.mtp" --name mt-3.0B --params 2.92e9 --vocab 32000 --steps 3 \
   --timeout 150 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
 reference=$root/../shared/bench/torch_reference.py
+[ -f "$reference" ] || reference=$gpu/torch_reference.py
 if [ -f "$reference" ]; then
   ANCHOR_STAGES=C ANCHOR_BS=196 ANCHOR_SEQ=1024 ANCHOR_WARMUP=1 ANCHOR_STEPS=2 \
     ANCHOR_C_S=130 ANCHOR_TOTAL_S=150 OUT="$out/torch" \

@@ -30,6 +30,8 @@ cp "$shared/fixtures/llama-hf/model.onnx" "$shared/fixtures/llama-hf/ref.json" "
 /usr/bin/python3 test/mtrun/Inputs/tokens_from_ref.py "$out/llama-hf/ref.json" "$out/hf.u16"
 cp examples/data/corpus.u16 "$out/corpus.u16"
 cp test/mtrun/Inputs/check_losses.py "$out/"
+# PyTorch's side of the benchmark, in case ../shared does not travel.
+cp "$shared/bench/torch_reference.py" "$out/"
 
 # name | model | data | mtc options. Plans read weights by the model's path
 # relative to the repository root, where bench/gpu.sh runs.

@@ -80,6 +80,8 @@ public:
       cudaFree(device_);
     for (void *p : pinned_)
       cudaFreeHost(p);
+    for (void *p : registered_)
+      cudaHostUnregister(p);
     for (void *p : host_)
       std::free(p);
   }
@@ -201,6 +203,7 @@ private:
   std::vector<std::unique_ptr<DiskArena>> disks_;
   void *device_ = nullptr; ///< the DEVICE arenas and workspaces
   std::vector<void *> pinned_, host_;
+  std::vector<void *> registered_; ///< HOST arenas page-locked for copies
   std::vector<cudaStream_t> streams_;
   std::vector<char *> workspace_; ///< by stream: GEMM workspace, then scratch
   /// By stream: work enqueued and not yet waited for. Each is touched by
@@ -299,6 +302,34 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       std::memset(bases_[i], 0, size);
     }
   }
+  // HOST arenas that copies read or write directly (fp32 masters copied to
+  // the device when there is no compute copy) are page-locked too: pageable
+  // copies run at a sixth of the pinned rate (../shared/TOOLCHAIN.md).
+  std::vector<bool> copied(plan.arenas_size(), false);
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops())
+      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
+          op.kernel() == Kernel::COPY_TO_HOST)
+        for (uint32_t b : {op.operands(0), op.results(0)})
+          copied[buf(b).arena()] = true;
+  size_t registeredBytes = 0;
+  for (int i = 0; i < plan.arenas_size(); ++i) {
+    if (!copied[i] || plan.arenas(i).tier() != plan::HOST)
+      continue;
+    size_t size = alignUp(std::max<uint64_t>(plan.arenas(i).size_bytes(), 1));
+    if (cudaHostRegister(bases_[i], size, cudaHostRegisterPortable) !=
+        cudaSuccess) {
+      cudaGetLastError(); // not sticky: the copies still work, pageable
+      std::fprintf(stderr,
+                   "mtrun: note: cannot page-lock arena '%s' (%.2f GiB); its "
+                   "copies run from pageable memory\n",
+                   plan.arenas(i).name().c_str(), gib(size));
+      continue;
+    }
+    registered_.push_back(bases_[i]);
+    registeredBytes += size;
+  }
+  pinnedBytes += registeredBytes;
   for (int s = 0; s < plan.streams_size(); ++s) {
     cudaStream_t stream = nullptr;
     if (Status st =

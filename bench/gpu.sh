@@ -7,7 +7,8 @@
 #      AdamW beside torch's CPU AdamW;
 #   2. end to end: llama-hf and the examples train 5 steps on the GPU, and
 #      their losses are checked against the CPU backend's (fp32 within 1e-4
-#      relative, bf16 within 2e-2);
+#      relative, bf16 within 2e-2), and a second run against the first (to
+#      the bit);
 #   3. the benchmark: the 3.0B Llama at 196 x 1024 (fp32 masters and moments
 #      in host memory, 40 GiB GPU budget), PyTorch's all-on-GPU baseline of the
 #      same model and batch in the same run (../shared/bench/torch_reference.py,
@@ -82,6 +83,16 @@ while read -r name data; do
     result "e2e $name: FAIL (mtrun exit $?: $(tail -1 "$out/$name.gpu.log"))"
   fi
 done < "$gpu/cases.txt"
+# Run to run: the same losses to the bit (no atomics in any sum).
+# shellcheck disable=SC2086
+if timeout 60 "$bin/mtrun" "$gpu/hf_bf16.mtp" --data "$gpu/hf.u16" --steps 5 $hf --device "$device" \
+  --metrics "$out/hf_bf16.again.jsonl" > "$out/hf_bf16.again.log" 2>&1; then
+  verdict=$(python3 "$gpu/check_losses.py" "$out/hf_bf16.again.jsonl" 0 \
+    --against "$out/hf_bf16.gpu.jsonl" | tail -1)
+  result "e2e hf_bf16 again: $([ "$verdict" = ok ] && echo "PASS (bit-identical)" || echo "FAIL (differs)")"
+else
+  result "e2e hf_bf16 again: FAIL (mtrun exit $?)"
+fi
 
 # 3. Benchmark. N without the input embedding: 3.0B 2.92e9, 8.0B 7.50e9.
 if [ "${BENCH:-1}" = 0 ]; then

@@ -433,9 +433,8 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
     bytes = sizeof(int);
     return Status::ok();
   case Kernel::EMBEDDING_GRAD:
-    bytes = kc::embeddingGradWorkspaceBytes(dims(op.results(0))[0],
-                                            count(op.operands(1)));
-    return Status::ok();
+    return MT_CUDA(kc::embeddingGradWorkspaceBytes(
+        dims(op.results(0))[0], count(op.operands(1)), bytes));
   case Kernel::RMS_NORM_GRAD:
   case Kernel::LAYER_NORM_GRAD: {
     int64_t d = dims(op.operands(0)).back();

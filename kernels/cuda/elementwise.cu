@@ -2,6 +2,7 @@
 #include "kernels/cuda/common.cuh"
 
 #include <cub/block/block_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cstdint>
 #include <initializer_list>
@@ -306,9 +307,19 @@ __global__ void embeddingKernel(Load table, const int64_t *ids, int64_t count,
   }
 }
 
-// The embedding backward groups tokens by id (a counting sort) and then sums
-// each vocabulary row's tokens in one place: no atomics on the table, and
-// rows no token names are written as zeros.
+// The embedding backward groups tokens by id (a stable radix sort of the
+// ids, so the tokens of one id keep their order) and then sums each
+// vocabulary row's tokens in one place, in that order: no atomics on the
+// table, the same bits every run, and rows no token names written as zeros.
+__global__ void sortKeysKernel(const int64_t *ids, int64_t count, int64_t vocab,
+                               int *keys, int *order) {
+  MT_GRID_STRIDE(n, count) {
+    int64_t id = ids[n];
+    keys[n] = id >= 0 && id < vocab ? int(id) : int(vocab); // last: unused
+    order[n] = int(n);
+  }
+}
+
 __global__ void countIdsKernel(const int64_t *ids, int64_t count, int64_t vocab,
                                int *counts) {
   MT_GRID_STRIDE(n, count) {
@@ -340,16 +351,6 @@ __global__ void scanKernel(const int *counts, int64_t vocab, int *starts) {
   }
   if (threadIdx.x == 0)
     starts[vocab] = carry;
-}
-
-__global__ void scatterIdsKernel(const int64_t *ids, int64_t count,
-                                 int64_t vocab, const int *starts, int *fill,
-                                 int *order) {
-  MT_GRID_STRIDE(n, count) {
-    int64_t id = ids[n];
-    if (id >= 0 && id < vocab)
-      order[starts[id] + atomicAdd(&fill[id], 1)] = int(n);
-  }
 }
 
 /// Block per vocabulary row (grid-stride), threads across the row.
@@ -584,37 +585,78 @@ cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
 }
 
 namespace {
-/// The embedding backward's workspace: counts [vocab], starts [vocab + 1],
-/// fill [vocab], order [count] ints.
 size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
+
+/// The embedding backward's workspace: counts and starts [vocab + 1] ints;
+/// keys, sorted keys, order and sorted order [count] ints; the sort's own.
+struct EmbeddingWork {
+  int *counts, *starts, *keys, *sortedKeys, *order, *sorted;
+  void *sortTemp;
+  size_t sortBytes, total;
+  EmbeddingWork(void *base, int64_t vocab, int64_t count, size_t sortBytes)
+      : sortBytes(sortBytes) {
+    char *w = static_cast<char *>(base);
+    size_t v = alignUp(size_t(vocab + 1) * sizeof(int));
+    size_t c = alignUp(size_t(count) * sizeof(int));
+    counts = reinterpret_cast<int *>(w);
+    starts = reinterpret_cast<int *>(w + v);
+    keys = reinterpret_cast<int *>(w + 2 * v);
+    sortedKeys = reinterpret_cast<int *>(w + 2 * v + c);
+    order = reinterpret_cast<int *>(w + 2 * v + 2 * c);
+    sorted = reinterpret_cast<int *>(w + 2 * v + 3 * c);
+    sortTemp = w + 2 * v + 4 * c;
+    total = 2 * v + 4 * c + alignUp(sortBytes);
+  }
+};
+
+/// Bits of the sort keys: ids up to vocab (out-of-range ones are vocab).
+int keyBits(int64_t vocab) {
+  int bits = 1;
+  while (bits < 31 && (int64_t(1) << bits) <= vocab)
+    ++bits;
+  return bits;
+}
+
+cudaError_t sortBytes(int64_t vocab, int64_t count, size_t &bytes) {
+  bytes = 0;
+  return cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const int *>(nullptr),
+      static_cast<int *>(nullptr), static_cast<const int *>(nullptr),
+      static_cast<int *>(nullptr), int(count), 0, keyBits(vocab));
+}
 } // namespace
 
-size_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count) {
-  return 3 * alignUp(size_t(vocab + 1) * sizeof(int)) +
-         alignUp(size_t(count) * sizeof(int));
+cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
+                                        size_t &bytes) {
+  size_t sort = 0;
+  if (cudaError_t e = sortBytes(vocab, count, sort))
+    return e;
+  bytes = EmbeddingWork(nullptr, vocab, count, sort).total;
+  return cudaSuccess;
 }
 
 cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
                           int64_t vocab, int64_t dim, MutRef dTable,
                           void *workspace, cudaStream_t stream) {
-  char *w = static_cast<char *>(workspace);
-  size_t vocabInts = alignUp(size_t(vocab + 1) * sizeof(int));
-  int *counts = reinterpret_cast<int *>(w);
-  int *starts = reinterpret_cast<int *>(w + vocabInts);
-  int *fillAt = reinterpret_cast<int *>(w + 2 * vocabInts);
-  int *order = reinterpret_cast<int *>(w + 3 * vocabInts);
-  if (cudaError_t e = cudaMemsetAsync(counts, 0, vocabInts, stream))
+  size_t sort = 0;
+  if (cudaError_t e = sortBytes(vocab, count, sort))
     return e;
-  if (cudaError_t e = cudaMemsetAsync(fillAt, 0, vocabInts, stream))
+  EmbeddingWork w(workspace, vocab, count, sort);
+  if (cudaError_t e =
+          cudaMemsetAsync(w.counts, 0, size_t(vocab + 1) * sizeof(int), stream))
     return e;
+  sortKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, vocab,
+                                                            w.keys, w.order);
   countIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, vocab,
-                                                            counts);
-  scanKernel<<<1, kScanThreads, 0, stream>>>(counts, vocab, starts);
-  scatterIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(
-      ids, count, vocab, starts, fillAt, order);
+                                                            w.counts);
+  scanKernel<<<1, kScanThreads, 0, stream>>>(w.counts, vocab, w.starts);
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(
+          w.sortTemp, w.sortBytes, w.keys, w.sortedKeys, w.order, w.sorted,
+          int(count), 0, keyBits(vocab), stream))
+    return e;
   unsigned blocks = unsigned(vocab < 65535 * 4 ? vocab : 65535 * 4);
   embeddingGradKernel<<<blocks, kThreads, 0, stream>>>(
-      load(dOut), vocab, dim, starts, order, store(dTable));
+      load(dOut), vocab, dim, w.starts, w.sorted, store(dTable));
   return cudaGetLastError();
 }
 

@@ -74,8 +74,10 @@ cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
                       int64_t vocab, int64_t dim, MutRef out, int *badId,
                       cudaStream_t stream);
 /// dTable = the sum of dOut's rows into the rows their ids name (every row
-/// written). Workspace: embeddingGradWorkspaceBytes(vocab, count).
-size_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count);
+/// written; each row's tokens summed in token order, so the result is the
+/// same every run). Workspace: embeddingGradWorkspaceBytes.
+cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
+                                        size_t &bytes);
 cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
                           int64_t vocab, int64_t dim, MutRef dTable,
                           void *workspace, cudaStream_t stream);

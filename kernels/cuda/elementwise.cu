@@ -88,6 +88,26 @@ __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
   }
 }
 
+/// Sums over leading dims (a bias gradient: x [rows, cols] -> y [cols]): a
+/// block per 32 columns, its 8 warps over interleaved rows, then across the
+/// warps in shared memory; coalesced, no index arithmetic per element.
+constexpr int kColumnRows = 8;
+__global__ void columnSumKernel(Load x, Store y, int64_t rows, int64_t cols) {
+  __shared__ float partial[kColumnRows][kWarp + 1];
+  int64_t c = int64_t(blockIdx.x) * kWarp + threadIdx.x;
+  float acc = 0.0f;
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += kColumnRows)
+      acc += x[r * cols + c];
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int w = 1; w < kColumnRows; ++w)
+      acc += partial[w][threadIdx.x];
+    y.set(c, acc);
+  }
+}
+
 /// y[flat] = x[gather offset]: transposes (stride[0] permuted strides).
 __global__ void gatherKernel(Load x, Store y, Index ix, int64_t n) {
   MT_GRID_STRIDE(i, n) {
@@ -459,6 +479,19 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
     ix.dims[ix.rank] = dims[d];
     ix.stride[0][ix.rank++] = stride[d];
     (isReduced[d] ? inner : outN) *= dims[d];
+  }
+  // Leading dims reduced, trailing kept: column sums.
+  int leading = 0;
+  while (leading < rank && isReduced[leading])
+    ++leading;
+  bool prefix = leading > 0 && leading < rank;
+  for (int d = leading; d < rank; ++d)
+    prefix = prefix && !isReduced[d];
+  if (prefix) {
+    dim3 block(kWarp, kColumnRows);
+    columnSumKernel<<<unsigned((outN + kWarp - 1) / kWarp), block, 0, stream>>>(
+        load(x), store(y), inner, outN);
+    return cudaGetLastError();
   }
   if (kept.rank == 0)
     kept = Index{1, {1}, {{0}}};

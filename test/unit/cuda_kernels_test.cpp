@@ -380,7 +380,7 @@ TEST_P(Kernels, Primitives) {
   Vec x = rounded(randomVec(60), t);
   Tensor X(x, t);
   for (std::vector<int64_t> axes :
-       {std::vector<int64_t>{}, {0}, {1}, {2}, {0, 2}, {-1}}) {
+       {std::vector<int64_t>{}, {0}, {0, 1}, {1}, {2}, {0, 2}, {-1}}) {
     cpu::Dims kept = xd;
     for (int64_t ax : axes)
       kept[ax < 0 ? ax + 3 : ax] = 1;

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <tuple>
+#include <unordered_set>
 #include <vector>
 
 namespace mt::runtime {
@@ -50,7 +51,8 @@ namespace {
 namespace kc = mt::kernels::cuda;
 using plan::Kernel;
 
-constexpr size_t kAlign = 256; // bytes: cudaMalloc's, and 16-byte vectors'
+constexpr size_t kAlign = 256; // bytes: cudaMalloc's alignment
+constexpr size_t kPage = 4096; // bytes
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
@@ -195,6 +197,13 @@ private:
     kc::DType type;
   };
   Head headOf(const plan::Op &op) const;
+  /// Whether a linear op's bias is added in its GEMM's epilogue: one of
+  /// the output's type, and an algorithm for it.
+  bool biasEpilogue(const plan::Op &op, int64_t outDim) const {
+    return op.operands_size() > 2 &&
+           typeOf(op.operands(2)) == typeOf(op.results(0)) &&
+           count(op.operands(2)) == outDim && !noEpilogue_.count(&op);
+  }
 
   int threads_;
   std::string diskDir_;
@@ -210,6 +219,9 @@ private:
   /// its stream's thread only (and by synchronize, after they joined).
   std::vector<char> pending_;
   Gemms gemms_;
+  /// Linear ops whose bias is added after the GEMM (filled when the plan
+  /// loads, read-only afterwards).
+  std::unordered_set<const plan::Op *> noEpilogue_;
 };
 
 Status CudaBackend::allocate(const plan::Plan &plan) {
@@ -294,7 +306,9 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       pinnedBytes += size;
       break;
     default:
-      bases_[i] = std::aligned_alloc(kAlign, size);
+      // Page-aligned, so that cudaHostRegister can lock it.
+      size = (size + kPage - 1) / kPage * kPage;
+      bases_[i] = std::aligned_alloc(kPage, size);
       if (!bases_[i])
         return Status::error("cannot allocate arena '" + a.name() + "' (" +
                              std::to_string(size) + " bytes)");
@@ -483,9 +497,12 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
                          : dims(op.operands(2)).back();
     Linear l = linearGemms(op, count(op.operands(0)) / inDim, inDim, outDim);
     if (op.kernel() == Kernel::LINEAR) {
-      l.forward.bias = op.operands_size() > 2 &&
-                       typeOf(op.operands(2)) == typeOf(op.results(0)) &&
-                       count(op.operands(2)) == outDim;
+      l.forward.bias = biasEpilogue(op, outDim);
+      if (l.forward.bias && !gemms_.prepare(l.forward)) {
+        // No algorithm with the epilogue for this shape: add it after.
+        noEpilogue_.insert(&op);
+        l.forward.bias = false;
+      }
       return gemms_.prepare(l.forward);
     }
     if (Status st = gemms_.prepare(l.dx); !st)
@@ -638,9 +655,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
     Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
     // A bias of y's type is added in the GEMM's epilogue; another one after.
-    bool epilogue = op.operands_size() > 2 &&
-                    typeOf(operand(2)) == typeOf(result(0)) &&
-                    count(operand(2)) == outDim;
+    bool epilogue = biasEpilogue(op, outDim);
     l.forward.bias = epilogue;
     if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
                                ptr(result(0)), gemmWorkspace, stream,

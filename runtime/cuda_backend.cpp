@@ -91,6 +91,13 @@ public:
   Status allocate(const plan::Plan &plan) override;
   Status run(const plan::Op &op, const StepConfig &step) override;
 
+  Status drain(uint32_t stream) override {
+    if (!pending_[stream])
+      return Status::ok();
+    pending_[stream] = 0;
+    return MT_CUDA(cudaStreamSynchronize(streams_[stream]));
+  }
+
   Status synchronize() override {
     for (size_t s = 0; s < streams_.size(); ++s)
       if (pending_[s]) {

@@ -88,7 +88,9 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
       if (tokens.failed())
         return;
       double start = trace ? now() : 0;
-      Status st = runsIn(op, step) ? backend.run(op, step) : Status::ok();
+      Status st = runsIn(op, step)    ? backend.run(op, step)
+                  : op.signals_size() ? backend.drain(op.stream())
+                                      : Status::ok();
       if (trace) {
         std::lock_guard<std::mutex> lock(traceMutex);
         trace->push_back({phaseIndex, i, repeat, start, now()});

@@ -44,6 +44,13 @@ public:
   /// the stream's next op runs on the host); other ops may still be running
   /// on the device, in stream order, until `synchronize`.
   virtual Status run(const plan::Op &op, const StepConfig &step) = 0;
+  /// Waits for everything started on `stream`: before the tokens of an op
+  /// that does not run this time are signalled (a token stands for its
+  /// stream's earlier ops too).
+  virtual Status drain(uint32_t stream) {
+    (void)stream;
+    return Status::ok();
+  }
   /// Waits for everything started (at the end of each phase).
   virtual Status synchronize() { return Status::ok(); }
   /// Host access to a buffer of any tier, for loading weights and inputs,

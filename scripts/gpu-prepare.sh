@@ -8,7 +8,7 @@
 #   build-cuda/gpu/      the plans (compiled with build/bin/mtc), their token
 #                        files, the models whose weights they read, and each
 #                        plan's losses on the CPU backend (*.cpu.jsonl)
-# Carry build-cuda/bin and build-cuda/gpu (about 40 MiB).
+# Carry build-cuda/bin and build-cuda/gpu (about 53 MiB; the device tool takes 64).
 # Usage: scripts/gpu-prepare.sh   (after scripts/bootstrap.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace kc = mt::kernels::cuda;
@@ -82,9 +83,11 @@ int main(int argc, char **argv) {
               : kc::attention(B(q), B(k), B(v), kc::Ref{}, s, M(o), nullptr);
       cudaEventRecord(stop);
       cudaEventSynchronize(stop);
-      if (e != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+      if (e == cudaSuccess)
+        e = cudaGetLastError();
+      if (e != cudaSuccess) {
         std::fprintf(stderr, "mt-bench-attention: %s\n", cudaGetErrorString(e));
-        std::exit(1);
+        return -1.0f;
       }
       float ms = 0;
       cudaEventElapsedTime(&ms, start, stop);
@@ -95,6 +98,8 @@ int main(int argc, char **argv) {
   };
   double forwardFlops = 4.0 * batch * heads * double(seq) * seq * headDim / 2;
   double fwd = time(false), bwd = time(true);
+  if (fwd < 0 || bwd < 0)
+    return 1;
   const char *mode = std::getenv("MT_ATTENTION");
   std::printf(
       "attention %s: batch %lld seq %lld heads %lld/%lld dim %lld: "

@@ -1,6 +1,7 @@
 // AdamW on the host (see adamw.h). The loop is written so that the compiler
 // vectorises it; each element's arithmetic is the same whatever the chunk.
 #include "runtime/adamw.h"
+#include "runtime/numa.h"
 
 #include "kernels/cpu/primitive_ops.h"
 
@@ -269,6 +270,17 @@ void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
   update(param, grad, Bf16Moments{m, v}, count, step, c, gradScale);
 }
 
+namespace {
+/// A thread count that splits evenly over the NUMA nodes (a multiple of
+/// them), so that thread t's part of every array is on the node it runs on
+/// (see numa.h); unchanged on one node.
+int64_t threadsOnNodes(int64_t threads, int nodes) {
+  if (nodes < 2 || threads < nodes)
+    return threads;
+  return threads / nodes * nodes;
+}
+} // namespace
+
 void adamwStepParallel(float *param, const float *grad, const Moments &s,
                        int64_t count, int64_t step, const AdamWConfig &config,
                        float gradScale, int threads) {
@@ -293,6 +305,8 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
   if (n == 1)
     return run(0, count);
   // Chunks start on a block of 8-bit moments.
+  int nodes = int(numaNodes().size());
+  n = threadsOnNodes(n, nodes);
   int64_t chunk =
       (count + n * kMomentBlock - 1) / (n * kMomentBlock) * kMomentBlock;
   std::vector<std::thread> pool;
@@ -300,7 +314,10 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
     int64_t begin = t * chunk, len = std::min(chunk, count - begin);
     if (len <= 0)
       break;
-    pool.emplace_back([=, &run] { run(begin, len); });
+    pool.emplace_back([=, &run] {
+      bindThreadToNode(nodeOfPart(t, n, nodes));
+      run(begin, len);
+    });
   }
   for (std::thread &t : pool)
     t.join();
@@ -322,14 +339,23 @@ void accumulateParallel(float *dst, const float *src, const uint16_t *src16,
   constexpr int64_t kMinChunk = 1 << 16;
   int64_t n = std::max<int64_t>(
       1, std::min<int64_t>(threads, (count + kMinChunk - 1) / kMinChunk));
+  int nodes = int(numaNodes().size());
+  if (n > 1)
+    n = threadsOnNodes(n, nodes);
   int64_t chunk = (count + n - 1) / n;
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < n; ++t) {
+  // With several nodes every part runs on a thread bound to its node; with
+  // one, the caller takes the first.
+  for (int64_t t = nodes > 1 ? 0 : 1; t < n; ++t) {
     int64_t begin = t * chunk, len = std::min(chunk, count - begin);
     if (len > 0)
-      pool.emplace_back(run, begin, len);
+      pool.emplace_back([=, &run] {
+        bindThreadToNode(nodeOfPart(t, n, nodes));
+        run(begin, len);
+      });
   }
-  run(0, std::min(chunk, count));
+  if (nodes < 2)
+    run(0, std::min(chunk, count));
   for (std::thread &t : pool)
     t.join();
 }

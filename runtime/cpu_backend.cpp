@@ -56,6 +56,8 @@ public:
       if (!arenas_[i].base)
         return Status::error("cannot allocate arena '" + plan.arenas(i).name() +
                              "' (" + std::to_string(size) + " bytes)");
+      if (plan.arenas(i).tier() == plan::HOST)
+        placeOnNodes(plan, i, arenas_[i].base);
       std::memset(arenas_[i].base, 0, rounded);
       arenas_[i].size = size;
     }

@@ -320,6 +320,7 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
         return Status::error("cannot allocate arena '" + a.name() + "' (" +
                              std::to_string(size) + " bytes)");
       host_.push_back(bases_[i]);
+      placeOnNodes(plan, i, bases_[i]);
       std::memset(bases_[i], 0, size);
     }
   }

@@ -1,9 +1,19 @@
 // Host ops of both backends (see host_ops.h).
 #include "runtime/host_ops.h"
 
+#include "runtime/numa.h"
 #include "runtime/plan_io.h"
 
 namespace mt::runtime {
+
+void placeOnNodes(const plan::Plan &plan, int arena, void *base) {
+  if (numaNodes().size() < 2)
+    return;
+  for (int b = 0; b < plan.buffers_size(); ++b)
+    if (plan.buffers(b).arena() == uint32_t(arena))
+      spreadOverNodes(static_cast<char *>(base) + plan.buffers(b).offset(),
+                      bufferBytes(plan, uint32_t(b)));
+}
 
 bool isHostOp(plan::Kernel kernel) {
   return kernel == plan::ACCUMULATE || kernel == plan::ADAMW ||

@@ -9,6 +9,11 @@
 
 namespace mt::runtime {
 
+/// Spreads each buffer of HOST arena `arena` (at `base`, not yet touched)
+/// over the NUMA nodes in equal parts, where the host ops' threads for those
+/// parts run (numa.h); nothing on one node.
+void placeOnNodes(const plan::Plan &plan, int arena, void *base);
+
 /// Whether `kernel` is one of the host ops below.
 bool isHostOp(plan::Kernel kernel);
 

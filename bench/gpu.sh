@@ -14,8 +14,8 @@
 #      same model and batch in the same run (../shared/bench/torch_reference.py,
 #      stage C), and the 8.0B Llama at 64 x 1024 (8-bit moments);
 #   4. a summary table, as the last lines.
-# Usage: bench/gpu.sh   (OUT=DIR for the logs, default out/gpu; a dry run of
-# the script without a GPU: DEVICE=cpu BENCH=0 bench/gpu.sh)
+# Usage: bench/gpu.sh   (OUT=DIR for the logs, default out/gpu; BUDGET=seconds,
+# default 540; a dry run without a GPU: DEVICE=cpu BENCH=0 bench/gpu.sh)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -30,6 +30,13 @@ rm -f "$out/bench.jsonl" "$out/results.txt"
   exit 1
 }
 result() { echo "$1" | tee -a "$out/results.txt"; }
+# The whole script stays under BUDGET seconds (default 540, for a 600 s
+# device call): a stage that would not fit in what is left is skipped and
+# says so, and each command's timeout is cut to what is left.
+budget=${BUDGET:-540}
+left() { echo $((budget - SECONDS)); }
+cap() { local want=$1 rest; rest=$(left); [ "$rest" -lt "$want" ] && want=$rest; [ "$want" -lt 1 ] && want=1; echo "$want"; }
+fits() { [ "$(left)" -ge "$1" ] || { result "$2: skipped (${1}s needed, $(left)s of the budget left)"; return 1; }; }
 echo "machine: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u '+%F %H:%M UTC')"
 
 # 1. Kernels: bf16 attention on tensor cores where it applies, then every
@@ -37,9 +44,9 @@ echo "machine: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 
 for mode in default simt; do
   log="$out/kernels-$mode.log"
   if [ $mode = simt ]; then
-    MT_ATTENTION=simt timeout 120 "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
+    MT_ATTENTION=simt timeout "$(cap 90)" "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
   else
-    timeout 120 "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
+    timeout "$(cap 90)" "$bin/mt_cuda_kernel_tests" --gtest_brief=1 > "$log" 2>&1
   fi
   code=$?
   if [ $code -eq 0 ]; then
@@ -53,17 +60,17 @@ for mode in default simt; do
 done
 # Attention speed, to choose between the two by measurement.
 if [ -x "$bin/mt-bench-attention" ]; then
-  result "$(timeout 60 "$bin/mt-bench-attention" 2>&1 | tail -1)"
-  result "$(MT_ATTENTION=simt timeout 90 "$bin/mt-bench-attention" --repeat 2 2>&1 | tail -1)"
+  result "$(timeout "$(cap 40)" "$bin/mt-bench-attention" 2>&1 | tail -1)"
+  result "$(MT_ATTENTION=simt timeout "$(cap 60)" "$bin/mt-bench-attention" --repeat 2 2>&1 | tail -1)"
 fi
 
 # The machine's rates as a target file (mtc --target), for planning with
 # measured figures.
-"$bin/mtrun" --calibrate "$out/calibrated.json" --device cuda > "$out/calibrate.log" 2>&1 \
+timeout "$(cap 60)" "$bin/mtrun" --calibrate "$out/calibrated.json" --device cuda > "$out/calibrate.log" 2>&1 \
   && result "$(grep '^calibrated ' "$out/calibrate.log")" \
   || result "calibrate: failed ($(tail -1 "$out/calibrate.log"))"
 # The host AdamW beside torch's CPU AdamW, 128 Mi parameters.
-MT_BIN=$bin timeout 90 bench/host_optimizer.sh 134217728 > "$out/adamw.log" 2>&1 \
+MT_BIN=$bin timeout "$(cap 60)" bench/host_optimizer.sh 134217728 > "$out/adamw.log" 2>&1 \
   && result "host AdamW: $(tail -1 "$out/adamw.log")" \
   || result "host AdamW: failed ($(tail -1 "$out/adamw.log"))"
 
@@ -73,7 +80,7 @@ while read -r name data; do
   tol=1e-4
   case "$name" in *bf16* | *next*) tol=2e-2 ;; esac
   # shellcheck disable=SC2086
-  if timeout 60 "$bin/mtrun" "$gpu/$name.mtp" --data "$gpu/$data" --steps 5 $hf --device "$device" \
+  if timeout "$(cap 30)" "$bin/mtrun" "$gpu/$name.mtp" --data "$gpu/$data" --steps 5 $hf --device "$device" \
     --metrics "$out/$name.gpu.jsonl" > "$out/$name.gpu.log" 2>&1; then
     verdict=$(python3 "$gpu/check_losses.py" "$out/$name.gpu.jsonl" "$tol" \
       --against "$gpu/$name.cpu.jsonl" | tee "$out/$name.check" | tail -1)
@@ -85,7 +92,7 @@ while read -r name data; do
 done < "$gpu/cases.txt"
 # Run to run: the same losses to the bit (no atomics in any sum).
 # shellcheck disable=SC2086
-if timeout 60 "$bin/mtrun" "$gpu/hf_bf16.mtp" --data "$gpu/hf.u16" --steps 5 $hf --device "$device" \
+if timeout "$(cap 30)" "$bin/mtrun" "$gpu/hf_bf16.mtp" --data "$gpu/hf.u16" --steps 5 $hf --device "$device" \
   --metrics "$out/hf_bf16.again.jsonl" > "$out/hf_bf16.again.log" 2>&1; then
   verdict=$(python3 "$gpu/check_losses.py" "$out/hf_bf16.again.jsonl" 0 \
     --against "$out/hf_bf16.gpu.jsonl" | tail -1)
@@ -99,27 +106,32 @@ if [ "${BENCH:-1}" = 0 ]; then
   cat "$out/results.txt"
   exit 0
 fi
-python3 bench/gpu_bench.py --mtrun "$bin/mtrun" --inspect "$bin/mt-inspect" \
-  --plan "$gpu/l3b.mtp" --name mt-3.0B --params 2.92e9 --vocab 32000 --steps 3 \
-  --timeout 150 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
+fits 90 "benchmark mt-3.0B" && python3 bench/gpu_bench.py --mtrun "$bin/mtrun" \
+  --inspect "$bin/mt-inspect" --plan "$gpu/l3b.mtp" --name mt-3.0B --params 2.92e9 \
+  --vocab 32000 --steps 3 --timeout "$(cap 150)" --trace "$out/mt-3.0B.trace.json" \
+  --workdir "$out" --out "$out/bench.jsonl" > /dev/null
 reference=$root/../shared/bench/torch_reference.py
 [ -f "$reference" ] || reference=$gpu/torch_reference.py
-if [ -f "$reference" ]; then
+if ! fits 90 "benchmark pytorch-3.0B"; then
+  echo "skipped: out of time" > "$out/torch.log"
+elif [ -f "$reference" ]; then
   ANCHOR_STAGES=C ANCHOR_BS=196 ANCHOR_SEQ=1024 ANCHOR_WARMUP=1 ANCHOR_STEPS=2 \
     ANCHOR_C_S=130 ANCHOR_TOTAL_S=150 OUT="$out/torch" \
-    timeout 160 python3 "$reference" > "$out/torch.log" 2>&1
+    timeout "$(cap 160)" python3 "$reference" > "$out/torch.log" 2>&1
 else
   echo "no $reference: the PyTorch baseline is not measured" > "$out/torch.log"
 fi
-python3 bench/gpu_bench.py --mtrun "$bin/mtrun" --inspect "$bin/mt-inspect" \
-  --plan "$gpu/l8b.mtp" --name mt-8.0B --params 7.50e9 --vocab 128256 --steps 3 \
-  --timeout 100 --workdir "$out" --out "$out/bench.jsonl" > /dev/null
+fits 70 "benchmark mt-8.0B" && python3 bench/gpu_bench.py --mtrun "$bin/mtrun" \
+  --inspect "$bin/mt-inspect" --plan "$gpu/l8b.mtp" --name mt-8.0B --params 7.50e9 \
+  --vocab 128256 --steps 3 --timeout "$(cap 100)" --workdir "$out" --out "$out/bench.jsonl" \
+  > /dev/null
 
 # 4. Summary.
 python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-rows = [json.loads(l) for l in open(os.path.join(out, "bench.jsonl"))]
+path = os.path.join(out, "bench.jsonl")
+rows = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
 torch = None
 anchors = os.path.join(out, "torch", "anchors.jsonl")
 if os.path.exists(anchors):

@@ -26,6 +26,7 @@ ap.add_argument("--params", type=float, required=True)
 ap.add_argument("--vocab", type=int, required=True)
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--timeout", type=float, default=150)
+ap.add_argument("--trace", help="mtrun --trace: the last step's issue timeline")
 args = ap.parse_args()
 
 summary = json.loads(subprocess.check_output([args.inspect, args.plan, "--json"]))
@@ -69,6 +70,8 @@ def sample(pid):
 
 cmd = [args.mtrun, args.plan, "--data", data, "--data-dtype", dtype, "--steps",
        str(args.steps), "--device", "cuda", "--init", "normal", "--metrics", metrics]
+if args.trace:
+    cmd += ["--trace", args.trace]
 start = time.time()
 with open(log, "w") as logf:
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)

@@ -56,6 +56,14 @@ for mode in default simt; do
   else
     result "kernels ($mode attention): FAIL (exit $code; $log)"
     grep -E "Failure|Expected|Which is|error|FAILED" "$log" | head -30
+    # The first failing test again under compute-sanitizer, where there is one.
+    first=$(grep -o '^\[  FAILED  \] [A-Za-z0-9_/.]*' "$log" | head -1 | awk '{print $3}')
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    if [ -n "$first" ] && [ -x "$sanitizer" ] && fits 30 "compute-sanitizer $first"; then
+      timeout "$(cap 60)" "$sanitizer" --tool memcheck "$bin/mt_cuda_kernel_tests" \
+        --gtest_filter="$first" > "$out/sanitizer-$mode.log" 2>&1
+      grep -E "ERROR SUMMARY|Invalid|out of bounds" "$out/sanitizer-$mode.log" | head -10
+    fi
   fi
 done
 # Attention speed, to choose between the two by measurement.
@@ -88,6 +96,13 @@ while read -r name data; do
     result "e2e $name: $([ "$verdict" = ok ] && echo PASS || echo FAIL) (tolerance $tol, worst $worst)"
   else
     result "e2e $name: FAIL (mtrun exit $?: $(tail -1 "$out/$name.gpu.log"))"
+    # Again with a wait after every op, so that an asynchronous error names
+    # the op that made it.
+    # shellcheck disable=SC2086
+    fits 20 "e2e $name with MT_CUDA_SYNC=1" && MT_CUDA_SYNC=1 timeout "$(cap 30)" \
+      "$bin/mtrun" "$gpu/$name.mtp" --data "$gpu/$data" --steps 1 $hf --device "$device" \
+      > "$out/$name.sync.log" 2>&1
+    [ -f "$out/$name.sync.log" ] && result "  with MT_CUDA_SYNC=1: $(tail -1 "$out/$name.sync.log")"
   fi
 done < "$gpu/cases.txt"
 # Run to run: the same losses to the bit (no atomics in any sum).

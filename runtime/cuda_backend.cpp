@@ -229,6 +229,10 @@ private:
   /// Linear ops whose bias is added after the GEMM (filled when the plan
   /// loads, read-only afterwards).
   std::unordered_set<const plan::Op *> noEpilogue_;
+  const bool syncEveryOp_ = [] {
+    const char *v = std::getenv("MT_CUDA_SYNC");
+    return v && std::string(v) == "1";
+  }();
 };
 
 Status CudaBackend::allocate(const plan::Plan &plan) {
@@ -542,8 +546,10 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
       !st)
     return st;
   pending = 1;
-  // The embedding's id check is read back at once.
-  if (op.signals_size() == 0 && op.kernel() != Kernel::EMBEDDING)
+  // The embedding's id check is read back at once; MT_CUDA_SYNC=1 waits
+  // after every op, so that an asynchronous error names the op that made it.
+  if (op.signals_size() == 0 && op.kernel() != Kernel::EMBEDDING &&
+      !syncEveryOp_)
     return Status::ok();
   if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
     return st;

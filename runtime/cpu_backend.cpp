@@ -6,6 +6,7 @@
 #include "runtime/disk_arena.h"
 #include "runtime/executor.h"
 #include "runtime/host_ops.h"
+#include "runtime/op_shapes.h"
 #include "runtime/plan_io.h"
 
 #include <algorithm>
@@ -279,13 +280,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::ROTARY_GRAD: {
     In x = in(operand(0)), c = in(operand(1)), s = in(operand(2));
     Out y = out(result(0));
-    auto xd = dims(operand(0));
-    k::RotaryShape shape{xd[0],
-                         xd[1],
-                         xd[2] / a.head_dim(),
-                         a.head_dim(),
-                         dims(operand(1)).size() == 3,
-                         a.interleaved()};
+    k::RotaryShape shape = rotaryShape(*plan_, op);
     if (op.kernel() == Kernel::ROTARY)
       k::rotaryForward(x.data, c.data, s.data, shape, y.data);
     else
@@ -296,31 +291,12 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::ATTENTION:
   case Kernel::ATTENTION_GRAD: {
     bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
+    k::AttentionShape s;
+    bool hasMask;
+    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
+      return st;
     In q = in(operand(0)), kk = in(operand(1)), v = in(operand(2));
-    bool hasMask = op.operands_size() == (grad ? 5 : 4);
     In mask = hasMask ? in(operand(3)) : In{nullptr, {}};
-    auto qd = dims(operand(0));
-    k::AttentionShape s{qd[0],
-                        qd[1],
-                        a.num_heads(),
-                        a.num_kv_heads(),
-                        qd[2] / a.num_heads(),
-                        a.scale(),
-                        a.causal(),
-                        a.window()};
-    if (hasMask) {
-      // [.., maskBatch, maskHeads, seq, seq], leading dims 1.
-      auto md = dims(operand(3));
-      while (md.size() < 4)
-        md.insert(md.begin(), 1);
-      s.maskBatch = md[0];
-      s.maskHeads = md[1];
-      if ((s.maskBatch != 1 && s.maskBatch != s.batch) ||
-          (s.maskHeads != 1 && s.maskHeads != s.heads) || md[2] != s.seq ||
-          md[3] != s.seq)
-        return Status::error("the attention mask does not broadcast to "
-                             "[batch, heads, seq, seq]");
-    }
     if (!grad) {
       Out o = out(result(0));
       k::attentionForward(q.data, kk.data, v.data, mask.data, s, o.data);
@@ -372,10 +348,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD: {
     In logits = in(operand(0));
-    auto ld = dims(operand(1));
-    int64_t v = dims(operand(0)).back(), rows = count(operand(1));
-    int64_t seq = a.shift() ? ld.back() : rows;
-    k::CrossEntropyShape s{rows / seq, seq, v, a.ignore_index(), a.shift()};
+    k::CrossEntropyShape s = crossEntropyShape(*plan_, op);
     if (op.kernel() == Kernel::CROSS_ENTROPY) {
       Out loss = out(result(0));
       loss.data[0] =
@@ -393,15 +366,9 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::HEAD_CROSS_ENTROPY:
   case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
     In x = in(operand(0)), w = in(operand(1));
-    auto ld = dims(operand(2));
-    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
-    auto wd = dims(operand(1));
-    int64_t v = a.out_in() ? wd[0] : wd[1];
-    int64_t seq = a.shift() ? ld.back() : rows;
-    k::HeadShape s{d,
-                   a.out_in(),
-                   {rows / seq, seq, v, a.ignore_index(), a.shift()},
-                   std::max<int64_t>(1, a.chunk_rows())};
+    int64_t rows;
+    k::HeadShape s = headShape(*plan_, op, rows);
+    int64_t v = s.ce.vocab;
     // The last result is the plan's scratch for one chunk of F32 logits.
     uint32_t scratchBuf = op.results(op.results_size() - 1);
     if (buf(scratchBuf).dtype() != plan::F32 ||

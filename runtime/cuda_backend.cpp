@@ -14,6 +14,7 @@
 #include "runtime/cuda_gemm.h"
 #include "runtime/disk_arena.h"
 #include "runtime/host_ops.h"
+#include "runtime/op_shapes.h"
 #include "runtime/plan_io.h"
 
 #include <cuda_runtime_api.h>
@@ -109,27 +110,10 @@ public:
   }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
-    if (Status st = checkBytes(b, bytes); !st)
-      return st;
-    if (DiskArena *disk = disks_[buf(b).arena()].get())
-      return disk->write(buf(b).offset(), data, bytes,
-                         dtypeBytes(buf(b).dtype()));
-    if (tier(b) == plan::DEVICE)
-      return MT_CUDA(cudaMemcpy(ptr(b), data, bytes, cudaMemcpyHostToDevice));
-    std::memcpy(ptr(b), data, bytes);
-    return Status::ok();
+    return transfer(b, const_cast<void *>(data), bytes, true);
   }
-
   Status read(uint32_t b, void *data, size_t bytes) override {
-    if (Status st = checkBytes(b, bytes); !st)
-      return st;
-    if (DiskArena *disk = disks_[buf(b).arena()].get())
-      return disk->read(buf(b).offset(), data, bytes,
-                        dtypeBytes(buf(b).dtype()));
-    if (tier(b) == plan::DEVICE)
-      return MT_CUDA(cudaMemcpy(data, ptr(b), bytes, cudaMemcpyDeviceToHost));
-    std::memcpy(data, ptr(b), bytes);
-    return Status::ok();
+    return transfer(b, data, bytes, false);
   }
 
   float *hostF32(uint32_t b) override {
@@ -161,12 +145,25 @@ private:
   kc::Dims dims(uint32_t b) const {
     return kc::Dims(buf(b).shape().begin(), buf(b).shape().end());
   }
-  Status checkBytes(uint32_t b, size_t bytes) const {
-    if (bytes == bytesOf(b))
-      return Status::ok();
-    return Status::error("buffer '" + buf(b).name() + "' holds " +
-                         std::to_string(bytesOf(b)) + " bytes, not " +
-                         std::to_string(bytes));
+  /// Host access to buffer b of any tier: `data` into it (toBuffer) or out.
+  Status transfer(uint32_t b, void *data, size_t bytes, bool toBuffer) {
+    if (bytes != bytesOf(b))
+      return Status::error("buffer '" + buf(b).name() + "' holds " +
+                           std::to_string(bytesOf(b)) + " bytes, not " +
+                           std::to_string(bytes));
+    if (DiskArena *disk = disks_[buf(b).arena()].get()) {
+      int width = dtypeBytes(buf(b).dtype());
+      return toBuffer ? disk->write(buf(b).offset(), data, bytes, width)
+                      : disk->read(buf(b).offset(), data, bytes, width);
+    }
+    void *to = toBuffer ? ptr(b) : data;
+    const void *from = toBuffer ? data : ptr(b);
+    if (tier(b) == plan::DEVICE)
+      return MT_CUDA(cudaMemcpy(to, from, bytes,
+                                toBuffer ? cudaMemcpyHostToDevice
+                                         : cudaMemcpyDeviceToHost));
+    std::memcpy(to, from, bytes);
+    return Status::ok();
   }
 
   /// The storage type of a float buffer (checkDeviceOp refused others).
@@ -437,23 +434,18 @@ CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
 }
 
 CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
-  const plan::Attrs &a = op.attrs();
   Head h;
-  h.dim = dims(op.operands(0)).back();
-  h.rows = count(op.operands(0)) / h.dim;
-  auto wd = dims(op.operands(1));
-  h.outIn = a.out_in();
-  h.vocab = h.outIn ? wd[0] : wd[1];
-  auto ld = dims(op.operands(2));
-  int64_t seq = a.shift() ? ld.back() : h.rows;
-  h.ce = {h.rows / seq, seq, h.vocab, a.ignore_index(), a.shift()};
-  h.chunk = std::min(std::max<int64_t>(1, a.chunk_rows()), h.rows);
+  kernels::cpu::HeadShape shape = headShape(*plan_, op, h.rows);
+  h.dim = shape.dim;
+  h.outIn = shape.outIn;
+  h.vocab = shape.ce.vocab;
+  h.ce = shape.ce;
+  h.chunk = std::min(shape.chunkRows, h.rows);
   h.type = typeOf(op.operands(0));
   return h;
 }
 
 Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
-  const plan::Attrs &a = op.attrs();
   switch (op.kernel()) {
   case Kernel::EMBEDDING:
     bytes = sizeof(int);
@@ -468,13 +460,10 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
     return Status::ok();
   }
   case Kernel::ATTENTION_GRAD: {
-    auto qd = dims(op.operands(0));
-    kc::AttentionShape s{qd[0],
-                         qd[1],
-                         a.num_heads(),
-                         a.num_kv_heads(),
-                         qd[2] / std::max<int64_t>(1, a.num_heads()),
-                         a.scale()};
+    kc::AttentionShape s;
+    bool hasMask;
+    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
+      return st;
     bytes = kc::attentionGradWorkspaceBytes(s);
     return Status::ok();
   }
@@ -718,13 +707,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   }
   case Kernel::ROTARY:
   case Kernel::ROTARY_GRAD: {
-    auto xd = dims(operand(0));
-    kc::RotaryShape s{xd[0],
-                      xd[1],
-                      xd[2] / a.head_dim(),
-                      a.head_dim(),
-                      dims(operand(1)).size() == 3,
-                      a.interleaved()};
+    kc::RotaryShape s = rotaryShape(*plan_, op);
     return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)), s,
                            op.kernel() == Kernel::ROTARY_GRAD, out(result(0)),
                            stream));
@@ -732,34 +715,15 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::ATTENTION:
   case Kernel::ATTENTION_GRAD: {
     bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
-    bool hasMask = op.operands_size() == (grad ? 5 : 4);
-    auto qd = dims(operand(0));
-    kc::AttentionShape s{qd[0],
-                         qd[1],
-                         a.num_heads(),
-                         a.num_kv_heads(),
-                         qd[2] / a.num_heads(),
-                         a.scale(),
-                         a.causal(),
-                         a.window()};
+    kc::AttentionShape s;
+    bool hasMask;
+    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
+      return st;
     if (s.headDim > kc::kMaxHeadDim)
       return Status::error("head dim " + std::to_string(s.headDim) +
                            " is above the CUDA attention kernel's " +
                            std::to_string(kc::kMaxHeadDim));
-    kc::Ref mask;
-    if (hasMask) {
-      auto md = dims(operand(3));
-      while (md.size() < 4)
-        md.insert(md.begin(), 1);
-      s.maskBatch = md[0];
-      s.maskHeads = md[1];
-      if ((s.maskBatch != 1 && s.maskBatch != s.batch) ||
-          (s.maskHeads != 1 && s.maskHeads != s.heads) || md[2] != s.seq ||
-          md[3] != s.seq)
-        return Status::error("the attention mask does not broadcast to "
-                             "[batch, heads, seq, seq]");
-      mask = in(operand(3));
-    }
+    kc::Ref mask = hasMask ? in(operand(3)) : kc::Ref{};
     if (!grad)
       return cuda(kc::attention(in(operand(0)), in(operand(1)), in(operand(2)),
                                 mask, s, out(result(0)), stream));
@@ -785,10 +749,8 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
                               activationOf(a.act()), stream));
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD: {
-    auto ld = dims(operand(1));
-    int64_t v = dims(operand(0)).back(), rows = count(operand(1));
-    int64_t seq = a.shift() ? ld.back() : rows;
-    kc::CrossEntropyShape s{rows / seq, seq, v, a.ignore_index(), a.shift()};
+    kc::CrossEntropyShape s = crossEntropyShape(*plan_, op);
+    int64_t rows = s.batch * s.seq;
     if (op.kernel() == Kernel::CROSS_ENTROPY) {
       float *rowLoss = reinterpret_cast<float *>(scratch);
       if (Status st = cuda(kc::crossEntropyRows(in(operand(0)), ids(operand(1)),

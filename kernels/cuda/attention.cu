@@ -311,13 +311,15 @@ template <typename Fn> cudaError_t byHeadDim(int64_t d, Fn fn) {
   return fn(std::integral_constant<int, 8>());
 }
 
+/// Launches `kernel` with `smem` bytes of dynamic shared memory (allowed
+/// above the default 48 KiB first).
 template <typename Kernel, typename... Args>
-cudaError_t launch(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream,
-                   Args... args) {
+cudaError_t launch(Kernel kernel, dim3 grid, int threads, size_t smem,
+                   cudaStream_t stream, Args... args) {
   if (cudaError_t e = cudaFuncSetAttribute(
           kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))
     return e;
-  kernel<<<grid, kRows * kWarp, smem, stream>>>(args...);
+  kernel<<<grid, threads, smem, stream>>>(args...);
   return cudaGetLastError();
 }
 
@@ -705,16 +707,6 @@ template <typename Fn> cudaError_t byTcHeadDim(int64_t d, Fn fn) {
   }
 }
 
-template <typename Kernel, typename... Args>
-cudaError_t launchTc(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream,
-                     Args... args) {
-  if (cudaError_t e = cudaFuncSetAttribute(
-          kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))
-    return e;
-  kernel<<<grid, kTcWarps * kWarp, smem, stream>>>(args...);
-  return cudaGetLastError();
-}
-
 const bf16 *bf(Ref r) { return static_cast<const bf16 *>(r.data); }
 
 } // namespace
@@ -729,16 +721,16 @@ cudaError_t attention(Ref q, Ref k, Ref v, Ref mask, const AttentionShape &s,
                unsigned(s.batch));
     return byTcHeadDim(s.headDim, [&](auto dim) {
       constexpr int D = decltype(dim)::value;
-      return launchTc(tcForwardKernel<D>, tiles, TcDims<D>::forward, stream,
-                      bf(q), bf(k), bf(v), load(mask), geo, store(out), false,
-                      Load{}, static_cast<float *>(nullptr),
-                      static_cast<float *>(nullptr));
+      return launch(
+          tcForwardKernel<D>, tiles, kTcWarps * kWarp, TcDims<D>::forward,
+          stream, bf(q), bf(k), bf(v), load(mask), geo, store(out), false,
+          Load{}, static_cast<float *>(nullptr), static_cast<float *>(nullptr));
     });
   }
   dim3 grid(unsigned((s.seq + kRows - 1) / kRows), unsigned(s.heads),
             unsigned(s.batch));
   return byHeadDim(s.headDim, [&](auto per) {
-    return launch(forwardKernel<decltype(per)::value>, grid,
+    return launch(forwardKernel<decltype(per)::value>, grid, kRows * kWarp,
                   forwardSmem(int(s.headDim)), stream, load(q), load(k),
                   load(v), load(mask), geo, store(out), false, Load{},
                   static_cast<float *>(nullptr), static_cast<float *>(nullptr));
@@ -764,20 +756,21 @@ cudaError_t attentionGrad(Ref q, Ref k, Ref v, Ref mask, Ref dOut,
       constexpr int D = decltype(dim)::value;
       dim3 byQuery(tiles, unsigned(s.heads), unsigned(s.batch));
       if (cudaError_t e =
-              launchTc(tcForwardKernel<D>, byQuery, TcDims<D>::forward, stream,
-                       bf(q), bf(k), bf(v), load(mask), geo, Store{}, true,
-                       load(dOut), lse, dsum))
+              launch(tcForwardKernel<D>, byQuery, kTcWarps * kWarp,
+                     TcDims<D>::forward, stream, bf(q), bf(k), bf(v),
+                     load(mask), geo, Store{}, true, load(dOut), lse, dsum))
         return e;
-      if (cudaError_t e = launchTc(tcDqKernel<D>, byQuery, TcDims<D>::backward,
-                                   stream, bf(q), bf(k), bf(v), load(mask), geo,
-                                   bf(dOut), static_cast<const float *>(lse),
-                                   static_cast<const float *>(dsum), store(dq)))
+      if (cudaError_t e =
+              launch(tcDqKernel<D>, byQuery, kTcWarps * kWarp,
+                     TcDims<D>::backward, stream, bf(q), bf(k), bf(v),
+                     load(mask), geo, bf(dOut), static_cast<const float *>(lse),
+                     static_cast<const float *>(dsum), store(dq)))
         return e;
       dim3 byKey(tiles, unsigned(s.kvHeads), unsigned(s.batch));
-      return launchTc(tcDkvKernel<D>, byKey, TcDims<D>::backward, stream, bf(q),
-                      bf(k), bf(v), load(mask), geo, bf(dOut),
-                      static_cast<const float *>(lse),
-                      static_cast<const float *>(dsum), store(dk), store(dv));
+      return launch(tcDkvKernel<D>, byKey, kTcWarps * kWarp,
+                    TcDims<D>::backward, stream, bf(q), bf(k), bf(v),
+                    load(mask), geo, bf(dOut), static_cast<const float *>(lse),
+                    static_cast<const float *>(dsum), store(dk), store(dv));
     });
   }
   unsigned rowBlocks = unsigned((s.seq + kRows - 1) / kRows);
@@ -785,19 +778,21 @@ cudaError_t attentionGrad(Ref q, Ref k, Ref v, Ref mask, Ref dOut,
   return byHeadDim(s.headDim, [&](auto per) -> cudaError_t {
     constexpr int kPer = decltype(per)::value;
     dim3 byQuery(rowBlocks, unsigned(s.heads), unsigned(s.batch));
-    if (cudaError_t e = launch(forwardKernel<kPer>, byQuery, forwardSmem(d),
-                               stream, load(q), load(k), load(v), load(mask),
-                               geo, Store{}, true, load(dOut), lse, dsum))
+    if (cudaError_t e =
+            launch(forwardKernel<kPer>, byQuery, kRows * kWarp, forwardSmem(d),
+                   stream, load(q), load(k), load(v), load(mask), geo, Store{},
+                   true, load(dOut), lse, dsum))
       return e;
-    if (cudaError_t e = launch(dqKernel<kPer>, byQuery, backwardSmem(d), stream,
-                               load(q), load(k), load(v), load(mask), geo,
-                               load(dOut), static_cast<const float *>(lse),
-                               static_cast<const float *>(dsum), store(dq)))
+    if (cudaError_t e =
+            launch(dqKernel<kPer>, byQuery, kRows * kWarp, backwardSmem(d),
+                   stream, load(q), load(k), load(v), load(mask), geo,
+                   load(dOut), static_cast<const float *>(lse),
+                   static_cast<const float *>(dsum), store(dq)))
       return e;
     dim3 byKey(rowBlocks, unsigned(s.kvHeads), unsigned(s.batch));
-    return launch(dkvKernel<kPer>, byKey, backwardSmem(d), stream, load(q),
-                  load(k), load(v), load(mask), geo, load(dOut),
-                  static_cast<const float *>(lse),
+    return launch(dkvKernel<kPer>, byKey, kRows * kWarp, backwardSmem(d),
+                  stream, load(q), load(k), load(v), load(mask), geo,
+                  load(dOut), static_cast<const float *>(lse),
                   static_cast<const float *>(dsum), store(dk), store(dv));
   });
 }

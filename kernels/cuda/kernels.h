@@ -10,6 +10,8 @@
 #ifndef MT_KERNELS_CUDA_KERNELS_H
 #define MT_KERNELS_CUDA_KERNELS_H
 
+#include "kernels/cpu/fused_ops.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -97,23 +99,16 @@ cudaError_t layerNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
                           float eps, MutRef dx, MutRef dw, void *workspace,
                           cudaStream_t stream);
 
-/// As kernels::cpu::RotaryShape.
-struct RotaryShape {
-  int64_t batch, seq, heads, headDim;
-  bool tablesPerBatch = false, interleaved = false;
-};
+/// The shapes are the CPU reference's (kernels/cpu/fused_ops.h).
+using cpu::AttentionShape;
+using cpu::CrossEntropyShape;
+using cpu::RotaryShape;
+
 /// y = R x, or with transpose R^T x (the backward).
 cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,
                    bool transpose, MutRef y, cudaStream_t stream);
 
-/// As kernels::cpu::AttentionShape; headDim <= kMaxHeadDim.
-struct AttentionShape {
-  int64_t batch, seq, heads, kvHeads, headDim;
-  float scale;
-  bool causal = false;
-  int64_t window = 0;
-  int64_t maskBatch = 1, maskHeads = 1;
-};
+/// headDim <= kMaxHeadDim.
 constexpr int64_t kMaxHeadDim = 256;
 /// Flash-style: the scores of one tile of keys at a time with an online
 /// softmax; nothing of size seq x seq is stored. mask.data may be null.
@@ -127,12 +122,6 @@ cudaError_t attentionGrad(Ref q, Ref k, Ref v, Ref mask, Ref dOut,
                           const AttentionShape &s, MutRef dq, MutRef dk,
                           MutRef dv, void *workspace, cudaStream_t stream);
 
-/// As kernels::cpu::CrossEntropyShape.
-struct CrossEntropyShape {
-  int64_t batch, seq, vocab;
-  int64_t ignoreIndex = -100;
-  bool shift = false;
-};
 /// Per-row losses of logits rows [row0, row0 + rows) of the whole batch
 /// (labels are the whole batch's) into rowLoss[row0 ...] (0 for ignored
 /// rows). crossEntropyLoss then writes the mean over counted rows (NaN when

@@ -60,20 +60,29 @@ __global__ void rmsNormGradKernel(Load x, Load w, Load dy, int64_t rows,
   }
 }
 
+/// The mean and 1 / sqrt(var + eps) of row `base` (every thread gets them).
+__device__ __forceinline__ void meanAndInvStd(Load x, int64_t base, int64_t dim,
+                                              float eps, float *scratch,
+                                              float &mean, float &inv) {
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
+    sum += x[base + c];
+  mean = blockSum(sum, scratch) / float(dim);
+  float sq = 0.0f;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+    float v = x[base + c] - mean;
+    sq += v * v;
+  }
+  inv = rsqrtf(blockSum(sq, scratch) / float(dim) + eps);
+}
+
 __global__ void layerNormKernel(Load x, Load w, Load b, bool hasBias,
                                 int64_t rows, int64_t dim, float eps, Store y) {
   __shared__ float scratch[kWarp];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t base = r * dim;
-    float sum = 0.0f;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-      sum += x[base + c];
-    float mean = blockSum(sum, scratch) / float(dim), sq = 0.0f;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-      float v = x[base + c] - mean;
-      sq += v * v;
-    }
-    float inv = rsqrtf(blockSum(sq, scratch) / float(dim) + eps);
+    float mean, inv;
+    meanAndInvStd(x, base, dim, eps, scratch, mean, inv);
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
       y.set(base + c,
             (x[base + c] - mean) * inv * w[c] + (hasBias ? b[c] : 0.0f));
@@ -89,15 +98,8 @@ __global__ void layerNormGradKernel(Load x, Load w, Load dy, int64_t rows,
     mine[c] = 0.0f;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     int64_t base = r * dim;
-    float sum = 0.0f;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x)
-      sum += x[base + c];
-    float mean = blockSum(sum, scratch) / float(dim), sq = 0.0f;
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
-      float v = x[base + c] - mean;
-      sq += v * v;
-    }
-    float inv = rsqrtf(blockSum(sq, scratch) / float(dim) + eps);
+    float mean, inv;
+    meanAndInvStd(x, base, dim, eps, scratch, mean, inv);
     float sumG = 0.0f, sumGX = 0.0f;
     for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
       float xhat = (x[base + c] - mean) * inv, d = dy[base + c];

@@ -95,13 +95,7 @@ public:
                : nullptr;
   }
 
-  uint64_t diskStoredBytes() const override {
-    uint64_t total = 0;
-    for (const auto &d : disks_)
-      if (d)
-        total += d->storedBytes();
-    return total;
-  }
+  uint64_t diskStoredBytes() const override { return storedBytes(disks_); }
 
   Status run(const plan::Op &op, const StepConfig &step) override;
 

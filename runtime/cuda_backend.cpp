@@ -124,13 +124,7 @@ public:
                : nullptr;
   }
 
-  uint64_t diskStoredBytes() const override {
-    uint64_t total = 0;
-    for (const auto &d : disks_)
-      if (d)
-        total += d->storedBytes();
-    return total;
-  }
+  uint64_t diskStoredBytes() const override { return storedBytes(disks_); }
 
 private:
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }

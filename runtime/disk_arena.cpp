@@ -195,4 +195,12 @@ Status DiskArena::read(uint64_t offset, void *dst, uint64_t bytes, int width) {
   return Status::ok();
 }
 
+uint64_t storedBytes(const std::vector<std::unique_ptr<DiskArena>> &arenas) {
+  uint64_t total = 0;
+  for (const auto &d : arenas)
+    if (d)
+      total += d->storedBytes();
+  return total;
+}
+
 } // namespace mt::runtime

@@ -54,6 +54,10 @@ private:
 void shuffleBytes(const void *src, uint64_t n, int width, void *dst);
 void unshuffleBytes(const void *src, uint64_t n, int width, void *dst);
 
+/// What the arenas' last writes occupy on disk, together (null entries
+/// are arenas in memory).
+uint64_t storedBytes(const std::vector<std::unique_ptr<DiskArena>> &arenas);
+
 } // namespace mt::runtime
 
 #endif // MT_RUNTIME_DISK_ARENA_H

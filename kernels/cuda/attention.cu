@@ -356,6 +356,27 @@ template <int D> struct TcDims {
       4 * tileH + 2 * tileP + 2 * tileS + tileF + stats;
 };
 
+/// The backward kernels' shared memory: four bf16 [64][D] tiles, two bf16
+/// [64][64] ones, two fp32 [64][64] ones, an fp32 [64][D] one for the
+/// results, and two rows of 64 statistics.
+template <int D> struct BackwardTiles {
+  bf16 *h[4], *p[2];
+  float *s[2], *out, *stats[2];
+  __device__ explicit BackwardTiles(unsigned char *base) {
+    using L = TcDims<D>;
+    for (int i = 0; i < 4; ++i)
+      h[i] = reinterpret_cast<bf16 *>(base + i * L::tileH);
+    for (int i = 0; i < 2; ++i)
+      p[i] = reinterpret_cast<bf16 *>(base + 4 * L::tileH + i * L::tileP);
+    float *f = reinterpret_cast<float *>(base + 4 * L::tileH + 2 * L::tileP);
+    s[0] = f;
+    s[1] = f + kTcTile * L::lds;
+    out = s[1] + kTcTile * L::lds;
+    stats[0] = out + kTcTile * L::ldf;
+    stats[1] = stats[0] + kTcTile;
+  }
+};
+
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragBRow =
     wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
@@ -549,15 +570,11 @@ __global__ void __launch_bounds__(kTcWarps *kWarp)
   using L = TcDims<D>;
   const AttentionShape &s = geo.s;
   extern __shared__ __align__(128) unsigned char tcSmem[];
-  bf16 *qs = reinterpret_cast<bf16 *>(tcSmem);
-  bf16 *dos = reinterpret_cast<bf16 *>(tcSmem + L::tileH);
-  bf16 *ks = reinterpret_cast<bf16 *>(tcSmem + 2 * L::tileH);
-  bf16 *vs = reinterpret_cast<bf16 *>(tcSmem + 3 * L::tileH);
-  bf16 *dsh = reinterpret_cast<bf16 *>(tcSmem + 4 * L::tileH);
-  float *ss = reinterpret_cast<float *>(tcSmem + 4 * L::tileH + 2 * L::tileP);
-  float *dps = ss + kTcTile * L::lds;
-  float *outf = dps + kTcTile * L::lds;
-  float *rowLse = outf + kTcTile * L::ldf, *rowDot = rowLse + kTcTile;
+  BackwardTiles<D> tiles(tcSmem);
+  bf16 *qs = tiles.h[0], *dos = tiles.h[1], *ks = tiles.h[2], *vs = tiles.h[3];
+  bf16 *dsh = tiles.p[0];
+  float *ss = tiles.s[0], *dps = tiles.s[1], *outf = tiles.out;
+  float *rowLse = tiles.stats[0], *rowDot = tiles.stats[1];
   int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int64_t b = blockIdx.z, h = blockIdx.y, g = h / (s.heads / s.kvHeads);
   int64_t i0 = int64_t(blockIdx.x) * kTcTile;
@@ -614,16 +631,11 @@ __global__ void __launch_bounds__(kTcWarps *kWarp)
   using L = TcDims<D>;
   const AttentionShape &s = geo.s;
   extern __shared__ __align__(128) unsigned char tcSmem[];
-  bf16 *ks = reinterpret_cast<bf16 *>(tcSmem);
-  bf16 *vs = reinterpret_cast<bf16 *>(tcSmem + L::tileH);
-  bf16 *qs = reinterpret_cast<bf16 *>(tcSmem + 2 * L::tileH);
-  bf16 *dos = reinterpret_cast<bf16 *>(tcSmem + 3 * L::tileH);
-  bf16 *pth = reinterpret_cast<bf16 *>(tcSmem + 4 * L::tileH);
-  bf16 *dsth = pth + kTcTile * L::ldp;
-  float *sts = reinterpret_cast<float *>(tcSmem + 4 * L::tileH + 2 * L::tileP);
-  float *dpts = sts + kTcTile * L::lds;
-  float *outf = dpts + kTcTile * L::lds;
-  float *colLse = outf + kTcTile * L::ldf, *colDot = colLse + kTcTile;
+  BackwardTiles<D> tiles(tcSmem);
+  bf16 *ks = tiles.h[0], *vs = tiles.h[1], *qs = tiles.h[2], *dos = tiles.h[3];
+  bf16 *pth = tiles.p[0], *dsth = tiles.p[1];
+  float *sts = tiles.s[0], *dpts = tiles.s[1], *outf = tiles.out;
+  float *colLse = tiles.stats[0], *colDot = tiles.stats[1];
   int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   int64_t b = blockIdx.z, g = blockIdx.y, group = s.heads / s.kvHeads;
   int64_t j0 = int64_t(blockIdx.x) * kTcTile;

@@ -77,62 +77,44 @@ void updateScalar(float *param, const float *grad, Moments moments,
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) int64_t
-updateAvx512(float *param, const float *grad, float *m, float *v, int64_t count,
-             const Coefs &k) {
-  const __m512 scale = _mm512_set1_ps(k.gradScale),
-               decay = _mm512_set1_ps(k.decay), b1 = _mm512_set1_ps(k.beta1),
-               b2 = _mm512_set1_ps(k.beta2),
-               omb1 = _mm512_set1_ps(k.oneMinusBeta1),
-               omb2 = _mm512_set1_ps(k.oneMinusBeta2),
-               step = _mm512_set1_ps(k.stepSize),
-               bias2 = _mm512_set1_ps(k.bias2Sqrt), eps = _mm512_set1_ps(k.eps);
-  int64_t i = 0;
-  for (; i + 16 <= count; i += 16) {
-    __m512 g = _mm512_mul_ps(_mm512_loadu_ps(grad + i), scale);
-    __m512 p = _mm512_mul_ps(_mm512_loadu_ps(param + i), decay);
-    __m512 mi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1),
-                              _mm512_mul_ps(omb1, g));
-    __m512 vi = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2),
-                              _mm512_mul_ps(_mm512_mul_ps(omb2, g), g));
-    __m512 denom = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vi), bias2), eps);
-    _mm512_storeu_ps(
-        param + i,
-        _mm512_sub_ps(p, _mm512_mul_ps(step, _mm512_div_ps(mi, denom))));
-    _mm512_storeu_ps(m + i, mi);
-    _mm512_storeu_ps(v + i, vi);
+// One vector loop, instantiated for AVX-512 (16 lanes) and AVX2 (8): the
+// scalar reference's operations in its order, `prefix` naming the
+// intrinsics of vector type `V`. Returns how many elements it did.
+#define MT_ADAMW_VECTOR_UPDATE(name, isa, V, prefix, lanes)                    \
+  __attribute__((target(isa))) int64_t name(float *param, const float *grad,   \
+                                            float *m, float *v, int64_t count, \
+                                            const Coefs &k) {                  \
+    const V scale = prefix##_set1_ps(k.gradScale),                             \
+            decay = prefix##_set1_ps(k.decay), b1 = prefix##_set1_ps(k.beta1), \
+            b2 = prefix##_set1_ps(k.beta2),                                    \
+            omb1 = prefix##_set1_ps(k.oneMinusBeta1),                          \
+            omb2 = prefix##_set1_ps(k.oneMinusBeta2),                          \
+            step = prefix##_set1_ps(k.stepSize),                               \
+            bias2 = prefix##_set1_ps(k.bias2Sqrt),                             \
+            eps = prefix##_set1_ps(k.eps);                                     \
+    int64_t i = 0;                                                             \
+    for (; i + (lanes) <= count; i += (lanes)) {                               \
+      V g = prefix##_mul_ps(prefix##_loadu_ps(grad + i), scale);               \
+      V p = prefix##_mul_ps(prefix##_loadu_ps(param + i), decay);              \
+      V mi = prefix##_add_ps(prefix##_mul_ps(prefix##_loadu_ps(m + i), b1),    \
+                             prefix##_mul_ps(omb1, g));                        \
+      V vi = prefix##_add_ps(prefix##_mul_ps(prefix##_loadu_ps(v + i), b2),    \
+                             prefix##_mul_ps(prefix##_mul_ps(omb2, g), g));    \
+      V denom =                                                                \
+          prefix##_add_ps(prefix##_div_ps(prefix##_sqrt_ps(vi), bias2), eps);  \
+      prefix##_storeu_ps(                                                      \
+          param + i,                                                           \
+          prefix##_sub_ps(p,                                                   \
+                          prefix##_mul_ps(step, prefix##_div_ps(mi, denom)))); \
+      prefix##_storeu_ps(m + i, mi);                                           \
+      prefix##_storeu_ps(v + i, vi);                                           \
+    }                                                                          \
+    return i;                                                                  \
   }
-  return i;
-}
 
-__attribute__((target("avx2"))) int64_t updateAvx2(float *param,
-                                                   const float *grad, float *m,
-                                                   float *v, int64_t count,
-                                                   const Coefs &k) {
-  const __m256 scale = _mm256_set1_ps(k.gradScale),
-               decay = _mm256_set1_ps(k.decay), b1 = _mm256_set1_ps(k.beta1),
-               b2 = _mm256_set1_ps(k.beta2),
-               omb1 = _mm256_set1_ps(k.oneMinusBeta1),
-               omb2 = _mm256_set1_ps(k.oneMinusBeta2),
-               step = _mm256_set1_ps(k.stepSize),
-               bias2 = _mm256_set1_ps(k.bias2Sqrt), eps = _mm256_set1_ps(k.eps);
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    __m256 g = _mm256_mul_ps(_mm256_loadu_ps(grad + i), scale);
-    __m256 p = _mm256_mul_ps(_mm256_loadu_ps(param + i), decay);
-    __m256 mi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1),
-                              _mm256_mul_ps(omb1, g));
-    __m256 vi = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2),
-                              _mm256_mul_ps(_mm256_mul_ps(omb2, g), g));
-    __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bias2), eps);
-    _mm256_storeu_ps(
-        param + i,
-        _mm256_sub_ps(p, _mm256_mul_ps(step, _mm256_div_ps(mi, denom))));
-    _mm256_storeu_ps(m + i, mi);
-    _mm256_storeu_ps(v + i, vi);
-  }
-  return i;
-}
+MT_ADAMW_VECTOR_UPDATE(updateAvx512, "avx512f", __m512, _mm512, 16)
+MT_ADAMW_VECTOR_UPDATE(updateAvx2, "avx2", __m256, _mm256, 8)
+#undef MT_ADAMW_VECTOR_UPDATE
 #endif
 
 #if defined(__x86_64__)

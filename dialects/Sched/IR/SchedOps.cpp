@@ -119,3 +119,17 @@ int64_t mt::sched::backwardStart(ArrayRef<ExecOp> order) {
       llvm::find_if(order, [](ExecOp e) { return isGradient(e.getKernel()); });
   return it - order.begin();
 }
+
+PhaseOp mt::sched::findPhase(ProgramOp program, PhaseKind kind) {
+  for (auto phase : program.getOps<PhaseOp>())
+    if (phase.getKind() == kind)
+      return phase;
+  return {};
+}
+
+mt::sched::ProgramOrder::ProgramOrder(PhaseOp phase)
+    : ops(phase.getOps<ExecOp>()) {
+  for (auto [i, e] : llvm::enumerate(ops))
+    index[e] = int64_t(i);
+  backward = backwardStart(ops);
+}

@@ -8,6 +8,8 @@
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include "dialects/Sched/IR/SchedDialect.h.inc"
 #include "dialects/Sched/IR/SchedEnums.h.inc"
@@ -28,6 +30,16 @@ int64_t backwardStart(llvm::ArrayRef<ExecOp> order);
 /// first, 4 only the last. A buffer whose ops' bits differ is used across
 /// micro-batches and needs bytes of its own.
 unsigned microBatchRuns(ExecOp op);
+/// The program's phase of `kind`, or null.
+PhaseOp findPhase(ProgramOp program, PhaseKind kind);
+/// A phase's ops in program order, each op's place in it, and where the
+/// backward begins (backwardStart).
+struct ProgramOrder {
+  explicit ProgramOrder(PhaseOp phase);
+  llvm::SmallVector<ExecOp> ops;
+  llvm::DenseMap<mlir::Operation *, int64_t> index;
+  int64_t backward;
+};
 } // namespace mt::sched
 
 #endif // MT_DIALECTS_SCHED_IR_SCHEDOPS_H

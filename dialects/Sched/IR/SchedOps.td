@@ -236,8 +236,8 @@ def Sched_ParameterOp
     a frozen one only a master. `compute` is the weight in the compute dtype,
         in pinned memory,
         when that is not the
-            master's: what copies to the device read, kept current after each
-            update(the runtime fills it at load)
+            master's: what copies to the device read, kept current after each update(
+                the runtime fills it at load)
                 .
     ```mlir sched.parameter "w" master(% w) state(% g, % m, % v) compute(% c) {
       file = "m.onnx", offset = 0 : i64, length = 64 : i64

@@ -35,17 +35,13 @@ struct OffloadActivations
   }
 
   void run(ProgramOp program) {
-    PhaseOp micro;
-    for (auto phase : program.getOps<PhaseOp>())
-      if (phase.getKind() == PhaseKind::MicroBatch)
-        micro = phase;
+    PhaseOp micro = findPhase(program, PhaseKind::MicroBatch);
     if (!micro)
       return;
-    SmallVector<ExecOp> order(micro.getOps<ExecOp>());
-    DenseMap<Operation *, int64_t> index;
-    for (auto [i, e] : llvm::enumerate(order))
-      index[e] = i;
-    int64_t backward = backwardStart(order);
+    ProgramOrder sequence(micro);
+    SmallVector<ExecOp> &order = sequence.ops;
+    DenseMap<Operation *, int64_t> &index = sequence.index;
+    int64_t backward = sequence.backward;
     // Device buffers the micro-batch writes in the forward and reads in the
     // backward after a gap.
     DenseSet<Value> inputs;

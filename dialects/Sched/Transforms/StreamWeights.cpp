@@ -36,21 +36,15 @@ struct StreamWeights
   }
 
   void run(ProgramOp program) {
-    PhaseOp begin, micro;
-    for (auto phase : program.getOps<PhaseOp>()) {
-      if (phase.getKind() == PhaseKind::StepBegin)
-        begin = phase;
-      if (phase.getKind() == PhaseKind::MicroBatch)
-        micro = phase;
-    }
+    PhaseOp begin = findPhase(program, PhaseKind::StepBegin);
+    PhaseOp micro = findPhase(program, PhaseKind::MicroBatch);
     if (!begin || !micro)
       return;
     // Program order of the micro-batch.
-    SmallVector<ExecOp> order(micro.getOps<ExecOp>());
-    DenseMap<Operation *, int64_t> index;
-    for (auto [i, e] : llvm::enumerate(order))
-      index[e] = i;
-    int64_t backward = backwardStart(order);
+    ProgramOrder sequence(micro);
+    SmallVector<ExecOp> &order = sequence.ops;
+    DenseMap<Operation *, int64_t> &index = sequence.index;
+    int64_t backward = sequence.backward;
     // Regions of the weights copied once per step: at its beginning, or in
     // the first micro-batch after their update (next-forward overlap).
     SmallVector<Region> regions;

@@ -954,7 +954,7 @@ Status bestTime(int runs, cudaStream_t stream, Work work, double &best) {
 
 } // namespace
 
-Status measureCuda(CudaRates &rates) {
+Status measureCuda(DeviceRates &rates) {
   if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
     return st;
   cudaDeviceProp prop;

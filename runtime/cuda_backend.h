@@ -17,16 +17,18 @@ namespace mt::runtime {
 /// driver, no device).
 bool cudaDeviceUsable(std::string *why);
 
-/// The rates of device 0 that a target file holds (plan.proto's Target),
-/// measured: pinned copies each way and both at once, device-to-device
-/// copies (bytes read and written per second), GEMMs (exact fp32 and bf16
-/// with fp32 accumulation, 2 m n k per second), and the memory size.
-struct CudaRates {
+/// The device's rates that a target file holds (plan.proto's Target):
+/// pinned copies each way and both at once, device-to-device copies (bytes
+/// read and written per second), GEMMs (2 m n k per second) and the memory
+/// size. This header needs no CUDA: mtrun fills these from the CPU when it
+/// has no GPU.
+struct DeviceRates {
   double gpuMemoryBytes, hbmBytesPerS, f32Flops, bf16Flops, h2dBytesPerS,
       d2hBytesPerS, duplexBytesPerS;
   std::string name;
 };
-Status measureCuda(CudaRates &rates);
+/// Measures device 0 (exact fp32 and bf16 GEMMs with fp32 accumulation).
+Status measureCuda(DeviceRates &rates);
 
 /// The backend on device 0; `threads` host threads for the host ops.
 std::unique_ptr<Backend> makeCudaBackend(int threads,

@@ -7,9 +7,7 @@
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/checkpoint.h"
-#ifdef MT_HAVE_CUDA
 #include "runtime/cuda_backend.h"
-#endif
 #include "runtime/executor.h"
 #include "runtime/init.h"
 #include "runtime/plan_io.h"
@@ -372,18 +370,28 @@ Status writeTrace(const mt::plan::Plan &plan,
   return out ? Status::ok() : Status::error(path + ": cannot write the trace");
 }
 
-/// The GPU's rates for a target file, when they were measured.
-struct GpuRates {
-  bool measured = false;
-  std::string name;
-  double memory = 0, hbm = 0, f32 = 0, bf16 = 0, h2d = 0, d2h = 0, duplex = 0;
-};
+/// Whether to run on the GPU for --device (auto: when one is usable); an
+/// error when cuda was asked for and cannot be had.
+Status useCuda(const std::string &device, bool &cuda) {
+  cuda = false;
+#ifdef MT_HAVE_CUDA
+  std::string why;
+  cuda = device != "cpu" && cudaDeviceUsable(&why);
+  if (device == "cuda" && !cuda)
+    return Status::error("--device cuda: " + why + "; use --device cpu");
+#else
+  if (device == "cuda")
+    return Status::error("this build has no CUDA backend (build with "
+                         "-DMT_ENABLE_CUDA=ON); use --device cpu");
+#endif
+  return Status::ok();
+}
 
 /// Measures the rates a target file holds and writes them as JSON: the
-/// host's on this machine, and the GPU's from `gpu` when measured (else the
-/// CPU backend's kernels stand for the device: host and device are then the
+/// host's on this machine, and the GPU's with `cuda` (else the CPU
+/// backend's kernels stand for the device: host and device are then the
 /// same memory).
-Status calibrate(const std::string &path, int threads, const GpuRates &gpu) {
+Status calibrate(const std::string &path, int threads, bool cuda) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a) {
     return std::chrono::duration<double>(Clock::now() - a).count();
@@ -437,20 +445,34 @@ Status calibrate(const std::string &path, int threads, const GpuRates &gpu) {
   std::remove(scratch.c_str());
   long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
   double memory = double(pages) * double(pageSize);
+  DeviceRates device{memory, copy, flops, flops, copy, copy, copy, "cpu"};
+#ifdef MT_HAVE_CUDA
+  if (cuda) {
+    if (Status st = measureCuda(device); !st)
+      return st;
+    std::fprintf(stderr,
+                 "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
+                 "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
+                 "TFLOP/s\n",
+                 device.name.c_str(), device.h2dBytesPerS / 1e9,
+                 device.d2hBytesPerS / 1e9, device.duplexBytesPerS / 1e9,
+                 device.hbmBytesPerS / 1e9, device.bf16Flops / 1e12,
+                 device.f32Flops / 1e12);
+  }
+#endif
   std::ofstream out(path);
   if (!out)
     return Status::error(path + ": cannot write the target file");
   out.precision(12);
-  bool onGpu = gpu.measured;
-  out << "{\n  \"name\": \"" << (onGpu ? "calibrated-cuda" : "calibrated-cpu")
+  out << "{\n  \"name\": \"" << (cuda ? "calibrated-cuda" : "calibrated-cpu")
       << "\",\n"
-      << "  \"gpu_memory_bytes\": " << (onGpu ? gpu.memory : memory) << ",\n"
-      << "  \"hbm_bytes_per_s\": " << (onGpu ? gpu.hbm : copy) << ",\n"
-      << "  \"matmul_flops_f32\": " << (onGpu ? gpu.f32 : flops) << ",\n"
-      << "  \"matmul_flops_bf16\": " << (onGpu ? gpu.bf16 : flops) << ",\n"
-      << "  \"h2d_bytes_per_s\": " << (onGpu ? gpu.h2d : copy) << ",\n"
-      << "  \"d2h_bytes_per_s\": " << (onGpu ? gpu.d2h : copy) << ",\n"
-      << "  \"duplex_bytes_per_s\": " << (onGpu ? gpu.duplex : copy) << ",\n"
+      << "  \"gpu_memory_bytes\": " << device.gpuMemoryBytes << ",\n"
+      << "  \"hbm_bytes_per_s\": " << device.hbmBytesPerS << ",\n"
+      << "  \"matmul_flops_f32\": " << device.f32Flops << ",\n"
+      << "  \"matmul_flops_bf16\": " << device.bf16Flops << ",\n"
+      << "  \"h2d_bytes_per_s\": " << device.h2dBytesPerS << ",\n"
+      << "  \"d2h_bytes_per_s\": " << device.d2hBytesPerS << ",\n"
+      << "  \"duplex_bytes_per_s\": " << device.duplexBytesPerS << ",\n"
       << "  \"host_memory_bytes\": " << memory << ",\n"
       << "  \"host_bytes_per_s\": " << copy << ",\n"
       << "  \"optimizer_params_per_s\": " << optimizer << ",\n"
@@ -603,30 +625,11 @@ int main(int argc, char **argv) {
              "SIGINT, 143 by SIGTERM, after the current step (with --save, "
              "a checkpoint of it was written).");
   CLI11_PARSE(app, argc, argv);
+  bool cuda = false;
+  if (Status st = useCuda(o.device, cuda); !st)
+    return fail(st.message());
   if (!o.calibrate.empty()) {
-    GpuRates gpu;
-#ifdef MT_HAVE_CUDA
-    std::string why;
-    bool usable = o.device != "cpu" && cudaDeviceUsable(&why);
-    if (o.device == "cuda" && !usable)
-      return fail("--device cuda: " + why + "; use --device cpu");
-    if (usable) {
-      CudaRates r;
-      if (Status st = measureCuda(r); !st)
-        return fail(st.message());
-      gpu = {true,           r.name,         r.gpuMemoryBytes,
-             r.hbmBytesPerS, r.f32Flops,     r.bf16Flops,
-             r.h2dBytesPerS, r.d2hBytesPerS, r.duplexBytesPerS};
-      std::fprintf(stderr,
-                   "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
-                   "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
-                   "TFLOP/s\n",
-                   r.name.c_str(), r.h2dBytesPerS / 1e9, r.d2hBytesPerS / 1e9,
-                   r.duplexBytesPerS / 1e9, r.hbmBytesPerS / 1e9,
-                   r.bf16Flops / 1e12, r.f32Flops / 1e12);
-    }
-#endif
-    if (Status st = calibrate(o.calibrate, o.threads, gpu); !st)
+    if (Status st = calibrate(o.calibrate, o.threads, cuda); !st)
       return fail(st.message());
     return 0;
   }
@@ -647,18 +650,6 @@ int main(int argc, char **argv) {
                 " updates each weight during the backward, before "
                 "the global gradient norm is known; clipping needs a "
                 "plan compiled with --optimizer-overlap after or next-forward");
-  bool cuda = false;
-#ifdef MT_HAVE_CUDA
-  std::string why;
-  bool usable = o.device != "cpu" && cudaDeviceUsable(&why);
-  if (o.device == "cuda" && !usable)
-    return fail("--device cuda: " + why + "; use --device cpu");
-  cuda = usable;
-#else
-  if (o.device == "cuda")
-    return fail("this build has no CUDA backend (build with "
-                "-DMT_ENABLE_CUDA=ON); use --device cpu");
-#endif
   const auto &shapes = plan.shapes();
   TargetKind kind = TargetKind::Targets;
   for (const auto &in : plan.inputs())

@@ -100,12 +100,9 @@ public:
   }
 
   Status synchronize() override {
-    for (size_t s = 0; s < streams_.size(); ++s)
-      if (pending_[s]) {
-        if (Status st = MT_CUDA(cudaStreamSynchronize(streams_[s])); !st)
-          return st;
-        pending_[s] = 0;
-      }
+    for (uint32_t s = 0; s < streams_.size(); ++s)
+      if (Status st = drain(s); !st)
+        return st;
     return Status::ok();
   }
 
@@ -166,10 +163,7 @@ private:
   }
   /// A float tensor of the device.
   kc::Ref in(uint32_t b) const { return {ptr(b), typeOf(b)}; }
-  kc::MutRef out(uint32_t b) const {
-    kc::Ref r = in(b);
-    return {const_cast<void *>(r.data), r.type};
-  }
+  kc::MutRef out(uint32_t b) const { return {ptr(b), typeOf(b)}; }
   const int64_t *ids(uint32_t b) const {
     return static_cast<const int64_t *>(ptr(b));
   }
@@ -178,7 +172,10 @@ private:
   /// Device scratch `op` needs beyond the GEMM workspace (bytes).
   Status scratchBytes(const plan::Op &op, size_t &bytes) const;
   Status prepareGemms(const plan::Op &op);
-  Status runDevice(const plan::Op &op, cudaStream_t stream, char *scratch);
+  /// Runs a device op on `stream`, with the stream's GEMM workspace and
+  /// scratch (scratchBytes).
+  Status runDevice(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace,
+                   char *scratch);
   Status runHostSide(const plan::Op &op, const StepConfig &step);
   Status copy(const plan::Op &op, cudaStream_t stream);
 
@@ -212,7 +209,9 @@ private:
   std::vector<void *> pinned_, host_;
   std::vector<void *> registered_; ///< HOST arenas page-locked for copies
   std::vector<cudaStream_t> streams_;
-  std::vector<char *> workspace_; ///< by stream: GEMM workspace, then scratch
+  /// By stream: its GEMM workspace (Gemms::kWorkspaceBytes, where it has
+  /// GEMMs) and its ops' scratch, in the device allocation.
+  std::vector<char *> gemmWorkspace_, scratch_;
   /// By stream: work enqueued and not yet waited for. Each is touched by
   /// its stream's thread only (and by synchronize, after they joined).
   std::vector<char> pending_;
@@ -232,11 +231,17 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
     return st;
   if (Status st = gemms_.init(); !st)
     return st;
-  // What each stream's ops need besides the arenas.
+  // What each stream's ops need besides the arenas, and which arenas copies
+  // read or write directly.
   std::vector<size_t> scratch(plan.streams_size(), 0);
   std::vector<bool> gemm(plan.streams_size(), false);
+  std::vector<bool> copied(plan.arenas_size(), false);
   for (const auto &phase : plan.phases())
     for (const auto &op : phase.ops()) {
+      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
+          op.kernel() == Kernel::COPY_TO_HOST)
+        for (uint32_t b : {op.operands(0), op.results(0)})
+          copied[buf(b).arena()] = true;
       if (!onDevice(plan, op))
         continue;
       if (Status st = checkDeviceOp(op); !st)
@@ -251,6 +256,8 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
                           k == Kernel::LINEAR_GRAD ||
                           k == Kernel::HEAD_CROSS_ENTROPY ||
                           k == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+      if (Status st = prepareGemms(op); !st)
+        return st;
     }
   // One device allocation: the DEVICE arenas, then each stream's workspace.
   bases_.assign(plan.arenas_size(), nullptr);
@@ -280,8 +287,11 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   if (Status st = MT_CUDA(cudaMemset(device_, 0, arenaBytes)); !st)
     return st;
   char *base = static_cast<char *>(device_);
-  for (int s = 0; s < plan.streams_size(); ++s)
-    workspace_.push_back(base + workspaceOffset[s]);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    gemmWorkspace_.push_back(base + workspaceOffset[s]);
+    scratch_.push_back(base + workspaceOffset[s] +
+                       (gemm[s] ? Gemms::kWorkspaceBytes : 0));
+  }
   for (int i = 0; i < plan.arenas_size(); ++i) {
     const plan::Arena &a = plan.arenas(i);
     size_t size = alignUp(std::max<uint64_t>(a.size_bytes(), 1));
@@ -322,13 +332,6 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   // HOST arenas that copies read or write directly (fp32 masters copied to
   // the device when there is no compute copy) are page-locked too: pageable
   // copies run at a sixth of the pinned rate (../shared/TOOLCHAIN.md).
-  std::vector<bool> copied(plan.arenas_size(), false);
-  for (const auto &phase : plan.phases())
-    for (const auto &op : phase.ops())
-      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
-          op.kernel() == Kernel::COPY_TO_HOST)
-        for (uint32_t b : {op.operands(0), op.results(0)})
-          copied[buf(b).arena()] = true;
   size_t registeredBytes = 0;
   for (int i = 0; i < plan.arenas_size(); ++i) {
     if (!copied[i] || plan.arenas(i).tier() != plan::HOST)
@@ -356,11 +359,6 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
     streams_.push_back(stream);
   }
   pending_.assign(streams_.size(), 0);
-  for (const auto &phase : plan.phases())
-    for (const auto &op : phase.ops())
-      if (onDevice(plan, op))
-        if (Status st = prepareGemms(op); !st)
-          return st;
   cudaDeviceProp prop;
   if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
     return st;
@@ -511,32 +509,28 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
 
 Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
   cudaStream_t stream = streams_[op.stream()];
-  char &pending = pending_[op.stream()];
   bool copy = op.kernel() == Kernel::COPY_TO_DEVICE ||
               op.kernel() == Kernel::COPY_TO_HOST;
   if (!copy && !onDevice(*plan_, op)) {
     // A host op sees what this stream's earlier device ops wrote.
-    if (pending) {
-      if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
-        return st;
-      pending = 0;
-    }
+    if (Status st = drain(op.stream()); !st)
+      return st;
     return runHostSide(op, step);
   }
-  char *scratch = workspace_[op.stream()] + Gemms::kWorkspaceBytes;
+  char *scratch = scratch_[op.stream()];
   if (Status st =
-          copy ? this->copy(op, stream) : runDevice(op, stream, scratch);
+          copy ? this->copy(op, stream)
+               : runDevice(op, stream, gemmWorkspace_[op.stream()], scratch);
       !st)
     return st;
-  pending = 1;
+  pending_[op.stream()] = 1;
   // The embedding's id check is read back at once; MT_CUDA_SYNC=1 waits
   // after every op, so that an asynchronous error names the op that made it.
   if (op.signals_size() == 0 && op.kernel() != Kernel::EMBEDDING &&
       !syncEveryOp_)
     return Status::ok();
-  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+  if (Status st = drain(op.stream()); !st)
     return st;
-  pending = 0;
   if (op.kernel() == Kernel::EMBEDDING) {
     int bad = 0;
     if (Status st = MT_CUDA(
@@ -626,11 +620,10 @@ kc::Activation activationOf(plan::Activation a) {
 }
 
 Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
-                              char *scratch) {
+                              char *gemmWorkspace, char *scratch) {
   const plan::Attrs &a = op.attrs();
   auto operand = [&](int i) { return op.operands(i); };
   auto result = [&](int i) { return op.results(i); };
-  char *gemmWorkspace = scratch - Gemms::kWorkspaceBytes;
   auto cuda = [](cudaError_t e) { return MT_CUDA(e); };
   switch (op.kernel()) {
   case Kernel::EMBEDDING: {

@@ -155,25 +155,6 @@ private:
     return static_cast<const int64_t *>(ptr(b));
   }
 
-  /// Copies with dtype conversion (F32 <-> BF16, or same dtype).
-  Status convert(uint32_t from, uint32_t to) {
-    if (count(from) != count(to))
-      return Status::error("copy between buffers of " +
-                           std::to_string(count(from)) + " and " +
-                           std::to_string(count(to)) + " elements");
-    if (buf(from).dtype() == buf(to).dtype()) {
-      std::memcpy(ptr(to), ptr(from), bytesOf(from));
-      return Status::ok();
-    }
-    if (buf(from).dtype() == plan::I64 || buf(to).dtype() == plan::I64)
-      return Status::error("cannot convert between integer and float buffers");
-    In src = in(from);
-    Out dst = out(to);
-    std::copy_n(src.data, count(from), dst.data);
-    dst.commit();
-    return Status::ok();
-  }
-
   int threads_;
   std::string diskDir_;
   const plan::Plan *plan_ = nullptr;
@@ -457,16 +438,15 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
       p.commit();
     return Status::ok();
   }
+  // Every tier is host memory here.
   case Kernel::COPY:
   case Kernel::COPY_TO_DEVICE:
   case Kernel::COPY_TO_HOST:
-    return convert(operand(0), result(0));
-  case Kernel::FILL: {
-    Out y = out(result(0));
-    std::fill_n(y.data, count(result(0)), float(a.value()));
-    y.commit();
-    return Status::ok();
-  }
+    return hostCopy(*plan_, operand(0), result(0),
+                    [this](uint32_t b) { return ptr(b); });
+  case Kernel::FILL:
+    return hostFill(*plan_, result(0), float(a.value()),
+                    [this](uint32_t b) { return ptr(b); });
   case Kernel::ACCUMULATE:
   case Kernel::READ_DISK:
   case Kernel::WRITE_DISK:

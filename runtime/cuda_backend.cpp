@@ -558,52 +558,18 @@ Status CudaBackend::copy(const plan::Op &op, cudaStream_t stream) {
 /// The host side: the shared host ops, and COPY (converting) and FILL of
 /// host buffers (the compute copies' refresh, the accumulators' reset).
 Status CudaBackend::runHostSide(const plan::Op &op, const StepConfig &step) {
-  namespace k = mt::kernels::cpu;
+  auto host = [this](uint32_t b) { return ptr(b); };
   if (isHostOp(op.kernel()))
-    return runHostOp(
-        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
-        threads_);
-  uint32_t to = op.results(0);
-  int64_t n = count(to);
-  plan::DType toType = buf(to).dtype();
-  if (toType != plan::F32 && toType != plan::BF16)
-    return Status::error("host " + plan::Kernel_Name(op.kernel()) +
-                         " writes F32 or BF16 buffers");
-  float *f32 = toType == plan::F32 ? static_cast<float *>(ptr(to)) : nullptr;
-  uint16_t *b16 =
-      toType == plan::BF16 ? static_cast<uint16_t *>(ptr(to)) : nullptr;
-  // Chunks of 1 Mi elements on the host threads.
-  constexpr int64_t kChunk = int64_t(1) << 20;
-  int64_t chunks = (n + kChunk - 1) / kChunk;
-  if (op.kernel() == Kernel::FILL) {
-    float v = float(op.attrs().value());
-    k::parallelFor(chunks, double(kChunk), [&](int64_t c) {
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
-        f32 ? void(f32[i] = v) : void(b16[i] = k::toBf16(v));
-    });
-    return Status::ok();
-  }
+    return runHostOp(*plan_, op, step, *this, host, threads_);
+  if (op.kernel() == Kernel::FILL)
+    return hostFill(*plan_, op.results(0), float(op.attrs().value()), host);
   if (op.kernel() != Kernel::COPY)
     return Status::error("the CUDA backend has no host kernel " +
                          plan::Kernel_Name(op.kernel()));
-  uint32_t from = op.operands(0);
-  if (tier(from) == plan::DEVICE)
-    return Status::error("host COPY from device buffer '" + buf(from).name() +
-                         "'");
-  plan::DType fromType = buf(from).dtype();
-  if (count(from) != n || (fromType != plan::F32 && fromType != plan::BF16))
-    return Status::error("copies between F32 or BF16 buffers of one size");
-  if (fromType == toType) {
-    std::memcpy(ptr(to), ptr(from), bytesOf(to));
-    return Status::ok();
-  }
-  const float *sf = static_cast<const float *>(ptr(from));
-  const uint16_t *sb = static_cast<const uint16_t *>(ptr(from));
-  k::parallelFor(chunks, double(kChunk), [&](int64_t c) {
-    for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
-      f32 ? void(f32[i] = k::fromBf16(sb[i])) : void(b16[i] = k::toBf16(sf[i]));
-  });
-  return Status::ok();
+  if (tier(op.operands(0)) == plan::DEVICE)
+    return Status::error("host COPY from device buffer '" +
+                         buf(op.operands(0)).name() + "'");
+  return hostCopy(*plan_, op.operands(0), op.results(0), host);
 }
 
 kc::Activation activationOf(plan::Activation a) {

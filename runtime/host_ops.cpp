@@ -1,8 +1,13 @@
 // Host ops of both backends (see host_ops.h).
 #include "runtime/host_ops.h"
 
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/primitive_ops.h"
 #include "runtime/numa.h"
 #include "runtime/plan_io.h"
+
+#include <algorithm>
+#include <cstring>
 
 namespace mt::runtime {
 
@@ -79,6 +84,76 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
   }
   default:
     return Status::error("not a host op: " + plan::Kernel_Name(op.kernel()));
+  }
+}
+
+namespace {
+/// Calls fn(begin, end) over [0, n) in chunks of 1 Mi elements on the host
+/// threads.
+template <typename Fn> void chunked(int64_t n, Fn fn) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  kernels::cpu::parallelFor(
+      (n + kChunk - 1) / kChunk, double(kChunk),
+      [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
+}
+} // namespace
+
+Status hostCopy(const plan::Plan &plan, uint32_t from, uint32_t to,
+                const std::function<void *(uint32_t)> &ptr) {
+  int64_t n = bufferElements(plan, to);
+  if (bufferElements(plan, from) != n)
+    return Status::error("copy between buffers of " +
+                         std::to_string(bufferElements(plan, from)) + " and " +
+                         std::to_string(n) + " elements");
+  plan::DType fromType = plan.buffers(int(from)).dtype();
+  plan::DType toType = plan.buffers(int(to)).dtype();
+  if (fromType == toType) {
+    std::memcpy(ptr(to), ptr(from), bufferBytes(plan, to));
+    return Status::ok();
+  }
+  namespace k = kernels::cpu;
+  if (fromType == plan::F32 && toType == plan::BF16) {
+    const float *src = static_cast<const float *>(ptr(from));
+    uint16_t *dst = static_cast<uint16_t *>(ptr(to));
+    chunked(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = k::toBf16(src[i]);
+    });
+    return Status::ok();
+  }
+  if (fromType == plan::BF16 && toType == plan::F32) {
+    const uint16_t *src = static_cast<const uint16_t *>(ptr(from));
+    float *dst = static_cast<float *>(ptr(to));
+    chunked(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        dst[i] = k::fromBf16(src[i]);
+    });
+    return Status::ok();
+  }
+  return Status::error("cannot convert " + plan::DType_Name(fromType) + " to " +
+                       plan::DType_Name(toType) +
+                       " (copies convert between F32 and BF16 only)");
+}
+
+Status hostFill(const plan::Plan &plan, uint32_t to, float value,
+                const std::function<void *(uint32_t)> &ptr) {
+  int64_t n = bufferElements(plan, to);
+  switch (plan.buffers(int(to)).dtype()) {
+  case plan::F32: {
+    float *dst = static_cast<float *>(ptr(to));
+    chunked(n,
+            [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, value); });
+    return Status::ok();
+  }
+  case plan::BF16: {
+    uint16_t *dst = static_cast<uint16_t *>(ptr(to));
+    uint16_t bits = kernels::cpu::toBf16(value);
+    chunked(n,
+            [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, bits); });
+    return Status::ok();
+  }
+  default:
+    return Status::error("FILL writes F32 or BF16 buffers");
   }
 }
 

@@ -22,6 +22,16 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
                  const StepConfig &step, Backend &backend,
                  const std::function<void *(uint32_t)> &ptr, int threads);
 
+/// COPY on host memory (and the CPU backend's copies between tiers, all
+/// host memory there): the bytes when the types match, else F32 <-> BF16
+/// converted (rounding to nearest even), on the host threads.
+Status hostCopy(const plan::Plan &plan, uint32_t from, uint32_t to,
+                const std::function<void *(uint32_t)> &ptr);
+
+/// FILL of an F32 or BF16 host buffer.
+Status hostFill(const plan::Plan &plan, uint32_t to, float value,
+                const std::function<void *(uint32_t)> &ptr);
+
 } // namespace mt::runtime
 
 #endif // MT_RUNTIME_HOST_OPS_H

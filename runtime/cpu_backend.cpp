@@ -162,19 +162,6 @@ private:
   std::vector<std::unique_ptr<DiskArena>> disks_; ///< by arena; null: memory
 };
 
-k::Activation activationOf(plan::Activation a) {
-  switch (a) {
-  case plan::GELU:
-    return k::Activation::Gelu;
-  case plan::GELU_TANH:
-    return k::Activation::GeluTanh;
-  case plan::SILU:
-    return k::Activation::Silu;
-  default:
-    return k::Activation::Relu;
-  }
-}
-
 Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   const plan::Attrs &a = op.attrs();
   auto operand = [&](int i) { return op.operands(i); };
@@ -371,9 +358,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::MUL: {
     In x = in(operand(0)), y = in(operand(1));
     Out z = out(result(0));
-    k::Binary b = op.kernel() == Kernel::ADD   ? k::Binary::Add
-                  : op.kernel() == Kernel::SUB ? k::Binary::Sub
-                                               : k::Binary::Mul;
+    k::Binary b = binaryOf(op.kernel());
     k::binaryForward(b, x.data, dims(operand(0)), y.data, dims(operand(1)),
                      z.data, dims(result(0)));
     z.commit();

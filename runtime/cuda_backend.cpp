@@ -572,19 +572,6 @@ Status CudaBackend::runHostSide(const plan::Op &op, const StepConfig &step) {
   return hostCopy(*plan_, op.operands(0), op.results(0), host);
 }
 
-kc::Activation activationOf(plan::Activation a) {
-  switch (a) {
-  case plan::GELU:
-    return kc::Activation::Gelu;
-  case plan::GELU_TANH:
-    return kc::Activation::GeluTanh;
-  case plan::SILU:
-    return kc::Activation::Silu;
-  default:
-    return kc::Activation::Relu;
-  }
-}
-
 Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
                               char *gemmWorkspace, char *scratch) {
   const plan::Attrs &a = op.attrs();
@@ -801,9 +788,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL: {
-    kc::Binary b = op.kernel() == Kernel::ADD   ? kc::Binary::Add
-                   : op.kernel() == Kernel::SUB ? kc::Binary::Sub
-                                                : kc::Binary::Mul;
+    kc::Binary b = binaryOf(op.kernel());
     return cuda(kc::binary(b, in(operand(0)), dims(operand(0)), in(operand(1)),
                            dims(operand(1)), out(result(0)), dims(result(0)),
                            stream));

@@ -16,6 +16,27 @@ std::vector<int64_t> dims(const plan::Plan &plan, uint32_t b) {
 
 } // namespace
 
+kernels::cpu::Activation activationOf(plan::Activation act) {
+  using kernels::cpu::Activation;
+  switch (act) {
+  case plan::GELU:
+    return Activation::Gelu;
+  case plan::GELU_TANH:
+    return Activation::GeluTanh;
+  case plan::SILU:
+    return Activation::Silu;
+  default:
+    return Activation::Relu;
+  }
+}
+
+kernels::cpu::Binary binaryOf(plan::Kernel kernel) {
+  using kernels::cpu::Binary;
+  return kernel == plan::ADD   ? Binary::Add
+         : kernel == plan::SUB ? Binary::Sub
+                               : Binary::Mul;
+}
+
 Status attentionShape(const plan::Plan &plan, const plan::Op &op,
                       kernels::cpu::AttentionShape &s, bool &hasMask) {
   const plan::Attrs &a = op.attrs();

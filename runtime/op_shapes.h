@@ -4,10 +4,17 @@
 #define MT_RUNTIME_OP_SHAPES_H
 
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
 namespace mt::runtime {
+
+/// The kernels' activation of a plan's.
+kernels::cpu::Activation activationOf(plan::Activation act);
+
+/// ADD, SUB or MUL as the kernels' binary op.
+kernels::cpu::Binary binaryOf(plan::Kernel kernel);
 
 /// ATTENTION and ATTENTION_GRAD: the shape, and whether the op has a mask
 /// (checked to broadcast to [batch, heads, seq, seq]).

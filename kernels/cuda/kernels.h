@@ -11,6 +11,7 @@
 #define MT_KERNELS_CUDA_KERNELS_H
 
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
 
 #include <cuda_runtime_api.h>
 
@@ -38,7 +39,13 @@ cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream);
 /// y = x converted to y's type.
 cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream);
 
-enum class Binary : uint8_t { Add, Sub, Mul };
+/// The CPU reference's enums and shapes (kernels/cpu).
+using cpu::Activation;
+using cpu::AttentionShape;
+using cpu::Binary;
+using cpu::CrossEntropyShape;
+using cpu::RotaryShape;
+
 /// y[yDims] = a op b, both broadcast (numpy rules) to yDims (rank <= 8).
 cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
                    const Dims &bDims, MutRef y, const Dims &yDims,
@@ -52,14 +59,13 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
 cudaError_t transpose(Ref x, const Dims &dims, const std::vector<int64_t> &perm,
                       MutRef y, cudaStream_t stream);
 /// One part of a concat along `axis`: y's slice [offset, offset + part's
-/// size along axis) = part (or, with toPart, part = that slice of y: split).
+/// size along axis) = part; splitPart is the reverse.
 cudaError_t concatPart(Ref part, const Dims &partDims, int64_t axis,
                        int64_t offset, int64_t yAxisSize, MutRef y,
                        cudaStream_t stream);
 cudaError_t splitPart(Ref x, const Dims &xDims, int64_t axis, int64_t offset,
                       MutRef part, const Dims &partDims, cudaStream_t stream);
 
-enum class Activation : uint8_t { Gelu, GeluTanh, Silu, Relu };
 cudaError_t activation(Ref x, MutRef y, int64_t n, Activation act,
                        cudaStream_t stream);
 cudaError_t activationGrad(Ref x, Ref dy, MutRef dx, int64_t n, Activation act,
@@ -84,8 +90,8 @@ cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
                           int64_t vocab, int64_t dim, MutRef dTable,
                           void *workspace, cudaStream_t stream);
 
-/// Norms over the last dim of x [rows, dim]; the backward's dw (and db) are
-/// overwritten with their sums over rows. Workspace:
+/// Norms over the last dim of x [rows, dim]; the backward's dw is
+/// overwritten with its sum over rows. Workspace:
 /// normGradWorkspaceBytes(rows, dim).
 cudaError_t rmsNorm(Ref x, Ref w, int64_t rows, int64_t dim, float eps,
                     bool plusOne, MutRef y, cudaStream_t stream);
@@ -98,11 +104,6 @@ cudaError_t rmsNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
 cudaError_t layerNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
                           float eps, MutRef dx, MutRef dw, void *workspace,
                           cudaStream_t stream);
-
-/// The shapes are the CPU reference's (kernels/cpu/fused_ops.h).
-using cpu::AttentionShape;
-using cpu::CrossEntropyShape;
-using cpu::RotaryShape;
 
 /// y = R x, or with transpose R^T x (the backward).
 cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,

@@ -236,27 +236,25 @@ TEST_P(Kernels, Activations) {
   kc::DType t = GetParam();
   // 10007: the scalar kernels; 4096: the 16-byte vector ones.
   for (int64_t n : {10007, 4096})
-    for (auto [ca, ka] :
-         {std::pair{cpu::Activation::Gelu, kc::Activation::Gelu},
-          std::pair{cpu::Activation::GeluTanh, kc::Activation::GeluTanh},
-          std::pair{cpu::Activation::Silu, kc::Activation::Silu},
-          std::pair{cpu::Activation::Relu, kc::Activation::Relu}}) {
+    for (cpu::Activation act :
+         {cpu::Activation::Gelu, cpu::Activation::GeluTanh,
+          cpu::Activation::Silu, cpu::Activation::Relu}) {
       Vec x = rounded(randomVec(n, 2.0f), t), u = rounded(randomVec(n), t);
       Vec dy = rounded(randomVec(n), t);
       Tensor X(x, t), U(u, t), DY(dy, t), Y(n, t), DX(n, t), G(n, t), DG(n, t),
           DU(n, t);
-      CUDA_OK(kc::activation(X.ref(), Y.mut(), n, ka, nullptr));
-      CUDA_OK(kc::activationGrad(X.ref(), DY.ref(), DX.mut(), n, ka, nullptr));
-      CUDA_OK(kc::gated(X.ref(), U.ref(), G.mut(), n, ka, nullptr));
+      CUDA_OK(kc::activation(X.ref(), Y.mut(), n, act, nullptr));
+      CUDA_OK(kc::activationGrad(X.ref(), DY.ref(), DX.mut(), n, act, nullptr));
+      CUDA_OK(kc::gated(X.ref(), U.ref(), G.mut(), n, act, nullptr));
       CUDA_OK(kc::gatedGrad(X.ref(), U.ref(), DY.ref(), DG.mut(), DU.mut(), n,
-                            ka, nullptr));
+                            act, nullptr));
       Vec y(n), dx(n), g(n), dg(n), du(n);
-      cpu::activationForward(x.data(), n, ca, y.data());
-      cpu::activationBackward(x.data(), dy.data(), n, ca, dx.data());
-      cpu::gatedForward(x.data(), u.data(), n, ca, g.data());
-      cpu::gatedBackward(x.data(), u.data(), dy.data(), n, ca, dg.data(),
+      cpu::activationForward(x.data(), n, act, y.data());
+      cpu::activationBackward(x.data(), dy.data(), n, act, dx.data());
+      cpu::gatedForward(x.data(), u.data(), n, act, g.data());
+      cpu::gatedBackward(x.data(), u.data(), dy.data(), n, act, dg.data(),
                          du.data());
-      int which = int(ka);
+      int which = int(act);
       EXPECT_LT(relError(Y.download(), y), tolerance(t)) << which;
       EXPECT_LT(relError(DX.download(), dx), tolerance(t)) << which;
       EXPECT_LT(relError(G.download(), g), tolerance(t)) << which;
@@ -352,19 +350,18 @@ TEST_P(Kernels, Primitives) {
   kc::Dims ad{4, 1, 6}, bd{5, 1}, yd{4, 5, 6};
   Vec a = rounded(randomVec(24), t), b = rounded(randomVec(5), t);
   Tensor A(a, t), B(b, t), Y(120, t);
-  for (auto [ck, kk] : {std::pair{cpu::Binary::Add, kc::Binary::Add},
-                        std::pair{cpu::Binary::Sub, kc::Binary::Sub},
-                        std::pair{cpu::Binary::Mul, kc::Binary::Mul}}) {
-    CUDA_OK(kc::binary(kk, A.ref(), ad, B.ref(), bd, Y.mut(), yd, nullptr));
+  for (cpu::Binary op :
+       {cpu::Binary::Add, cpu::Binary::Sub, cpu::Binary::Mul}) {
+    CUDA_OK(kc::binary(op, A.ref(), ad, B.ref(), bd, Y.mut(), yd, nullptr));
     Vec y(120);
-    cpu::binaryForward(ck, a.data(), ad, b.data(), bd, y.data(), yd);
+    cpu::binaryForward(op, a.data(), ad, b.data(), bd, y.data(), yd);
     EXPECT_LT(relError(Y.download(), y), tolerance(t));
   }
   // Same shapes: the 16-byte vector path.
   {
     Vec x = rounded(randomVec(64), t), z = rounded(randomVec(64), t);
     Tensor X(x, t), Z(z, t), S(64, t), N(64, t);
-    CUDA_OK(kc::binary(kc::Binary::Sub, X.ref(), {64}, Z.ref(), {64}, S.mut(),
+    CUDA_OK(kc::binary(cpu::Binary::Sub, X.ref(), {64}, Z.ref(), {64}, S.mut(),
                        {64}, nullptr));
     CUDA_OK(kc::neg(X.ref(), N.mut(), 64, nullptr));
     Vec want(64), negX(64);

@@ -19,7 +19,8 @@ namespace mt::runtime {
 
 namespace {
 
-/// fp32 moments as they are; bf16 moments widened and rounded.
+/// fp32 moments as they are (and 8-bit ones decoded a block at a time);
+/// bf16 moments widened and rounded.
 struct F32Moments {
   float *m, *v;
   float getM(int64_t i) const { return m[i]; }
@@ -161,17 +162,6 @@ void update(float *param, const float *grad, Moments moments, int64_t count,
   updateScalar(param, grad, moments, count, coefsOf(step, c, gradScale));
 }
 
-/// Decoded 8-bit moments of one block, updated in fp32, encoded back.
-struct BlockMoments {
-  float *m, *v;
-  float getM(int64_t i) const { return m[i]; }
-  float getV(int64_t i) const { return v[i]; }
-  void set(int64_t i, float mi, float vi) {
-    m[i] = mi;
-    v[i] = vi;
-  }
-};
-
 void decodeBlock(const int8_t *qm, float sm, const uint8_t *qv, float sv,
                  int64_t n, float *m, float *v) {
   for (int64_t i = 0; i < n; ++i) {
@@ -209,7 +199,7 @@ void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
   for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
     int64_t n = std::min(kMomentBlock, count - begin);
     decodeBlock(m + begin, mScale[b], v + begin, vScale[b], n, mb, vb);
-    update(param + begin, grad + begin, BlockMoments{mb, vb}, n, step, c,
+    update(param + begin, grad + begin, F32Moments{mb, vb}, n, step, c,
            gradScale);
     encodeBlock(mb, vb, n, m + begin, mScale[b], v + begin, vScale[b]);
   }

@@ -10,7 +10,7 @@ packages=(cmake ninja-build g++ pkg-config ccache lld
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libzstd-dev
   python3 python3-onnx python3-numpy
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -1,5 +1,6 @@
 # lit configuration for mt: IR tests (mt-opt) and tool tests (mtc).
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -12,14 +13,19 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mt_obj_root, "test")
 
 config.substitutions.append(("%mt_src", config.mt_src_root))
+config.substitutions.append(("%mlir_include", " ".join("-I " + d for d in config.mlir_include_dirs)))
 # Fixtures shared by the project live beside the repository.
 shared = os.environ.get("MT_SHARED", os.path.join(config.mt_src_root, "..", "shared"))
 config.substitutions.append(("%shared", os.path.abspath(shared)))
 if os.path.isdir(os.path.join(shared, "fixtures")):
     config.available_features.add("shared-fixtures")
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# clang-format (scripts/bootstrap.sh installs it) checks that .td prose is
+# left alone.
+if shutil.which("clang-format"):
+    config.available_features.add("clang-format")
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.mt_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["mt-opt", "mtc", "mtrun", "mt-inspect", "FileCheck", "not", "count"], tool_dirs)
+llvm_config.add_tool_substitutions(["mt-opt", "mtc", "mtrun", "mt-inspect", "FileCheck", "not", "count", "mlir-tblgen"], tool_dirs)

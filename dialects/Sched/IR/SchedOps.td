@@ -20,19 +20,11 @@ def Sched_Dialect : Dialect {
   let cppNamespace = "::mt::sched";
   let summary = "The training step scheduled on streams, over placed buffers";
   let description = [{
-    A `sched.program` holds the arenas,
-        streams and buffers of one training step and its phases : `step_begin` (once per step), `micro_batch` (grad_accum times), `step_end` (
-                                                                                                                                      the optimizer)
-                                                                                                                                      and `finish` (
-                                                                                                                                          once after
-                                                                                                                                              the last
-                                                                                                                                                  step
-                                                                                                                                          : the updates
-                                                                                                                                              that `next_forward` overlap
-                                                                                                                                                  defers)
-                                                                                                                                          .In a
-                                                                                                                                              phase,
-        each stream runs its `sched.exec` ops in order; an op also waits for the
+    A `sched.program` holds the arenas, streams and buffers of one training
+    step and its phases: `step_begin` (once per step), `micro_batch`
+    (grad_accum times), `step_end` (the optimizer) and `finish` (once after
+    the last step: the updates that `next_forward` overlap defers). In a phase, each
+    stream runs its `sched.exec` ops in order; an op also waits for the
     tokens of other streams' ops. Every buffer has an arena and a byte
     offset; every op states its FLOPs or bytes for the cost model.
   }];
@@ -52,72 +44,62 @@ def Sched_TokenType : TypeDef<Sched_Dialect, "Token"> {
 def Sched_BufferType : TypeDef<Sched_Dialect, "Buffer"> {
   let mnemonic = "buffer";
   let summary = "A placed tensor: its shape and element type";
-  let parameters = (ins "::mlir::RankedTensorType" : $tensorType);
+  let parameters = (ins "::mlir::RankedTensorType":$tensorType);
   let assemblyFormat = "`<` $tensorType `>`";
 }
 
 def Sched_Tier : I32EnumAttr<"Tier", "memory tier", [
-  I32EnumAttrCase<"Device", 1, "device">,
-  I32EnumAttrCase<"HostPinned", 2, "host_pinned">,
-  I32EnumAttrCase<"Host", 3, "host">, I32EnumAttrCase<"Disk", 4, "disk">
-]> {
+    I32EnumAttrCase<"Device", 1, "device">,
+    I32EnumAttrCase<"HostPinned", 2, "host_pinned">,
+    I32EnumAttrCase<"Host", 3, "host">,
+    I32EnumAttrCase<"Disk", 4, "disk">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
 def Sched_TierAttr : EnumAttr<Sched_Dialect, Sched_Tier, "tier">;
 
-def Sched_DiskFormat
-    : I32EnumAttr<"DiskFormat", "how a disk arena stores bytes", [
-      I32EnumAttrCase<"Raw", 1, "raw">,
-      I32EnumAttrCase<"ShuffleZstd", 2, "shuffle_zstd">
-    ]> {
+def Sched_DiskFormat : I32EnumAttr<"DiskFormat", "how a disk arena stores bytes", [
+    I32EnumAttrCase<"Raw", 1, "raw">,
+    I32EnumAttrCase<"ShuffleZstd", 2, "shuffle_zstd">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
-def Sched_DiskFormatAttr
-    : EnumAttr<Sched_Dialect, Sched_DiskFormat, "disk_format">;
+def Sched_DiskFormatAttr : EnumAttr<Sched_Dialect, Sched_DiskFormat, "disk_format">;
 
 def Sched_StreamKind : I32EnumAttr<"StreamKind", "kind of stream", [
-  I32EnumAttrCase<"Compute", 1, "compute">,
-  I32EnumAttrCase<"HostToDevice", 2, "host_to_device">,
-  I32EnumAttrCase<"DeviceToHost", 3, "device_to_host">,
-  I32EnumAttrCase<"HostOptimizer", 4, "host_optimizer">,
-  I32EnumAttrCase<"DiskIo", 5, "disk_io">
-]> {
+    I32EnumAttrCase<"Compute", 1, "compute">,
+    I32EnumAttrCase<"HostToDevice", 2, "host_to_device">,
+    I32EnumAttrCase<"DeviceToHost", 3, "device_to_host">,
+    I32EnumAttrCase<"HostOptimizer", 4, "host_optimizer">,
+    I32EnumAttrCase<"DiskIo", 5, "disk_io">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
-def Sched_StreamKindAttr
-    : EnumAttr<Sched_Dialect, Sched_StreamKind, "stream_kind">;
+def Sched_StreamKindAttr : EnumAttr<Sched_Dialect, Sched_StreamKind, "stream_kind">;
 
 def Sched_PhaseKind : I32EnumAttr<"PhaseKind", "when a phase runs", [
-  I32EnumAttrCase<"StepBegin", 1, "step_begin">,
-  I32EnumAttrCase<"MicroBatch", 2, "micro_batch">,
-  I32EnumAttrCase<"StepEnd", 3, "step_end">,
-  I32EnumAttrCase<"Finish", 4, "finish">
-]> {
+    I32EnumAttrCase<"StepBegin", 1, "step_begin">,
+    I32EnumAttrCase<"MicroBatch", 2, "micro_batch">,
+    I32EnumAttrCase<"StepEnd", 3, "step_end">,
+    I32EnumAttrCase<"Finish", 4, "finish">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
 def Sched_PhaseKindAttr : EnumAttr<Sched_Dialect, Sched_PhaseKind, "phase">;
 
-def Sched_OptimizerOverlap
-    : I32EnumAttr<"OptimizerOverlap", "when weights are updated", [
-      I32EnumAttrCase<"After", 1, "after">,
-      I32EnumAttrCase<"Backward", 2, "backward">,
-      I32EnumAttrCase<"NextForward", 3, "next_forward">
-    ]> {
+def Sched_OptimizerOverlap : I32EnumAttr<"OptimizerOverlap", "when weights are updated", [
+    I32EnumAttrCase<"After", 1, "after">,
+    I32EnumAttrCase<"Backward", 2, "backward">,
+    I32EnumAttrCase<"NextForward", 3, "next_forward">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
-def Sched_OptimizerOverlapAttr
-    : EnumAttr<Sched_Dialect, Sched_OptimizerOverlap, "overlap">;
+def Sched_OptimizerOverlapAttr : EnumAttr<Sched_Dialect, Sched_OptimizerOverlap, "overlap">;
 
 def Sched_Role : I32EnumAttr<"Role", "what an input carries", [
-  I32EnumAttrCase<"Tokens", 1, "tokens">,
-  I32EnumAttrCase<"Labels", 2, "labels">,
-  I32EnumAttrCase<"Targets", 3, "targets">
-]> {
+    I32EnumAttrCase<"Tokens", 1, "tokens">,
+    I32EnumAttrCase<"Labels", 2, "labels">,
+    I32EnumAttrCase<"Targets", 3, "targets">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -125,73 +107,70 @@ def Sched_RoleAttr : EnumAttr<Sched_Dialect, Sched_Role, "role">;
 
 // The kernels of a plan (names as in runtime/schema/plan.proto).
 def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
-  I32EnumAttrCase<"Embedding", 1, "embedding">,
-  I32EnumAttrCase<"EmbeddingGrad", 2, "embedding_grad">,
-  I32EnumAttrCase<"Linear", 3, "linear">,
-  I32EnumAttrCase<"LinearGrad", 4, "linear_grad">,
-  I32EnumAttrCase<"RmsNorm", 5, "rms_norm">,
-  I32EnumAttrCase<"RmsNormGrad", 6, "rms_norm_grad">,
-  I32EnumAttrCase<"LayerNorm", 7, "layer_norm">,
-  I32EnumAttrCase<"LayerNormGrad", 8, "layer_norm_grad">,
-  I32EnumAttrCase<"Rotary", 9, "rotary">,
-  I32EnumAttrCase<"RotaryGrad", 10, "rotary_grad">,
-  I32EnumAttrCase<"Attention", 11, "attention">,
-  I32EnumAttrCase<"AttentionGrad", 12, "attention_grad">,
-  I32EnumAttrCase<"Activation", 13, "activation">,
-  I32EnumAttrCase<"ActivationGrad", 14, "activation_grad">,
-  I32EnumAttrCase<"GatedActivation", 15, "gated_activation">,
-  I32EnumAttrCase<"GatedActivationGrad", 16, "gated_activation_grad">,
-  I32EnumAttrCase<"CrossEntropy", 17, "cross_entropy">,
-  I32EnumAttrCase<"CrossEntropyGrad", 18, "cross_entropy_grad">,
-  I32EnumAttrCase<"HeadCrossEntropy", 19, "head_cross_entropy">,
-  I32EnumAttrCase<"HeadCrossEntropyGrad", 20, "head_cross_entropy_grad">,
-  I32EnumAttrCase<"Add", 32, "add">,
-  I32EnumAttrCase<"Sub", 33, "sub">,
-  I32EnumAttrCase<"Mul", 34, "mul">,
-  I32EnumAttrCase<"Neg", 35, "neg">,
-  I32EnumAttrCase<"ReduceSum", 36, "reduce_sum">,
-  I32EnumAttrCase<"Concat", 37, "concat">,
-  I32EnumAttrCase<"Split", 38, "split">,
-  I32EnumAttrCase<"Transpose", 39, "transpose">,
-  I32EnumAttrCase<"Copy", 40, "copy">,
-  I32EnumAttrCase<"Fill", 41, "fill">,
-  I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
-  I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
-  I32EnumAttrCase<"Accumulate", 66, "accumulate">,
-  I32EnumAttrCase<"AdamW", 67, "adamw">,
-  I32EnumAttrCase<"ReadDisk", 68, "read_disk">,
-  I32EnumAttrCase<"WriteDisk", 69, "write_disk">
-]> {
+    I32EnumAttrCase<"Embedding", 1, "embedding">,
+    I32EnumAttrCase<"EmbeddingGrad", 2, "embedding_grad">,
+    I32EnumAttrCase<"Linear", 3, "linear">,
+    I32EnumAttrCase<"LinearGrad", 4, "linear_grad">,
+    I32EnumAttrCase<"RmsNorm", 5, "rms_norm">,
+    I32EnumAttrCase<"RmsNormGrad", 6, "rms_norm_grad">,
+    I32EnumAttrCase<"LayerNorm", 7, "layer_norm">,
+    I32EnumAttrCase<"LayerNormGrad", 8, "layer_norm_grad">,
+    I32EnumAttrCase<"Rotary", 9, "rotary">,
+    I32EnumAttrCase<"RotaryGrad", 10, "rotary_grad">,
+    I32EnumAttrCase<"Attention", 11, "attention">,
+    I32EnumAttrCase<"AttentionGrad", 12, "attention_grad">,
+    I32EnumAttrCase<"Activation", 13, "activation">,
+    I32EnumAttrCase<"ActivationGrad", 14, "activation_grad">,
+    I32EnumAttrCase<"GatedActivation", 15, "gated_activation">,
+    I32EnumAttrCase<"GatedActivationGrad", 16, "gated_activation_grad">,
+    I32EnumAttrCase<"CrossEntropy", 17, "cross_entropy">,
+    I32EnumAttrCase<"CrossEntropyGrad", 18, "cross_entropy_grad">,
+    I32EnumAttrCase<"HeadCrossEntropy", 19, "head_cross_entropy">,
+    I32EnumAttrCase<"HeadCrossEntropyGrad", 20, "head_cross_entropy_grad">,
+    I32EnumAttrCase<"Add", 32, "add">,
+    I32EnumAttrCase<"Sub", 33, "sub">,
+    I32EnumAttrCase<"Mul", 34, "mul">,
+    I32EnumAttrCase<"Neg", 35, "neg">,
+    I32EnumAttrCase<"ReduceSum", 36, "reduce_sum">,
+    I32EnumAttrCase<"Concat", 37, "concat">,
+    I32EnumAttrCase<"Split", 38, "split">,
+    I32EnumAttrCase<"Transpose", 39, "transpose">,
+    I32EnumAttrCase<"Copy", 40, "copy">,
+    I32EnumAttrCase<"Fill", 41, "fill">,
+    I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
+    I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
+    I32EnumAttrCase<"Accumulate", 66, "accumulate">,
+    I32EnumAttrCase<"AdamW", 67, "adamw">,
+    I32EnumAttrCase<"ReadDisk", 68, "read_disk">,
+    I32EnumAttrCase<"WriteDisk", 69, "write_disk">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
 def Sched_KernelAttr : EnumAttr<Sched_Dialect, Sched_Kernel, "kernel">;
 
-def Sched_ProgramOp
-    : Sched_Op<"program", [SymbolTable, NoTerminator, SingleBlock]> {
+def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
+    SingleBlock]> {
   let summary = "One training step: arenas, streams, buffers and phases";
   let description = [{
-    ```mlir sched.program{
-    batch = 2: i64,
-    seq = 16: i64,
-    grad_accum = 1: i64,
-    vocab = 256: i64,
-    compute_dtype = f32,
-    model = "m.onnx"
-  } {sched.arena @device tier<device> size 4096 ...}
-    ``` }];
+    ```mlir
+    sched.program {batch = 2 : i64, seq = 16 : i64, grad_accum = 1 : i64,
+                   vocab = 256 : i64, compute_dtype = f32, model = "m.onnx"} {
+      sched.arena @device tier <device> size 4096
+      ...
+    }
+    ```
+  }];
   let arguments = (ins I64Attr:$batch, I64Attr:$seq, I64Attr:$grad_accum,
                    I64Attr:$vocab, TypeAttr:$compute_dtype, StrAttr:$model,
                    DefaultValuedAttr<Sched_OptimizerOverlapAttr,
                        "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap);
-  let regions = (region SizedRegion<1> : $body);
+  let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
 }
 
 def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
-  let summary =
-      "One allocation of a memory tier; size is its exact peak in bytes";
+  let summary = "One allocation of a memory tier; size is its exact peak in bytes";
   let description = "`sched.arena @device tier <device> size 4096`";
   let arguments = (ins SymbolNameAttr:$sym_name, Sched_TierAttr:$tier, I64Attr:$size,
                    OptionalAttr<Sched_DiskFormatAttr>:$disk_format);
@@ -201,91 +180,71 @@ def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
 def Sched_StreamOp : Sched_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "An in-order queue of ops";
   let description = "`sched.stream @compute kind <compute>`";
-  let arguments = (ins SymbolNameAttr
-                   : $sym_name, Sched_StreamKindAttr
-                   : $kind);
+  let arguments = (ins SymbolNameAttr:$sym_name, Sched_StreamKindAttr:$kind);
   let assemblyFormat = "$sym_name `kind` $kind attr-dict";
 }
 
 def Sched_BufferOp : Sched_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
   let summary = "A tensor placed at a byte offset of an arena";
   let description = [{
-    `offset` is set by the memory planner(-1 before it runs)
-            .A buffer with
+    `offset` is set by the memory planner (-1 before it runs). A buffer with
     `value` is a constant written before the first step.
-    ```mlir %
-        h = sched.buffer "layer0.h" in @device at 1024
-        : !sched.buffer<tensor<2x16x64xf32>>
+    ```mlir
+    %h = sched.buffer "layer0.h" in @device at 1024 : !sched.buffer<tensor<2x16x64xf32>>
     ```
   }];
   let arguments = (ins StrAttr:$name, FlatSymbolRefAttr:$arena, SI64Attr:$offset,
                    OptionalAttr<ElementsAttr>:$value);
-  let results = (outs Sched_BufferType : $result);
-  let assemblyFormat =
-      "$name `in` $arena `at` $offset attr-dict `:` type($result)";
+  let results = (outs Sched_BufferType:$result);
+  let assemblyFormat = "$name `in` $arena `at` $offset attr-dict `:` type($result)";
 }
 
-def Sched_ParameterOp
-    : Sched_Op<"parameter",
-               [HasParent<"ProgramOp">, AttrSizedOperandSegments]> {
+def Sched_ParameterOp : Sched_Op<"parameter", [HasParent<"ProgramOp">,
+    AttrSizedOperandSegments]> {
   let summary = "A model weight: its data on disk and its host buffers";
   let description = [{
-    A trainable parameter has an F32 master,
-        gradient accumulator and the two AdamW moments(
-            8 - bit moments also their two scales);
-    a frozen one only a master. `compute` is the weight in the compute dtype,
-        in pinned memory,
-        when that is not the
-            master's: what copies to the device read, kept current after each update(
-                the runtime fills it at load)
-                .
-    ```mlir sched.parameter "w" master(% w) state(% g, % m, % v) compute(% c) {
-      file = "m.onnx", offset = 0 : i64, length = 64 : i64
-    }
+    A trainable parameter has an F32 master, gradient accumulator and the
+    two AdamW moments (8-bit moments also their two scales); a frozen one
+    only a master. `compute` is the weight in the compute dtype, in pinned
+    memory, when that is not the master's: what copies to the device read,
+    kept current after each update (the runtime fills it at load).
+    ```mlir
+    sched.parameter "w" master(%w) state(%g, %m, %v) compute(%c) {file = "m.onnx", offset = 0 : i64, length = 64 : i64}
     ```
   }];
   let arguments = (ins StrAttr:$name, Sched_BufferType:$master,
                    Variadic<Sched_BufferType>:$state,
                    Optional<Sched_BufferType>:$compute, StrAttr:$file,
                    I64Attr:$offset, I64Attr:$length);
-  let assemblyFormat =
-      "$name `master` `(` $master `)` (`state` `(` $state^ `)`)? (`compute` "
-      "`(` $compute^ `)`)? attr-dict `:` type(operands)";
+  let assemblyFormat = "$name `master` `(` $master `)` (`state` `(` $state^ `)`)? (`compute` `(` $compute^ `)`)? attr-dict `:` type(operands)";
   let hasVerifier = 1;
 }
 
 def Sched_InputOp : Sched_Op<"input", [HasParent<"ProgramOp">]> {
   let summary = "A graph input filled with token ids for each micro-batch";
-  let description = "`sched.input \"input_ids\" role <tokens> (%ids) : "
-                    "!sched.buffer<tensor<2x16xi64>>`";
-  let arguments = (ins StrAttr
-                   : $name, Sched_RoleAttr
-                   : $role, Sched_BufferType
-                   : $buffer);
-  let assemblyFormat =
-      "$name `role` $role `(` $buffer `)` attr-dict `:` type($buffer)";
+  let description = "`sched.input \"input_ids\" role <tokens> (%ids) : !sched.buffer<tensor<2x16xi64>>`";
+  let arguments = (ins StrAttr:$name, Sched_RoleAttr:$role, Sched_BufferType:$buffer);
+  let assemblyFormat = "$name `role` $role `(` $buffer `)` attr-dict `:` type($buffer)";
 }
 
 def Sched_LossOp : Sched_Op<"loss", [HasParent<"ProgramOp">]> {
   let summary = "The buffer that holds the loss of a micro-batch";
   let description = "`sched.loss(%l) : !sched.buffer<tensor<f32>>`";
-  let arguments = (ins Sched_BufferType : $buffer);
+  let arguments = (ins Sched_BufferType:$buffer);
   let assemblyFormat = "`(` $buffer `)` attr-dict `:` type($buffer)";
 }
 
-def Sched_PhaseOp
-    : Sched_Op<"phase", [HasParent<"ProgramOp">, NoTerminator, SingleBlock]> {
+def Sched_PhaseOp : Sched_Op<"phase", [HasParent<"ProgramOp">, NoTerminator,
+    SingleBlock]> {
   let summary = "Ops that run once per step or once per micro-batch";
   let description = "`sched.phase <micro_batch> { ... }`";
-  let arguments = (ins Sched_PhaseKindAttr : $kind);
-  let regions = (region SizedRegion<1> : $body);
+  let arguments = (ins Sched_PhaseKindAttr:$kind);
+  let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$kind attr-dict-with-keyword $body";
 }
 
-def Sched_ExecOp : Sched_Op<"exec", [
-  HasParent<"PhaseOp">, AttrSizedOperandSegments,
-  MemoryEffects<[MemRead, MemWrite]>
-]> {
+def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegments,
+    MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "Run a kernel on a stream, after the given tokens";
   let description = [{
     Reads `ins`, writes `outs`; `attrs` are the kernel's attributes (those
@@ -305,7 +264,7 @@ def Sched_ExecOp : Sched_Op<"exec", [
                    DefaultValuedAttr<I64Attr, "0">:$bytes,
                    UnitAttr:$first_micro_batch,
                    UnitAttr:$last_micro_batch);
-  let results = (outs Sched_TokenType : $done);
+  let results = (outs Sched_TokenType:$done);
   let assemblyFormat = [{
     $kernel (`ins` `(` $ins^ `)`)? (`outs` `(` $outs^ `)`)? `on` $stream
     (`after` `(` $waits^ `)`)? attr-dict `:` functional-type(operands, results)

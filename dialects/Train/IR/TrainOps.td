@@ -19,8 +19,7 @@ def Train_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
 // Most ops print as `train.op %a, %b {attrs} : (types) -> types`.
 class Train_PureOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat([Pure], traits)> {
-  let assemblyFormat =
-      "operands attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
 // An op whose result types follow from operand types and attributes alone.
@@ -42,25 +41,19 @@ class Train_ValueShapedOp<string mnemonic, list<Trait> traits = []>
 def Train_WeightOp : Train_Op<"weight", [Pure]> {
   let summary = "A named model parameter or buffer, by reference";
   let description = [{
-    Names a tensor of the model by its original name and says where its bytes
-        live,
-        as file,
-        offset and length in bytes : `inline` (the raw_data of the initializer inside the model file), `external` (
-            ONNX external data),
-        or a `safetensors` file. `trainable` marks parameters that get
-            gradients;
-    the others are frozen buffers.A frozen buffer that is small
-        and inline may carry its `value`,
-        so that tables derived from it(rotary frequencies) fold;
-    trainable weights never do : the compiler does not read their data.
+    Names a tensor of the model by its original name and says where its
+    bytes live, as file, offset and length in bytes: `inline` (the raw_data
+    of the initializer inside the model file), `external` (ONNX external
+    data), or a `safetensors` file. `trainable`
+    marks parameters that get gradients; the others are frozen buffers. A
+    frozen buffer that is small and inline may carry its `value`, so that
+    tables derived from it (rotary frequencies) fold; trainable weights never
+    do: the compiler does not read their data.
 
-    ```mlir % w = train.weight "model.layers.0.mlp.up_proj.weight" {
-      trainable,
-      source = #train<source external>,
-      file = "model.onnx.data",
-      offset = 0: i64,
-      length = 32768: i64
-    } : tensor<128x64xf32>
+    ```mlir
+    %w = train.weight "model.layers.0.mlp.up_proj.weight" {trainable,
+           source = #train<source external>, file = "model.onnx.data",
+           offset = 0 : i64, length = 32768 : i64} : tensor<128x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
@@ -68,21 +61,20 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
                    OptionalAttr<StrAttr>:$file, OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
                    OptionalAttr<ElementsAttr>:$value);
-  let results = (outs Train_Tensor : $result);
+  let results = (outs Train_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
-def Train_ConstantOp
-    : Train_Op<"constant", [Pure, ConstantLike, InferTypeOpAdaptor]> {
-  let summary =
-      "A constant tensor (ONNX Constant, integer initializers, folded values)";
-  let description =
-      [{
-    ```mlir % c = train.constant dense<[2, 16, 64]>: tensor<3xi64>
-    ``` }];
-  let arguments = (ins ElementsAttr : $value);
-  let results = (outs Train_Tensor : $result);
+def Train_ConstantOp : Train_Op<"constant", [Pure, ConstantLike, InferTypeOpAdaptor]> {
+  let summary = "A constant tensor (ONNX Constant, integer initializers, folded values)";
+  let description = [{
+    ```mlir
+    %c = train.constant dense<[2, 16, 64]> : tensor<3xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Train_Tensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
 }
@@ -94,50 +86,41 @@ def Train_ConstantOp
 class Train_UnaryOp<string mnemonic, string s, Type T = Train_Tensor>
     : Train_InferOp<mnemonic> {
   let summary = s;
-  let description =
-      "Elementwise, ONNX semantics. `%y = train." #mnemonic #" %x : "
-                                                             "(tensor<4xf32>) "
-                                                             "-> "
-                                                             "tensor<4xf32>`";
-  let arguments = (ins T : $input);
-  let results = (outs T : $result);
+  let description = "Elementwise, ONNX semantics. `%y = train." # mnemonic #
+                    " %x : (tensor<4xf32>) -> tensor<4xf32>`";
+  let arguments = (ins T:$input);
+  let results = (outs T:$result);
   let hasFolder = 1;
 }
 
 def Train_SqrtOp : Train_UnaryOp<"sqrt", "Square root", Train_FloatTensor>;
-def Train_ReciprocalOp
-    : Train_UnaryOp<"reciprocal", "1 / x", Train_FloatTensor>;
+def Train_ReciprocalOp : Train_UnaryOp<"reciprocal", "1 / x", Train_FloatTensor>;
 def Train_NegOp : Train_UnaryOp<"neg", "-x">;
 def Train_ExpOp : Train_UnaryOp<"exp", "e^x", Train_FloatTensor>;
 def Train_LogOp : Train_UnaryOp<"log", "Natural logarithm", Train_FloatTensor>;
-def Train_TanhOp
-    : Train_UnaryOp<"tanh", "Hyperbolic tangent", Train_FloatTensor>;
-def Train_SigmoidOp
-    : Train_UnaryOp<"sigmoid", "1 / (1 + e^-x)", Train_FloatTensor>;
+def Train_TanhOp : Train_UnaryOp<"tanh", "Hyperbolic tangent", Train_FloatTensor>;
+def Train_SigmoidOp : Train_UnaryOp<"sigmoid", "1 / (1 + e^-x)", Train_FloatTensor>;
 def Train_ErfOp : Train_UnaryOp<"erf", "Error function", Train_FloatTensor>;
 def Train_CosOp : Train_UnaryOp<"cos", "Cosine", Train_FloatTensor>;
 def Train_SinOp : Train_UnaryOp<"sin", "Sine", Train_FloatTensor>;
 def Train_NotOp : Train_UnaryOp<"not", "Logical not", TensorOf<[I1]>>;
-def Train_IdentityOp
-    : Train_UnaryOp<"identity", "Identity (removed by folding)">;
+def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)">;
 
 def Train_GeluOp : Train_InferOp<"gelu"> {
   let summary = "ONNX Gelu (opset 20): exact, or the tanh approximation";
-  let description =
-      "`%y = train.gelu %x {tanh} : (tensor<4xf32>) -> tensor<4xf32>`";
-  let arguments = (ins Train_FloatTensor : $input, UnitAttr : $tanh);
-  let results = (outs Train_FloatTensor : $result);
+  let description = "`%y = train.gelu %x {tanh} : (tensor<4xf32>) -> tensor<4xf32>`";
+  let arguments = (ins Train_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 class Train_BinaryOp<string mnemonic, string s, bit compare = 0>
     : Train_InferOp<mnemonic> {
   let summary = s;
-  let description =
-      "Elementwise with multidirectional broadcasting. "
-      "`%z = train." #mnemonic #" %a, %b : (tensor<2x4xf32>, tensor<4xf32>) -> "
-                                "tensor<2x4x" #!if (compare, "i1", "f32") #">`";
-  let arguments = (ins Train_Tensor : $lhs, Train_Tensor : $rhs);
-  let results = (outs Train_Tensor : $result);
+  let description = "Elementwise with multidirectional broadcasting. "
+      "`%z = train." # mnemonic # " %a, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4x" #
+      !if(compare, "i1", "f32") # ">`";
+  let arguments = (ins Train_Tensor:$lhs, Train_Tensor:$rhs);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
@@ -158,40 +141,33 @@ def Train_GreaterOrEqualOp : Train_BinaryOp<"greater_or_equal", "a >= b", 1>;
 
 def Train_WhereOp : Train_InferOp<"where"> {
   let summary = "cond ? x : y, with broadcasting";
-  let description = "`%r = train.where %c, %x, %y : (tensor<4xi1>, "
-                    "tensor<4xf32>, tensor<f32>) -> tensor<4xf32>`";
+  let description = "`%r = train.where %c, %x, %y : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>`";
   let arguments = (ins TensorOf<[I1]>:$condition, Train_Tensor:$x, Train_Tensor:$y);
-  let results = (outs Train_Tensor : $result);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_CastOp : Train_InferOp<"cast"> {
   let summary = "Convert the element type";
-  let description =
-      "`%y = train.cast %x {to = i64} : (tensor<4xf32>) -> tensor<4xi64>`";
-  let arguments = (ins Train_Tensor : $input, TypeAttr : $to);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.cast %x {to = i64} : (tensor<4xf32>) -> tensor<4xi64>`";
+  let arguments = (ins Train_Tensor:$input, TypeAttr:$to);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_CastLikeOp : Train_InferOp<"cast_like"> {
   let summary = "Convert to the element type of a second tensor";
-  let description = "`%y = train.cast_like %x, %t : (tensor<4xf32>, "
-                    "tensor<i64>) -> tensor<4xi64>`";
-  let arguments = (ins Train_Tensor : $input, Train_Tensor : $target);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.cast_like %x, %t : (tensor<4xf32>, tensor<i64>) -> tensor<4xi64>`";
+  let arguments = (ins Train_Tensor:$input, Train_Tensor:$target);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_DropoutOp : Train_InferOp<"dropout"> {
   let summary = "Dropout; a no-op when ratio is 0 or training is off";
-  let description = "`%y = train.dropout %x {ratio = 0.1 : f32, training} : "
-                    "(tensor<4xf32>) -> tensor<4xf32>`";
-  let arguments = (ins Train_FloatTensor
-                   : $input, F32Attr
-                   : $ratio, UnitAttr
-                   : $training);
-  let results = (outs Train_FloatTensor : $result);
+  let description = "`%y = train.dropout %x {ratio = 0.1 : f32, training} : (tensor<4xf32>) -> tensor<4xf32>`";
+  let arguments = (ins Train_FloatTensor:$input, F32Attr:$ratio, UnitAttr:$training);
+  let results = (outs Train_FloatTensor:$result);
   let hasFolder = 1;
 }
 
@@ -201,97 +177,73 @@ def Train_DropoutOp : Train_InferOp<"dropout"> {
 
 def Train_MatMulOp : Train_InferOp<"matmul"> {
   let summary = "numpy.matmul: batched, with broadcasting of batch dims";
-  let description = "`%c = train.matmul %a, %b : (tensor<2x3x4xf32>, "
-                    "tensor<4x5xf32>) -> tensor<2x3x5xf32>`";
-  let arguments = (ins Train_Tensor : $lhs, Train_Tensor : $rhs);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%c = train.matmul %a, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>`";
+  let arguments = (ins Train_Tensor:$lhs, Train_Tensor:$rhs);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_GemmOp : Train_InferOp<"gemm"> {
   let summary = "alpha * op(A) op(B) + beta * C on 2-D tensors";
-  let description = "`%y = train.gemm %a, %b, %c {transB} : (tensor<2x4xf32>, "
-                    "tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32>`";
+  let description = "`%y = train.gemm %a, %b, %c {transB} : (tensor<2x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<2x8xf32>`";
   let arguments = (ins Train_FloatTensor:$a, Train_FloatTensor:$b,
                    Optional<Train_FloatTensor>:$c, UnitAttr:$transA,
                    UnitAttr:$transB, DefaultValuedAttr<F32Attr, "1.0">:$alpha,
                    DefaultValuedAttr<F32Attr, "1.0">:$beta);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 class Train_AxisOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
   let summary = s;
-  let description =
-      "`%y = train." #mnemonic #" %x {axis = -1 : i64} : (tensor<2x4xf32>) -> "
-                                "tensor<2x4xf32>`";
-  let arguments = (ins Train_FloatTensor : $input, I64Attr : $axis);
-  let results = (outs Train_FloatTensor : $result);
-} def Train_SoftmaxOp : Train_AxisOp<"softmax", "Softmax along one axis">;
-def Train_LogSoftmaxOp
-    : Train_AxisOp<"log_softmax", "Log of softmax along one axis">;
+  let description = "`%y = train." # mnemonic # " %x {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$input, I64Attr:$axis);
+  let results = (outs Train_FloatTensor:$result);
+}
+def Train_SoftmaxOp : Train_AxisOp<"softmax", "Softmax along one axis">;
+def Train_LogSoftmaxOp : Train_AxisOp<"log_softmax", "Log of softmax along one axis">;
 
 def Train_LayerNormalizationOp : Train_InferOp<"layer_normalization"> {
-  let summary = "ONNX LayerNormalization over the axes from `axis` to the last "
-                "(output Y only)";
-  let description = "`%y = train.layer_normalization %x, %s, %b {axis = -1 : "
-                    "i64, epsilon = 1.0e-05 : f32} : (...) -> tensor<2x4xf32>`";
+  let summary = "ONNX LayerNormalization over the axes from `axis` to the last (output Y only)";
+  let description = "`%y = train.layer_normalization %x, %s, %b {axis = -1 : i64, epsilon = 1.0e-05 : f32} : (...) -> tensor<2x4xf32>`";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$scale,
                    Optional<Train_FloatTensor>:$bias, I64Attr:$axis, F32Attr:$epsilon);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 class Train_ReduceOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
   let summary = s;
-  let description =
-      "Axes are an attribute here (ONNX moved them to an input in opsets "
-      "13/18). "
-      "`%m = train." #mnemonic #" %x {axes = array<i64: -1>, keepdims} : "
-                                "(tensor<2x4xf32>) -> tensor<2x1xf32>`";
-  let arguments = (ins Train_Tensor
-                   : $input, DenseI64ArrayAttr
-                   : $axes, UnitAttr
-                   : $keepdims);
-  let results = (outs Train_Tensor : $result);
+  let description = "Axes are an attribute here (ONNX moved them to an input in opsets 13/18). "
+      "`%m = train." # mnemonic # " %x {axes = array<i64: -1>, keepdims} : (tensor<2x4xf32>) -> tensor<2x1xf32>`";
+  let arguments = (ins Train_Tensor:$input, DenseI64ArrayAttr:$axes, UnitAttr:$keepdims);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
-} def Train_ReduceMeanOp
-    : Train_ReduceOp<"reduce_mean", "Mean over axes (all when empty)">;
-def Train_ReduceSumOp
-    : Train_ReduceOp<"reduce_sum", "Sum over axes (all when empty)">;
-def Train_ReduceMaxOp
-    : Train_ReduceOp<"reduce_max", "Maximum over axes (all when empty)">;
+}
+def Train_ReduceMeanOp : Train_ReduceOp<"reduce_mean", "Mean over axes (all when empty)">;
+def Train_ReduceSumOp : Train_ReduceOp<"reduce_sum", "Sum over axes (all when empty)">;
+def Train_ReduceMaxOp : Train_ReduceOp<"reduce_max", "Maximum over axes (all when empty)">;
 
 def Train_CumSumOp : Train_InferOp<"cumsum"> {
   let summary = "Cumulative sum along an axis";
-  let description = "`%y = train.cumsum %x {axis = 1 : i64} : "
-                    "(tensor<2x4xi64>) -> tensor<2x4xi64>`";
-  let arguments = (ins Train_Tensor
-                   : $input, I64Attr
-                   : $axis, UnitAttr
-                   : $exclusive, UnitAttr
-                   : $reverse);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.cumsum %x {axis = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x4xi64>`";
+  let arguments = (ins Train_Tensor:$input, I64Attr:$axis, UnitAttr:$exclusive, UnitAttr:$reverse);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_TriluOp : Train_InferOp<"trilu"> {
   let summary = "Keep the upper or lower triangle of the last two dims";
-  let description = "`%y = train.trilu %x {upper, k = 1 : i64} : "
-                    "(tensor<4x4xf32>) -> tensor<4x4xf32>`";
-  let arguments = (ins Train_Tensor : $input, UnitAttr : $upper, I64Attr : $k);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.trilu %x {upper, k = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>`";
+  let arguments = (ins Train_Tensor:$input, UnitAttr:$upper, I64Attr:$k);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
-def Train_SoftmaxCrossEntropyLossOp
-    : Train_InferOp<"softmax_cross_entropy_loss"> {
-  let summary = "ONNX SoftmaxCrossEntropyLoss over [N, C] or [N, C, d...] "
-                "scores (no weights)";
-  let description = "`%l = train.softmax_cross_entropy_loss %s, %t "
-                    "{ignore_index = -100 : i64, reduction = \"mean\"} : "
-                    "(tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>`";
+def Train_SoftmaxCrossEntropyLossOp : Train_InferOp<"softmax_cross_entropy_loss"> {
+  let summary = "ONNX SoftmaxCrossEntropyLoss over [N, C] or [N, C, d...] scores (no weights)";
+  let description = "`%l = train.softmax_cross_entropy_loss %s, %t {ignore_index = -100 : i64, reduction = \"mean\"} : (tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>`";
   let arguments = (ins Train_FloatTensor:$scores, Train_IntTensor:$labels,
                    OptionalAttr<I64Attr>:$ignore_index, StrAttr:$reduction);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 //===----------------------------------------------------------------------===//
@@ -300,191 +252,146 @@ def Train_SoftmaxCrossEntropyLossOp
 
 def Train_TransposeOp : Train_InferOp<"transpose"> {
   let summary = "Permute dimensions";
-  let description = "`%y = train.transpose %x {perm = array<i64: 1, 0>} : "
-                    "(tensor<2x4xf32>) -> tensor<4x2xf32>`";
-  let arguments = (ins Train_Tensor : $input, DenseI64ArrayAttr : $perm);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>`";
+  let arguments = (ins Train_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_ReshapeOp : Train_ValueShapedOp<"reshape"> {
-  let summary =
-      "ONNX Reshape: 0 copies a dim (unless allowzero), -1 is inferred";
-  let description = "`%y = train.reshape %x, %s : (tensor<2x8xf32>, "
-                    "tensor<3xi64>) -> tensor<2x2x4xf32>`";
+  let summary = "ONNX Reshape: 0 copies a dim (unless allowzero), -1 is inferred";
+  let description = "`%y = train.reshape %x, %s : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$shape, UnitAttr:$allowzero);
-  let results = (outs Train_Tensor : $result);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 class Train_AxesShapeOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
   let summary = s;
-  let description =
-      "`%y = train." #mnemonic #" %x {axes = array<i64: 0>} : (...) -> ...`";
-  let arguments = (ins Train_Tensor : $input, DenseI64ArrayAttr : $axes);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train." # mnemonic # " %x {axes = array<i64: 0>} : (...) -> ...`";
+  let arguments = (ins Train_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
-} def Train_UnsqueezeOp
-    : Train_AxesShapeOp<"unsqueeze",
-                        "Insert size-1 dims at the given output axes">;
-def Train_SqueezeOp
-    : Train_AxesShapeOp<
-          "squeeze",
-          "Remove the given size-1 dims (all size-1 dims when empty)">;
+}
+def Train_UnsqueezeOp : Train_AxesShapeOp<"unsqueeze", "Insert size-1 dims at the given output axes">;
+def Train_SqueezeOp : Train_AxesShapeOp<"squeeze", "Remove the given size-1 dims (all size-1 dims when empty)">;
 
 def Train_FlattenOp : Train_InferOp<"flatten"> {
   let summary = "Flatten to 2-D at `axis`";
-  let description = "`%y = train.flatten %x {axis = 1 : i64} : "
-                    "(tensor<2x3x4xf32>) -> tensor<2x12xf32>`";
-  let arguments = (ins Train_Tensor : $input, I64Attr : $axis);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.flatten %x {axis = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x12xf32>`";
+  let arguments = (ins Train_Tensor:$input, I64Attr:$axis);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_ConcatOp : Train_InferOp<"concat"> {
   let summary = "Concatenate along an axis";
-  let description = "`%y = train.concat %a, %b {axis = 0 : i64} : "
-                    "(tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>`";
-  let arguments = (ins Variadic<Train_Tensor> : $inputs, I64Attr : $axis);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.concat %a, %b {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>`";
+  let arguments = (ins Variadic<Train_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_SplitOp : Train_InferOp<"split"> {
   let summary = "Split along an axis into parts of the given sizes";
-  let description =
-      "`%a, %b = train.split %x {axis = 1 : i64, sizes = array<i64: 2, 2>} : "
-      "(tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)`";
-  let arguments = (ins Train_Tensor
-                   : $input, I64Attr
-                   : $axis, DenseI64ArrayAttr
-                   : $sizes);
-  let results = (outs Variadic<Train_Tensor> : $results);
+  let description = "`%a, %b = train.split %x {axis = 1 : i64, sizes = array<i64: 2, 2>} : (tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)`";
+  let arguments = (ins Train_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Train_Tensor>:$results);
 }
 
 def Train_SplitToSequenceOp : Train_InferOp<"split_to_sequence"> {
   let summary = "Split into a sequence of tensors (sizes static here)";
-  let description = "`%s = train.split_to_sequence %x {axis = 0 : i64, sizes = "
-                    "array<i64: 1, 1>} : (tensor<2x4xf32>) -> "
-                    "!train.seq<tensor<1x4xf32>, tensor<1x4xf32>>`";
-  let arguments = (ins Train_Tensor
-                   : $input, I64Attr
-                   : $axis, DenseI64ArrayAttr
-                   : $sizes, UnitAttr
-                   : $squeeze);
-  let results = (outs Train_SequenceType : $result);
+  let description = "`%s = train.split_to_sequence %x {axis = 0 : i64, sizes = array<i64: 1, 1>} : (tensor<2x4xf32>) -> !train.seq<tensor<1x4xf32>, tensor<1x4xf32>>`";
+  let arguments = (ins Train_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes,
+                   UnitAttr:$squeeze);
+  let results = (outs Train_SequenceType:$result);
 }
 
 def Train_SequenceAtOp : Train_InferOp<"sequence_at"> {
   let summary = "The tensor at a (constant) position of a sequence";
-  let description = "`%t = train.sequence_at %s {position = 1 : i64} : "
-                    "(!train.seq<...>) -> tensor<1x4xf32>`";
-  let arguments = (ins Train_SequenceType : $sequence, I64Attr : $position);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%t = train.sequence_at %s {position = 1 : i64} : (!train.seq<...>) -> tensor<1x4xf32>`";
+  let arguments = (ins Train_SequenceType:$sequence, I64Attr:$position);
+  let results = (outs Train_Tensor:$result);
 }
 
 def Train_SliceOp : Train_ValueShapedOp<"slice"> {
   let summary = "ONNX Slice with starts, ends, axes and steps as operands";
-  let description = "`%y = train.slice %x, %st, %en, %ax, %sp : "
-                    "(tensor<16xf32>, tensor<1xi64>, tensor<1xi64>, "
-                    "tensor<1xi64>, tensor<1xi64>) -> tensor<8xf32>`";
-  let arguments = (ins Train_Tensor
-                   : $input, Train_IntTensor
-                   : $starts, Train_IntTensor
-                   : $ends, Train_IntTensor
-                   : $axes, Train_IntTensor
-                   : $steps);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.slice %x, %st, %en, %ax, %sp : (tensor<16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<8xf32>`";
+  let arguments = (ins Train_Tensor:$input, Train_IntTensor:$starts, Train_IntTensor:$ends,
+                   Train_IntTensor:$axes, Train_IntTensor:$steps);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_GatherOp : Train_InferOp<"gather"> {
   let summary = "Gather slices along an axis by index";
-  let description =
-      "`%y = train.gather %t, %i {axis = 0 : i64} : (tensor<256x64xf32>, "
-      "tensor<2x16xi64>) -> tensor<2x16x64xf32>`";
-  let arguments = (ins Train_Tensor
-                   : $data, Train_IntTensor
-                   : $indices, I64Attr
-                   : $axis);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.gather %t, %i {axis = 0 : i64} : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>`";
+  let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_GatherNDOp : Train_InferOp<"gather_nd"> {
   let summary = "ONNX GatherND";
-  let description =
-      "`%y = train.gather_nd %d, %i {batch_dims = 0 : i64} : (...) -> ...`";
-  let arguments = (ins Train_Tensor
-                   : $data, Train_IntTensor
-                   : $indices, I64Attr
-                   : $batch_dims);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.gather_nd %d, %i {batch_dims = 0 : i64} : (...) -> ...`";
+  let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices, I64Attr:$batch_dims);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_ExpandOp : Train_ValueShapedOp<"expand"> {
   let summary = "Broadcast to a shape (ONNX Expand)";
-  let description = "`%y = train.expand %x, %s : (tensor<1x4xf32>, "
-                    "tensor<2xi64>) -> tensor<3x4xf32>`";
-  let arguments = (ins Train_Tensor : $input, TensorOf<[I64]> : $shape);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.expand %x, %s : (tensor<1x4xf32>, tensor<2xi64>) -> tensor<3x4xf32>`";
+  let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$shape);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_TileOp : Train_ValueShapedOp<"tile"> {
   let summary = "Repeat along each dim";
-  let description = "`%y = train.tile %x, %r : (tensor<2xf32>, tensor<1xi64>) "
-                    "-> tensor<6xf32>`";
-  let arguments = (ins Train_Tensor : $input, TensorOf<[I64]> : $repeats);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.tile %x, %r : (tensor<2xf32>, tensor<1xi64>) -> tensor<6xf32>`";
+  let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$repeats);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_PadOp : Train_ValueShapedOp<"pad"> {
   let summary = "Constant padding; pads cover every dim (begins then ends)";
-  let description = "`%y = train.pad %x, %p, %v : (tensor<2x16xi64>, "
-                    "tensor<4xi64>, tensor<i64>) -> tensor<2x17xi64>`";
+  let description = "`%y = train.pad %x, %p, %v : (tensor<2x16xi64>, tensor<4xi64>, tensor<i64>) -> tensor<2x17xi64>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$pads, Train_Tensor:$value);
-  let results = (outs Train_Tensor : $result);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_RangeOp : Train_ValueShapedOp<"range"> {
   let summary = "start, start + delta, ... below limit (scalars)";
-  let description = "`%r = train.range %a, %b, %c : (tensor<i64>, tensor<i64>, "
-                    "tensor<i64>) -> tensor<16xi64>`";
-  let arguments = (ins Train_Tensor
-                   : $start, Train_Tensor
-                   : $limit, Train_Tensor
-                   : $delta);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%r = train.range %a, %b, %c : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<16xi64>`";
+  let arguments = (ins Train_Tensor:$start, Train_Tensor:$limit, Train_Tensor:$delta);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_ConstantOfShapeOp : Train_ValueShapedOp<"constant_of_shape"> {
   let summary = "A tensor of the given shape filled with one value";
-  let description = "`%y = train.constant_of_shape %s {value = dense<0.0> : "
-                    "tensor<1xf32>} : (tensor<2xi64>) -> tensor<2x3xf32>`";
-  let arguments = (ins TensorOf<[I64]> : $shape, ElementsAttr : $value);
-  let results = (outs Train_Tensor : $result);
+  let description = "`%y = train.constant_of_shape %s {value = dense<0.0> : tensor<1xf32>} : (tensor<2xi64>) -> tensor<2x3xf32>`";
+  let arguments = (ins TensorOf<[I64]>:$shape, ElementsAttr:$value);
+  let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
 }
 
 def Train_ShapeOp : Train_InferOp<"shape"> {
   let summary = "The shape of a tensor (dims start..end) as i64";
-  let description = "`%s = train.shape %x {start = 0 : i64, end = 2 : i64} : "
-                    "(tensor<2x16x64xf32>) -> tensor<2xi64>`";
-  let arguments = (ins Train_Tensor : $input, I64Attr : $start, I64Attr : $end);
-  let results = (outs TensorOf<[I64]> : $result);
+  let description = "`%s = train.shape %x {start = 0 : i64, end = 2 : i64} : (tensor<2x16x64xf32>) -> tensor<2xi64>`";
+  let arguments = (ins Train_Tensor:$input, I64Attr:$start, I64Attr:$end);
+  let results = (outs TensorOf<[I64]>:$result);
   let hasFolder = 1;
 }
 
 def Train_SizeOp : Train_InferOp<"size"> {
   let summary = "The number of elements, as an i64 scalar";
   let description = "`%n = train.size %x : (tensor<2x16xf32>) -> tensor<i64>`";
-  let arguments = (ins Train_Tensor : $input);
-  let results = (outs TensorOf<[I64]> : $result);
+  let arguments = (ins Train_Tensor:$input);
+  let results = (outs TensorOf<[I64]>:$result);
   let hasFolder = 1;
 }
 
@@ -500,8 +407,8 @@ def Train_EmbeddingOp : Train_InferOp<"embedding"> {
     %h = train.embedding %table, %ids : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor : $table, Train_IntTensor : $ids);
-  let results = (outs Train_FloatTensor : $result);
+  let arguments = (ins Train_FloatTensor:$table, Train_IntTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_LinearOp : Train_InferOp<"linear"> {
@@ -515,7 +422,7 @@ def Train_LinearOp : Train_InferOp<"linear"> {
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
                    Optional<Train_FloatTensor>:$bias, Train_WeightLayoutAttr:$layout);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_RmsNormOp : Train_InferOp<"rms_norm"> {
@@ -526,12 +433,9 @@ def Train_RmsNormOp : Train_InferOp<"rms_norm"> {
     %y = train.rms_norm %x, %w {eps = 1.0e-06 : f32} : (tensor<2x16x64xf32>, tensor<64xf32>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $weight, F32Attr
-                   : $eps, UnitAttr
-                   : $plus_one);
-  let results = (outs Train_FloatTensor : $result);
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   F32Attr:$eps, UnitAttr:$plus_one);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_LayerNormOp : Train_InferOp<"layer_norm"> {
@@ -543,104 +447,71 @@ def Train_LayerNormOp : Train_InferOp<"layer_norm"> {
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
                    Optional<Train_FloatTensor>:$bias, F32Attr:$eps);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_RotaryOp : Train_InferOp<"rotary"> {
   let summary = "Rotary position embedding applied to packed heads";
   let description = [{
-    x[B, S, H * head_dim];
-    cos and sin[S, head_dim] or[B, S, head_dim](frozen tables).Half -
-        split(default) : rotate_half pairs element i with i + head_dim / 2;
-    `interleaved`: pairs 2i with 2i + 1.
-    ```mlir % q = train.rotary % x, % cos, % sin{head_dim = 16: i64}
-        : (tensor<2x16x64xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
-              ->tensor<2x16x64xf32>
+    x [B, S, H * head_dim]; cos and sin [S, head_dim] or [B, S, head_dim]
+    (frozen tables). Half-split (default): rotate_half pairs element i with
+    i + head_dim/2; `interleaved`: pairs 2i with 2i+1.
+    ```mlir
+    %q = train.rotary %x, %cos, %sin {head_dim = 16 : i64} : (tensor<2x16x64xf32>, tensor<16x16xf32>, tensor<16x16xf32>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $cos, Train_FloatTensor
-                   : $sin, I64Attr
-                   : $head_dim, UnitAttr
-                   : $interleaved);
-  let results = (outs Train_FloatTensor : $result);
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$cos,
+                   Train_FloatTensor:$sin, I64Attr:$head_dim, UnitAttr:$interleaved);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_AttentionOp : Train_InferOp<"attention"> {
   let summary = "Scaled dot-product attention over packed heads, grouped-query";
   let description = [{
-    q[B, S, num_heads * D], k and v[B, S, num_kv_heads * D];
-    result[B, S, num_heads * D].Query head h reads key / value head h /
-            (num_heads / num_kv_heads). `causal` masks j >
-        i;
-    `window` > 0 also masks i - j >= window;
-    an optional additive `mask` broadcastable to[B, num_heads, S, S] is added to
-            the
-            scores(a frozen operand)
-                .
-    ```mlir %
-        o = train.attention % q,
-        % k, % v{
-            num_heads = 4: i64,
-            num_kv_heads = 2: i64,
-            scale = 0.25: f32,
-            causal
-          } : (tensor<2x16x64xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>)
-                  ->tensor<2x16x64xf32>
+    q [B, S, num_heads * D], k and v [B, S, num_kv_heads * D]; result
+    [B, S, num_heads * D]. Query head h reads key/value head
+    h / (num_heads / num_kv_heads). `causal` masks j > i; `window` > 0 also
+    masks i - j >= window; an optional additive `mask` broadcastable to
+    [B, num_heads, S, S] is added to the scores (a frozen operand).
+    ```mlir
+    %o = train.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f32, causal} : (tensor<2x16x64xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x64xf32>
     ```
   }];
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
                    Optional<Train_FloatTensor>:$mask, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, F32Attr:$scale, UnitAttr:$causal,
                    DefaultValuedAttr<I64Attr, "0">:$window);
-  let results = (outs Train_FloatTensor : $result);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_ActivationOp : Train_InferOp<"activation"> {
   let summary = "Plain MLP activation: gelu (exact), gelu_tanh, silu, relu";
-  let description = "`%y = train.activation %x {act = #train<act gelu>} : "
-                    "(tensor<2x16x256xf32>) -> tensor<2x16x256xf32>`";
-  let arguments = (ins Train_FloatTensor : $input, Train_ActivationAttr : $act);
-  let results = (outs Train_FloatTensor : $result);
+  let description = "`%y = train.activation %x {act = #train<act gelu>} : (tensor<2x16x256xf32>) -> tensor<2x16x256xf32>`";
+  let arguments = (ins Train_FloatTensor:$input, Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_GatedActivationOp : Train_InferOp<"gated_activation"> {
   let summary = "Gated MLP activation: act(gate) * up (SwiGLU when act = silu)";
-  let description =
-      "`%y = train.gated_activation %g, %u {act = #train<act silu>} : "
-      "(tensor<2x16x128xf32>, tensor<2x16x128xf32>) -> tensor<2x16x128xf32>`";
-  let arguments = (ins Train_FloatTensor
-                   : $gate, Train_FloatTensor
-                   : $up, Train_ActivationAttr
-                   : $act);
-  let results = (outs Train_FloatTensor : $result);
+  let description = "`%y = train.gated_activation %g, %u {act = #train<act silu>} : (tensor<2x16x128xf32>, tensor<2x16x128xf32>) -> tensor<2x16x128xf32>`";
+  let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up, Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$result);
 }
 
 def Train_CrossEntropyOp : Train_InferOp<"cross_entropy"> {
-  let summary =
-      "Mean token cross-entropy of logits against labels (fp32 scalar)";
+  let summary = "Mean token cross-entropy of logits against labels (fp32 scalar)";
   let description = [{
-    logits[B, S, V] or[N, V];
-    labels with the leading
-            shape.Tokens whose label is `ignore_index` do not count
-                .With `shift` the target of position t is label t +
-        1 and the last position is ignored(how Hugging Face models take labels =
-                                               input_ids)
-                .
-    ```mlir %
-            l = train.cross_entropy % logits,
-            % labels{ignore_index = -100: i64, shift}
-        : (tensor<2x16x256xf32>, tensor<2x16xi64>)
-              ->tensor<f32>
+    logits [B, S, V] or [N, V]; labels with the leading shape. Tokens whose
+    label is `ignore_index` do not count. With `shift` the target of
+    position t is label t + 1 and the last position is ignored (how Hugging
+    Face models take labels = input_ids).
+    ```mlir
+    %l = train.cross_entropy %logits, %labels {ignore_index = -100 : i64, shift} : (tensor<2x16x256xf32>, tensor<2x16xi64>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor
-                   : $logits, Train_IntTensor
-                   : $labels, I64Attr
-                   : $ignore_index, UnitAttr
-                   : $shift);
-  let results = (outs TensorOf<[F32]> : $result);
+  let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
+                   I64Attr:$ignore_index, UnitAttr:$shift);
+  let results = (outs TensorOf<[F32]>:$result);
 }
 
 //===----------------------------------------------------------------------===//
@@ -654,135 +525,78 @@ class Train_GradOp<string mnemonic, string s> : Train_PureOp<mnemonic> {
   let hasVerifier = 1;
 }
 
-def Train_EmbeddingGradOp
-    : Train_GradOp<
-          "embedding_grad",
-          "Gradient of an embedding table: rows of dOut scatter-added by id"> {
-  let description =
-      "`%dt = train.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, "
-      "tensor<2x16xi64>) -> tensor<256x64xf32>`";
-  let arguments = (ins Train_FloatTensor : $grad, Train_IntTensor : $ids);
-  let results = (outs Train_FloatTensor : $table_grad);
+def Train_EmbeddingGradOp : Train_GradOp<"embedding_grad",
+    "Gradient of an embedding table: rows of dOut scatter-added by id"> {
+  let description = "`%dt = train.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids);
+  let results = (outs Train_FloatTensor:$table_grad);
 }
 
-def Train_LinearGradOp
-    : Train_GradOp<"linear_grad",
-                   "Gradients of linear with respect to its input and weight"> {
-  let description =
-      "`%dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout "
-      "out_in>} : (...) -> (tensor<2x16x64xf32>, tensor<128x64xf32>)`. The "
-      "bias gradient is a reduce_sum of dy.";
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $weight, Train_FloatTensor
-                   : $grad, Train_WeightLayoutAttr
-                   : $layout);
-  let results = (outs Train_FloatTensor
-                 : $input_grad, Train_FloatTensor
-                 : $weight_grad);
+def Train_LinearGradOp : Train_GradOp<"linear_grad",
+    "Gradients of linear with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<2x16x64xf32>, tensor<128x64xf32>)`. The bias gradient is a reduce_sum of dy.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, Train_WeightLayoutAttr:$layout);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_RmsNormGradOp
-    : Train_GradOp<
-          "rms_norm_grad",
-          "Gradients of rms_norm with respect to its input and weight"> {
-  let description = "`%dx, %dw = train.rms_norm_grad %x, %w, %dy {eps = "
-                    "1.0e-06 : f32} : (...) -> (...)`";
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $weight, Train_FloatTensor
-                   : $grad, F32Attr
-                   : $eps, UnitAttr
-                   : $plus_one);
-  let results = (outs Train_FloatTensor
-                 : $input_grad, Train_FloatTensor
-                 : $weight_grad);
+def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad",
+    "Gradients of rms_norm with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.rms_norm_grad %x, %w, %dy {eps = 1.0e-06 : f32} : (...) -> (...)`";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, F32Attr:$eps, UnitAttr:$plus_one);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_LayerNormGradOp
-    : Train_GradOp<
-          "layer_norm_grad",
-          "Gradients of layer_norm with respect to its input and weight"> {
-  let description =
-      "`%dx, %dw = train.layer_norm_grad %x, %w, %dy {eps = 1.0e-05 : f32} : "
-      "(...) -> (...)`. The bias gradient is a reduce_sum of dy.";
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $weight, Train_FloatTensor
-                   : $grad, F32Attr
-                   : $eps);
-  let results = (outs Train_FloatTensor
-                 : $input_grad, Train_FloatTensor
-                 : $weight_grad);
+def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
+    "Gradients of layer_norm with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.layer_norm_grad %x, %w, %dy {eps = 1.0e-05 : f32} : (...) -> (...)`. The bias gradient is a reduce_sum of dy.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                   Train_FloatTensor:$grad, F32Attr:$eps);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_RotaryGradOp
-    : Train_GradOp<"rotary_grad",
-                   "Gradient of rotary: the transposed rotation of dy"> {
-  let description = "`%dx = train.rotary_grad %dy, %cos, %sin {head_dim = 16 : "
-                    "i64} : (...) -> tensor<2x16x64xf32>`";
-  let arguments = (ins Train_FloatTensor
-                   : $grad, Train_FloatTensor
-                   : $cos, Train_FloatTensor
-                   : $sin, I64Attr
-                   : $head_dim, UnitAttr
-                   : $interleaved);
-  let results = (outs Train_FloatTensor : $input_grad);
+def Train_RotaryGradOp : Train_GradOp<"rotary_grad",
+    "Gradient of rotary: the transposed rotation of dy"> {
+  let description = "`%dx = train.rotary_grad %dy, %cos, %sin {head_dim = 16 : i64} : (...) -> tensor<2x16x64xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$cos,
+                   Train_FloatTensor:$sin, I64Attr:$head_dim, UnitAttr:$interleaved);
+  let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_AttentionGradOp
-    : Train_GradOp<"attention_grad",
-                   "Gradients of attention with respect to q, k and v"> {
-  let description =
-      "`%dq, %dk, %dv = train.attention_grad %q, %k, %v, %dy {...} : (...) -> "
-      "(...)`; the mask, when present, comes before dy and gets no gradient.";
+def Train_AttentionGradOp : Train_GradOp<"attention_grad",
+    "Gradients of attention with respect to q, k and v"> {
+  let description = "`%dq, %dk, %dv = train.attention_grad %q, %k, %v, %dy {...} : (...) -> (...)`; the mask, when present, comes before dy and gets no gradient.";
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
                    Optional<Train_FloatTensor>:$mask, Train_FloatTensor:$grad,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads, F32Attr:$scale,
                    UnitAttr:$causal, DefaultValuedAttr<I64Attr, "0">:$window);
-  let results = (outs Train_FloatTensor
-                 : $q_grad, Train_FloatTensor
-                 : $k_grad, Train_FloatTensor
-                 : $v_grad);
+  let results = (outs Train_FloatTensor:$q_grad, Train_FloatTensor:$k_grad,
+                      Train_FloatTensor:$v_grad);
 }
 
-def Train_ActivationGradOp
-    : Train_GradOp<"activation_grad", "Gradient of a plain activation"> {
-  let description = "`%dx = train.activation_grad %x, %dy {act = #train<act "
-                    "gelu>} : (...) -> tensor<...>`";
-  let arguments = (ins Train_FloatTensor
-                   : $input, Train_FloatTensor
-                   : $grad, Train_ActivationAttr
-                   : $act);
-  let results = (outs Train_FloatTensor : $input_grad);
+def Train_ActivationGradOp : Train_GradOp<"activation_grad",
+    "Gradient of a plain activation"> {
+  let description = "`%dx = train.activation_grad %x, %dy {act = #train<act gelu>} : (...) -> tensor<...>`";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$grad,
+                   Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_GatedActivationGradOp
-    : Train_GradOp<
-          "gated_activation_grad",
-          "Gradients of a gated activation with respect to gate and up"> {
-  let description = "`%dg, %du = train.gated_activation_grad %g, %u, %dy {act "
-                    "= #train<act silu>} : (...) -> (...)`";
-  let arguments = (ins Train_FloatTensor
-                   : $gate, Train_FloatTensor
-                   : $up, Train_FloatTensor
-                   : $grad, Train_ActivationAttr
-                   : $act);
-  let results = (outs Train_FloatTensor
-                 : $gate_grad, Train_FloatTensor
-                 : $up_grad);
+def Train_GatedActivationGradOp : Train_GradOp<"gated_activation_grad",
+    "Gradients of a gated activation with respect to gate and up"> {
+  let description = "`%dg, %du = train.gated_activation_grad %g, %u, %dy {act = #train<act silu>} : (...) -> (...)`";
+  let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up,
+                   Train_FloatTensor:$grad, Train_ActivationAttr:$act);
+  let results = (outs Train_FloatTensor:$gate_grad, Train_FloatTensor:$up_grad);
 }
 
-def Train_CrossEntropyGradOp
-    : Train_GradOp<
-          "cross_entropy_grad",
-          "Gradient of the mean cross-entropy with respect to the logits"> {
-  let description =
-      "`%dl = train.cross_entropy_grad %logits, %labels, %dloss {ignore_index "
-      "= -100 : i64, shift} : (...) -> tensor<2x16x256xf32>`";
+def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad",
+    "Gradient of the mean cross-entropy with respect to the logits"> {
+  let description = "`%dl = train.cross_entropy_grad %logits, %labels, %dloss {ignore_index = -100 : i64, shift} : (...) -> tensor<2x16x256xf32>`";
   let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
                    TensorOf<[F32]>:$grad, I64Attr:$ignore_index, UnitAttr:$shift);
-  let results = (outs Train_FloatTensor : $logits_grad);
+  let results = (outs Train_FloatTensor:$logits_grad);
 }
 
 def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy"> {
@@ -791,8 +605,11 @@ def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy"> {
     `cross_entropy(linear(x, weight), labels)` computed `chunk_rows` rows
     at a time, so that the logits of the whole batch never exist. x [B, S,
     D] (or [N, D]), weight [V, D] (out_in) or [D, V] (in_out).
+
     ```mlir
-    %l = train.head_cross_entropy %h, %w, %labels {layout = #train<layout out_in>, ignore_index = -100 : i64, shift, chunk_rows = 1024 : i64} : (tensor<2x16x64xf32>, tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<f32>
+    %l = train.head_cross_entropy %h, %w, %labels {layout = #train<layout out_in>,
+           ignore_index = -100 : i64, shift, chunk_rows = 1024 : i64}
+         : (tensor<2x16x64xf32>, tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<f32>
     ```
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
@@ -803,12 +620,16 @@ def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy"> {
 
 def Train_HeadCrossEntropyGradOp : Train_GradOp<"head_cross_entropy_grad",
     "Gradients of head_cross_entropy with respect to its input and weight"> {
-  let description = "`%dx, %dw = train.head_cross_entropy_grad %h, %w, %labels, %dloss {...} : (...) -> (...)`: the logits of each chunk are recomputed.";
+  let description = [{
+    `%dx, %dw = train.head_cross_entropy_grad %h, %w, %labels, %dloss {...}`:
+    the logits of each chunk are recomputed, chunk by chunk as in the forward.
+  }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
                    Train_IntTensor:$labels, TensorOf<[F32]>:$grad,
                    Train_WeightLayoutAttr:$layout, I64Attr:$ignore_index,
                    UnitAttr:$shift, I64Attr:$chunk_rows);
-  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$weight_grad);
 }
 
 #endif // MT_TRAIN_OPS

@@ -166,6 +166,7 @@ public:
   }
 
   OwningOpRef<ModuleOp> run();
+  FailureOr<std::optional<int64_t>> fixedBatch();
 
 private:
   // Diagnostics.
@@ -1516,6 +1517,22 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
   return success();
 }
 
+FailureOr<std::optional<int64_t>> Importer::fixedBatch() {
+  if (failed(readModel()))
+    return failure();
+  llvm::StringSet<llvm::MallocAllocator> inits;
+  for (const auto &i : model.graph().initializer())
+    inits.insert(i.name());
+  for (const auto &vi : model.graph().input()) {
+    const auto &shape = vi.type().tensor_type().shape();
+    if (inits.contains(vi.name()) || shape.dim_size() == 0)
+      continue;
+    if (shape.dim(0).has_dim_value() && shape.dim(0).dim_value() > 0)
+      return std::optional<int64_t>(shape.dim(0).dim_value());
+  }
+  return std::optional<int64_t>();
+}
+
 OwningOpRef<ModuleOp> Importer::run() {
   if (failed(readModel()) || failed(checkVersions()) ||
       failed(readTrainableSet()))
@@ -1562,6 +1579,14 @@ OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &context,
   }
   Importer importer(context, options);
   return importer.run();
+}
+
+FailureOr<std::optional<int64_t>> fixedBatchOf(MLIRContext &context,
+                                               const std::string &modelPath) {
+  ImportOptions options;
+  options.modelPath = modelPath;
+  Importer importer(context, options);
+  return importer.fixedBatch();
 }
 
 } // namespace mt

@@ -6,6 +6,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mt {
@@ -26,6 +27,12 @@ struct ImportOptions {
 /// the field, and returns null.
 mlir::OwningOpRef<mlir::ModuleOp> importOnnxModel(mlir::MLIRContext &context,
                                                   const ImportOptions &options);
+
+/// The batch (dim 0 of the graph inputs) when the export fixes it, none
+/// when it is dynamic; failure (diagnosed) when the model cannot be read.
+/// Reads the model's protobuf only.
+mlir::FailureOr<std::optional<int64_t>>
+fixedBatchOf(mlir::MLIRContext &context, const std::string &modelPath);
 
 } // namespace mt
 

@@ -2,10 +2,7 @@
 #include "runtime/executor.h"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
-#include <vector>
 
 namespace mt::runtime {
 namespace {
@@ -57,6 +54,91 @@ private:
 
 } // namespace
 
+void PhaseMonitor::hold(int64_t step, int op, bool forever) {
+  std::lock_guard<std::mutex> lock(mu_);
+  holdStep_ = step;
+  holdOp_ = op;
+  holdForever_ = forever;
+}
+
+void PhaseMonitor::release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  isReleased_ = !holdForever_;
+  released_.notify_all();
+}
+
+void PhaseMonitor::begin(const plan::Plan &plan, const plan::Phase &phase,
+                         const StepConfig &step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plan_ = &plan;
+  phase_ = &phase;
+  step_ = step.step;
+  firstMicroBatch_ = step.firstMicroBatch;
+  streams_.assign(size_t(plan.streams_size()), StreamState{});
+}
+
+void PhaseMonitor::set(uint32_t stream, State state, int op, uint32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  streams_[stream] = {state, op, token};
+}
+
+void PhaseMonitor::holdIfHeld(uint32_t stream, int op) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (isReleased_ || op != holdOp_ || step_ != holdStep_ || !firstMicroBatch_ ||
+      phase_->kind() != plan::MICRO_BATCH)
+    return;
+  streams_[stream] = {State::Held, op, 0};
+  released_.wait(lock, [&] { return isReleased_; });
+}
+
+void PhaseMonitor::end() {
+  std::lock_guard<std::mutex> lock(mu_);
+  plan_ = nullptr;
+  phase_ = nullptr;
+}
+
+std::string PhaseMonitor::describe() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!phase_)
+    return "";
+  auto opName = [&](int i) {
+    return "op " + std::to_string(i) + " (" +
+           plan::Kernel_Name(phase_->ops(i).kernel()) + ")";
+  };
+  std::string out = plan::PhaseKind_Name(phase_->kind()) + " phase of step " +
+                    std::to_string(step_) + ":";
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    const StreamState &st = streams_[s];
+    std::string line = "\n  stream '" + plan_->streams(int(s)).name() + "' ";
+    switch (st.state) {
+    case State::Idle:
+      continue; // no op of the phase is on it, or none has started
+    case State::Running:
+      line += "runs " + opName(st.op);
+      break;
+    case State::Held:
+      line += "is held before " + opName(st.op) + " (MT_TEST_HOLD)";
+      break;
+    case State::Done:
+      line += "has run all its ops";
+      break;
+    case State::Waiting: {
+      line += "waits on token " + std::to_string(st.token) + " before " +
+              opName(st.op);
+      for (int i = 0; i < phase_->ops_size(); ++i)
+        for (uint32_t t : phase_->ops(i).signals())
+          if (t == st.token)
+            line += ", which " + opName(i) + " on stream '" +
+                    plan_->streams(int(phase_->ops(i).stream())).name() +
+                    "' signals";
+      break;
+    }
+    }
+    out += line;
+  }
+  return out;
+}
+
 bool runsIn(const plan::Op &op, const StepConfig &step) {
   if (op.first_micro_batch_only() && !step.firstMicroBatch)
     return false;
@@ -67,7 +149,8 @@ bool runsIn(const plan::Op &op, const StepConfig &step) {
 
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
-                std::vector<OpRecord> *trace, int phaseIndex, int repeat) {
+                std::vector<OpRecord> *trace, int phaseIndex, int repeat,
+                PhaseMonitor *monitor) {
   std::mutex traceMutex;
   auto now = [] {
     return std::chrono::duration<double>(
@@ -79,14 +162,24 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
   std::vector<std::vector<int>> perStream(plan.streams_size());
   for (int i = 0; i < phase.ops_size(); ++i)
     perStream[phase.ops(i).stream()].push_back(i);
+  using State = PhaseMonitor::State;
+  auto report = [&](uint32_t stream, State state, int op, uint32_t token = 0) {
+    if (monitor)
+      monitor->set(stream, state, op, token);
+  };
   auto work = [&](const std::vector<int> &ops) {
     for (int i : ops) {
       const plan::Op &op = phase.ops(i);
-      for (uint32_t t : op.waits())
+      if (monitor)
+        monitor->holdIfHeld(op.stream(), i);
+      for (uint32_t t : op.waits()) {
+        report(op.stream(), State::Waiting, i, t);
         if (!tokens.wait(t))
           return;
+      }
       if (tokens.failed())
         return;
+      report(op.stream(), State::Running, i);
       double start = trace ? now() : 0;
       Status st = runsIn(op, step)    ? backend.run(op, step)
                   : op.signals_size() ? backend.drain(op.stream())
@@ -105,13 +198,19 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
       for (uint32_t t : op.signals())
         tokens.signal(t);
     }
+    if (!ops.empty())
+      report(phase.ops(ops.back()).stream(), State::Done, ops.back());
   };
+  if (monitor)
+    monitor->begin(plan, phase, step);
   std::vector<std::thread> threads;
   for (const auto &ops : perStream)
     if (!ops.empty())
       threads.emplace_back(work, std::cref(ops));
   for (std::thread &t : threads)
     t.join();
+  if (monitor)
+    monitor->end();
   if (Status st = tokens.status(); !st)
     return st;
   if (Status st = backend.synchronize(); !st)

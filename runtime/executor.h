@@ -9,7 +9,10 @@
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 namespace mt::runtime {
@@ -75,13 +78,62 @@ struct OpRecord {
   double start, end;
 };
 
+/// What the streams of the running phase are doing, so that a run that
+/// must stop while a phase does not end can say which op and stream it was
+/// stuck on. runPhase reports to it from the streams' threads; `describe`
+/// may be called from any thread. Also a test hook that holds one op, so
+/// that tests of stopping do not depend on how long a step takes.
+class PhaseMonitor {
+public:
+  /// In step `step` (from 1), op `op` of the MICRO_BATCH phase (of the
+  /// first micro-batch) does not start until `release` is called, or
+  /// never with `forever`.
+  void hold(int64_t step, int op, bool forever);
+  /// Lets a held op start (and one held later start at once), unless it is
+  /// held forever.
+  void release();
+  /// One line per stream of the running phase: the op it runs, the token
+  /// it waits on (and which op signals it), or that it is done; "" when no
+  /// phase runs.
+  std::string describe() const;
+
+private:
+  friend Status runPhase(const plan::Plan &, const plan::Phase &, Backend &,
+                         const StepConfig &, std::vector<OpRecord> *, int, int,
+                         PhaseMonitor *);
+  enum class State { Idle, Waiting, Running, Held, Done };
+  struct StreamState {
+    State state = State::Idle;
+    int op = -1;
+    uint32_t token = 0;
+  };
+  void begin(const plan::Plan &plan, const plan::Phase &phase,
+             const StepConfig &step);
+  void set(uint32_t stream, State state, int op, uint32_t token = 0);
+  /// Blocks while op `op` of the phase is the held one (until `release`).
+  void holdIfHeld(uint32_t stream, int op);
+  void end();
+
+  mutable std::mutex mu_;
+  std::condition_variable released_;
+  const plan::Plan *plan_ = nullptr;
+  const plan::Phase *phase_ = nullptr;
+  int64_t step_ = 0;
+  bool firstMicroBatch_ = false;
+  std::vector<StreamState> streams_;
+  int64_t holdStep_ = 0;
+  int holdOp_ = -1;
+  bool holdForever_ = false, isReleased_ = false;
+};
+
 /// Runs one phase to completion. The first failing op stops the others;
 /// its status (naming the phase, op and kernel) is returned. With `trace`,
-/// every op's interval is appended to it (from the streams' threads).
+/// every op's interval is appended to it (from the streams' threads); with
+/// `monitor`, every stream's state is reported to it.
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
                 std::vector<OpRecord> *trace = nullptr, int phaseIndex = 0,
-                int repeat = 0);
+                int repeat = 0, PhaseMonitor *monitor = nullptr);
 
 } // namespace mt::runtime
 

@@ -329,7 +329,8 @@ private:
     if (!plan::PhaseKind_IsValid(ph.kind()) ||
         ph.kind() == plan::PHASE_KIND_UNSPECIFIED)
       return fail(w + ": unknown kind");
-    std::set<uint32_t> signalled;
+    // The op of the phase that signals each token, by index.
+    std::map<uint32_t, int> signaller;
     for (int j = 0; j < ph.ops_size(); ++j) {
       const auto &op = ph.ops(j);
       std::string ow = w + ", op " + std::to_string(j);
@@ -375,22 +376,34 @@ private:
       if ((readsDisk || writesDisk) &&
           bytes[op.operands(0)] != bytes[op.results(0)])
         return fail(ow + ": moves between buffers of different sizes");
+      // Every wait is on a token that an earlier op of the list signals.
+      // Each stream runs its ops in list order, so the earliest op not yet
+      // done can always run: no interleaving of the streams deadlocks.
+      // (Waits on later ops could form a cycle that hangs the run.)
+      for (uint32_t t : op.waits()) {
+        auto it = signaller.find(t);
+        if (it != signaller.end())
+          continue;
+        bool later = false;
+        for (int k = j; k < ph.ops_size() && !later; ++k)
+          later = std::count(ph.ops(k).signals().begin(),
+                             ph.ops(k).signals().end(), t) > 0;
+        return fail(ow + ": waits on token " + std::to_string(t) +
+                    (later ? ", which only a later op of the phase signals "
+                             "(the streams could wait on each other forever); "
+                             "a token must be signalled before its waits in "
+                             "the op list"
+                           : ", which no earlier op of the phase signals"));
+      }
       for (uint32_t t : op.signals()) {
         if (t >= p.num_tokens())
           return fail(ow + ": token " + std::to_string(t) +
                       " is not below num_tokens");
-        if (!signalled.insert(t).second)
+        if (!signaller.emplace(t, j).second)
           return fail(ow + ": token " + std::to_string(t) +
                       " is signalled twice in the phase");
       }
     }
-    // Waits may refer to a token signalled later in the list (by another
-    // stream), but never to one that nothing in the phase signals.
-    for (int j = 0; j < ph.ops_size(); ++j)
-      for (uint32_t t : ph.ops(j).waits())
-        if (!signalled.count(t))
-          return fail(w + ", op " + std::to_string(j) + ": waits on token " +
-                      std::to_string(t) + ", which no op of the phase signals");
     return Status::ok();
   }
 

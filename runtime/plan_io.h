@@ -36,7 +36,8 @@ std::string describeCrossings(const plan::Plan &plan);
 /// Checks everything a run relies on before anything is allocated: the
 /// version, every index (arena, buffer, stream, token), every buffer inside
 /// its arena, kernels known and with the right number of operands and
-/// results, tokens signalled before they can be waited on, parameters,
+/// results, every wait on a token that an earlier op of its phase signals
+/// (so that no interleaving of the streams can deadlock), parameters,
 /// constants and inputs consistent with their buffers. The message names
 /// the plan file and the field.
 Status validatePlan(const plan::Plan &plan, const std::string &path);

@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{
             "token_never_signalled",
             [](Plan &p) { p.mutable_phases(1)->mutable_ops(0)->add_waits(0); },
-            "waits on token 0, which no op of the phase signals"},
+            "waits on token 0, which no earlier op of the phase signals"},
         BadCase{"token_twice",
                 [](Plan &p) {
                   p.mutable_phases(0)->mutable_ops(1)->add_signals(0);

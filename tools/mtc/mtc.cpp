@@ -203,6 +203,10 @@ std::string describe(mlir::Location loc) {
   return "";
 }
 
+/// The largest --batch, --seq, --grad-accum and --chunk-head-rows: small
+/// enough that no element or byte count they multiply overflows.
+constexpr int64_t kMaxDim = int64_t(1) << 24;
+
 /// Bytes of "80GiB", "1.5TB", "512MiB" or a plain number; -1 if invalid.
 int64_t parseSize(StringRef text) {
   static const std::pair<const char *, double> units[] = {
@@ -222,7 +226,9 @@ int64_t parseSize(StringRef text) {
       break;
     }
   double value;
-  if (text.trim().getAsDouble(value) || value < 0)
+  // Finite, not negative, and below 2^63 bytes once scaled.
+  if (text.trim().getAsDouble(value) || !(value >= 0) ||
+      !(value * scale < 9.2e18))
     return -1;
   return int64_t(value * scale);
 }
@@ -260,14 +266,14 @@ struct Schedule {
 };
 
 /// Schedules around `user`: micro-batches of the user's batch split 1, 2, 4
-/// or 8 ways (when the model's batch is dynamic), weights resident or
-/// streamed, activations kept or offloaded, the optimizer after the
-/// backward, during it, or during the next forward. Precision and state formats
-/// are never changed.
-std::vector<Schedule> searchSpace(const Schedule &user) {
+/// or 8 ways (when the model's batch is dynamic: `splittable`), weights
+/// resident or streamed, activations kept or offloaded, the optimizer after
+/// the backward, during it, or during the next forward. Precision and state
+/// formats are never changed.
+std::vector<Schedule> searchSpace(const Schedule &user, bool splittable) {
   std::vector<Schedule> out;
   for (int64_t split : {1, 2, 4, 8}) {
-    if (split > 1 && (user.batch == 0 || user.batch % split))
+    if (split > 1 && (!splittable || user.batch == 0 || user.batch % split))
       continue;
     for (bool stream : {false, true})
       for (bool offload : {false, true})
@@ -602,9 +608,9 @@ int main(int argc, char **argv) {
   if (lookahead != "auto" &&
       (lookahead.empty() ||
        !std::all_of(lookahead.begin(), lookahead.end(), ::isdigit) ||
-       lookahead.size() > 6)) {
-    errs() << "mtc: error: --lookahead must be auto or a number of weights, "
-              "got '"
+       lookahead.size() > 6 || std::stoll(lookahead) < 1)) {
+    errs() << "mtc: error: --lookahead must be auto or a number of weights "
+              "from 1 to 999999, got '"
            << lookahead << "'\n";
     return 1;
   }
@@ -623,17 +629,22 @@ int main(int argc, char **argv) {
            << "' is not a size (e.g. 1MiB)\n";
     return 1;
   }
-  if (chunkHeadRows < 0) {
-    errs() << "mtc: error: --chunk-head-rows must be 0 or positive\n";
+  if (chunkHeadRows < 0 || chunkHeadRows > kMaxDim) {
+    errs() << "mtc: error: --chunk-head-rows must be from 0 (one piece) to "
+           << kMaxDim << ", got " << int64_t(chunkHeadRows) << "\n";
     return 1;
   }
-  if (gradAccum < 1) {
-    errs() << "mtc: error: --grad-accum must be at least 1\n";
-    return 1;
-  }
-  if (batch < 0 || seqLen < 0) {
-    errs() << "mtc: error: --batch and --seq must be positive\n";
-    return 1;
+  // Counts of tokens and micro-batches: given, they are at least 1, and
+  // small enough that no shape or byte count they multiply overflows.
+  for (auto [flag, option] :
+       {std::pair<const char *, cl::opt<int64_t> *>{"--batch", &batch},
+        {"--seq", &seqLen},
+        {"--grad-accum", &gradAccum}}) {
+    if (option->getNumOccurrences() && (*option < 1 || *option > kMaxDim)) {
+      errs() << "mtc: error: " << flag << " must be from 1 to " << kMaxDim
+             << ", got " << int64_t(*option) << "\n";
+      return 1;
+    }
   }
 
   mlir::DefaultTimingManager tm;
@@ -705,11 +716,30 @@ int main(int argc, char **argv) {
     lookaheads = {2, 4, 8, 16, 32};
   else
     lookaheads = {std::stoll(lookahead)};
+  // The micro-batch can be split only when the export leaves the batch
+  // dynamic.
+  bool splittable = false;
+  if (suggest) {
+    auto fixed = mt::fixedBatchOf(context, inputPath);
+    if (failed(fixed))
+      return 1;
+    splittable = !fixed->has_value();
+    if (!splittable && batch && batch != **fixed) {
+      errs() << "mtc: error: " << inputPath << ": the model fixes the batch "
+             << "at " << **fixed << " but --batch " << int64_t(batch)
+             << " was given; re-export the model with a dynamic batch or "
+                "drop the flag\n";
+      return 1;
+    }
+    if (!splittable && batch > 1)
+      errs() << "mtc: note: the model fixes the batch at " << **fixed
+             << ", so --suggest does not split it into micro-batches\n";
+  }
   std::vector<Schedule> candidates;
   for (bool onDisk : homes) {
     Schedule c = chosen;
     c.momentsOnDisk = onDisk;
-    for (Schedule x : suggest ? searchSpace(c) : std::vector{c})
+    for (Schedule x : suggest ? searchSpace(c, splittable) : std::vector{c})
       for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8})
         for (double f : x.offload ? fractions : std::vector<double>{1.0}) {
           x.lookahead = ahead;
@@ -731,8 +761,26 @@ int main(int argc, char **argv) {
   for (const Schedule &c : candidates) {
     mt::ImportOptions o = options;
     o.batch = c.batch;
+    // With --suggest, a candidate that does not compile is skipped with its
+    // reason (the first error), and the search goes on.
+    std::string failure;
+    std::optional<mlir::ScopedDiagnosticHandler> capture;
+    if (suggest)
+      capture.emplace(&context, [&](mlir::Diagnostic &d) {
+        if (failure.empty() &&
+            d.getSeverity() == mlir::DiagnosticSeverity::Error)
+          failure = d.str();
+        return mlir::success();
+      });
     mlir::OwningOpRef<mlir::ModuleOp> module =
         compile(context, o, Emit::Plan, c, timing);
+    capture.reset();
+    if (!module && suggest) {
+      outs() << "  skipped " << c.flags() << ": " << failure << "\n";
+      if (why.empty())
+        why = failure;
+      continue;
+    }
     if (!module)
       return 1;
     mt::plan::Plan plan;

@@ -13,6 +13,7 @@
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
 #include "runtime/token_data.h"
+#include "tools/mtrun/stop_watch.h"
 
 #include <CLI/CLI.hpp>
 
@@ -23,11 +24,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
 using namespace mt::runtime;
+using mt::mtrun::StopWatch;
 
 namespace {
 
@@ -43,7 +46,83 @@ struct Options {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0, minLr = 0;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  double stopTimeout = -1; ///< seconds; < 0: StopWatch chooses
 };
+
+/// The numeric options in the ranges torch's AdamW and schedulers accept,
+/// checked before anything is read or allocated: one sentence for the
+/// first that is not. `given` says whether an option was on the command
+/// line (for those whose default is "choose").
+Status checkOptions(const Options &o,
+                    const std::function<bool(const char *)> &given) {
+  auto bad = [](const std::string &flag, const std::string &rule,
+                const std::string &got) {
+    return Status::error(flag + " must be " + rule + ", got " + got);
+  };
+  auto num = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (o.steps < 1)
+    return bad("--steps", "at least 1", std::to_string(o.steps));
+  if (!finite(o.lr) || o.lr < 0)
+    return bad("--lr", "a finite number >= 0", num(o.lr));
+  if (!(o.beta1 >= 0 && o.beta1 < 1))
+    return bad("--beta1", "in [0, 1)", num(o.beta1));
+  if (!(o.beta2 >= 0 && o.beta2 < 1))
+    return bad("--beta2", "in [0, 1)", num(o.beta2));
+  if (!finite(o.eps) || o.eps <= 0)
+    return bad("--eps", "a finite number > 0", num(o.eps));
+  if (!finite(o.weightDecay) || o.weightDecay < 0)
+    return bad("--weight-decay", "a finite number >= 0", num(o.weightDecay));
+  if (!finite(o.gradClip) || o.gradClip < 0)
+    return bad("--grad-clip", "a finite number >= 0 (0: off)", num(o.gradClip));
+  if (o.warmup < 0)
+    return bad("--warmup", "0 or more steps", std::to_string(o.warmup));
+  if (!finite(o.minLr) || o.minLr < 0)
+    return bad("--min-lr", "a finite number >= 0", num(o.minLr));
+  if (o.saveEvery < 0)
+    return bad("--save-every", "0 (only at the end) or more steps",
+               std::to_string(o.saveEvery));
+  if (o.keep < 0)
+    return bad("--keep", "0 (all) or more", std::to_string(o.keep));
+  if (o.maxSkips < 0)
+    return bad("--max-skips", "0 or more", std::to_string(o.maxSkips));
+  if (o.threads < 1 || o.threads > 4096)
+    return bad("--threads", "from 1 to 4096", std::to_string(o.threads));
+  if (!finite(o.initStd) || o.initStd <= 0)
+    return bad("--init-std", "a finite number > 0", num(o.initStd));
+  if (given("--stop-timeout") && (!finite(o.stopTimeout) || o.stopTimeout < 0))
+    return bad("--stop-timeout", "a finite number of seconds >= 0",
+               num(o.stopTimeout));
+  return Status::ok();
+}
+
+/// MT_TEST_HOLD=STEP:OP[:forever], a test hook: op OP of step STEP's first
+/// micro-batch waits until the run is asked to stop (or forever), so that
+/// tests of signals do not depend on how long a step takes. `note` says so,
+/// for stderr once training begins (a test signals after reading it).
+Status readTestHold(PhaseMonitor &monitor, std::string &note) {
+  const char *text = std::getenv("MT_TEST_HOLD");
+  if (!text)
+    return Status::ok();
+  long long step = 0;
+  int op = 0, used = 0;
+  char mode[16] = "";
+  int n = std::sscanf(text, "%lld:%d%n:%15s", &step, &op, &used, mode);
+  bool forever = n == 3 && std::string(mode) == "forever";
+  if (n < 2 || step < 1 || op < 0 || (n == 2 && text[used]) ||
+      (n == 3 && !forever))
+    return Status::error("MT_TEST_HOLD='" + std::string(text) +
+                         "': expected STEP:OP or STEP:OP:forever");
+  monitor.hold(step, op, forever);
+  note = "mtrun: MT_TEST_HOLD: op " + std::to_string(op) + " of step " +
+         std::to_string(step) + " waits " +
+         (forever ? "forever" : "for a stop signal") + "\n";
+  return Status::ok();
+}
 
 /// The learning rate of step t (from 1): linear warmup, then constant or
 /// cosine decay to min-lr at the last step.
@@ -181,6 +260,8 @@ public:
   /// The measured ops of the last step (when tracing).
   std::vector<OpRecord> trace;
   bool tracing = false;
+  /// Where the streams are, for a run stopped while a step hangs.
+  PhaseMonitor *monitor = nullptr;
   /// Whether the run stopped on a non-finite step.
   bool stoppedNonFinite = false;
 
@@ -229,7 +310,7 @@ public:
         continue;
       }
       if (Status st = runPhase(plan, phase, backend, config,
-                               tracing ? &trace : nullptr, ph);
+                               tracing ? &trace : nullptr, ph, 0, monitor);
           !st)
         return st;
     }
@@ -240,8 +321,8 @@ public:
   Status finish() {
     for (int ph = 0; ph < plan.phases_size(); ++ph)
       if (plan.phases(ph).kind() == mt::plan::FINISH)
-        if (Status st =
-                runPhase(plan, plan.phases(ph), backend, pendingConfig());
+        if (Status st = runPhase(plan, plan.phases(ph), backend,
+                                 pendingConfig(), nullptr, ph, 0, monitor);
             !st)
           return st;
     state.pending = false;
@@ -262,8 +343,9 @@ private:
           !st)
         return st;
     }
-    if (Status st = runPhase(plan, phase, backend, config,
-                             tracing ? &trace : nullptr, phaseIndex, int(m));
+    if (Status st =
+            runPhase(plan, phase, backend, config, tracing ? &trace : nullptr,
+                     phaseIndex, int(m), monitor);
         !st)
       return st;
     float l;
@@ -486,20 +568,8 @@ Status calibrate(const std::string &path, int threads, bool cuda) {
   return out ? Status::ok() : Status::error(path + ": cannot write");
 }
 
-// Exit codes (README, "Exit codes").
-constexpr int kExitNonFinite = 3;     // a non-finite step past --max-skips
-constexpr int kExitInterrupted = 130; // SIGINT (128 + 2)
-constexpr int kExitTerminated = 143;  // SIGTERM (128 + 15)
-
-/// The signal that asked the run to stop after its current step, or 0.
-volatile std::sig_atomic_t gStop = 0;
-
-void onSignal(int sig) {
-  // A second Ctrl-C does not wait for the step.
-  if (gStop && sig == SIGINT)
-    std::_Exit(kExitInterrupted);
-  gStop = sig;
-}
+// Exit codes (README, "Exit codes"); a signal stops with 128 + its number.
+constexpr int kExitNonFinite = 3; // a non-finite step past --max-skips
 
 /// Before allocating: the plan's host memory (with the CPU backend, device
 /// arenas are host memory too) against what the machine has available.
@@ -564,51 +634,51 @@ int main(int argc, char **argv) {
                  "and a GPU, else the CPU backend's standing for the device");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
-  app.add_option("--steps", o.steps, "Optimizer steps")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "Optimizer steps (at least 1)");
   app.add_option("--device", o.device,
                  "Backend: cuda (the GPU; needs a build with CUDA and a "
                  "device), cpu (the reference kernels, host memory only), or "
                  "auto (cuda when there is a usable device, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--lr", o.lr, "Peak learning rate");
-  app.add_option("--beta1", o.beta1, "AdamW beta1");
-  app.add_option("--beta2", o.beta2, "AdamW beta2");
-  app.add_option("--eps", o.eps, "AdamW epsilon");
-  app.add_option("--weight-decay", o.weightDecay, "Decoupled weight decay");
+  app.add_option("--lr", o.lr, "Peak learning rate (>= 0)");
+  app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
+  app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
+  app.add_option("--eps", o.eps, "AdamW epsilon (> 0)");
+  app.add_option("--weight-decay", o.weightDecay,
+                 "Decoupled weight decay (>= 0)");
   app.add_option("--grad-clip", o.gradClip,
                  "Clip the global gradient norm to this (0: off)");
-  app.add_option("--warmup", o.warmup, "Linear warmup steps");
+  app.add_option("--warmup", o.warmup, "Linear warmup steps (>= 0)");
   app.add_option("--lr-schedule", o.schedule, "After warmup")
       ->check(CLI::IsMember({"constant", "cosine"}));
-  app.add_option("--min-lr", o.minLr, "Final learning rate of the cosine");
+  app.add_option("--min-lr", o.minLr,
+                 "Final learning rate of the cosine (>= 0)");
   app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
   app.add_option("--save", o.save,
                  "Write checkpoints to DIR/step-NNNNNNNN (model.safetensors "
                  "under the model's names, optimizer.safetensors, state.json) "
                  "at the end, every --save-every steps, and on SIGINT or "
                  "SIGTERM; atomically");
-  app.add_option("--save-every", o.saveEvery, "Checkpoint every N steps")
-      ->check(CLI::NonNegativeNumber);
+  app.add_option("--save-every", o.saveEvery,
+                 "Checkpoint every N steps (0: only at the end)");
   app.add_option("--keep", o.keep,
-                 "Keep the newest K checkpoints in --save DIR (0: all)")
-      ->check(CLI::NonNegativeNumber);
+                 "Keep the newest K checkpoints in --save DIR (0: all)");
   app.add_option("--resume", o.resume,
                  "Continue from a checkpoint: a step-* directory, or the "
                  "newest one in DIR; --steps is the total to reach");
   app.add_option("--max-skips", o.maxSkips,
                  "Skip (and count) up to N steps whose loss or gradient norm "
-                 "is not finite; one more stops the run with exit code 3")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--threads", o.threads, "Host threads for the optimizer");
+                 "is not finite; one more stops the run with exit code 3");
+  app.add_option("--threads", o.threads,
+                 "Host threads for the optimizer (1 to 4096)");
   app.add_option("--init", o.init,
                  "normal: start trainable weights whose data file is missing "
                  "from scratch (normal(0, --init-std); norm scales 1, biases "
                  "0, as the compiler marked them), so a graph-only model "
                  "trains; none: every weight must have its data")
       ->check(CLI::IsMember({"none", "normal"}));
-  app.add_option("--init-std", o.initStd, "Standard deviation of --init normal")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--init-std", o.initStd,
+                 "Standard deviation of --init normal (> 0)");
   app.add_option("--seed", o.seed,
                  "Seed of --init (each weight's values depend on it and the "
                  "weight's name only)");
@@ -619,12 +689,30 @@ int main(int argc, char **argv) {
   app.add_option("--trace", o.trace,
                  "Write the measured timeline of the last step as Chrome "
                  "trace JSON (the format of mt-inspect --trace)");
+  app.add_option("--stop-timeout", o.stopTimeout,
+                 "After SIGINT or SIGTERM, wait this many seconds for the "
+                 "step to end before stopping without a checkpoint, naming "
+                 "the op each stream is on (default: three times the "
+                 "longest step so far, or the plan's predicted step before "
+                 "the first, at least 60)");
   app.footer("Exit codes: 0 trained; 1 bad input, plan, data or options, or "
              "an I/O error (the message says which); 3 a step's loss or "
              "gradient norm was not finite past --max-skips; 130 stopped by "
-             "SIGINT, 143 by SIGTERM, after the current step (with --save, "
-             "a checkpoint of it was written).");
+             "SIGINT, 143 by SIGTERM: after the current step (with --save, "
+             "a checkpoint of it was written), or at once on a second "
+             "signal or when the step does not end within --stop-timeout "
+             "(nothing saved; earlier checkpoints are intact).");
   CLI11_PARSE(app, argc, argv);
+  // Before any thread exists: signals go to the watcher thread only.
+  PhaseMonitor monitor;
+  StopWatch stopWatch(monitor, o.stopTimeout);
+  if (Status st = checkOptions(
+          o, [&](const char *flag) { return app.count(flag) > 0; });
+      !st)
+    return fail(st.message());
+  std::string holdNote;
+  if (Status st = readTestHold(monitor, holdNote); !st)
+    return fail(st.message());
   bool cuda = false;
   if (Status st = useCuda(o.device, cuda); !st)
     return fail(st.message());
@@ -702,13 +790,14 @@ int main(int argc, char **argv) {
   if (!o.metrics.empty() &&
       !(metrics = std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a")))
     return fail(o.metrics + ": cannot open the metrics file");
-  std::signal(SIGINT, onSignal);
-  std::signal(SIGTERM, onSignal);
   // A write past a file size limit fails with EFBIG instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
 
   Trainer trainer{o, plan, *backend, data, state};
   trainer.tracing = !o.trace.empty();
+  trainer.monitor = &monitor;
+  stopWatch.trainingBegins(plan.predicted_step_seconds());
+  std::fputs(holdNote.c_str(), stderr);
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
   int64_t first = state.step + 1;
@@ -719,18 +808,20 @@ int main(int argc, char **argv) {
                    (long long)state.step, o.save.c_str());
     return st;
   };
-  for (int64_t t = first; t <= o.steps && !gStop; ++t) {
+  for (int64_t t = first; t <= o.steps && !stopWatch.stopSignal(); ++t) {
     auto stepStart = std::chrono::steady_clock::now();
     StepResult r;
+    stopWatch.stepBegins(t);
     if (Status st = trainer.step(t, r); !st) {
       std::fprintf(stderr, "mtrun: error: %s\n", st.message().c_str());
       return trainer.stoppedNonFinite ? kExitNonFinite : 1;
     }
-    state.step = t;
-    state.dataPosition = data.position();
     using Seconds = std::chrono::duration<double>;
     auto now = std::chrono::steady_clock::now();
     double secs = Seconds(now - stepStart).count();
+    stopWatch.stepEnds(secs);
+    state.step = t;
+    state.dataPosition = data.position();
     double elapsed = Seconds(now - start).count();
     std::fprintf(stderr,
                  "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
@@ -751,24 +842,23 @@ int main(int argc, char **argv) {
       std::fflush(metrics);
     }
     if (!o.save.empty() && o.saveEvery > 0 && t % o.saveEvery == 0 &&
-        t < o.steps && !gStop)
+        t < o.steps && !stopWatch.stopSignal())
       if (Status st = save(); !st)
         return fail(st.message());
   }
   if (metrics)
     std::fclose(metrics);
-  if (gStop) {
+  if (int sig = stopWatch.stopSignal()) {
     // Stopped between steps: the checkpoint keeps any pending update as
     // it is, so that a resumed run continues exactly.
-    int code = gStop == SIGINT ? kExitInterrupted : kExitTerminated;
     if (!o.save.empty()) {
       if (Status st = save(); !st)
         return fail(st.message());
     }
-    std::fprintf(stderr, "mtrun: stopped by signal %d after step %lld%s\n",
-                 int(gStop), (long long)state.step,
+    std::fprintf(stderr, "mtrun: stopped by signal %d after step %lld%s\n", sig,
+                 (long long)state.step,
                  o.save.empty() ? " (no --save: nothing saved)" : "");
-    return code;
+    return 128 + sig;
   }
   if (Status st = trainer.finish(); !st)
     return fail(st.message());

@@ -11,7 +11,15 @@ kill9:    kill -9 while checkpoints are written every step: the newest
 fulldisk: a save that cannot be written (file size limit) fails with exit 1
           and leaves the previous checkpoint, which resumes to the straight
           run's losses.
-sigint2:  two SIGINTs during a long step: exit 130 at once, nothing saved.
+sigint2:  two SIGINTs during a step that never ends: exit 130 at once,
+          nothing saved.
+hang:     SIGTERM during a step that never ends: mtrun stops after
+          --stop-timeout (1 s), naming what each stream was doing.
+
+Nothing here depends on how long a step takes: mtrun's test hook
+MT_TEST_HOLD=STEP:OP[:forever] holds an op of a step until the run is asked
+to stop (or forever), and the script waits for mtrun's own word (a metrics
+line, a checkpoint, the hold's note on stderr) before it signals.
 """
 import json
 import os
@@ -32,18 +40,35 @@ def run(args, **kw):
                           text=True, **kw)
 
 
+def start(args, hold):
+    """mtrun in the background with MT_TEST_HOLD=hold; stderr to a file."""
+    err = open(os.path.join(work, "stderr.txt"), "w")
+    env = dict(os.environ, MT_TEST_HOLD=hold)
+    return subprocess.Popen([mtrun, plan, "--data", data] + extra + args,
+                            stdout=subprocess.DEVNULL, stderr=err, env=env)
+
+
+def stderr_text():
+    return open(os.path.join(work, "stderr.txt")).read()
+
+
 def losses(path):
     return {json.loads(l)["step"]: json.loads(l)["loss"]
             for l in open(path) if l.strip()}
 
 
-def wait_for(predicate, timeout=60):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
+def wait_for(predicate, process):
+    """Polls until `predicate` holds; however long that takes, but not past
+    the process's end (then the scenario has failed)."""
+    while not predicate():
+        if process.poll() is not None:
+            sys.exit(f"{scenario}: mtrun ended ({process.returncode}) before "
+                     f"the scenario could act:\n{stderr_text()}")
         time.sleep(0.002)
-    return False
+
+
+def held(process):
+    wait_for(lambda: "MT_TEST_HOLD" in stderr_text(), process)
 
 
 def compare(straight, resumed, first):
@@ -55,36 +80,47 @@ def compare(straight, resumed, first):
 os.makedirs(work, exist_ok=True)
 ck = os.path.join(work, "ck")
 metrics = os.path.join(work, "run.jsonl")
-if scenario != "sigint2":
+if scenario not in ("sigint2", "hang"):
     straight_path = os.path.join(work, "straight.jsonl")
     r = run(["--steps", str(STEPS), "--metrics", straight_path])
     assert r.returncode == 0, r.stderr
     straight = losses(straight_path)
 
 if scenario == "sigint2":
-    # Steps of seconds: a second SIGINT must not wait for the step to end.
-    p = subprocess.Popen([mtrun, plan, "--data", data] + extra +
-                         ["--steps", "20", "--save", ck, "--metrics", metrics],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: os.path.exists(metrics) and
-             len(open(metrics).readlines()) >= 1)
+    # The first step never ends: only the second SIGINT can stop the run.
+    p = start(["--steps", "20", "--save", ck, "--metrics", metrics],
+              "1:0:forever")
+    held(p)
     p.send_signal(signal.SIGINT)
-    time.sleep(0.1)
-    t = time.time()
+    # Signals of one kind do not queue: the second is sent once mtrun has
+    # taken the first.
+    wait_for(lambda: "stopping after step" in stderr_text(), p)
     p.send_signal(signal.SIGINT)
     p.wait()
-    print(f"sigint2: exit {p.returncode}, within half a second "
-          f"{time.time() - t < 0.5}, nothing saved {not os.path.isdir(ck) or not os.listdir(ck)}")
+    print(f"sigint2: exit {p.returncode}, nothing saved "
+          f"{not os.path.isdir(ck) or not os.listdir(ck)}")
+    print(stderr_text().strip().splitlines()[-1])
+
+elif scenario == "hang":
+    # The first step never ends and one signal arrives: the stop timeout
+    # ends the run, naming the streams' ops.
+    p = start(["--steps", "20", "--save", ck, "--stop-timeout", "1"],
+              "1:0:forever")
+    held(p)
+    p.send_signal(signal.SIGTERM)
+    p.wait()
+    print(f"hang: exit {p.returncode}, nothing saved "
+          f"{not os.path.isdir(ck) or not os.listdir(ck)}")
+    print(stderr_text().strip())
 
 elif scenario == "signal":
-    p = subprocess.Popen([mtrun, plan, "--data", data] + extra +
-                         ["--steps", str(STEPS), "--save", ck, "--metrics",
-                          metrics], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True)
+    # Step 4 waits for the signal, so that the run cannot end before it.
+    p = start(["--steps", str(STEPS), "--save", ck, "--metrics", metrics],
+              "4:0")
     wait_for(lambda: os.path.exists(metrics) and
-             len(open(metrics).readlines()) >= 3)
+             len(open(metrics).readlines()) >= 3, p)
     p.send_signal(signal.SIGTERM)
-    _, err = p.communicate()
+    p.wait()
     stopped = max(losses(metrics))
     r = run(["--steps", str(STEPS), "--resume", ck, "--metrics", metrics])
     print(f"signal: exit {p.returncode}, stopped after a step < {STEPS}: "
@@ -92,12 +128,12 @@ elif scenario == "signal":
           f"{compare(straight, losses(metrics), stopped + 1)}")
 
 elif scenario == "kill9":
-    p = subprocess.Popen([mtrun, plan, "--data", data] + extra +
-                         ["--steps", str(STEPS), "--save", ck, "--save-every",
-                          "1", "--keep", "2"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    wait_for(lambda: os.path.isdir(os.path.join(ck, "step-00000003")))
-    time.sleep(0.013)  # somewhere in a step or in a save
+    # Step 6 never ends, so that the kill lands in a step or a save
+    # (whichever: the newest complete checkpoint must resume exactly).
+    p = start(["--steps", str(STEPS), "--save", ck, "--save-every", "1",
+               "--keep", "2"], "6:0:forever")
+    wait_for(lambda: os.path.isdir(os.path.join(ck, "step-00000003")), p)
+    time.sleep(0.013)  # a moment later: in a step or in a save
     p.kill()
     p.wait()
     r = run(["--steps", str(STEPS), "--resume", ck, "--metrics", metrics])

@@ -12,9 +12,8 @@
 #include "dialects/Train/IR/ConstEval.h"
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
+#include "runtime/data_path.h"
 #include "runtime/safetensors.h"
-#include <nlohmann/json.hpp>
-#include <set>
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -321,33 +320,13 @@ LogicalResult Importer::readTrainableSet() {
   auto error = [&]() { return emitError(UnknownLoc::get(&ctx)); };
   // A Hugging Face sharded checkpoint: model.safetensors.index.json names
   // the file of every tensor.
+  // Its shards must be files in the index's folder.
   std::vector<std::string> files = {opts.weightsPath};
-  if (StringRef(opts.weightsPath).ends_with(".json")) {
-    std::ifstream in(opts.weightsPath);
-    auto index = nlohmann::json::parse(in, nullptr, false);
-    if (index.is_discarded() || !index.contains("weight_map") ||
-        !index["weight_map"].is_object())
-      return error() << opts.weightsPath
-                     << ": not a safetensors index (a JSON object with a "
-                        "\"weight_map\" of tensor name -> file)",
-             failure();
-    std::set<std::string> shards;
-    for (auto &[name, shard] : index["weight_map"].items()) {
-      if (!shard.is_string())
-        return error() << opts.weightsPath << ": weight_map['" << name
-                       << "'] is not a file name",
-               failure();
-      shards.insert(shard.get<std::string>());
-    }
-    SmallString<256> dir(opts.weightsPath);
-    llvm::sys::path::remove_filename(dir);
-    files.clear();
-    for (const std::string &shard : shards) {
-      SmallString<256> path(dir);
-      llvm::sys::path::append(path, shard);
-      files.push_back(std::string(path));
-    }
-  }
+  if (StringRef(opts.weightsPath).ends_with(".json"))
+    if (runtime::Status st =
+            runtime::readSafetensorsIndex(opts.weightsPath, files);
+        !st)
+      return error() << st.message(), failure();
   for (const std::string &f : files) {
     weights.emplace_back();
     runtime::Status st = runtime::readSafetensorsHeader(f, weights.back());
@@ -443,8 +422,21 @@ Importer::externalData(const onnx::TensorProto &t, int64_t defaultLength,
                        << "' has external data without a location or with a "
                           "negative offset or length",
            failure();
-  if (!baseDir.empty())
-    ref.path = baseDir + "/" + ref.path;
+  // The bytes must be in a file of the model's folder: a location that
+  // leaves it (absolute, "..", a symlink out) would read any file on the
+  // machine into the weights.
+  // A graph exported without its weights names files that do not exist:
+  // mtrun checks again when it reads them (--init normal starts without).
+  std::string resolved, why;
+  if (runtime::resolveInside(baseDir, ref.path, resolved, why) ==
+      runtime::Resolved::Refused)
+    return fileError() << what << " '" << t.name()
+                       << "': external data location '" << ref.path
+                       << "' is refused: " << why
+                       << "; external data must be a file in the model's "
+                          "folder",
+           failure();
+  ref.path = resolved;
   return ref;
 }
 

@@ -1,16 +1,20 @@
 // Plan files: framing, validation, atomic writes (see plan_io.h).
 #include "runtime/plan_io.h"
+#include "runtime/data_path.h"
 
 #include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 
 namespace mt::runtime {
 namespace {
@@ -275,6 +279,13 @@ private:
       return fail(w + ": the gradient must be in memory");
     int64_t n = elementsOf(master->shape());
     if (!prm.data().file().empty()) {
+      if (prm.data().dir() >= uint32_t(p.data_dirs_size()))
+        return fail(w + ": data dir " + std::to_string(prm.data().dir()) +
+                    " does not exist (data_dirs has " +
+                    std::to_string(p.data_dirs_size()) + ")");
+      if (std::string why = whyNotInside(prm.data().file()); !why.empty())
+        return fail(w + ": data file '" + prm.data().file() + "' is refused: " +
+                    why + "; it must be a file inside its data dir");
       int width = dtypeBytes(prm.data().dtype());
       auto d = prm.data().dtype();
       if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
@@ -526,6 +537,67 @@ Status validatePlan(const plan::Plan &plan, const std::string &path) {
   return Validator(plan, path).run();
 }
 
+void relocateData(plan::Plan &plan, const std::string &planPath) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path planDir =
+      fs::absolute(planPath, ec).lexically_normal().parent_path();
+  auto fromPlan = [&](const fs::path &abs) {
+    fs::path rel = abs.lexically_relative(planDir);
+    return rel.empty() ? abs.string() : rel.string();
+  };
+  plan.clear_data_dirs();
+  std::map<std::string, uint32_t> dirs;
+  for (auto &p : *plan.mutable_parameters()) {
+    plan::DataRef *d = p.mutable_data();
+    if (d->file().empty())
+      continue;
+    fs::path file = fs::absolute(d->file(), ec).lexically_normal();
+    std::string dir = fromPlan(file.parent_path());
+    auto [it, added] = dirs.emplace(dir, uint32_t(dirs.size()));
+    if (added)
+      plan.add_data_dirs(dir);
+    d->set_dir(it->second);
+    d->set_file(file.filename().string());
+  }
+  if (!plan.model().empty())
+    plan.set_model(fromPlan(fs::absolute(plan.model(), ec).lexically_normal()));
+}
+
+DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,
+                     const std::string &planPath,
+                     const std::vector<std::string> &modelDirs,
+                     std::string &path, std::string &why) {
+  namespace fs = std::filesystem;
+  std::string compiled =
+      (fs::path(planPath).parent_path() / plan.data_dirs(int(p.data().dir())))
+          .lexically_normal()
+          .string();
+  if (compiled.empty())
+    compiled = ".";
+  std::vector<std::pair<std::string, std::string>> places;
+  for (const std::string &d : modelDirs)
+    places.push_back({d, "--model-dir"});
+  places.push_back({compiled, "beside the plan, as compiled"});
+  std::string looked;
+  for (const auto &[dir, which] : places) {
+    std::string reason;
+    switch (resolveInside(dir, p.data().file(), path, reason)) {
+    case Resolved::Inside:
+      return DataFound::Found;
+    case Resolved::Refused:
+      why = "'" + p.data().file() + "' in '" + dir + "' is refused: " + reason;
+      return DataFound::Refused;
+    case Resolved::Missing:
+      looked +=
+          std::string(looked.empty() ? "" : ", ") + path + " (" + which + ")";
+    }
+  }
+  why =
+      "'" + p.data().file() + "' is in none of the places looked in: " + looked;
+  return DataFound::Missing;
+}
+
 Status readPlan(const std::string &path, plan::Plan &out) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -570,16 +642,34 @@ Status writePlan(const plan::Plan &plan, const std::string &path) {
   if (!plan.SerializeToString(&payload))
     return Status::error(path + ": cannot serialize the plan");
   std::string data = framePlan(payload);
+  // Temporary file, fsync, rename, fsync of the folder: after a crash the
+  // path holds the old plan or the whole new one, never a part.
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !out.write(data.data(), std::streamsize(data.size())) ||
-        !out.flush())
-      return Status::error(tmp + ": cannot write the plan");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error(tmp + ": cannot create the plan file");
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0)
+      break;
+    done += size_t(n);
+  }
+  bool ok = done == data.size() && ::fsync(fd) == 0;
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    return Status::error(tmp + ": cannot write the plan (is the disk full?)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     return Status::error(path + ": cannot move the plan into place");
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_CLOEXEC);
+      dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return Status::ok();
 }

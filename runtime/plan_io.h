@@ -6,6 +6,7 @@
 #include "runtime/status.h"
 
 #include <string>
+#include <vector>
 
 namespace mt::runtime {
 
@@ -42,6 +43,23 @@ std::string describeCrossings(const plan::Plan &plan);
 /// the plan file and the field.
 Status validatePlan(const plan::Plan &plan, const std::string &path);
 
+/// Rewrites the data locations mtc found (absolute files) relative to the
+/// folder of `planPath`, where the plan is about to be written: each
+/// parameter's file becomes a file name in one of `data_dirs`, and `model`
+/// the model's path from there. Lexical: nothing is read.
+void relocateData(plan::Plan &plan, const std::string &planPath);
+
+/// Where parameter `p`'s data file is now: the first of each folder of
+/// `modelDirs` (mtrun --model-dir) and the plan's data_dirs[dir] (relative
+/// to the folder of `planPath`) that has it inside (resolveInside). Missing
+/// names every place looked in; a file whose real path leaves its folder
+/// is refused.
+enum class DataFound { Found, Missing, Refused };
+DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,
+                     const std::string &planPath,
+                     const std::vector<std::string> &modelDirs,
+                     std::string &path, std::string &why);
+
 /// Reads a plan file: magic, length and CRC-32 first (a truncated or
 /// corrupted file is named as such), then the payload, then validatePlan.
 Status readPlan(const std::string &path, plan::Plan &out);
@@ -53,7 +71,8 @@ Status parsePlan(const std::string &data, const std::string &path,
 /// A serialized Plan framed as a plan file (magic, length, CRC-32).
 std::string framePlan(const std::string &payload);
 
-/// Writes a plan file atomically (temporary file, then rename).
+/// Writes a plan file atomically and durably (temporary file, fsync,
+/// rename, fsync of the folder).
 Status writePlan(const plan::Plan &plan, const std::string &path);
 
 } // namespace mt::runtime

@@ -1,6 +1,7 @@
 // Safetensors header reader: an 8-byte little-endian header size, a JSON
 // header, then the data region that the header's offsets point into.
 #include "runtime/safetensors.h"
+#include "runtime/data_path.h"
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <unistd.h>
 
 namespace mt::runtime {
@@ -24,6 +27,64 @@ int safetensorsDtypeBytes(const std::string &dtype) {
       dtype == "F8_E5M2")
     return 1;
   return 0;
+}
+
+Status parseSafetensorsIndex(const std::string &text,
+                             const std::string &indexPath,
+                             std::vector<std::string> &shards) {
+  shards.clear();
+  auto index = nlohmann::json::parse(text, nullptr, false);
+  if (index.is_discarded() || !index.is_object() ||
+      !index.contains("weight_map") || !index["weight_map"].is_object())
+    return Status::error(indexPath +
+                         ": not a safetensors index (a JSON object with a "
+                         "\"weight_map\" of tensor name -> file)");
+  size_t slash = indexPath.rfind('/');
+  std::string dir =
+      slash == std::string::npos ? "." : indexPath.substr(0, slash + 1);
+  std::set<std::string> files;
+  for (auto &[name, shard] : index["weight_map"].items()) {
+    if (!shard.is_string())
+      return Status::error(indexPath + ": weight_map['" + name +
+                           "'] is not a file name");
+    std::string file = shard.get<std::string>(), resolved, why;
+    if (files.count(file))
+      continue;
+    switch (resolveInside(dir, file, resolved, why)) {
+    case Resolved::Inside:
+      files.insert(file);
+      shards.push_back(resolved);
+      break;
+    case Resolved::Refused:
+      return Status::error(indexPath + ": weight_map['" + name +
+                           "'] names file '" + file +
+                           "', which is refused: " + why +
+                           "; a shard must be a file in the index's folder");
+    case Resolved::Missing:
+      return Status::error(indexPath + ": weight_map['" + name +
+                           "'] names file '" + file + "', but " + why);
+    }
+  }
+  std::sort(shards.begin(), shards.end());
+  return Status::ok();
+}
+
+Status readSafetensorsIndex(const std::string &indexPath,
+                            std::vector<std::string> &shards) {
+  constexpr std::streamoff kMaxIndexBytes = std::streamoff(64) << 20;
+  std::ifstream in(indexPath, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error(indexPath + ": cannot open the safetensors index");
+  std::streamoff size = in.tellg();
+  if (size < 0 || size > kMaxIndexBytes)
+    return Status::error(indexPath + ": " + std::to_string(size) +
+                         " bytes is too large for a safetensors index (at "
+                         "most 64 MiB)");
+  std::string text(size_t(size), '\0');
+  in.seekg(0);
+  if (!in.read(text.data(), size))
+    return Status::error(indexPath + ": cannot read the safetensors index");
+  return parseSafetensorsIndex(text, indexPath, shards);
 }
 
 Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {

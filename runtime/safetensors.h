@@ -32,6 +32,19 @@ int safetensorsDtypeBytes(const std::string &dtype);
 /// file, lengths that match dtype x shape.
 Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out);
 
+/// The shard files of a Hugging Face sharded checkpoint's index
+/// (model.safetensors.index.json, at most 64 MiB): every file its
+/// "weight_map" names, each inside the index's folder (resolveInside: no
+/// absolute path, no "..", no symlink out), sorted, without repeats. The
+/// message names the index, the tensor and the file.
+Status readSafetensorsIndex(const std::string &indexPath,
+                            std::vector<std::string> &shards);
+
+/// The same for the index's text; `indexPath` names it and its folder.
+Status parseSafetensorsIndex(const std::string &text,
+                             const std::string &indexPath,
+                             std::vector<std::string> &shards);
+
 /// Reads the bytes of one tensor of a parsed header into `out` (resized).
 Status readSafetensorsData(const SafetensorsHeader &header,
                            const SafetensorsEntry &entry,

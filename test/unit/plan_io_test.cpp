@@ -59,6 +59,7 @@ Plan validPlan() {
   auto *prm = p.add_parameters();
   prm->set_name("w");
   prm->set_trainable(true);
+  p.add_data_dirs("../model");
   prm->mutable_data()->set_file("w.safetensors");
   prm->mutable_data()->set_offset(64);
   prm->mutable_data()->set_length(128);
@@ -169,6 +170,24 @@ INSTANTIATE_TEST_SUITE_P(
                   p.mutable_parameters(0)->mutable_data()->set_length(100);
                 },
                 "data holds 100 bytes, 128 expected"},
+        BadCase{"data_dir",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_dir(1);
+                },
+                "parameter 0 ('w'): data dir 1 does not exist (data_dirs has "
+                "1)"},
+        BadCase{"data_file_absolute",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_file(
+                      "/etc/passwd");
+                },
+                "data file '/etc/passwd' is refused: it is an absolute path"},
+        BadCase{"data_file_dotdot",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_file(
+                      "a/../../b");
+                },
+                "data file 'a/../../b' is refused: it has a '..' component"},
         BadCase{"moments",
                 [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
                 "the gradient (F32, in memory) and the two moments must have "

@@ -848,6 +848,9 @@ int main(int argc, char **argv) {
     errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
     return 1;
   }
+  // The model's bytes are found from the plan's folder, so that the two
+  // can move together.
+  mt::runtime::relocateData(best, outputPath);
   mt::runtime::Status st = mt::runtime::validatePlan(best, outputPath);
   if (st)
     st = mt::runtime::writePlan(best, outputPath);

@@ -38,6 +38,7 @@ struct Options {
   std::string plan, data, dataDtype = "u16", device = "auto",
                           schedule = "constant";
   std::string metrics, save, trace, calibrate, disk, init = "none", resume;
+  std::vector<std::string> modelDirs;
   int64_t saveEvery = 0, maxSkips = 0;
   int keep = 3;
   float initStd = 0.02f;
@@ -176,11 +177,6 @@ std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
   return out;
 }
 
-/// Whether `file` can be opened for reading.
-bool readable(const std::string &file) {
-  return !file.empty() && std::ifstream(file, std::ios::binary).good();
-}
-
 /// Loads the constants, frozen weights and (unless they come from a
 /// checkpoint) the trainable weights.
 Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
@@ -191,7 +187,16 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
     if ((p.data().file().empty() && !p.trainable()) ||
         (p.trainable() && !trainable))
       continue;
-    if (o.init == "normal" && p.trainable() && !readable(p.data().file())) {
+    std::string file, why;
+    DataFound found = p.data().file().empty()
+                          ? DataFound::Missing
+                          : locateData(plan, p, o.plan, o.modelDirs, file, why);
+    if (found == DataFound::Refused)
+      return Status::error("parameter '" + p.name() + "': its data file " +
+                           why +
+                           "; a plan's data files stay inside their "
+                           "folders");
+    if (o.init == "normal" && p.trainable() && found == DataFound::Missing) {
       // From scratch: the compiler chose the kind from the weight's use.
       int64_t n = bufferElements(plan, p.master());
       std::vector<float> values(size_t(n),
@@ -208,19 +213,32 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
         return Status::error("trainable parameter '" + p.name() +
                              "' has no data in the plan (mtrun --init normal "
                              "starts it from scratch)");
-      std::ifstream in(p.data().file(), std::ios::binary);
+      std::string instead = p.trainable()
+                                ? "; or mtrun --init normal starts the model "
+                                  "from scratch"
+                                : "";
+      if (found == DataFound::Missing)
+        return Status::error("the weights of '" + p.name() + "': " + why +
+                             "; mtrun --model-dir DIR names where the model "
+                             "is now" +
+                             instead);
+      std::ifstream in(file, std::ios::binary | std::ios::ate);
       if (!in)
-        return Status::error(p.data().file() +
-                             ": cannot open the weights of '" + p.name() + "'" +
-                             (p.trainable()
-                                  ? " (mtrun --init normal starts the model "
-                                    "from scratch instead)"
-                                  : ""));
+        return Status::error(file + ": cannot open the weights of '" +
+                             p.name() + "'" + instead);
+      // The file's size is checked before the bytes are allocated.
+      uint64_t size = uint64_t(std::max<std::streamoff>(in.tellg(), 0));
+      if (p.data().offset() > size ||
+          p.data().length() > size - p.data().offset())
+        return Status::error(
+            file + ": too short for '" + p.name() + "' at offset " +
+            std::to_string(p.data().offset()) + " (" + std::to_string(size) +
+            " bytes, " + std::to_string(p.data().length()) + " needed)");
       std::vector<char> bytes(p.data().length());
       in.seekg(std::streamoff(p.data().offset()));
       if (!in.read(bytes.data(), std::streamsize(bytes.size())))
-        return Status::error(p.data().file() + ": too short for '" + p.name() +
-                             "' at offset " +
+        return Status::error(file + ": cannot read the weights of '" +
+                             p.name() + "' at offset " +
                              std::to_string(p.data().offset()));
       std::vector<float> master = toF32(bytes, p.data().dtype());
       if (Status st = backend.write(p.master(), master.data(),
@@ -682,6 +700,10 @@ int main(int argc, char **argv) {
   app.add_option("--seed", o.seed,
                  "Seed of --init (each weight's values depend on it and the "
                  "weight's name only)");
+  app.add_option("--model-dir", o.modelDirs,
+                 "Where the model's files are now, when they have moved "
+                 "away from the plan (repeatable; looked in first, then the "
+                 "folders the plan names relative to itself)");
   app.add_option("--disk", o.disk,
                  "Directory for the plan's disk tier (AdamW moments; default: "
                  "the one given to mtc --disk). Its files are unlinked at "

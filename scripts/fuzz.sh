@@ -20,7 +20,7 @@ fi
   -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-19/build/utils/lit/lit.py \
   -DPython3_EXECUTABLE=/usr/bin/python3 > "$build-configure.log" 2>&1 \
   || { cat "$build-configure.log"; exit 1; }
-targets=(plan safetensors tokens onnx)
+targets=(plan safetensors tokens paths onnx)
 cmake --build "$build" --target "${targets[@]/#/mt-fuzz-}"
 
 status=0

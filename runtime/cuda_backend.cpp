@@ -340,10 +340,12 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
     if (cudaHostRegister(bases_[i], size, cudaHostRegisterPortable) !=
         cudaSuccess) {
       cudaGetLastError(); // not sticky: the copies still work, pageable
-      std::fprintf(stderr,
-                   "mtrun: note: cannot page-lock arena '%s' (%.2f GiB); its "
-                   "copies run from pageable memory\n",
-                   plan.arenas(i).name().c_str(), gib(size));
+      char note[256];
+      std::snprintf(note, sizeof note,
+                    "cannot page-lock arena '%s' (%.2f GiB); its copies run "
+                    "from pageable memory",
+                    plan.arenas(i).name().c_str(), gib(size));
+      notes_.push_back(note);
       continue;
     }
     registered_.push_back(bases_[i]);
@@ -362,11 +364,13 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   cudaDeviceProp prop;
   if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
     return st;
-  std::fprintf(stderr,
-               "mtrun: cuda: %s; device arenas %.2f GiB + workspaces %.2f "
-               "GiB, pinned %.2f GiB\n",
-               prop.name, gib(arenaBytes), gib(deviceBytes - arenaBytes),
-               gib(pinnedBytes));
+  char note[512];
+  std::snprintf(note, sizeof note,
+                "cuda: %s; device arenas %.2f GiB + workspaces %.2f GiB, "
+                "pinned %.2f GiB",
+                prop.name, gib(arenaBytes), gib(deviceBytes - arenaBytes),
+                gib(pinnedBytes));
+  notes_.push_back(note);
   return Status::ok();
 }
 

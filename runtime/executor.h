@@ -65,6 +65,13 @@ public:
   /// Bytes that what was last written to DISK arenas occupies there (for
   /// compressed arenas; 0 when nothing was compressed).
   virtual uint64_t diskStoredBytes() const = 0;
+  /// What `allocate` found worth telling the user (the device it uses, a
+  /// slower path it fell back to), one sentence each, for the caller to
+  /// print: the runtime itself never writes to the terminal.
+  const std::vector<std::string> &notes() const { return notes_; }
+
+protected:
+  std::vector<std::string> notes_;
 };
 
 /// The CPU backend: arenas in host memory, DISK arenas as files in

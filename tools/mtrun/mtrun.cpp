@@ -795,6 +795,8 @@ int main(int argc, char **argv) {
     backend = makeCpuBackend(o.threads, diskDir);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
+  for (const std::string &note : backend->notes())
+    std::fprintf(stderr, "mtrun: note: %s\n", note.c_str());
   RunState state;
   if (Status st = loadParameters(plan, *backend, o, o.resume.empty()); !st)
     return fail(st.message());

@@ -89,6 +89,29 @@ LogicalResult ExecOp::verify() {
   return success();
 }
 
+// custom<EnumKeyword>: an enum attribute as its bare keyword
+// (`tier device`). The attributes' own format starts with a space, which
+// after the op's would print two.
+template <typename AttrT>
+static void printEnumKeyword(OpAsmPrinter &printer, Operation *, AttrT attr) {
+  printer << stringifyEnum(attr.getValue());
+}
+
+template <typename AttrT>
+static ParseResult parseEnumKeyword(OpAsmParser &parser, AttrT &attr) {
+  using EnumT = decltype(std::declval<AttrT>().getValue());
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
+  if (!value)
+    return parser.emitError(loc)
+           << "unknown " << AttrT::getMnemonic() << " '" << keyword << "'";
+  attr = AttrT::get(parser.getContext(), *value);
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Sched/IR/SchedOps.cpp.inc"
 

@@ -174,14 +174,14 @@ def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let description = "`sched.arena @device tier <device> size 4096`";
   let arguments = (ins SymbolNameAttr:$sym_name, Sched_TierAttr:$tier, I64Attr:$size,
                    OptionalAttr<Sched_DiskFormatAttr>:$disk_format);
-  let assemblyFormat = "$sym_name `tier` $tier `size` $size attr-dict";
+  let assemblyFormat = "$sym_name `tier` custom<EnumKeyword>($tier) `size` $size attr-dict";
 }
 
 def Sched_StreamOp : Sched_Op<"stream", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "An in-order queue of ops";
   let description = "`sched.stream @compute kind <compute>`";
   let arguments = (ins SymbolNameAttr:$sym_name, Sched_StreamKindAttr:$kind);
-  let assemblyFormat = "$sym_name `kind` $kind attr-dict";
+  let assemblyFormat = "$sym_name `kind` custom<EnumKeyword>($kind) attr-dict";
 }
 
 def Sched_BufferOp : Sched_Op<"buffer", [Pure, HasParent<"ProgramOp">]> {
@@ -224,7 +224,7 @@ def Sched_InputOp : Sched_Op<"input", [HasParent<"ProgramOp">]> {
   let summary = "A graph input filled with token ids for each micro-batch";
   let description = "`sched.input \"input_ids\" role <tokens> (%ids) : !sched.buffer<tensor<2x16xi64>>`";
   let arguments = (ins StrAttr:$name, Sched_RoleAttr:$role, Sched_BufferType:$buffer);
-  let assemblyFormat = "$name `role` $role `(` $buffer `)` attr-dict `:` type($buffer)";
+  let assemblyFormat = "$name `role` custom<EnumKeyword>($role) `(` $buffer `)` attr-dict `:` type($buffer)";
 }
 
 def Sched_LossOp : Sched_Op<"loss", [HasParent<"ProgramOp">]> {
@@ -240,7 +240,7 @@ def Sched_PhaseOp : Sched_Op<"phase", [HasParent<"ProgramOp">, NoTerminator,
   let description = "`sched.phase <micro_batch> { ... }`";
   let arguments = (ins Sched_PhaseKindAttr:$kind);
   let regions = (region SizedRegion<1>:$body);
-  let assemblyFormat = "$kind attr-dict-with-keyword $body";
+  let assemblyFormat = "custom<EnumKeyword>($kind) attr-dict-with-keyword $body";
 }
 
 def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegments,
@@ -266,7 +266,7 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
                    UnitAttr:$last_micro_batch);
   let results = (outs Sched_TokenType:$done);
   let assemblyFormat = [{
-    $kernel (`ins` `(` $ins^ `)`)? (`outs` `(` $outs^ `)`)? `on` $stream
+    custom<EnumKeyword>($kernel) (`ins` `(` $ins^ `)`)? (`outs` `(` $outs^ `)`)? `on` $stream
     (`after` `(` $waits^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;

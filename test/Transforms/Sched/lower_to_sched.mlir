@@ -11,51 +11,51 @@
 // its accumulator on the optimizer stream; AdamW ends the step.
 // CHECK-LABEL: sched.program
 // CHECK-SAME: batch = 2 : i64, compute_dtype = f32, grad_accum = 1 : i64
-// CHECK-DAG: sched.arena @device tier  device
-// CHECK-DAG: sched.stream @compute kind  compute
-// CHECK-DAG: sched.stream @d2h kind  device_to_host
+// CHECK-DAG: sched.arena @device tier device
+// CHECK-DAG: sched.stream @compute kind compute
+// CHECK-DAG: sched.stream @d2h kind device_to_host
 // CHECK-DAG: %[[W:.+]] = sched.buffer "emb" in @host at -1 : <tensor<16x8xf32>>
 // CHECK-DAG: %[[G:.+]] = sched.buffer "emb.grad" in @host
 // CHECK-DAG: %[[WD:.+]] = sched.buffer "emb.device" in @device
 // CHECK-DAG: sched.parameter "emb" master(%[[W]]) state(%[[G]], %{{.*}}, %{{.*}}) {file = "m.onnx", length = 512 : i64, offset = 64 : i64}
-// CHECK-DAG: sched.input "ids" role  tokens
-// CHECK-DAG: sched.input "t" role  targets
-// CHECK: sched.phase  step_begin
-// CHECK: sched.exec  copy_to_device ins(%[[W]]) outs(%[[WD]]) on @h2d
-// CHECK: sched.exec  fill outs(%[[G]]) on @optimizer
-// CHECK: sched.phase  micro_batch
-// CHECK: sched.exec  embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute
-// CHECK: %[[T:.+]] = sched.exec  embedding_grad
-// CHECK: %[[C:.+]] = sched.exec  copy_to_host {{.*}} on @d2h after(%[[T]])
-// CHECK: sched.exec  accumulate {{.*}} outs(%[[G]]) on @optimizer after(%[[C]])
-// CHECK: sched.phase  step_end
-// CHECK: sched.exec  adamw ins(%[[G]]) outs(%[[W]], {{.*}}) on @optimizer
+// CHECK-DAG: sched.input "ids" role tokens
+// CHECK-DAG: sched.input "t" role targets
+// CHECK: sched.phase step_begin
+// CHECK: sched.exec copy_to_device ins(%[[W]]) outs(%[[WD]]) on @h2d
+// CHECK: sched.exec fill outs(%[[G]]) on @optimizer
+// CHECK: sched.phase micro_batch
+// CHECK: sched.exec embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute
+// CHECK: %[[T:.+]] = sched.exec embedding_grad
+// CHECK: %[[C:.+]] = sched.exec copy_to_host {{.*}} on @d2h after(%[[T]])
+// CHECK: sched.exec accumulate {{.*}} outs(%[[G]]) on @optimizer after(%[[C]])
+// CHECK: sched.phase step_end
+// CHECK: sched.exec adamw ins(%[[G]]) outs(%[[W]], {{.*}}) on @optimizer
 // CHECK-NOT: func.func
 // With the optimizer overlapped, AdamW follows the accumulation in the
 // micro-batch, in its last repetition only, and step_end is empty.
 // OVERLAP: optimizer_overlap = #sched<overlap backward>
-// OVERLAP: sched.phase  micro_batch
-// OVERLAP: %[[A:.+]] = sched.exec  accumulate
-// OVERLAP-NEXT: sched.exec  adamw {{.*}} on @optimizer after(%[[A]]) {{{.*}}last_micro_batch
-// OVERLAP: sched.phase  step_end {
+// OVERLAP: sched.phase micro_batch
+// OVERLAP: %[[A:.+]] = sched.exec accumulate
+// OVERLAP-NEXT: sched.exec adamw {{.*}} on @optimizer after(%[[A]]) {{{.*}}last_micro_batch
+// OVERLAP: sched.phase step_end {
 // OVERLAP-NEXT: }
 // With next-forward overlap, the first micro-batch of a step begins with
 // each weight's update from the previous step, the reset of its gradient
 // accumulator and its copy to the device, which waits for the update; the
 // forward waits for the copy; the finish phase applies the last update.
 // NEXT: optimizer_overlap = #sched<overlap next_forward>
-// NEXT: sched.phase  step_begin {
+// NEXT: sched.phase step_begin {
 // NEXT-NEXT: }
-// NEXT: sched.phase  micro_batch {
-// NEXT-NEXT: %[[U:.+]] = sched.exec  adamw ins(%[[G:.+]]) outs(%[[W:.+]], %{{.*}}, %{{.*}}) on @optimizer {{{.*}}first_micro_batch
-// NEXT-NEXT: sched.exec  fill outs(%[[G]]) on @optimizer {{{.*}}first_micro_batch
-// NEXT-NEXT: %[[C:.+]] = sched.exec  copy_to_device ins(%[[W]]) outs(%[[WD:.+]]) on @h2d after(%[[U]]) {{{.*}}first_micro_batch
-// NEXT-NEXT: sched.exec  embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute after(%[[C]])
-// NEXT: sched.exec  accumulate {{.*}} outs(%[[G]]) on @optimizer
-// NEXT: sched.phase  step_end {
+// NEXT: sched.phase micro_batch {
+// NEXT-NEXT: %[[U:.+]] = sched.exec adamw ins(%[[G:.+]]) outs(%[[W:.+]], %{{.*}}, %{{.*}}) on @optimizer {{{.*}}first_micro_batch
+// NEXT-NEXT: sched.exec fill outs(%[[G]]) on @optimizer {{{.*}}first_micro_batch
+// NEXT-NEXT: %[[C:.+]] = sched.exec copy_to_device ins(%[[W]]) outs(%[[WD:.+]]) on @h2d after(%[[U]]) {{{.*}}first_micro_batch
+// NEXT-NEXT: sched.exec embedding ins(%[[WD]], %{{.*}}) outs(%{{.*}}) on @compute after(%[[C]])
+// NEXT: sched.exec accumulate {{.*}} outs(%[[G]]) on @optimizer
+// NEXT: sched.phase step_end {
 // NEXT-NEXT: }
-// NEXT: sched.phase  finish {
-// NEXT-NEXT: sched.exec  adamw ins(%[[G]]) outs(%[[W]], %{{.*}}, %{{.*}}) on @optimizer
+// NEXT: sched.phase finish {
+// NEXT-NEXT: sched.exec adamw ins(%[[G]]) outs(%[[W]], %{{.*}}, %{{.*}}) on @optimizer
 // 8-bit moments (opt-in, lossy): int8 and uint8 with one f32 scale per 256
 // elements each, all updated by the AdamW op.
 // Q8-DAG: %[[M:.+]] = sched.buffer "emb.exp_avg" in @host at -1 : <tensor<16x8xsi8>>
@@ -63,7 +63,7 @@
 // Q8-DAG: %[[MS:.+]] = sched.buffer "emb.exp_avg.scale" in @host at -1 : <tensor<1xf32>>
 // Q8-DAG: %[[VS:.+]] = sched.buffer "emb.exp_avg_sq.scale" in @host at -1 : <tensor<1xf32>>
 // Q8: sched.parameter "emb" master(%{{.*}}) state(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]])
-// Q8: sched.exec  adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
+// Q8: sched.exec adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
 // With bf16 compute the device copy is bf16 and is copied from a bf16 copy
 // in pinned memory (half the bytes over the link), which the optimizer
 // stream converts from the master right after each update.
@@ -72,10 +72,10 @@
 // BF16-DAG: %[[C:.+]] = sched.buffer "emb.compute" in @host_pinned at -1 : <tensor<16x8xbf16>>
 // BF16-DAG: %[[D:.+]] = sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
 // BF16-DAG: sched.parameter "emb" master(%[[W]]) state({{.*}}) compute(%[[C]])
-// BF16: sched.exec  copy_to_device ins(%[[C]]) outs(%[[D]]) on @h2d {bytes = 256 : i64}
-// BF16: sched.phase  step_end
-// BF16-NEXT: sched.exec  adamw ins(%{{.*}}) outs(%[[W]], {{.*}}) on @optimizer
-// BF16-NEXT: sched.exec  copy ins(%[[W]]) outs(%[[C]]) on @optimizer
+// BF16: sched.exec copy_to_device ins(%[[C]]) outs(%[[D]]) on @h2d {bytes = 256 : i64}
+// BF16: sched.phase step_end
+// BF16-NEXT: sched.exec adamw ins(%{{.*}}) outs(%[[W]], {{.*}}) on @optimizer
+// BF16-NEXT: sched.exec copy ins(%[[W]]) outs(%[[C]]) on @optimizer
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}) {

@@ -8,10 +8,10 @@
 // CHECK-DAG: %[[H:.+]] = sched.buffer "h" in @device
 // CHECK-DAG: %[[HOST:.+]] = sched.buffer "h.host" in @host_pinned
 // CHECK-DAG: %[[BACK:.+]] = sched.buffer "h.bwd" in @device
-// CHECK: %[[F:.+]] = sched.exec  neg ins(%[[H]]) outs(%{{.*}}) on @compute
-// CHECK-NEXT: %[[OUT:.+]] = sched.exec  copy_to_host ins(%[[H]]) outs(%[[HOST]]) on @d2h after(%[[F]])
-// CHECK: %[[IN:.+]] = sched.exec  copy_to_device ins(%[[HOST]]) outs(%[[BACK]]) on @h2d after(%[[OUT]])
-// CHECK-NEXT: sched.exec  neg ins(%[[BACK]]) outs(%{{.*}}) on @compute after(%[[IN]])
+// CHECK: %[[F:.+]] = sched.exec neg ins(%[[H]]) outs(%{{.*}}) on @compute
+// CHECK-NEXT: %[[OUT:.+]] = sched.exec copy_to_host ins(%[[H]]) outs(%[[HOST]]) on @d2h after(%[[F]])
+// CHECK: %[[IN:.+]] = sched.exec copy_to_device ins(%[[HOST]]) outs(%[[BACK]]) on @h2d after(%[[OUT]])
+// CHECK-NEXT: sched.exec neg ins(%[[BACK]]) outs(%{{.*}}) on @compute after(%[[IN]])
 // A gap below min-gap is not worth two copies.
 // GAP-NOT: copy_to_host
 sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {

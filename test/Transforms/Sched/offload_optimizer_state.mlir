@@ -7,19 +7,19 @@
 // buffers on the disk_io stream first and writes them back after, keeping
 // its first/last micro-batch flag; with lookahead 1 the second update's
 // reads are issued before the first update, so the disk reads ahead.
-// CHECK: sched.arena @disk tier  disk size 0 {disk_format = #sched<disk_format shuffle_zstd>}
-// CHECK: sched.arena @host_stage tier  host size 0
-// CHECK: sched.stream @disk_io kind  disk_io
+// CHECK: sched.arena @disk tier disk size 0 {disk_format = #sched<disk_format shuffle_zstd>}
+// CHECK: sched.arena @host_stage tier host size 0
+// CHECK: sched.stream @disk_io kind disk_io
 // CHECK-DAG: %[[WM:.+]] = sched.buffer "w.exp_avg" in @disk
 // CHECK-DAG: %[[WV:.+]] = sched.buffer "w.exp_avg_sq" in @disk
 // CHECK-DAG: %[[UM:.+]] = sched.buffer "u.exp_avg" in @disk
-// CHECK: sched.phase  micro_batch {
-// CHECK-NEXT: %[[R1:.+]] = sched.exec  read_disk ins(%[[WM]]) outs(%[[S1:.+]]) on @disk_io {{{.*}}last_micro_batch
-// CHECK-NEXT: %[[R2:.+]] = sched.exec  read_disk ins(%[[WV]]) outs(%[[S2:.+]]) on @disk_io {{{.*}}last_micro_batch
-// CHECK-NEXT: %[[A:.+]] = sched.exec  adamw ins(%{{.*}}) outs(%{{.*}}, %[[S1]], %[[S2]]) on @optimizer after(%[[R1]], %[[R2]]) {last_micro_batch}
-// CHECK-NEXT: sched.exec  write_disk ins(%[[S1]]) outs(%[[WM]]) on @disk_io after(%[[A]]) {{{.*}}last_micro_batch
-// CHECK-NEXT: sched.exec  write_disk ins(%[[S2]]) outs(%[[WV]]) on @disk_io after(%[[A]]) {{{.*}}last_micro_batch
-// CHECK: sched.phase  step_end {
+// CHECK: sched.phase micro_batch {
+// CHECK-NEXT: %[[R1:.+]] = sched.exec read_disk ins(%[[WM]]) outs(%[[S1:.+]]) on @disk_io {{{.*}}last_micro_batch
+// CHECK-NEXT: %[[R2:.+]] = sched.exec read_disk ins(%[[WV]]) outs(%[[S2:.+]]) on @disk_io {{{.*}}last_micro_batch
+// CHECK-NEXT: %[[A:.+]] = sched.exec adamw ins(%{{.*}}) outs(%{{.*}}, %[[S1]], %[[S2]]) on @optimizer after(%[[R1]], %[[R2]]) {last_micro_batch}
+// CHECK-NEXT: sched.exec write_disk ins(%[[S1]]) outs(%[[WM]]) on @disk_io after(%[[A]]) {{{.*}}last_micro_batch
+// CHECK-NEXT: sched.exec write_disk ins(%[[S2]]) outs(%[[WV]]) on @disk_io after(%[[A]]) {{{.*}}last_micro_batch
+// CHECK: sched.phase step_end {
 // CHECK-NEXT: read_disk ins(%[[WM]])
 // CHECK-NEXT: read_disk ins(%[[WV]])
 // CHECK-NEXT: read_disk ins(%[[UM]])
@@ -35,11 +35,11 @@
 // update ahead holds two weights' moments (256 bytes), reading none ahead
 // one (128), and then the second update's reads wait for the first update
 // to be done with the bytes they reuse.
-// AHEAD: sched.arena @disk tier  disk size 256
-// AHEAD: sched.arena @host_stage tier  host size 256
-// WINDOW: sched.arena @host_stage tier  host size 128
-// WINDOW: sched.phase  step_end {
-// WINDOW: %[[A:.+]] = sched.exec  adamw
+// AHEAD: sched.arena @disk tier disk size 256
+// AHEAD: sched.arena @host_stage tier host size 256
+// WINDOW: sched.arena @host_stage tier host size 128
+// WINDOW: sched.phase step_end {
+// WINDOW: %[[A:.+]] = sched.exec adamw
 // WINDOW: read_disk {{.*}} after(%[[A]])
 
 // BAD: the disk format must be raw or shuffle-zstd, got 'lz4'

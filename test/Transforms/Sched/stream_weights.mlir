@@ -8,23 +8,23 @@
 // CHECK: %[[FWD:.+]] = sched.buffer "w.device.fwd" in @device
 // CHECK: %[[BWD:.+]] = sched.buffer "w.device.bwd" in @device
 // CHECK-NOT: sched.buffer "w.device" in
-// CHECK: sched.phase  step_begin {
+// CHECK: sched.phase step_begin {
 // CHECK-NEXT: }
-// CHECK: sched.phase  micro_batch {
-// CHECK-NEXT: %[[C1:.+]] = sched.exec  copy_to_device ins(%{{.*}}) outs(%[[FWD]]) on @h2d
-// CHECK-NEXT: sched.exec  linear ins(%{{.*}}, %[[FWD]]) outs(%{{.*}}) on @compute after(%[[C1]])
-// CHECK-NEXT: sched.exec  copy_to_device
-// CHECK-NEXT: sched.exec  linear
-// CHECK-NEXT: %[[C2:.+]] = sched.exec  copy_to_device ins(%{{.*}}) outs(%[[BWD]]) on @h2d
-// CHECK-NEXT: sched.exec  linear_grad ins(%{{.*}}, %[[BWD]], %{{.*}}) outs(%{{.*}}, %{{.*}}) on @compute after(%[[C2]])
+// CHECK: sched.phase micro_batch {
+// CHECK-NEXT: %[[C1:.+]] = sched.exec copy_to_device ins(%{{.*}}) outs(%[[FWD]]) on @h2d
+// CHECK-NEXT: sched.exec linear ins(%{{.*}}, %[[FWD]]) outs(%{{.*}}) on @compute after(%[[C1]])
+// CHECK-NEXT: sched.exec copy_to_device
+// CHECK-NEXT: sched.exec linear
+// CHECK-NEXT: %[[C2:.+]] = sched.exec copy_to_device ins(%{{.*}}) outs(%[[BWD]]) on @h2d
+// CHECK-NEXT: sched.exec linear_grad ins(%{{.*}}, %[[BWD]], %{{.*}}) outs(%{{.*}}, %{{.*}}) on @compute after(%[[C2]])
 // With lookahead 1, each copy is issued where the previous weight region
 // starts: the backward copy of %w right before the forward use of %v.
-// AHEAD: sched.phase  micro_batch {
+// AHEAD: sched.phase micro_batch {
 // AHEAD-NEXT: copy_to_device {{.*}}outs(%{{.*}}) on @h2d
 // AHEAD-NEXT: copy_to_device
-// AHEAD-NEXT: sched.exec  linear
+// AHEAD-NEXT: sched.exec linear
 // AHEAD-NEXT: copy_to_device
-// AHEAD-NEXT: sched.exec  linear
+// AHEAD-NEXT: sched.exec linear
 sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
   sched.arena @device tier device size 0
   sched.arena @host tier host size 0
@@ -57,13 +57,13 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
 // update in its place; the reader that waited for the old copy now waits
 // for its own.
 // NEXT: sched.buffer "w.grad"
-// NEXT: sched.phase  micro_batch {
-// NEXT-NEXT: %[[U:.+]] = sched.exec  adamw {{.*}}first_micro_batch
-// NEXT-NEXT: %[[C1:.+]] = sched.exec  copy_to_device ins(%{{.*}}) outs(%[[FWD:.+]]) on @h2d after(%[[U]])
+// NEXT: sched.phase micro_batch {
+// NEXT-NEXT: %[[U:.+]] = sched.exec adamw {{.*}}first_micro_batch
+// NEXT-NEXT: %[[C1:.+]] = sched.exec copy_to_device ins(%{{.*}}) outs(%[[FWD:.+]]) on @h2d after(%[[U]])
 // NEXT-NOT: first_micro_batch
-// NEXT-NEXT: sched.exec  linear ins(%{{.*}}, %[[FWD]]) outs(%{{.*}}) on @compute after(%[[C1]])
-// NEXT-NEXT: %[[C2:.+]] = sched.exec  copy_to_device ins(%{{.*}}) outs(%[[BWD:.+]]) on @h2d after(%[[U]])
-// NEXT-NEXT: sched.exec  linear_grad ins(%{{.*}}, %[[BWD]], %{{.*}}) outs(%{{.*}}, %{{.*}}) on @compute after(%[[C2]])
+// NEXT-NEXT: sched.exec linear ins(%{{.*}}, %[[FWD]]) outs(%{{.*}}) on @compute after(%[[C1]])
+// NEXT-NEXT: %[[C2:.+]] = sched.exec copy_to_device ins(%{{.*}}) outs(%[[BWD:.+]]) on @h2d after(%[[U]])
+// NEXT-NEXT: sched.exec linear_grad ins(%{{.*}}, %[[BWD]], %{{.*}}) outs(%{{.*}}, %{{.*}}) on @compute after(%[[C2]])
 sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
   sched.arena @device tier device size 0
   sched.arena @host tier host size 0

@@ -32,6 +32,18 @@ int main(int argc, char **argv) {
   app.add_option("--head-dim", headDim);
   app.add_option("--repeat", repeat)->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  // Shapes of a real model: every dim at least 1, heads a multiple of the
+  // KV heads, head dims the kernels take, and tensors below 2^31 elements.
+  if (batch < 1 || seq < 1 || heads < 1 || kvHeads < 1 || headDim < 1 ||
+      heads % kvHeads || headDim > 256 ||
+      double(batch) * double(seq) * double(heads) * double(headDim) >= 2.1e9) {
+    std::fprintf(stderr,
+                 "mt-bench-attention: --batch, --seq, --heads, --kv-heads and "
+                 "--head-dim must be at least 1, --heads a multiple of "
+                 "--kv-heads, --head-dim at most 256, and batch x seq x heads "
+                 "x head-dim below 2^31\n");
+    return 1;
+  }
   std::string why;
   if (!mt::runtime::cudaDeviceUsable(&why)) {
     std::fprintf(stderr, "mt-bench-attention: %s\n", why.c_str());

@@ -53,11 +53,26 @@ double triad(int64_t n, int threads) {
 int main(int argc, char **argv) {
   int64_t params = int64_t(64) << 20;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--params"))
-      params = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
+  // --params N (1 to 2^34: four fp32 arrays of N must fit in memory) and
+  // --threads T (1 to 4096); anything else is refused.
+  for (int i = 1; i < argc; i += 2) {
+    char *end = nullptr;
+    long long value = i + 1 < argc ? std::strtoll(argv[i + 1], &end, 10) : 0;
+    bool number = i + 1 < argc && end != argv[i + 1] && !*end;
+    if (!std::strcmp(argv[i], "--params") && number && value >= 1 &&
+        value <= (1ll << 34)) {
+      params = value;
+    } else if (!std::strcmp(argv[i], "--threads") && number && value >= 1 &&
+               value <= 4096) {
+      threads = int(value);
+    } else {
+      std::fprintf(stderr,
+                   "mt-bench-adamw: expected --params N (1 "
+                   "to 2^34) and --threads T (1 to 4096), got '%s%s%s'\n",
+                   argv[i], i + 1 < argc ? " " : "",
+                   i + 1 < argc ? argv[i + 1] : "");
+      return 1;
+    }
   }
   std::vector<float> p(params, 0.5f), g(params, 0.01f), m(params, 0.0f),
       v(params, 0.0f);

@@ -28,4 +28,4 @@ if shutil.which("clang-format"):
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()
 tool_dirs = [config.mt_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["mt-opt", "mtc", "mtrun", "mt-inspect", "FileCheck", "not", "count", "mlir-tblgen"], tool_dirs)
+llvm_config.add_tool_substitutions(["mt-opt", "mtc", "mtrun", "mt-inspect", "FileCheck", "not", "count", "mlir-tblgen", "mt-bench-adamw"], tool_dirs)

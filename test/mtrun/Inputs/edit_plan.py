@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Rewrites a plan file the way a hostile or broken one would be, for the
+tests of what mtrun refuses (the plan's Python classes come from protoc).
+
+  edit_plan.py PROTO PLAN OUT EDIT
+
+EDIT:
+  cycle        an op of the micro-batch phase also waits on a token that
+               a later op (on another stream, waiting on it) signals
+  data=NAME    the first parameter with data names NAME as its file
+"""
+import importlib
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+
+proto, plan_path, out_path, edit = sys.argv[1:5]
+gen = tempfile.mkdtemp()
+subprocess.run(["protoc", "-I", os.path.dirname(proto), "--python_out", gen,
+                proto], check=True)
+sys.path.insert(0, gen)
+pb = importlib.import_module("plan_pb2")
+
+data = open(plan_path, "rb").read()
+plan = pb.Plan()
+plan.ParseFromString(data[20:])
+
+if edit == "cycle":
+    phase = next(p for p in plan.phases if p.kind == pb.MICRO_BATCH)
+    signaller = {t: i for i, op in enumerate(phase.ops) for t in op.signals}
+    # The first op j that waits on an earlier op i of another stream.
+    i, j = next((signaller[t], j) for j, op in enumerate(phase.ops)
+                for t in op.waits
+                if phase.ops[signaller[t]].stream != op.stream)
+    token = plan.num_tokens
+    plan.num_tokens += 1
+    phase.ops[j].signals.append(token)
+    phase.ops[i].waits.append(token)
+    print(f"op {i} now waits on token {token}, which op {j} signals")
+elif edit.startswith("data="):
+    p = next(p for p in plan.parameters if p.data.file)
+    p.data.file = edit[len("data="):]
+else:
+    sys.exit(f"unknown edit {edit}")
+
+payload = plan.SerializeToString()
+with open(out_path, "wb") as f:
+    f.write(b"MTPLAN01" + struct.pack("<QI", len(payload),
+                                      zlib.crc32(payload)) + payload)

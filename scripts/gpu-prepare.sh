@@ -33,8 +33,9 @@ cp test/mtrun/Inputs/check_losses.py "$out/"
 # PyTorch's side of the benchmark, in case ../shared does not travel.
 cp "$shared/bench/torch_reference.py" "$out/"
 
-# name | model | data | mtc options. Plans read weights by the model's path
-# relative to the repository root, where bench/gpu.sh runs.
+# name | model | data | mtc options. Plans find their models' weights
+# relative to themselves (the copies in $out, the repository's examples), so
+# they run wherever the tree and the carried folder land together.
 hf="--lr 1e-3 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1"
 cases=(
   "hf_f32|$out/llama-hf/model.onnx|hf.u16|"

@@ -720,17 +720,14 @@ int main(int argc, char **argv) {
   // dynamic.
   bool splittable = false;
   if (suggest) {
+    // The model itself must compile (with the user's batch): its errors
+    // are reported as such, not as 48 skipped candidates.
+    if (!compile(context, options, Emit::Mlir, chosen, timing))
+      return 1;
     auto fixed = mt::fixedBatchOf(context, inputPath);
     if (failed(fixed))
       return 1;
     splittable = !fixed->has_value();
-    if (!splittable && batch && batch != **fixed) {
-      errs() << "mtc: error: " << inputPath << ": the model fixes the batch "
-             << "at " << **fixed << " but --batch " << int64_t(batch)
-             << " was given; re-export the model with a dynamic batch or "
-                "drop the flag\n";
-      return 1;
-    }
     if (!splittable && batch > 1)
       errs() << "mtc: note: the model fixes the batch at " << **fixed
              << ", so --suggest does not split it into micro-batches\n";
@@ -761,8 +758,9 @@ int main(int argc, char **argv) {
   for (const Schedule &c : candidates) {
     mt::ImportOptions o = options;
     o.batch = c.batch;
-    // With --suggest, a candidate that does not compile is skipped with its
-    // reason (the first error), and the search goes on.
+    // With --suggest, a candidate that does not compile (a split batch the
+    // model's shapes refuse) is skipped with its reason (the first error),
+    // and the search goes on.
     std::string failure;
     std::optional<mlir::ScopedDiagnosticHandler> capture;
     if (suggest)

@@ -703,7 +703,8 @@ int main(int argc, char **argv) {
   app.add_option("--model-dir", o.modelDirs,
                  "Where the model's files are now, when they have moved "
                  "away from the plan (repeatable; looked in first, then the "
-                 "folders the plan names relative to itself)");
+                 "folders the plan names relative to itself)")
+      ->allow_extra_args(false);
   app.add_option("--disk", o.disk,
                  "Directory for the plan's disk tier (AdamW moments; default: "
                  "the one given to mtc --disk). Its files are unlinked at "

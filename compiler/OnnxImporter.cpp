@@ -428,7 +428,8 @@ Importer::externalData(const onnx::TensorProto &t, int64_t defaultLength,
   // A graph exported without its weights names files that do not exist:
   // mtrun checks again when it reads them (--init normal starts without).
   std::string resolved, why;
-  if (runtime::resolveInside(baseDir, ref.path, resolved, why) ==
+  if (runtime::resolveInside(baseDir, ref.path, resolved, why,
+                             runtime::realFolderOf(file)) ==
       runtime::Resolved::Refused)
     return fileError() << what << " '" << t.name()
                        << "': external data location '" << ref.path

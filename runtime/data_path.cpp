@@ -40,7 +40,8 @@ std::string whyNotInside(const std::string &name) {
 }
 
 Resolved resolveInside(const std::string &dir, const std::string &name,
-                       std::string &out, std::string &why) {
+                       std::string &out, std::string &why,
+                       const std::string &alsoInside) {
   why = whyNotInside(name);
   if (!why.empty())
     return Resolved::Refused;
@@ -56,13 +57,25 @@ Resolved resolveInside(const std::string &dir, const std::string &name,
     why = "'" + joined + "' does not exist";
     return Resolved::Missing;
   }
-  std::string prefix = realDir == "/" ? realDir : realDir + "/";
-  if (realFile.compare(0, prefix.size(), prefix) != 0) {
-    why = "it leads out of '" + base + "' (to '" + realFile +
-          "', through a symbolic link)";
-    return Resolved::Refused;
-  }
-  return Resolved::Inside;
+  auto under = [&](const std::string &folder) {
+    if (folder.empty())
+      return false;
+    std::string prefix = folder == "/" ? folder : folder + "/";
+    return realFile.compare(0, prefix.size(), prefix) == 0;
+  };
+  if (under(realDir) || under(alsoInside.empty() ? "" : realPath(alsoInside)))
+    return Resolved::Inside;
+  why = "it leads out of '" + base + "' (to '" + realFile +
+        "', through a symbolic link)";
+  return Resolved::Refused;
+}
+
+std::string realFolderOf(const std::string &path) {
+  std::string real = realPath(path);
+  size_t slash = real.rfind('/');
+  return slash == std::string::npos ? ""
+         : slash == 0               ? "/"
+                                    : real.substr(0, slash);
 }
 
 } // namespace mt::runtime

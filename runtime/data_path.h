@@ -26,11 +26,22 @@ enum class Resolved {
 };
 
 /// Resolves `name` against the folder `dir`: Refused when `name` fails
-/// whyNotInside or when its real path (every symlink followed) is not
-/// inside the real path of `dir`; Missing when it does not exist; else
-/// Inside. Unless Refused, `out` is dir/name; `why` says what is wrong.
+/// whyNotInside or when its real path (every symlink followed) is inside
+/// neither the real path of `dir` nor, when given, the real path of
+/// `alsoInside`; Missing when it does not exist; else Inside. Unless
+/// Refused, `out` is dir/name; `why` says what is wrong.
+///
+/// `alsoInside` is the folder where the file that names `name` (the model,
+/// the index) really is, when it is itself a link: a Hugging Face cache's
+/// snapshot folder holds links into the repository's blobs folder, and so
+/// do the files that model names.
 Resolved resolveInside(const std::string &dir, const std::string &name,
-                       std::string &out, std::string &why);
+                       std::string &out, std::string &why,
+                       const std::string &alsoInside = "");
+
+/// The folder the file `path` really is in (symlinks followed), or "" when
+/// it does not exist: the `alsoInside` of the files it names.
+std::string realFolderOf(const std::string &path);
 
 } // namespace mt::runtime
 

@@ -540,8 +540,10 @@ Status validatePlan(const plan::Plan &plan, const std::string &path) {
 void relocateData(plan::Plan &plan, const std::string &planPath) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  // Both ends as real paths, so that ".." steps mean what the file system
+  // makes of them.
   fs::path planDir =
-      fs::absolute(planPath, ec).lexically_normal().parent_path();
+      fs::weakly_canonical(fs::absolute(planPath, ec).parent_path(), ec);
   auto fromPlan = [&](const fs::path &abs) {
     fs::path rel = abs.lexically_relative(planDir);
     return rel.empty() ? abs.string() : rel.string();
@@ -552,7 +554,12 @@ void relocateData(plan::Plan &plan, const std::string &planPath) {
     plan::DataRef *d = p.mutable_data();
     if (d->file().empty())
       continue;
-    fs::path file = fs::absolute(d->file(), ec).lexically_normal();
+    // The file's real place, when it exists: a link the importer accepted
+    // (a Hugging Face cache's snapshot links into its blobs) is recorded
+    // as what it leads to, which mtrun then finds inside its own folder.
+    fs::path file = fs::weakly_canonical(fs::absolute(d->file(), ec), ec);
+    if (ec)
+      file = fs::absolute(d->file(), ec).lexically_normal();
     std::string dir = fromPlan(file.parent_path());
     auto [it, added] = dirs.emplace(dir, uint32_t(dirs.size()));
     if (added)
@@ -561,7 +568,8 @@ void relocateData(plan::Plan &plan, const std::string &planPath) {
     d->set_file(file.filename().string());
   }
   if (!plan.model().empty())
-    plan.set_model(fromPlan(fs::absolute(plan.model(), ec).lexically_normal()));
+    plan.set_model(
+        fromPlan(fs::weakly_canonical(fs::absolute(plan.model(), ec), ec)));
 }
 
 DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,

@@ -45,8 +45,8 @@ Status validatePlan(const plan::Plan &plan, const std::string &path);
 
 /// Rewrites the data locations mtc found (absolute files) relative to the
 /// folder of `planPath`, where the plan is about to be written: each
-/// parameter's file becomes a file name in one of `data_dirs`, and `model`
-/// the model's path from there. Lexical: nothing is read.
+/// parameter's file (where it really is, links followed) becomes a file
+/// name in one of `data_dirs`, and `model` the model's path from there.
 void relocateData(plan::Plan &plan, const std::string &planPath);
 
 /// Where parameter `p`'s data file is now: the first of each folder of

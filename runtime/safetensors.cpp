@@ -43,6 +43,7 @@ Status parseSafetensorsIndex(const std::string &text,
   std::string dir =
       slash == std::string::npos ? "." : indexPath.substr(0, slash + 1);
   std::set<std::string> files;
+  std::string realDir = realFolderOf(indexPath);
   for (auto &[name, shard] : index["weight_map"].items()) {
     if (!shard.is_string())
       return Status::error(indexPath + ": weight_map['" + name +
@@ -50,7 +51,7 @@ Status parseSafetensorsIndex(const std::string &text,
     std::string file = shard.get<std::string>(), resolved, why;
     if (files.count(file))
       continue;
-    switch (resolveInside(dir, file, resolved, why)) {
+    switch (resolveInside(dir, file, resolved, why, realDir)) {
     case Resolved::Inside:
       files.insert(file);
       shards.push_back(resolved);

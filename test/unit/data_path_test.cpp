@@ -65,6 +65,32 @@ TEST(DataPath, SymlinksAreFollowedToWhereTheyLead) {
             Resolved::Missing);
 }
 
+TEST(DataPath, AHuggingFaceCacheLinksIntoItsBlobs) {
+  // snapshots/rev/{m.index.json, w.safetensors} are links into blobs/; the
+  // index's real folder is blobs/, so its shards may be there, but a link
+  // to anywhere else is still refused.
+  fs::path root = makeTree("cache");
+  fs::create_directories(root / "cache" / "blobs");
+  fs::create_directories(root / "cache" / "snapshots" / "rev");
+  std::ofstream(root / "cache" / "blobs" / "idx") << "{}";
+  std::ofstream(root / "cache" / "blobs" / "w1") << "w";
+  fs::path rev = root / "cache" / "snapshots" / "rev";
+  fs::create_symlink("../../blobs/idx", rev / "m.index.json");
+  fs::create_symlink("../../blobs/w1", rev / "w.safetensors");
+  fs::create_symlink(root / "outside" / "secret.bin", rev / "x.safetensors");
+  std::string index = (rev / "m.index.json").string();
+  std::vector<std::string> shards;
+  Status st = parseSafetensorsIndex(R"({"weight_map": {"a": "w.safetensors"}})",
+                                    index, shards);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  EXPECT_EQ(shards, std::vector<std::string>{(rev / "w.safetensors").string()});
+  EXPECT_FALSE(parseSafetensorsIndex(
+                   R"({"weight_map": {"a": "x.safetensors"}})", index, shards)
+                   .isOk());
+  EXPECT_EQ(realFolderOf(index), fs::canonical(root / "cache" / "blobs"));
+  EXPECT_EQ(realFolderOf((root / "none").string()), "");
+}
+
 TEST(DataPath, IndexShardsStayInTheIndexFolder) {
   fs::path root = makeTree("index");
   std::string index = (root / "model" / "m.index.json").string();

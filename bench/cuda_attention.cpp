@@ -31,7 +31,15 @@ int main(int argc, char **argv) {
   app.add_option("--kv-heads", kvHeads);
   app.add_option("--head-dim", headDim);
   app.add_option("--repeat", repeat)->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success &e) { // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::fprintf(stderr, "mt-bench-attention: error: %s; see --help\n",
+                 e.what());
+    return 1;
+  }
   // Shapes of a real model: every dim at least 1, heads a multiple of the
   // KV heads, head dims the kernels take, and tensors below 2^31 elements.
   if (batch < 1 || seq < 1 || heads < 1 || kvHeads < 1 || headDim < 1 ||

@@ -170,7 +170,14 @@ int main(int argc, char **argv) {
   app.add_option("--svg", svgPath,
                  "Write the predicted step and memory per tier as SVG");
   app.add_flag("--json", json, "Print the summary and prediction as JSON");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success &e) { // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    std::fprintf(stderr, "mt-inspect: error: %s; see --help\n", e.what());
+    return 1;
+  }
 
   plan::Plan p;
   if (runtime::Status st = runtime::readPlan(path, p); !st) {

@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -99,6 +100,24 @@ Status checkOptions(const Options &o,
     return bad("--stop-timeout", "a finite number of seconds >= 0",
                num(o.stopTimeout));
   return Status::ok();
+}
+
+/// A whole number that fits in 64 bits, checked on the option's text:
+/// CLI11 itself saturates one that does not (--steps 99999999999999999999
+/// would run 9.2e18 steps).
+template <typename T> CLI::Validator wholeNumber() {
+  return CLI::Validator(
+      [](std::string &text) -> std::string {
+        T value;
+        auto [end, ec] =
+            std::from_chars(text.data(), text.data() + text.size(), value);
+        if (ec == std::errc() && end == text.data() + text.size())
+          return "";
+        return "'" + text + "' is not a whole number" +
+               (ec == std::errc::result_out_of_range ? " that fits in 64 bits"
+                                                     : "");
+      },
+      "");
 }
 
 /// MT_TEST_HOLD=STEP:OP[:forever], a test hook: op OP of step STEP's first
@@ -652,7 +671,8 @@ int main(int argc, char **argv) {
                  "and a GPU, else the CPU backend's standing for the device");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
-  app.add_option("--steps", o.steps, "Optimizer steps (at least 1)");
+  app.add_option("--steps", o.steps, "Optimizer steps (at least 1)")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--device", o.device,
                  "Backend: cuda (the GPU; needs a build with CUDA and a "
                  "device), cpu (the reference kernels, host memory only), or "
@@ -666,7 +686,8 @@ int main(int argc, char **argv) {
                  "Decoupled weight decay (>= 0)");
   app.add_option("--grad-clip", o.gradClip,
                  "Clip the global gradient norm to this (0: off)");
-  app.add_option("--warmup", o.warmup, "Linear warmup steps (>= 0)");
+  app.add_option("--warmup", o.warmup, "Linear warmup steps (>= 0)")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--lr-schedule", o.schedule, "After warmup")
       ->check(CLI::IsMember({"constant", "cosine"}));
   app.add_option("--min-lr", o.minLr,
@@ -678,17 +699,21 @@ int main(int argc, char **argv) {
                  "at the end, every --save-every steps, and on SIGINT or "
                  "SIGTERM; atomically");
   app.add_option("--save-every", o.saveEvery,
-                 "Checkpoint every N steps (0: only at the end)");
+                 "Checkpoint every N steps (0: only at the end)")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--keep", o.keep,
-                 "Keep the newest K checkpoints in --save DIR (0: all)");
+                 "Keep the newest K checkpoints in --save DIR (0: all)")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--resume", o.resume,
                  "Continue from a checkpoint: a step-* directory, or the "
                  "newest one in DIR; --steps is the total to reach");
   app.add_option("--max-skips", o.maxSkips,
                  "Skip (and count) up to N steps whose loss or gradient norm "
-                 "is not finite; one more stops the run with exit code 3");
+                 "is not finite; one more stops the run with exit code 3")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--threads", o.threads,
-                 "Host threads for the optimizer (1 to 4096)");
+                 "Host threads for the optimizer (1 to 4096)")
+      ->check(wholeNumber<int64_t>());
   app.add_option("--init", o.init,
                  "normal: start trainable weights whose data file is missing "
                  "from scratch (normal(0, --init-std); norm scales 1, biases "
@@ -699,7 +724,8 @@ int main(int argc, char **argv) {
                  "Standard deviation of --init normal (> 0)");
   app.add_option("--seed", o.seed,
                  "Seed of --init (each weight's values depend on it and the "
-                 "weight's name only)");
+                 "weight's name only)")
+      ->check(wholeNumber<uint64_t>());
   app.add_option("--model-dir", o.modelDirs,
                  "Where the model's files are now, when they have moved "
                  "away from the plan (repeatable; looked in first, then the "
@@ -725,7 +751,14 @@ int main(int argc, char **argv) {
              "a checkpoint of it was written), or at once on a second "
              "signal or when the step does not end within --stop-timeout "
              "(nothing saved; earlier checkpoints are intact).");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success &e) { // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError &e) {
+    // One line in mtrun's form, exit code 1 like every bad option.
+    return fail(std::string(e.what()) + "; see --help");
+  }
   // Before any thread exists: signals go to the watcher thread only.
   PhaseMonitor monitor;
   StopWatch stopWatch(monitor, o.stopTimeout);

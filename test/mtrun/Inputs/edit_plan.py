@@ -8,6 +8,7 @@ EDIT:
   cycle        an op of the micro-batch phase also waits on a token that
                a later op (on another stream, waiting on it) signals
   data=NAME    the first parameter with data names NAME as its file
+  version=N    the plan says it is of version N
 """
 import importlib
 import os
@@ -43,6 +44,8 @@ if edit == "cycle":
 elif edit.startswith("data="):
     p = next(p for p in plan.parameters if p.data.file)
     p.data.file = edit[len("data="):]
+elif edit.startswith("version="):
+    plan.version = int(edit[len("version="):])
 else:
     sys.exit(f"unknown edit {edit}")
 

@@ -27,6 +27,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/stubs/logging.h>
 #include <google/protobuf/wire_format_lite.h>
 #include <onnx/onnx_pb.h>
 
@@ -280,6 +281,8 @@ LogicalResult Importer::readModel() {
   raw.SetCloseOnDelete(true);
   google::protobuf::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT32_MAX);
+  // protobuf logs what it refuses itself; mtc says it once, below.
+  google::protobuf::LogSilencer quiet;
   if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
     return fileError()
                << "not a valid ONNX model (the protobuf does not parse; "

@@ -2,6 +2,8 @@
 #include "runtime/plan_io.h"
 #include "runtime/data_path.h"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -640,6 +642,9 @@ Status parsePlan(const std::string &data, const std::string &path,
   if (crcOf(payload) != crc)
     return Status::error(path + ": the plan is corrupted (checksum "
                                 "mismatch); recompile it");
+  // protobuf logs what it refuses (invalid UTF-8 in a string field) to
+  // stderr itself; the runtime says it once, through the Status.
+  google::protobuf::LogSilencer quiet;
   if (!out.ParseFromString(payload))
     return Status::error(path + ": the plan payload does not parse");
   return validatePlan(out, path);

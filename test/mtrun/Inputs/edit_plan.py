@@ -9,6 +9,8 @@ EDIT:
                a later op (on another stream, waiting on it) signals
   data=NAME    the first parameter with data names NAME as its file
   version=N    the plan says it is of version N
+  utf8         a byte of the first parameter's name is not UTF-8 (which
+               protobuf refuses in a string field)
 """
 import importlib
 import os
@@ -46,10 +48,14 @@ elif edit.startswith("data="):
     p.data.file = edit[len("data="):]
 elif edit.startswith("version="):
     plan.version = int(edit[len("version="):])
-else:
+elif edit != "utf8":
     sys.exit(f"unknown edit {edit}")
 
 payload = plan.SerializeToString()
+if edit == "utf8":
+    name = plan.parameters[0].name.encode()
+    at = payload.index(name)
+    payload = payload[:at] + b"\xff" + payload[at + 1:]
 with open(out_path, "wb") as f:
     f.write(b"MTPLAN01" + struct.pack("<QI", len(payload),
                                       zlib.crc32(payload)) + payload)

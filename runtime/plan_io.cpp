@@ -643,7 +643,7 @@ Status parsePlan(const std::string &data, const std::string &path,
     return Status::error(path + ": the plan is corrupted (checksum "
                                 "mismatch); recompile it");
   // protobuf logs what it refuses (invalid UTF-8 in a string field) to
-  // stderr itself; the runtime says it once, through the Status.
+  // the terminal itself; the runtime says it once, through the Status.
   google::protobuf::LogSilencer quiet;
   if (!out.ParseFromString(payload))
     return Status::error(path + ": the plan payload does not parse");

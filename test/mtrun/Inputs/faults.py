@@ -21,6 +21,7 @@ MT_TEST_HOLD=STEP:OP[:forever] holds an op of a step until the run is asked
 to stop (or forever), and the script waits for mtrun's own word (a metrics
 line, a checkpoint, the hold's note on stderr) before it signals.
 """
+import atexit
 import json
 import os
 import resource
@@ -40,12 +41,30 @@ def run(args, **kw):
                           text=True, **kw)
 
 
+started = []
+
+
 def start(args, hold):
-    """mtrun in the background with MT_TEST_HOLD=hold; stderr to a file."""
+    """mtrun in the background with MT_TEST_HOLD=hold; stderr to a file.
+    Killed when this script ends, however it ends: a held mtrun would
+    otherwise wait forever."""
     err = open(os.path.join(work, "stderr.txt"), "w")
     env = dict(os.environ, MT_TEST_HOLD=hold)
-    return subprocess.Popen([mtrun, plan, "--data", data] + extra + args,
-                            stdout=subprocess.DEVNULL, stderr=err, env=env)
+    p = subprocess.Popen([mtrun, plan, "--data", data] + extra + args,
+                         stdout=subprocess.DEVNULL, stderr=err, env=env)
+    started.append(p)
+    return p
+
+
+def kill_started():
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+atexit.register(kill_started)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 
 def stderr_text():

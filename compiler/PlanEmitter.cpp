@@ -1,5 +1,6 @@
 //===- PlanEmitter.cpp - serialise a sched.program as a plan --------------===//
 #include "compiler/PlanEmitter.h"
+#include "compiler/PlanEnums.h"
 
 #include "dialects/Sched/IR/SchedOps.h"
 #include "dialects/Train/IR/TrainOps.h"
@@ -22,20 +23,6 @@ std::optional<plan::DType> dtypeOf(Type t) {
   if (t.isUnsignedInteger(8))
     return plan::U8;
   return std::nullopt;
-}
-
-plan::Activation activationOf(train::Activation a) {
-  switch (a) {
-  case train::Activation::Gelu:
-    return plan::GELU;
-  case train::Activation::GeluTanh:
-    return plan::GELU_TANH;
-  case train::Activation::Silu:
-    return plan::SILU;
-  case train::Activation::Relu:
-    return plan::RELU;
-  }
-  return plan::ACTIVATION_UNSPECIFIED;
 }
 
 /// Copies the attributes a kernel reads from the train op's dictionary.
@@ -71,7 +58,8 @@ void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
     else if (k == "window")
       a.set_window(i64());
     else if (k == "act")
-      a.set_act(activationOf(cast<train::ActivationAttr>(v).getValue()));
+      a.set_act(toPlan(cast<train::ActivationAttr>(v).getValue())
+                    .value_or(plan::ACTIVATION_UNSPECIFIED));
     else if (k == "ignore_index")
       a.set_ignore_index(i64());
     else if (k == "shift")
@@ -129,17 +117,16 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   shapes->set_grad_accum(int64_t(program.getGradAccum()));
   shapes->set_vocab(int64_t(program.getVocab()));
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
-  switch (program.getOptimizerOverlap()) {
-  case OptimizerOverlap::After:
-    out.set_optimizer_overlap(plan::AFTER);
-    break;
-  case OptimizerOverlap::Backward:
-    out.set_optimizer_overlap(plan::BACKWARD);
-    break;
-  case OptimizerOverlap::NextForward:
-    out.set_optimizer_overlap(plan::NEXT_FORWARD);
-    break;
-  }
+  // Each dialect enum has the plan value of its name (PlanEnums.h); one
+  // without is a schema that lags the dialect.
+  auto noValue = [](Operation *op, auto value) {
+    return op->emitError("'")
+           << stringifyEnum(value) << "' has no value in the plan schema";
+  };
+  if (auto overlap = toPlan(program.getOptimizerOverlap()))
+    out.set_optimizer_overlap(*overlap);
+  else
+    return noValue(program, program.getOptimizerOverlap());
 
   llvm::StringMap<uint32_t> arenas, streams;
   DenseMap<Value, uint32_t> buffers, tokens;
@@ -148,15 +135,25 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       arenas[a.getSymName()] = out.arenas_size();
       auto *pa = out.add_arenas();
       pa->set_name(a.getSymName().str());
-      pa->set_tier(plan::Tier(int(a.getTier())));
+      auto tier = toPlan(a.getTier());
+      if (!tier)
+        return noValue(a, a.getTier());
+      pa->set_tier(*tier);
       pa->set_size_bytes(uint64_t(a.getSize()));
-      if (auto format = a.getDiskFormat())
-        pa->set_disk_format(plan::DiskFormat(int(*format)));
+      if (auto format = a.getDiskFormat()) {
+        auto value = toPlan(*format);
+        if (!value)
+          return noValue(a, *format);
+        pa->set_disk_format(*value);
+      }
     } else if (auto s = dyn_cast<StreamOp>(op)) {
       streams[s.getSymName()] = out.streams_size();
       auto *ps = out.add_streams();
       ps->set_name(s.getSymName().str());
-      ps->set_kind(plan::StreamKind(int(s.getKind())));
+      auto kind = toPlan(s.getKind());
+      if (!kind)
+        return noValue(s, s.getKind());
+      ps->set_kind(*kind);
     } else if (auto b = dyn_cast<BufferOp>(op)) {
       auto t = cast<BufferType>(b.getType()).getTensorType();
       auto dtype = dtypeOf(t.getElementType());
@@ -215,17 +212,26 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     } else if (auto in = dyn_cast<InputOp>(op)) {
       auto *pi = out.add_inputs();
       pi->set_name(in.getName().str());
-      pi->set_role(plan::Role(int(in.getRole())));
+      auto role = toPlan(in.getRole());
+      if (!role)
+        return noValue(in, in.getRole());
+      pi->set_role(*role);
       pi->set_buffer(buffers[in.getBuffer()]);
     } else if (auto l = dyn_cast<LossOp>(op)) {
       out.set_loss(buffers[l.getBuffer()]);
     } else if (auto phase = dyn_cast<PhaseOp>(op)) {
       auto *pp = out.add_phases();
-      pp->set_kind(plan::PhaseKind(int(phase.getKind())));
+      auto kind = toPlan(phase.getKind());
+      if (!kind)
+        return noValue(phase, phase.getKind());
+      pp->set_kind(*kind);
       for (auto exec : phase.getOps<ExecOp>()) {
         auto *po = pp->add_ops();
         po->set_stream(streams.lookup(exec.getStream()));
-        po->set_kernel(plan::Kernel(int(exec.getKernel())));
+        auto kernel = toPlan(exec.getKernel());
+        if (!kernel)
+          return noValue(exec, exec.getKernel());
+        po->set_kernel(*kernel);
         for (Value v : exec.getIns())
           po->add_operands(buffers[v]);
         for (Value v : exec.getOuts())

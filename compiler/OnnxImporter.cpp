@@ -179,6 +179,8 @@ private:
   LogicalResult readModel();
   LogicalResult checkVersions();
   LogicalResult readTrainableSet();
+  /// The graph inputs that are not initializers: the model's data.
+  SmallVector<const onnx::ValueInfoProto *> dataInputs() const;
   LogicalResult importInputs(SmallVectorImpl<Type> &types,
                              SmallVectorImpl<std::string> &names);
   LogicalResult importInitializers();
@@ -252,6 +254,9 @@ private:
   Location fileLoc = UnknownLoc::get(&ctx);
   Location loc = UnknownLoc::get(&ctx);
   std::string baseDir;
+  /// Where the model file really is (it may be a link, as in a Hugging
+  /// Face cache): external data may be there too.
+  std::string realModelDir;
   onnx::ModelProto model;
   int64_t opset = 0;
   const onnx::NodeProto *node = nullptr;
@@ -292,6 +297,7 @@ LogicalResult Importer::readModel() {
     return fileError() << "not an ONNX model (no graph or ir_version)",
            failure();
   baseDir = llvm::sys::path::parent_path(file).str();
+  realModelDir = runtime::realFolderOf(file);
   return success();
 }
 
@@ -431,8 +437,7 @@ Importer::externalData(const onnx::TensorProto &t, int64_t defaultLength,
   // A graph exported without its weights names files that do not exist:
   // mtrun checks again when it reads them (--init normal starts without).
   std::string resolved, why;
-  if (runtime::resolveInside(baseDir, ref.path, resolved, why,
-                             runtime::realFolderOf(file)) ==
+  if (runtime::resolveInside(baseDir, ref.path, resolved, why, realModelDir) ==
       runtime::Resolved::Refused)
     return fileError() << what << " '" << t.name()
                        << "': external data location '" << ref.path
@@ -529,14 +534,21 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
       *type, ArrayRef<char>(bytes.data(), bytes.size()));
 }
 
-LogicalResult Importer::importInputs(SmallVectorImpl<Type> &types,
-                                     SmallVectorImpl<std::string> &names) {
+SmallVector<const onnx::ValueInfoProto *> Importer::dataInputs() const {
   llvm::StringSet<llvm::MallocAllocator> inits;
   for (const auto &i : model.graph().initializer())
     inits.insert(i.name());
-  for (const auto &vi : model.graph().input()) {
-    if (inits.contains(vi.name()))
-      continue;
+  SmallVector<const onnx::ValueInfoProto *> out;
+  for (const auto &vi : model.graph().input())
+    if (!inits.contains(vi.name()))
+      out.push_back(&vi);
+  return out;
+}
+
+LogicalResult Importer::importInputs(SmallVectorImpl<Type> &types,
+                                     SmallVectorImpl<std::string> &names) {
+  for (const onnx::ValueInfoProto *input : dataInputs()) {
+    const auto &vi = *input;
     const auto &tt = vi.type().tensor_type();
     if (!vi.type().has_tensor_type() || !tt.has_shape())
       return fileError() << "graph input '" << vi.name()
@@ -1516,12 +1528,9 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
 FailureOr<std::optional<int64_t>> Importer::fixedBatch() {
   if (failed(readModel()))
     return failure();
-  llvm::StringSet<llvm::MallocAllocator> inits;
-  for (const auto &i : model.graph().initializer())
-    inits.insert(i.name());
-  for (const auto &vi : model.graph().input()) {
-    const auto &shape = vi.type().tensor_type().shape();
-    if (inits.contains(vi.name()) || shape.dim_size() == 0)
+  for (const onnx::ValueInfoProto *vi : dataInputs()) {
+    const auto &shape = vi->type().tensor_type().shape();
+    if (shape.dim_size() == 0)
       continue;
     if (shape.dim(0).has_dim_value() && shape.dim(0).dim_value() > 0)
       return std::optional<int64_t>(shape.dim(0).dim_value());

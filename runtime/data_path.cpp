@@ -1,7 +1,6 @@
 // Paths inside a folder (see data_path.h).
 #include "runtime/data_path.h"
 
-#include <climits>
 #include <cstdlib>
 #include <memory>
 

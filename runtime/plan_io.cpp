@@ -342,8 +342,8 @@ private:
     if (!plan::PhaseKind_IsValid(ph.kind()) ||
         ph.kind() == plan::PHASE_KIND_UNSPECIFIED)
       return fail(w + ": unknown kind");
-    // The op of the phase that signals each token, by index.
-    std::map<uint32_t, int> signaller;
+    // The tokens that the ops so far have signalled.
+    std::set<uint32_t> signalled;
     for (int j = 0; j < ph.ops_size(); ++j) {
       const auto &op = ph.ops(j);
       std::string ow = w + ", op " + std::to_string(j);
@@ -394,8 +394,7 @@ private:
       // done can always run: no interleaving of the streams deadlocks.
       // (Waits on later ops could form a cycle that hangs the run.)
       for (uint32_t t : op.waits()) {
-        auto it = signaller.find(t);
-        if (it != signaller.end())
+        if (signalled.count(t))
           continue;
         bool later = false;
         for (int k = j; k < ph.ops_size() && !later; ++k)
@@ -412,7 +411,7 @@ private:
         if (t >= p.num_tokens())
           return fail(ow + ": token " + std::to_string(t) +
                       " is not below num_tokens");
-        if (!signaller.emplace(t, j).second)
+        if (!signalled.insert(t).second)
           return fail(ow + ": token " + std::to_string(t) +
                       " is signalled twice in the phase");
       }

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <unistd.h>
 
 namespace mt::runtime {

@@ -25,7 +25,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -53,10 +52,9 @@ struct Options {
 
 /// The numeric options in the ranges torch's AdamW and schedulers accept,
 /// checked before anything is read or allocated: one sentence for the
-/// first that is not. `given` says whether an option was on the command
-/// line (for those whose default is "choose").
-Status checkOptions(const Options &o,
-                    const std::function<bool(const char *)> &given) {
+/// first that is not. `stopTimeoutGiven`: whether --stop-timeout was on the
+/// command line (its default, "choose", is not a number of seconds).
+Status checkOptions(const Options &o, bool stopTimeoutGiven) {
   auto bad = [](const std::string &flag, const std::string &rule,
                 const std::string &got) {
     return Status::error(flag + " must be " + rule + ", got " + got);
@@ -96,7 +94,7 @@ Status checkOptions(const Options &o,
     return bad("--threads", "from 1 to 4096", std::to_string(o.threads));
   if (!finite(o.initStd) || o.initStd <= 0)
     return bad("--init-std", "a finite number > 0", num(o.initStd));
-  if (given("--stop-timeout") && (!finite(o.stopTimeout) || o.stopTimeout < 0))
+  if (stopTimeoutGiven && (!finite(o.stopTimeout) || o.stopTimeout < 0))
     return bad("--stop-timeout", "a finite number of seconds >= 0",
                num(o.stopTimeout));
   return Status::ok();
@@ -762,9 +760,7 @@ int main(int argc, char **argv) {
   // Before any thread exists: signals go to the watcher thread only.
   PhaseMonitor monitor;
   StopWatch stopWatch(monitor, o.stopTimeout);
-  if (Status st = checkOptions(
-          o, [&](const char *flag) { return app.count(flag) > 0; });
-      !st)
+  if (Status st = checkOptions(o, app.count("--stop-timeout") > 0); !st)
     return fail(st.message());
   std::string holdNote;
   if (Status st = readTestHold(monitor, holdNote); !st)

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 namespace mt::runtime {
 namespace {
@@ -54,11 +55,13 @@ private:
 
 } // namespace
 
-void PhaseMonitor::hold(int64_t step, int op, bool forever) {
+void PhaseMonitor::hold(int64_t step, int op, bool forever,
+                        std::function<void()> onHeld) {
   std::lock_guard<std::mutex> lock(mu_);
   holdStep_ = step;
   holdOp_ = op;
   holdForever_ = forever;
+  onHeld_ = std::move(onHeld);
 }
 
 void PhaseMonitor::release() {
@@ -75,11 +78,42 @@ void PhaseMonitor::begin(const plan::Plan &plan, const plan::Phase &phase,
   step_ = step.step;
   firstMicroBatch_ = step.firstMicroBatch;
   streams_.assign(size_t(plan.streams_size()), StreamState{});
+  hasOps_.assign(size_t(plan.streams_size()), false);
+  for (const plan::Op &op : phase.ops())
+    hasOps_[op.stream()] = true;
+  signalled_.assign(plan.num_tokens(), false);
 }
 
 void PhaseMonitor::set(uint32_t stream, State state, int op, uint32_t token) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   streams_[stream] = {state, op, token};
+  announceIfStuck(lock);
+}
+
+void PhaseMonitor::signalled(uint32_t token) {
+  std::lock_guard<std::mutex> lock(mu_);
+  signalled_[token] = true;
+}
+
+void PhaseMonitor::announceIfStuck(std::unique_lock<std::mutex> &lock) {
+  if (!onHeld_)
+    return;
+  bool held = false;
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    const StreamState &st = streams_[s];
+    held |= st.state == State::Held;
+    bool blocked = !hasOps_[s] || st.state == State::Held ||
+                   st.state == State::Done ||
+                   (st.state == State::Waiting && !signalled_[st.token]);
+    if (!blocked)
+      return;
+  }
+  if (!held)
+    return;
+  std::function<void()> onHeld = std::exchange(onHeld_, {});
+  lock.unlock();
+  onHeld();
+  lock.lock();
 }
 
 void PhaseMonitor::holdIfHeld(uint32_t stream, int op) {
@@ -88,6 +122,7 @@ void PhaseMonitor::holdIfHeld(uint32_t stream, int op) {
       phase_->kind() != plan::MICRO_BATCH)
     return;
   streams_[stream] = {State::Held, op, 0};
+  announceIfStuck(lock);
   released_.wait(lock, [&] { return isReleased_; });
 }
 
@@ -195,8 +230,11 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
             plan.streams(op.stream()).name() + "'): " + st.message()));
         return;
       }
-      for (uint32_t t : op.signals())
+      for (uint32_t t : op.signals()) {
         tokens.signal(t);
+        if (monitor)
+          monitor->signalled(t);
+      }
     }
     if (!ops.empty())
       report(phase.ops(ops.back()).stream(), State::Done, ops.back());

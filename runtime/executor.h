@@ -10,6 +10,7 @@
 #include "runtime/status.h"
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,8 +95,13 @@ class PhaseMonitor {
 public:
   /// In step `step` (from 1), op `op` of the MICRO_BATCH phase (of the
   /// first micro-batch) does not start until `release` is called, or
-  /// never with `forever`.
-  void hold(int64_t step, int op, bool forever);
+  /// never with `forever`. `onHeld` is called once (from a stream's
+  /// thread) when the op is held and every other stream of the phase is
+  /// blocked too (done, or waiting on a token no op has signalled yet): then
+  /// nothing changes until the release, so a test that acts on the call
+  /// sees the same state whenever it looks, however slow the machine.
+  void hold(int64_t step, int op, bool forever,
+            std::function<void()> onHeld = {});
   /// Lets a held op start (and one held later start at once), unless it is
   /// held forever.
   void release();
@@ -117,6 +123,11 @@ private:
   void begin(const plan::Plan &plan, const plan::Phase &phase,
              const StepConfig &step);
   void set(uint32_t stream, State state, int op, uint32_t token = 0);
+  /// Token `token` was signalled (called before the signaller's next `set`).
+  void signalled(uint32_t token);
+  /// Calls onHeld_ (without the lock) if the op is held and the phase can
+  /// make no more progress; `lock` holds mu_.
+  void announceIfStuck(std::unique_lock<std::mutex> &lock);
   /// Blocks while op `op` of the phase is the held one (until `release`).
   void holdIfHeld(uint32_t stream, int op);
   void end();
@@ -128,9 +139,11 @@ private:
   int64_t step_ = 0;
   bool firstMicroBatch_ = false;
   std::vector<StreamState> streams_;
+  std::vector<bool> hasOps_, signalled_; // per stream, per token
   int64_t holdStep_ = 0;
   int holdOp_ = -1;
   bool holdForever_ = false, isReleased_ = false;
+  std::function<void()> onHeld_;
 };
 
 /// Runs one phase to completion. The first failing op stops the others;

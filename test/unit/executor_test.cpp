@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -139,19 +140,20 @@ TEST(Executor, MonitorNamesTheHeldOpAndTheWaitsOnIt) {
   ASSERT_TRUE(validatePlan(p, "held.mtp").isOk());
   NullBackend backend;
   PhaseMonitor monitor;
-  monitor.hold(/*step=*/3, /*op=*/0, /*forever=*/false);
+  // Called once s1 waits too, whichever thread gets there last.
+  std::atomic<bool> stuck{false};
+  std::string text;
+  monitor.hold(/*step=*/3, /*op=*/0, /*forever=*/false, [&] {
+    text = monitor.describe();
+    stuck = true;
+  });
   StepConfig step;
   step.step = 3;
   Status result;
   std::thread run([&] {
     result = runPhase(p, p.phases(0), backend, step, nullptr, 0, 0, &monitor);
   });
-  // Until both streams have reported (no time limit: the states are set
-  // before the streams block).
-  std::string text;
-  while ((text = monitor.describe()).find("waits on token") ==
-             std::string::npos ||
-         text.find("is held") == std::string::npos)
+  while (!stuck)
     std::this_thread::yield();
   EXPECT_EQ(text, "MICRO_BATCH phase of step 3:\n"
                   "  stream 's0' is held before op 0 (FILL) (MT_TEST_HOLD)\n"
@@ -160,6 +162,39 @@ TEST(Executor, MonitorNamesTheHeldOpAndTheWaitsOnIt) {
   monitor.release();
   run.join();
   EXPECT_TRUE(result.isOk()) << result.message();
+}
+
+TEST(Executor, SaysWhenTheOpIsHeldAndOnlyOnce) {
+  // mtrun's signal tests act on this call: it must come once the op is
+  // held and the other streams can go no further (s0 runs op 0 and is held
+  // before op 2; s1 runs op 1 and is done), not before.
+  Plan p = fillPlan(2, 3);
+  NullBackend backend;
+  PhaseMonitor monitor;
+  std::atomic<int> calls{0};
+  std::string seen;
+  monitor.hold(/*step=*/1, /*op=*/2, /*forever=*/false, [&] {
+    seen = monitor.describe();
+    ++calls;
+  });
+  StepConfig step;
+  step.step = 1;
+  Status result;
+  std::thread run([&] {
+    result = runPhase(p, p.phases(0), backend, step, nullptr, 0, 0, &monitor);
+  });
+  while (calls == 0)
+    std::this_thread::yield();
+  EXPECT_EQ(seen, "MICRO_BATCH phase of step 1:\n"
+                  "  stream 's0' is held before op 2 (FILL) (MT_TEST_HOLD)\n"
+                  "  stream 's1' has run all its ops");
+  monitor.release();
+  run.join();
+  EXPECT_TRUE(result.isOk()) << result.message();
+  // Released: the same op runs again without a hold or a second call.
+  EXPECT_TRUE(
+      runPhase(p, p.phases(0), backend, step, nullptr, 0, 0, &monitor).isOk());
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(Executor, HoldsOnlyItsStepAndAForeverHoldIsNotReleased) {

@@ -120,9 +120,9 @@ template <typename T> CLI::Validator wholeNumber() {
 
 /// MT_TEST_HOLD=STEP:OP[:forever], a test hook: op OP of step STEP's first
 /// micro-batch waits until the run is asked to stop (or forever), so that
-/// tests of signals do not depend on how long a step takes. `note` says so,
-/// for stderr once training begins (a test signals after reading it).
-Status readTestHold(PhaseMonitor &monitor, std::string &note) {
+/// tests of signals do not depend on how long a step takes. mtrun says so on
+/// stderr when the op is held (a test signals after reading it).
+Status readTestHold(PhaseMonitor &monitor) {
   const char *text = std::getenv("MT_TEST_HOLD");
   if (!text)
     return Status::ok();
@@ -135,10 +135,10 @@ Status readTestHold(PhaseMonitor &monitor, std::string &note) {
       (n == 3 && !forever))
     return Status::error("MT_TEST_HOLD='" + std::string(text) +
                          "': expected STEP:OP or STEP:OP:forever");
-  monitor.hold(step, op, forever);
-  note = "mtrun: MT_TEST_HOLD: op " + std::to_string(op) + " of step " +
-         std::to_string(step) + " waits " +
-         (forever ? "forever" : "for a stop signal") + "\n";
+  monitor.hold(step, op, forever, [=] {
+    std::fprintf(stderr, "mtrun: MT_TEST_HOLD: op %d of step %lld waits %s\n",
+                 op, step, forever ? "forever" : "for a stop signal");
+  });
   return Status::ok();
 }
 
@@ -762,8 +762,7 @@ int main(int argc, char **argv) {
   StopWatch stopWatch(monitor, o.stopTimeout);
   if (Status st = checkOptions(o, app.count("--stop-timeout") > 0); !st)
     return fail(st.message());
-  std::string holdNote;
-  if (Status st = readTestHold(monitor, holdNote); !st)
+  if (Status st = readTestHold(monitor); !st)
     return fail(st.message());
   bool cuda = false;
   if (Status st = useCuda(o.device, cuda); !st)
@@ -851,7 +850,6 @@ int main(int argc, char **argv) {
   trainer.tracing = !o.trace.empty();
   trainer.monitor = &monitor;
   stopWatch.trainingBegins(plan.predicted_step_seconds());
-  std::fputs(holdNote.c_str(), stderr);
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
   int64_t first = state.step + 1;

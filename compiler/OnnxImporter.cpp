@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/OnnxImporter.h"
+#include "compiler/ImportPolicy.h"
 
 #include "dialects/Train/IR/ConstEval.h"
 #include "dialects/Train/IR/ShapeInference.h"
@@ -33,6 +34,7 @@
 
 #include <fcntl.h>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 using namespace mlir;
@@ -179,6 +181,17 @@ private:
   LogicalResult readModel();
   LogicalResult checkVersions();
   LogicalResult readTrainableSet();
+  /// Which initializers are which parameters (ImportPolicy.h).
+  LogicalResult decideParameters();
+  std::optional<std::vector<float>>
+  sampleInitializer(const onnx::TensorProto &t, const std::vector<int64_t> &at);
+  /// The weight op of a floating initializer that is (a form of) a
+  /// parameter or a frozen buffer.
+  FailureOr<Value> weightValue(const onnx::TensorProto &init,
+                               RankedTensorType type);
+  FailureOr<Value> makeWeight(const onnx::TensorProto &dataInit,
+                              RankedTensorType type, StringRef name,
+                              bool trainable, const Parameter *param);
   /// The graph inputs that are not initializers: the model's data.
   SmallVector<const onnx::ValueInfoProto *> dataInputs() const;
   LogicalResult importInputs(SmallVectorImpl<Type> &types,
@@ -265,13 +278,18 @@ private:
   /// Where inline initializers' raw_data lies in the file, read on first use.
   std::optional<llvm::StringMap<std::pair<int64_t, int64_t>>> inlineOffsets;
   DenseMap<Value, Attribute> known;
-  // --weights: trainable name -> safetensors entry.
   bool haveWeightsFile = false;
   /// The tensors of --weights: one file, or every file of a sharded index.
   std::vector<runtime::SafetensorsHeader> weights;
-  /// Initializer -> its tensor in --weights and that tensor's file.
-  llvm::StringMap<std::pair<const runtime::SafetensorsEntry *, std::string>>
-      weightByInit;
+  /// Every tensor of `weights` and its file, in the policy's numbering.
+  std::vector<std::pair<const runtime::SafetensorsEntry *, std::string>>
+      weightEntries;
+  /// The floating initializers the policy decides on, and their numbers.
+  std::vector<const onnx::TensorProto *> policyInits;
+  llvm::StringMap<int> policyIndex;
+  PolicyResult policy;
+  /// The weight op of each policy parameter, once made.
+  std::vector<Value> parameterValues;
   std::optional<llvm::Regex> trainableRe, frozenRe;
   // Graph-level names for the diagnostics of shapes.
   llvm::StringMap<std::string> symbolicDims;
@@ -343,59 +361,238 @@ LogicalResult Importer::readTrainableSet() {
       return error() << st.message(), failure();
   }
   haveWeightsFile = true;
-  // Match each tensor of the files to the one initializer that has its name
-  // or ends with "." + its name (an exported wrapper adds a prefix like
-  // "m."). Every difference is collected, and the first few reported.
-  std::vector<std::string> diffs;
+  return success();
+}
+
+namespace {
+
+/// The exporter's metadata of a node (ONNX IR 10 `NodeProto.metadata_props`,
+/// field 9, which Debian's ONNX library predates: read from the unknown
+/// fields).
+std::map<std::string, std::string> metadataOf(const onnx::NodeProto &n) {
+  std::map<std::string, std::string> out;
+  const auto &fields = n.GetReflection()->GetUnknownFields(n);
+  for (int i = 0; i < fields.field_count(); ++i) {
+    const auto &f = fields.field(i);
+    onnx::StringStringEntryProto entry;
+    if (f.number() == 9 &&
+        f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
+        entry.ParseFromString(f.length_delimited()))
+      out[entry.key()] = entry.value();
+  }
+  return out;
+}
+
+/// The quoted items of a Python list's text: "['', 'm', 'm.model']".
+std::vector<std::string> pythonStrings(StringRef text) {
+  std::vector<std::string> out;
+  while (true) {
+    size_t open = text.find('\'');
+    if (open == StringRef::npos)
+      break;
+    size_t close = text.find('\'', open + 1);
+    if (close == StringRef::npos)
+      break;
+    out.push_back(text.slice(open + 1, close).str());
+    text = text.drop_front(close + 1);
+  }
+  return out;
+}
+
+/// What the policy needs of a use: the innermost module (name_scopes ends
+/// with the node's own name), the FX target and its `%p_` arguments.
+InitializerUse useOf(const onnx::NodeProto &n, int input,
+                     const std::map<std::string, std::string> &meta) {
+  InitializerUse use;
+  use.opType = n.op_type();
+  use.input = input;
+  if (auto it = meta.find("pkg.torch.onnx.name_scopes"); it != meta.end()) {
+    std::vector<std::string> scopes = pythonStrings(it->second);
+    if (scopes.size() >= 2)
+      use.scope = scopes[scopes.size() - 2];
+  }
+  if (auto it = meta.find("pkg.torch.onnx.fx_node"); it != meta.end()) {
+    StringRef fx = it->second;
+    if (size_t t = fx.find("target="); t != StringRef::npos)
+      use.fxTarget = fx.drop_front(t + 7)
+                         .take_until([](char c) {
+                           return c == ']' || c == '(' || c == ' ';
+                         })
+                         .str();
+    static const llvm::Regex param("%p_([A-Za-z0-9_]+)");
+    SmallVector<StringRef> m;
+    while (param.match(fx, &m)) {
+      use.fxParams.push_back(m[1].str());
+      fx = fx.drop_front(m[0].data() - fx.data() + m[0].size());
+    }
+  }
+  return use;
+}
+
+/// The module path of the Hugging Face model in the exported module, from
+/// a node's `namespace` ("path: class/path: class/..."): the first module
+/// whose class is one of transformers'.
+std::optional<std::string>
+hfRootOf(const std::map<std::string, std::string> &meta) {
+  auto it = meta.find("namespace");
+  if (it == meta.end())
+    return std::nullopt;
+  SmallVector<StringRef> parts;
+  StringRef(it->second).split(parts, '/');
+  for (StringRef part : parts) {
+    auto [path, cls] = part.split(": ");
+    if (cls.trim().starts_with("transformers."))
+      return path.trim().str();
+  }
+  return std::nullopt;
+}
+
+/// A float of a tensor stored as F32, F16 or BF16 (little-endian).
+float floatAt(const unsigned char *p, int bytes, bool bf16) {
+  if (bytes == 4) {
+    float f;
+    std::memcpy(&f, p, 4);
+    return f;
+  }
+  uint32_t h = uint32_t(p[0]) | uint32_t(p[1]) << 8;
+  if (bf16) {
+    uint32_t bits = h << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  return float(llvm::APFloat(llvm::APFloat::IEEEhalf(), llvm::APInt(16, h))
+                   .convertToFloat());
+}
+
+/// Reads `indices` of a tensor of `bytes`-wide floats at `offset` of
+/// `path`; none when the file cannot be read there.
+std::optional<std::vector<float>> sampleFile(const std::string &path,
+                                             int64_t offset, int bytes,
+                                             bool bf16,
+                                             const std::vector<int64_t> &at) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return std::nullopt;
+  std::vector<float> out;
+  for (int64_t i : at) {
+    unsigned char v[4];
+    if (::pread(fd, v, size_t(bytes), off_t(offset + i * bytes)) != bytes)
+      break;
+    out.push_back(floatAt(v, bytes, bf16));
+  }
+  ::close(fd);
+  if (out.size() != at.size())
+    return std::nullopt;
+  return out;
+}
+
+} // namespace
+
+LogicalResult Importer::decideParameters() {
+  PolicyInput in;
+  in.isKnownBuffer = isKnownBuffer;
+  in.haveWeights = haveWeightsFile;
   for (const auto &header : weights)
     for (const auto &e : header.entries) {
-      const onnx::TensorProto *match = nullptr;
-      int count = 0;
-      for (const auto &init : model.graph().initializer()) {
-        const std::string &n = init.name();
-        if (n == e.name ||
-            (n.size() > e.name.size() &&
-             n.compare(n.size() - e.name.size(), e.name.size(), e.name) == 0 &&
-             n[n.size() - e.name.size() - 1] == '.')) {
-          match = &init;
-          ++count;
-        }
-      }
-      std::string diff;
-      SmallVector<int64_t> dims;
-      if (match)
-        dims.assign(match->dims().begin(), match->dims().end());
-      if (count == 0)
-        diff = "tensor '" + e.name +
-               "' matches no initializer (by name or by "
-               "a unique suffix)";
-      else if (count > 1)
-        diff = "tensor '" + e.name + "' matches " + std::to_string(count) +
-               " initializers; the suffix is ambiguous";
-      else if (ArrayRef<int64_t>(dims) != ArrayRef<int64_t>(e.shape))
-        diff = "tensor '" + e.name + "' has shape " + shapeStr(e.shape) +
-               " but initializer '" + match->name() + "' has " + shapeStr(dims);
-      else if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16")
-        diff = "tensor '" + e.name + "' is " + e.dtype +
-               " (F32, BF16 and F16 are read)";
-      if (!diff.empty()) {
-        diffs.push_back(header.path + ": " + diff);
-        continue;
-      }
-      weightByInit[match->name()] = {&e, header.path};
+      weightEntries.push_back({&e, header.path});
+      in.weights.push_back({e.name, e.shape});
     }
-  if (!diffs.empty()) {
-    auto diag = error();
-    diag << opts.weightsPath << " does not match " << file << " ("
-         << diffs.size() << " difference" << (diffs.size() > 1 ? "s" : "")
-         << "):";
-    for (size_t i = 0; i < std::min<size_t>(diffs.size(), 5); ++i)
-      diag << "\n  " << diffs[i];
-    if (diffs.size() > 5)
-      diag << "\n  ...";
-    return failure();
+  for (const auto &init : model.graph().initializer()) {
+    Type et = elementTypeOf(ctx, init.data_type());
+    if (!et || !isa<FloatType>(et) || init.dims_size() == 0)
+      continue;
+    policyIndex[init.name()] = int(policyInits.size());
+    policyInits.push_back(&init);
+    in.initializers.push_back(
+        {init.name(), {init.dims().begin(), init.dims().end()}, {}});
   }
-  return success();
+  bool haveRoot = false;
+  for (const auto &n : model.graph().node()) {
+    auto meta = metadataOf(n);
+    if (!haveRoot)
+      if (auto root = hfRootOf(meta)) {
+        in.hfRoot = *root;
+        haveRoot = true;
+      }
+    for (int i = 0; i < n.input_size(); ++i)
+      if (auto it = policyIndex.find(n.input(i)); it != policyIndex.end())
+        in.initializers[it->second].uses.push_back(useOf(n, i, meta));
+  }
+  in.sampleInitializer = [&](int i, const std::vector<int64_t> &at) {
+    return sampleInitializer(*policyInits[i], at);
+  };
+  in.sampleWeight =
+      [&](int k,
+          const std::vector<int64_t> &at) -> std::optional<std::vector<float>> {
+    const auto &[e, path] = weightEntries[k];
+    int bytes = runtime::safetensorsDtypeBytes(e->dtype);
+    if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16")
+      return std::nullopt;
+    return sampleFile(path, int64_t(e->offset), bytes, e->dtype == "BF16", at);
+  };
+  policy = mt::decideParameters(in);
+  std::vector<std::string> diffs;
+  for (const PolicyError &e : policy.errors)
+    diffs.push_back(e.weight >= 0
+                        ? weightEntries[e.weight].second + ": " + e.message
+                        : e.message);
+  for (const Parameter &p : policy.parameters)
+    if (p.weight >= 0) {
+      const auto &[e, path] = weightEntries[p.weight];
+      if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16")
+        diffs.push_back(path + ": tensor '" + e->name + "' is " + e->dtype +
+                        " (F32, BF16 and F16 are read)");
+    }
+  if (diffs.empty())
+    return success();
+  auto diag = emitError(UnknownLoc::get(&ctx));
+  if (haveWeightsFile)
+    diag << opts.weightsPath << " does not match " << file;
+  else
+    diag << file << ": the parameters cannot be told";
+  diag << " (" << diffs.size() << " difference" << (diffs.size() > 1 ? "s" : "")
+       << "):";
+  for (size_t i = 0; i < std::min<size_t>(diffs.size(), 5); ++i)
+    diag << "\n  " << diffs[i];
+  if (diffs.size() > 5)
+    diag << "\n  ...";
+  return failure();
+}
+
+std::optional<std::vector<float>>
+Importer::sampleInitializer(const onnx::TensorProto &t,
+                            const std::vector<int64_t> &at) {
+  int bytes = t.data_type() == onnx::TensorProto::FLOAT ? 4 : 2;
+  bool bf16 = t.data_type() == onnx::TensorProto::BFLOAT16;
+  if (t.data_type() != onnx::TensorProto::FLOAT &&
+      t.data_type() != onnx::TensorProto::FLOAT16 && !bf16)
+    return std::nullopt;
+  int64_t n = 1;
+  for (int64_t d : t.dims())
+    n *= d;
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    // Quietly: a graph without its weights names files that are not there.
+    ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
+    auto ref = externalData(t, n * bytes, "initializer");
+    if (failed(ref) || ref->length != n * bytes)
+      return std::nullopt;
+    return sampleFile(ref->path, ref->offset, bytes, bf16, at);
+  }
+  std::vector<float> out;
+  if (t.has_raw_data() && int64_t(t.raw_data().size()) == n * bytes) {
+    const auto *raw =
+        reinterpret_cast<const unsigned char *>(t.raw_data().data());
+    for (int64_t i : at)
+      out.push_back(floatAt(raw + i * bytes, bytes, bf16));
+    return out;
+  }
+  if (bytes == 4 && t.float_data_size() == n) {
+    for (int64_t i : at)
+      out.push_back(t.float_data(int(i)));
+    return out;
+  }
+  return std::nullopt;
 }
 
 FailureOr<RankedTensorType> Importer::tensorTypeOf(const onnx::TensorProto &t,
@@ -591,6 +788,7 @@ LogicalResult Importer::importInputs(SmallVectorImpl<Type> &types,
 }
 
 LogicalResult Importer::importInitializers() {
+  parameterValues.assign(policy.parameters.size(), Value());
   for (const auto &init : model.graph().initializer()) {
     auto type = tensorTypeOf(init, "initializer");
     if (failed(type))
@@ -606,71 +804,116 @@ LogicalResult Importer::importInitializers() {
       known[values[init.name()]] = *value;
       continue;
     }
-    bool trainable = haveWeightsFile ? weightByInit.count(init.name()) > 0
-                                     : !isKnownBuffer(init.name());
-    if (trainableRe && trainableRe->match(init.name()))
-      trainable = true;
-    if (frozenRe && frozenRe->match(init.name()))
-      trainable = false;
-    SmallVector<NamedAttribute> attrs{
-        named("name", b.getStringAttr(init.name()))};
-    if (trainable)
-      attrs.push_back(named("trainable", b.getUnitAttr()));
-    // Where the weight's bytes are: the runtime reads them from there.
-    // Absolute, so that mtrun finds the bytes from any directory.
-    auto absolute = [](StringRef path) {
-      SmallString<256> abs(path);
-      llvm::sys::fs::make_absolute(abs);
-      return std::string(abs);
-    };
-    auto locate = [&](StringRef path, int64_t offset, int64_t length) {
-      attrs.push_back(named("file", b.getStringAttr(absolute(path))));
-      attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
-      attrs.push_back(named("length", b.getI64IntegerAttr(length)));
-    };
-    WeightSource source = WeightSource::Inline;
-    if (auto it = weightByInit.find(init.name()); it != weightByInit.end()) {
-      source = WeightSource::Safetensors;
-      locate(it->second.second, it->second.first->offset,
-             it->second.first->length);
-      // Stored as BF16 or F16: converted to the fp32 master when loaded.
-      if (it->second.first->dtype != "F32")
-        attrs.push_back(
-            named("data_dtype", b.getStringAttr(it->second.first->dtype)));
-    } else if (init.data_location() == onnx::TensorProto::EXTERNAL) {
-      source = WeightSource::External;
-      auto ref = externalData(init, storageBytes(*type), "initializer");
-      if (failed(ref))
-        return failure();
-      locate(ref->path, ref->offset, ref->length);
-    } else {
-      attrs.push_back(named("file", b.getStringAttr(absolute(file))));
-      if (!inlineOffsets)
-        inlineOffsets = rawDataOffsets(file);
-      if (auto it = inlineOffsets->find(init.name());
-          it != inlineOffsets->end()) {
-        attrs.push_back(named("offset", b.getI64IntegerAttr(it->second.first)));
-        attrs.push_back(
-            named("length", b.getI64IntegerAttr(it->second.second)));
-      }
-      int64_t bytes = storageBytes(*type);
-      if (!trainable && bytes <= kMaxFrozenValueBytes) {
-        auto value = readTensor(init, "initializer");
-        if (failed(value))
-          return failure();
-        attrs.push_back(named("value", *value));
-      }
-    }
-    attrs.push_back(named("source", WeightSourceAttr::get(&ctx, source)));
-    OperationState st(l, WeightOp::getOperationName());
-    st.addAttributes(attrs);
-    st.addTypes(*type);
-    Operation *op = b.create(st);
-    values[init.name()] = op->getResult(0);
-    if (auto w = cast<WeightOp>(op); w.getValue())
-      known[op->getResult(0)] = *w.getValue();
+    auto value = weightValue(init, *type);
+    if (failed(value))
+      return failure();
+    values[init.name()] = *value;
   }
   return success();
+}
+
+FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
+                                       RankedTensorType type) {
+  const InitializerRole &role = policy.roles[policyIndex.lookup(init.name())];
+  const Parameter *param =
+      role.parameter >= 0 ? &policy.parameters[role.parameter] : nullptr;
+  std::string name = param ? param->name : init.name();
+  bool trainable = param && param->trainable;
+  if (trainableRe && trainableRe->match(name))
+    trainable = true;
+  if (frozenRe && frozenRe->match(name))
+    trainable = false;
+  // A trainable initializer, or one whose values --weights gives, is its
+  // parameter in the model's layout, or that parameter transposed (the
+  // exporter folded W^T into it): training updates the parameter. Any other
+  // stays itself (its value may fold).
+  if (!param || (!trainable && param->weight < 0))
+    return makeWeight(init, type, init.name(), trainable, nullptr);
+  Value &weight = parameterValues[role.parameter];
+  if (!weight) {
+    auto shaped = RankedTensorType::get(param->shape, type.getElementType());
+    auto made = makeWeight(*policyInits[param->dataInitializer], shaped,
+                           param->name, trainable, param);
+    if (failed(made))
+      return failure();
+    weight = *made;
+  }
+  if (role.layout == Layout::Same)
+    return weight;
+  Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
+  auto t =
+      b.create<TransposeOp>(l, type, weight, b.getDenseI64ArrayAttr({1, 0}));
+  return t.getResult();
+}
+
+FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
+                                      RankedTensorType type, StringRef name,
+                                      bool trainable, const Parameter *param) {
+  Location l = NameLoc::get(b.getStringAttr(name), fileLoc);
+  SmallVector<NamedAttribute> attrs{named("name", b.getStringAttr(name))};
+  if (trainable)
+    attrs.push_back(named("trainable", b.getUnitAttr()));
+  if (param) {
+    SmallVector<StringRef> saved(param->savedNames.begin(),
+                                 param->savedNames.end());
+    attrs.push_back(named("saved_as", b.getStrArrayAttr(saved)));
+  }
+  // Where the weight's bytes are: the runtime reads them from there.
+  // Absolute, so that mtrun finds the bytes from any directory.
+  auto absolute = [](StringRef path) {
+    SmallString<256> abs(path);
+    llvm::sys::fs::make_absolute(abs);
+    return std::string(abs);
+  };
+  auto locate = [&](StringRef path, int64_t offset, int64_t length) {
+    attrs.push_back(named("file", b.getStringAttr(absolute(path))));
+    attrs.push_back(named("offset", b.getI64IntegerAttr(offset)));
+    attrs.push_back(named("length", b.getI64IntegerAttr(length)));
+  };
+  // The data initializer's bytes hold the parameter transposed.
+  bool transposed =
+      param && param->weight < 0 && param->dataLayout == Layout::Transposed;
+  WeightSource source = WeightSource::Inline;
+  if (param && param->weight >= 0) {
+    const auto &[entry, path] = weightEntries[param->weight];
+    source = WeightSource::Safetensors;
+    locate(path, int64_t(entry->offset), int64_t(entry->length));
+    // Stored as BF16 or F16: converted to the fp32 master when loaded.
+    if (entry->dtype != "F32")
+      attrs.push_back(named("data_dtype", b.getStringAttr(entry->dtype)));
+  } else if (dataInit.data_location() == onnx::TensorProto::EXTERNAL) {
+    source = WeightSource::External;
+    auto ref = externalData(dataInit, storageBytes(type), "initializer");
+    if (failed(ref))
+      return failure();
+    locate(ref->path, ref->offset, ref->length);
+  } else {
+    attrs.push_back(named("file", b.getStringAttr(absolute(file))));
+    if (!inlineOffsets)
+      inlineOffsets = rawDataOffsets(file);
+    if (auto it = inlineOffsets->find(dataInit.name());
+        it != inlineOffsets->end()) {
+      attrs.push_back(named("offset", b.getI64IntegerAttr(it->second.first)));
+      attrs.push_back(named("length", b.getI64IntegerAttr(it->second.second)));
+    }
+    int64_t bytes = storageBytes(type);
+    if (!trainable && !transposed && bytes <= kMaxFrozenValueBytes) {
+      auto value = readTensor(dataInit, "initializer");
+      if (failed(value))
+        return failure();
+      attrs.push_back(named("value", *value));
+    }
+  }
+  if (transposed)
+    attrs.push_back(named("data_transposed", b.getUnitAttr()));
+  attrs.push_back(named("source", WeightSourceAttr::get(&ctx, source)));
+  OperationState st(l, WeightOp::getOperationName());
+  st.addAttributes(attrs);
+  st.addTypes(type);
+  Operation *op = b.create(st);
+  if (auto w = cast<WeightOp>(op); w.getValue())
+    known[op->getResult(0)] = *w.getValue();
+  return op->getResult(0);
 }
 
 LogicalResult Importer::needInputs(int min, int max) {
@@ -1540,7 +1783,7 @@ FailureOr<std::optional<int64_t>> Importer::fixedBatch() {
 
 OwningOpRef<ModuleOp> Importer::run() {
   if (failed(readModel()) || failed(checkVersions()) ||
-      failed(readTrainableSet()))
+      failed(readTrainableSet()) || failed(decideParameters()))
     return nullptr;
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc);
   (*module)->setAttr("train.model", b.getStringAttr(file));

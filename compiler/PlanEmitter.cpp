@@ -192,7 +192,11 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
                                       : stored.getValue() == "BF16" ? plan::BF16
                                       : stored.getValue() == "F16"  ? plan::F16
                                                                    : plan::F32);
+        pp->mutable_data()->set_transposed(p->hasAttr("data_transposed"));
       }
+      if (auto saved = p->getAttrOfType<ArrayAttr>("saved_as"))
+        for (Attribute name : saved)
+          pp->add_saved_names(cast<StringAttr>(name).getValue().str());
       pp->set_master(buffers[p.getMaster()]);
       if (Value c = p.getCompute())
         pp->set_compute(buffers[c]);

@@ -55,7 +55,12 @@ void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
-    model.push_back({p.name(), p.master()});
+    // Under the names the user's weights had (a tied weight may be stored
+    // twice, as its checkpoint did).
+    if (p.saved_names().empty())
+      model.push_back({p.name(), p.master()});
+    for (const std::string &name : p.saved_names())
+      model.push_back({name, p.master()});
     optimizer.push_back({p.name() + ".exp_avg", p.exp_avg()});
     optimizer.push_back({p.name() + ".exp_avg_sq", p.exp_avg_sq()});
     if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8) {

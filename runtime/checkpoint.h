@@ -1,8 +1,9 @@
 // Checkpoints: everything a run needs to continue exactly where it stopped.
 //
 // A checkpoint is a directory ROOT/step-NNNNNNNN with
-//   model.safetensors      the trainable weights (F32) under their names in
-//                          the model, loadable by Hugging Face tools;
+//   model.safetensors      the trainable weights (F32) under the names of
+//                          the user's weights (Parameter.saved_names:
+//                          Hugging Face's, so from_pretrained loads it);
 //   optimizer.safetensors  each weight's AdamW moments as the plan stores
 //                          them ("<name>.exp_avg", "<name>.exp_avg_sq", and
 //                          their ".scale"s for 8-bit moments) and, when the

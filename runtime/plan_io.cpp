@@ -296,7 +296,19 @@ private:
         return fail(w + ": data holds " + std::to_string(prm.data().length()) +
                     " bytes, " + std::to_string(uint64_t(n) * width) +
                     " expected");
+      if (prm.data().transposed() && master->shape_size() != 2)
+        return fail(w + ": transposed data needs a 2-D master");
     }
+    // Two parameters under one name would make a checkpoint that loads one
+    // of them twice.
+    for (const std::string &name : prm.saved_names().empty()
+                                       ? std::vector<std::string>{prm.name()}
+                                       : std::vector<std::string>(
+                                             prm.saved_names().begin(),
+                                             prm.saved_names().end()))
+      if (name.empty() || !savedNames.insert(name).second)
+        return fail(w + ": saved name '" + name +
+                    "' is empty or another parameter's");
     if (prm.has_compute()) {
       const plan::Buffer *c = buffer(prm.compute());
       if (!c || c->dtype() != plan::BF16 || onDisk(*c) ||
@@ -422,6 +434,8 @@ private:
   const plan::Plan &p;
   const std::string &path;
   std::vector<uint64_t> bytes; ///< size of each buffer, by index
+  /// The names checkpoints store parameters under, so far.
+  std::set<std::string> savedNames;
 };
 
 } // namespace

@@ -263,6 +263,23 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "(COPY_TO_DEVICE): operand buffer 7 must not be in a DISK "
                 "arena"},
+        BadCase{"transposed_not_2d",
+                [](Plan &p) {
+                  p.mutable_buffers(0)->clear_shape();
+                  p.mutable_buffers(0)->add_shape(32);
+                  p.mutable_parameters(0)->mutable_data()->set_transposed(true);
+                },
+                "parameter 0 ('w'): transposed data needs a 2-D master"},
+        BadCase{"saved_name_twice",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->add_saved_names("w.hf");
+                  p.mutable_parameters(0)->add_saved_names("w.hf");
+                },
+                "parameter 0 ('w'): saved name 'w.hf' is empty or another "
+                "parameter's"},
+        BadCase{"saved_name_empty",
+                [](Plan &p) { p.mutable_parameters(0)->add_saved_names(""); },
+                "saved name '' is empty"},
         BadCase{
             "first_micro_batch_outside",
             [](Plan &p) {

@@ -196,6 +196,16 @@ std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
 
 /// Loads the constants, frozen weights and (unless they come from a
 /// checkpoint) the trainable weights.
+/// The [rows, cols] matrix whose transpose `data` holds ([cols, rows]).
+std::vector<float> transposed(const std::vector<float> &data, int64_t rows,
+                              int64_t cols) {
+  std::vector<float> out(data.size());
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r)
+      out[size_t(r * cols + c)] = data[size_t(c * rows + r)];
+  return out;
+}
+
 Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
                       const Options &o, bool trainable) {
   int initialised = 0;
@@ -258,6 +268,9 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
                              p.name() + "' at offset " +
                              std::to_string(p.data().offset()));
       std::vector<float> master = toF32(bytes, p.data().dtype());
+      if (p.data().transposed())
+        master = transposed(master, plan.buffers(int(p.master())).shape(0),
+                            plan.buffers(int(p.master())).shape(1));
       if (Status st = backend.write(p.master(), master.data(),
                                     master.size() * sizeof(float));
           !st)

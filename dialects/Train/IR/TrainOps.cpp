@@ -86,6 +86,8 @@ LogicalResult WeightOp::verify() {
     if (cast<ShapedType>(getValue()->getType()) != getType())
       return emitOpError("value type differs from the result type");
   }
+  if (getDataTransposed() && getType().getRank() != 2)
+    return emitOpError("with data_transposed must be 2-D");
   return success();
 }
 

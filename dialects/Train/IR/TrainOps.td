@@ -48,7 +48,10 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
     marks parameters that get gradients; the others are frozen buffers. A
     frozen buffer that is small and inline may carry its `value`, so that
     tables derived from it (rotary frequencies) fold; trainable weights never
-    do: the compiler does not read their data.
+    do: the compiler does not read their data. `saved_as` lists the names a
+    checkpoint stores the weight under (the user's Hugging Face names; a
+    tied weight may have two), and `data_transposed` says that its bytes
+    hold the 2-D weight transposed (an exporter folded W^T into a constant).
 
     ```mlir
     %w = train.weight "model.layers.0.mlp.up_proj.weight" {trainable,
@@ -60,7 +63,9 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
                    Train_WeightSourceAttr:$source,
                    OptionalAttr<StrAttr>:$file, OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
-                   OptionalAttr<ElementsAttr>:$value);
+                   OptionalAttr<ElementsAttr>:$value,
+                   OptionalAttr<StrArrayAttr>:$saved_as,
+                   UnitAttr:$data_transposed);
   let results = (outs Train_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

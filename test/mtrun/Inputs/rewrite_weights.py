@@ -5,7 +5,10 @@
       every tensor converted (bf16 truncated to the nearest even, f16 via
       numpy);
   rewrite_weights.py IN.safetensors shard DIR
-      two shards and a Hugging Face index, DIR/model.safetensors.index.json.
+      two shards and a Hugging Face index, DIR/model.safetensors.index.json;
+  rewrite_weights.py IN.safetensors copy SRC DST OUT.safetensors [perturb]
+      tensor SRC also stored as DST (a tied weight under both names), with
+      `perturb`, one element of the copy changed.
 """
 import json
 import os
@@ -55,6 +58,13 @@ if sys.argv[2] == "dtype":
     kind, out = sys.argv[3], sys.argv[4]
     write(out, {n: ("BF16", bf16(a)) if kind == "bf16" else
                 ("F16", a.astype("<f2")) for n, a in tensors.items()})
+elif sys.argv[2] == "copy":
+    src, dst, out = sys.argv[3:6]
+    copy = tensors[src].copy()
+    if sys.argv[6:] == ["perturb"]:
+        copy.flat[0] += 1.0
+    tensors[dst] = copy
+    write(out, {n: ("F32", a) for n, a in tensors.items()})
 else:
     out = sys.argv[3]
     os.makedirs(out, exist_ok=True)

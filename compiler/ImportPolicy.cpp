@@ -1,0 +1,413 @@
+//===- ImportPolicy.cpp - which initializers are which parameters ---------===//
+#include "compiler/ImportPolicy.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace mt {
+namespace {
+
+/// Elements compared when content decides (a tied copy, a square folded
+/// weight's layout): evenly spaced over the tensor, the first and the last
+/// included. 64 reads per tensor, whatever its size.
+constexpr int64_t kSamples = 64;
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> sampleIndices(int64_t n) {
+  std::vector<int64_t> out;
+  if (n <= 0)
+    return out;
+  int64_t count = std::min(n, kSamples);
+  for (int64_t k = 0; k < count; ++k)
+    out.push_back(count == 1 ? 0 : k * (n - 1) / (count - 1));
+  return out;
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string leafOf(const std::string &name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? name : name.substr(dot + 1);
+}
+
+bool endsWithComponent(const std::string &name, const std::string &tail) {
+  return name == tail ||
+         (name.size() > tail.size() &&
+          name.compare(name.size() - tail.size(), tail.size(), tail) == 0 &&
+          name[name.size() - tail.size() - 1] == '.');
+}
+
+/// A use that reads the initializer as a folded `linear` weight: aten.linear
+/// computes x W^T, and the exporter feeds MatMul the folded W^T.
+bool readsFoldedLinear(const InitializerUse &use) {
+  return use.opType == "MatMul" && use.input == 1 &&
+         use.fxTarget.find("aten.linear") != std::string::npos;
+}
+
+class Decider {
+public:
+  explicit Decider(const PolicyInput &in) : in(in) {
+    out.roles.resize(in.initializers.size());
+  }
+  PolicyResult run();
+
+private:
+  void findParameters();
+  std::string nameOfFolded(const std::string &mangled,
+                           const InitializerInfo &init) const;
+  int parameterFor(const std::string &name, const std::vector<int64_t> &shape,
+                   int init);
+  std::vector<std::string> aliasesOf(int p, bool embeddingOnly) const;
+  bool isTiedEmbedding(int p) const;
+  void matchWeights();
+  void checkLayouts(int p);
+  void chooseSavedNames();
+  std::optional<std::vector<float>> parameterSample(int init, Layout layout,
+                                                    int64_t n);
+
+  const PolicyInput &in;
+  PolicyResult out;
+  std::map<std::string, int> byName;
+  bool haveMetadata = false;
+};
+
+void Decider::findParameters() {
+  for (const InitializerInfo &init : in.initializers)
+    for (const InitializerUse &use : init.uses)
+      haveMetadata |= !use.fxTarget.empty();
+  // The placeholders that are initializers under their own name.
+  std::set<std::string> direct;
+  for (const InitializerInfo &init : in.initializers)
+    direct.insert(mangledName(init.name));
+  for (size_t i = 0; i < in.initializers.size(); ++i) {
+    const InitializerInfo &init = in.initializers[i];
+    if (!haveMetadata) {
+      // An export without metadata (TorchScript, other tools): every
+      // floating initializer is a parameter under its own name.
+      parameterFor(init.name, init.shape, int(i));
+      continue;
+    }
+    bool isDirect = false;
+    std::set<std::string> folded;
+    bool linear = false;
+    for (const InitializerUse &use : init.uses)
+      for (const std::string &x : use.fxParams) {
+        if (x == mangledName(init.name))
+          isDirect = true;
+        else if (!direct.count(x)) {
+          folded.insert(x);
+          linear |= readsFoldedLinear(use);
+        }
+      }
+    if (isDirect) {
+      parameterFor(init.name, init.shape, int(i));
+    } else if (folded.size() == 1) {
+      Layout layout =
+          linear && init.shape.size() == 2 ? Layout::Transposed : Layout::Same;
+      std::vector<int64_t> shape = init.shape;
+      if (layout == Layout::Transposed)
+        std::reverse(shape.begin(), shape.end());
+      int p = parameterFor(nameOfFolded(*folded.begin(), init), shape, int(i));
+      if (p >= 0)
+        out.roles[i].layout = layout;
+    } else if (folded.size() > 1) {
+      std::string names;
+      for (const std::string &x : folded)
+        names += (names.empty() ? "" : ", ") + x;
+      out.errors.push_back(
+          {-1, "initializer '" + init.name +
+                   "' is a form the exporter's optimizer folded from several "
+                   "parameters (" +
+                   names +
+                   "), which cannot be trained as one; export with "
+                   "optimize=False"});
+    }
+    // Else no parameter reaches it: a folded constant (a mask, a rotary
+    // table) or a buffer.
+  }
+}
+
+/// The dotted name of a folded parameter's placeholder: from the module
+/// scope of a use (`m_model_layers_0_self_attn_q_proj_weight` in scope
+/// `m.model.layers.0.self_attn.q_proj` is that scope's `weight`), else
+/// from a --weights name that mangles to it.
+std::string Decider::nameOfFolded(const std::string &mangled,
+                                  const InitializerInfo &init) const {
+  for (const InitializerUse &use : init.uses) {
+    std::string prefix = mangledName(use.scope) + "_";
+    if (!use.scope.empty() && mangled.size() > prefix.size() &&
+        mangled.compare(0, prefix.size(), prefix) == 0)
+      return use.scope + "." + mangled.substr(prefix.size());
+  }
+  for (const WeightTensor &w : in.weights) {
+    std::string full = in.hfRoot.empty() ? w.name : in.hfRoot + "." + w.name;
+    if (mangledName(full) == mangled)
+      return full;
+  }
+  return mangled;
+}
+
+int Decider::parameterFor(const std::string &name,
+                          const std::vector<int64_t> &shape, int init) {
+  auto [it, fresh] = byName.try_emplace(name, int(out.parameters.size()));
+  if (fresh) {
+    Parameter p;
+    p.name = name;
+    p.shape = shape;
+    p.dataInitializer = init;
+    out.parameters.push_back(p);
+  } else if (out.parameters[it->second].shape != shape) {
+    out.errors.push_back(
+        {-1,
+         "initializers '" +
+             in.initializers[out.parameters[it->second].dataInitializer].name +
+             "' and '" + in.initializers[init].name +
+             "' are both forms of parameter '" + name +
+             "' but imply the shapes " +
+             shapeText(out.parameters[it->second].shape) + " and " +
+             shapeText(shape)});
+    return -1;
+  }
+  out.roles[init].parameter = it->second;
+  return it->second;
+}
+
+/// Other names a parameter is known by: `S.<leaf>` for each module scope S
+/// that reads it (a tied head's weight read by the embedding module is
+/// also `model.embed_tokens.weight`).
+std::vector<std::string> Decider::aliasesOf(int p, bool embeddingOnly) const {
+  std::vector<std::string> aliases;
+  const Parameter &param = out.parameters[p];
+  for (size_t i = 0; i < in.initializers.size(); ++i) {
+    if (out.roles[i].parameter != p)
+      continue;
+    for (const InitializerUse &use : in.initializers[i].uses) {
+      if (use.scope.empty() ||
+          (embeddingOnly &&
+           use.fxTarget.find("aten.embedding") == std::string::npos))
+        continue;
+      std::string alias = use.scope + "." + leafOf(param.name);
+      if (alias != param.name &&
+          std::find(aliases.begin(), aliases.end(), alias) == aliases.end())
+        aliases.push_back(alias);
+    }
+  }
+  return aliases;
+}
+
+/// Read as an embedding table (Gather's data) and by something else (the
+/// head's MatMul, or the Transpose before it).
+bool Decider::isTiedEmbedding(int p) const {
+  bool table = false, other = false;
+  for (size_t i = 0; i < in.initializers.size(); ++i) {
+    if (out.roles[i].parameter != p)
+      continue;
+    for (const InitializerUse &use : in.initializers[i].uses) {
+      bool gather = use.opType == "Gather" && use.input == 0;
+      table |= gather;
+      other |= !gather;
+    }
+  }
+  return table && other;
+}
+
+std::optional<std::vector<float>>
+Decider::parameterSample(int init, Layout layout, int64_t n) {
+  // Indices of the parameter, read from an initializer in `layout`.
+  std::vector<int64_t> at = sampleIndices(n);
+  if (layout == Layout::Transposed) {
+    // The parameter is [r, c]; the initializer [c, r] holds P[a][b] at
+    // b * r + a.
+    const std::vector<int64_t> &s = in.initializers[init].shape;
+    int64_t r = s[1], c = s[0];
+    for (int64_t &f : at)
+      f = (f % c) * r + f / c;
+  }
+  return in.sampleInitializer ? in.sampleInitializer(init, at) : std::nullopt;
+}
+
+void Decider::matchWeights() {
+  std::vector<std::vector<int>> matches(out.parameters.size());
+  std::vector<std::vector<std::string>> aliases(out.parameters.size());
+  for (size_t p = 0; p < out.parameters.size(); ++p)
+    aliases[p] = aliasesOf(int(p), /*embeddingOnly=*/false);
+  for (size_t k = 0; k < in.weights.size(); ++k) {
+    const WeightTensor &w = in.weights[k];
+    auto find = [&](bool byAlias) {
+      std::vector<int> found;
+      for (size_t p = 0; p < out.parameters.size(); ++p) {
+        bool hit = !byAlias ? endsWithComponent(out.parameters[p].name, w.name)
+                            : std::any_of(aliases[p].begin(), aliases[p].end(),
+                                          [&](const std::string &a) {
+                                            return endsWithComponent(a, w.name);
+                                          });
+        if (hit)
+          found.push_back(int(p));
+      }
+      return found;
+    };
+    std::vector<int> found = find(false);
+    if (found.empty())
+      found = find(true);
+    if (found.empty()) {
+      // Neither name nor alias: a tied embedding of its shape whose values
+      // it has (exports without metadata name it after one use only). Only
+      // there: a misnamed tensor must not pass for another by its values.
+      std::optional<std::vector<float>> mine =
+          in.sampleWeight
+              ? in.sampleWeight(int(k), sampleIndices(elementsOf(w.shape)))
+              : std::nullopt;
+      for (size_t p = 0; mine && p < out.parameters.size(); ++p) {
+        const Parameter &param = out.parameters[p];
+        if (param.shape != w.shape || !isTiedEmbedding(int(p)))
+          continue;
+        auto theirs = parameterSample(param.dataInitializer,
+                                      out.roles[param.dataInitializer].layout,
+                                      elementsOf(param.shape));
+        if (theirs && sameBits(*mine, *theirs))
+          found.push_back(int(p));
+      }
+    }
+    if (found.size() != 1) {
+      out.errors.push_back(
+          {int(k), found.empty()
+                       ? "tensor '" + w.name +
+                             "' matches no initializer (by name or by a unique "
+                             "suffix, or as a tied embedding)"
+                       : "tensor '" + w.name + "' matches " +
+                             std::to_string(found.size()) +
+                             " parameters; the suffix is ambiguous"});
+      continue;
+    }
+    const Parameter &param = out.parameters[found[0]];
+    if (param.shape != w.shape) {
+      out.errors.push_back({int(k), "tensor '" + w.name + "' has shape " +
+                                        shapeText(w.shape) +
+                                        " but parameter '" + param.name +
+                                        "' has " + shapeText(param.shape)});
+      continue;
+    }
+    matches[found[0]].push_back(int(k));
+  }
+  for (size_t p = 0; p < out.parameters.size(); ++p) {
+    Parameter &param = out.parameters[p];
+    param.trainable = !matches[p].empty();
+    if (matches[p].empty())
+      continue;
+    param.weight = matches[p][0];
+    for (int k : matches[p])
+      param.savedNames.push_back(in.weights[k].name);
+    // A tied weight stored under both names (some checkpoints do): the
+    // copies must be one tensor.
+    int64_t n = elementsOf(param.shape);
+    for (size_t j = 1; j < matches[p].size() && in.sampleWeight; ++j) {
+      auto a = in.sampleWeight(matches[p][0], sampleIndices(n));
+      auto b = in.sampleWeight(matches[p][j], sampleIndices(n));
+      if (a && b && !sameBits(*a, *b))
+        out.errors.push_back(
+            {matches[p][j],
+             "tensors '" + in.weights[matches[p][0]].name + "' and '" +
+                 in.weights[matches[p][j]].name + "' are both parameter '" +
+                 param.name +
+                 "' of the graph (a tied weight) but hold different values"});
+    }
+    checkLayouts(int(p));
+  }
+}
+
+/// A square folded weight's layout cannot be told by its shape: when the
+/// export holds the same values as --weights, they decide.
+void Decider::checkLayouts(int p) {
+  const Parameter &param = out.parameters[p];
+  if (param.shape.size() != 2 || param.shape[0] != param.shape[1] ||
+      !in.sampleWeight)
+    return;
+  int64_t n = elementsOf(param.shape);
+  auto want = in.sampleWeight(param.weight, sampleIndices(n));
+  for (size_t i = 0; want && i < in.initializers.size(); ++i) {
+    if (out.roles[i].parameter != p)
+      continue;
+    Layout layout = out.roles[i].layout;
+    Layout other = layout == Layout::Same ? Layout::Transposed : Layout::Same;
+    auto got = parameterSample(int(i), layout, n);
+    auto flipped = parameterSample(int(i), other, n);
+    // Values of another run (an export of a random init, trained weights
+    // in --weights) decide nothing: the metadata's layout stands.
+    if (got && flipped && !sameBits(*want, *got) && sameBits(*want, *flipped))
+      out.roles[i].layout = other;
+  }
+}
+
+void Decider::chooseSavedNames() {
+  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
+  for (size_t p = 0; p < out.parameters.size(); ++p) {
+    Parameter &param = out.parameters[p];
+    if (!param.savedNames.empty())
+      continue;
+    // A tied embedding goes under the embedding's name, as save_pretrained
+    // stores a tied model.
+    std::vector<std::string> embedding = aliasesOf(int(p), true);
+    std::string name = embedding.empty() ? param.name : embedding[0];
+    if (!root.empty() && name.compare(0, root.size(), root) == 0)
+      name = name.substr(root.size());
+    param.savedNames.push_back(name);
+  }
+}
+
+PolicyResult Decider::run() {
+  findParameters();
+  if (in.haveWeights) {
+    matchWeights();
+  } else {
+    for (Parameter &p : out.parameters)
+      p.trainable =
+          haveMetadata || !in.isKnownBuffer || !in.isKnownBuffer(p.name);
+  }
+  // The bytes a parameter is read from without --weights: an initializer
+  // in its own layout when there is one.
+  for (size_t i = 0; i < in.initializers.size(); ++i) {
+    const InitializerRole &role = out.roles[i];
+    if (role.parameter < 0)
+      continue;
+    Parameter &p = out.parameters[role.parameter];
+    if (out.roles[p.dataInitializer].layout != Layout::Same &&
+        role.layout == Layout::Same)
+      p.dataInitializer = int(i);
+  }
+  for (Parameter &p : out.parameters)
+    p.dataLayout = out.roles[p.dataInitializer].layout;
+  chooseSavedNames();
+  return std::move(out);
+}
+
+} // namespace
+
+std::string mangledName(const std::string &name) {
+  std::string s = name;
+  std::replace(s.begin(), s.end(), '.', '_');
+  return s;
+}
+
+PolicyResult decideParameters(const PolicyInput &input) {
+  return Decider(input).run();
+}
+
+} // namespace mt

@@ -1,0 +1,125 @@
+//===- ImportPolicy.h - which initializers are which parameters -----------===//
+//
+// An ONNX export's initializers are not always the model's parameters. The
+// dynamo exporter's default optimization folds a linear weight's transpose
+// into a new initializer with a generated name (`val_94` is
+// `q_proj.weight` transposed); a tied embedding is one initializer named
+// after the head; a wrapper module prefixes every name (`m.`). This object
+// decides, from the initializers, the exporter's node metadata (module
+// scopes and the FX node of each ONNX node) and the user's --weights, what
+// the parameters are: their names and shapes in the model's own layout,
+// which initializers are which parameter in which layout, the trainable set,
+// and the names a checkpoint stores them under so that Hugging Face's
+// `from_pretrained` loads it. It knows neither ONNX's protobuf nor MLIR, so
+// that its rules are tested on their own (test/unit/import_policy_test.cpp).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MT_COMPILER_IMPORTPOLICY_H
+#define MT_COMPILER_IMPORTPOLICY_H
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+/// One use of an initializer by a node, with what the exporter's metadata
+/// (ONNX IR 10 `metadata_props`) says about that node.
+struct InitializerUse {
+  std::string opType; ///< the consumer's ONNX op type
+  int input = 0;      ///< which of its inputs
+  /// The innermost module the node came from (the last module of
+  /// `pkg.torch.onnx.name_scopes`), "" when the export has no metadata.
+  std::string scope;
+  /// The FX node's target (`torch.ops.aten.linear.default`) and its
+  /// parameter arguments, without `%p_` (`m_model_norm_weight`).
+  std::string fxTarget;
+  std::vector<std::string> fxParams;
+};
+
+/// A floating initializer of rank >= 1: a parameter, a folded form of one,
+/// or a constant (a folded mask or rotary table, a buffer).
+struct InitializerInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<InitializerUse> uses;
+};
+
+/// A tensor of the user's --weights.
+struct WeightTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+/// How an initializer's elements lie relative to its parameter's.
+enum class Layout {
+  Same,       ///< the parameter itself
+  Transposed, ///< a 2-D parameter's transpose (a folded `linear` weight)
+};
+
+/// Reads the float values at `indices` (flat, row-major) of an initializer
+/// or of a --weights tensor; none when its bytes cannot be read (a graph
+/// exported without its weights).
+using Sampler = std::function<std::optional<std::vector<float>>(
+    int index, const std::vector<int64_t> &indices)>;
+
+struct PolicyInput {
+  std::vector<InitializerInfo> initializers;
+  /// The module path of the Hugging Face model inside the exported module
+  /// (`m` when a wrapper holds it as `self.m`; "" when it is the root or
+  /// unknown): what a checkpoint's names leave out.
+  std::string hfRoot;
+  /// Names that mark a buffer when the export has no metadata.
+  std::function<bool(const std::string &)> isKnownBuffer;
+  bool haveWeights = false;
+  std::vector<WeightTensor> weights;
+  Sampler sampleInitializer, sampleWeight;
+};
+
+struct Parameter {
+  std::string name;           ///< in the graph's namespace
+  std::vector<int64_t> shape; ///< in the model's layout (HF's)
+  bool trainable = false;
+  /// The --weights tensor it is read from, or -1: from `dataInitializer`'s
+  /// bytes, in `dataLayout`.
+  int weight = -1;
+  int dataInitializer = -1;
+  Layout dataLayout = Layout::Same;
+  /// The names a checkpoint stores it under: those it had in --weights (a
+  /// tied weight may have two), else its name without `hfRoot`.
+  std::vector<std::string> savedNames;
+};
+
+/// What an initializer is.
+struct InitializerRole {
+  int parameter = -1; ///< -1: a constant of the graph
+  Layout layout = Layout::Same;
+};
+
+/// What does not fit (a --weights tensor that matches nothing, an
+/// initializer folded from several parameters, ...): one sentence naming the
+/// tensors, and the --weights tensor it is about (-1: none), whose file the
+/// caller names.
+struct PolicyError {
+  int weight = -1;
+  std::string message;
+};
+
+struct PolicyResult {
+  std::vector<Parameter> parameters;
+  std::vector<InitializerRole> roles; ///< one per PolicyInput::initializers
+  std::vector<PolicyError> errors;
+};
+
+/// Decides the parameters (see the file comment). Pure: the samplers are
+/// its only reads.
+PolicyResult decideParameters(const PolicyInput &input);
+
+/// `a.b.c` -> `a_b_c`: how torch.export names a parameter's placeholder.
+std::string mangledName(const std::string &name);
+
+} // namespace mt
+
+#endif // MT_COMPILER_IMPORTPOLICY_H

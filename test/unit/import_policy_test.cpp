@@ -1,0 +1,272 @@
+// The import policy's rules (compiler/ImportPolicy.h): which initializers
+// are which parameters, in which layout, under which names, and when the
+// user's weights do not fit.
+#include "compiler/ImportPolicy.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace {
+
+using mt::decideParameters;
+using mt::InitializerInfo;
+using mt::InitializerUse;
+using mt::Layout;
+using mt::PolicyInput;
+using mt::PolicyResult;
+
+/// A use as the dynamo exporter describes it.
+InitializerUse use(std::string op, int input, std::string scope,
+                   std::string target, std::vector<std::string> params) {
+  return {std::move(op), input, std::move(scope), std::move(target),
+          std::move(params)};
+}
+
+const char *kLinear = "torch.ops.aten.linear.default";
+const char *kEmbedding = "torch.ops.aten.embedding.default";
+
+/// Values by tensor for the samplers: element i of tensor T is value(T, i).
+struct Values {
+  std::map<std::string, std::function<float(int64_t)>> of;
+  mt::Sampler sampler(std::vector<std::string> names) const {
+    return [this, names](int index, const std::vector<int64_t> &at)
+               -> std::optional<std::vector<float>> {
+      auto it = of.find(names[size_t(index)]);
+      if (it == of.end())
+        return std::nullopt;
+      std::vector<float> out;
+      for (int64_t i : at)
+        out.push_back(it->second(i));
+      return out;
+    };
+  }
+};
+
+std::string errorsOf(const PolicyResult &r) {
+  std::string s;
+  for (const auto &e : r.errors)
+    s += e.message + "\n";
+  return s;
+}
+
+TEST(ImportPolicy, WithoutMetadataEveryInitializerIsAParameter) {
+  PolicyInput in;
+  in.initializers = {{"w", {4, 2}, {use("MatMul", 1, "", "", {})}},
+                     {"rotary_emb.inv_freq", {8}, {}}};
+  in.isKnownBuffer = [](const std::string &n) {
+    return n.find("inv_freq") != std::string::npos;
+  };
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u);
+  ASSERT_EQ(r.parameters.size(), 2u);
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_FALSE(r.parameters[1].trainable);
+  EXPECT_EQ(r.roles[0].parameter, 0);
+  EXPECT_EQ(r.roles[0].layout, Layout::Same);
+  EXPECT_EQ(r.parameters[0].savedNames, std::vector<std::string>{"w"});
+}
+
+TEST(ImportPolicy, AFoldedLinearWeightIsItsParameterTransposed) {
+  // The optimizer's `val_94` is `q.weight` transposed ([in, out]).
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"val_94",
+       {64, 32},
+       {use("MatMul", 1, "m.l.0.q", kLinear,
+            {"m_l_0_q_weight", "m_l_0_q_bias"})}},
+      {"m.l.0.q.bias",
+       {32},
+       {use("Add", 1, "m.l.0.q", kLinear, {"m_l_0_q_weight", "m_l_0_q_bias"})}},
+      // A folded mask: no parameter reaches it.
+      {"where", {1, 1, 4, 4}, {use("Add", 1, "m.l.0", "aten.add", {})}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 2u);
+  EXPECT_EQ(r.parameters[0].name, "m.l.0.q.weight");
+  EXPECT_EQ(r.parameters[0].shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(r.parameters[0].dataLayout, Layout::Transposed);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            std::vector<std::string>{"l.0.q.weight"});
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.roles[0].layout, Layout::Transposed);
+  EXPECT_EQ(r.parameters[1].name, "m.l.0.q.bias");
+  EXPECT_EQ(r.roles[2].parameter, -1);
+}
+
+TEST(ImportPolicy, AFoldedWeightIsNamedFromWeightsWhenNoScopeNamesIt) {
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.haveWeights = true;
+  in.weights = {{"proj.weight", {8, 4}}};
+  in.initializers = {
+      {"val_3", {4, 8}, {use("MatMul", 1, "", kLinear, {"m_proj_weight"})}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].name, "m.proj.weight");
+  EXPECT_EQ(r.parameters[0].weight, 0);
+}
+
+TEST(ImportPolicy, AConstantFoldedFromSeveralParametersIsRefused) {
+  PolicyInput in;
+  in.initializers = {
+      {"val_7",
+       {64, 96},
+       {use("MatMul", 1, "m.attn", kLinear, {"m_q_weight", "m_k_weight"})}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("folded from several parameters"),
+            std::string::npos);
+  EXPECT_NE(r.errors[0].message.find("optimize=False"), std::string::npos);
+}
+
+/// Qwen2's tied export: one initializer named after the head, read by the
+/// embedding module and by the head.
+PolicyInput tied() {
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"m.lm_head.weight",
+       {16, 4},
+       {use("Gather", 0, "m.model.embed_tokens", kEmbedding,
+            {"m_lm_head_weight"}),
+        use("Transpose", 0, "m.lm_head", kLinear, {"m_lm_head_weight"})}}};
+  return in;
+}
+
+TEST(ImportPolicy, ATiedWeightIsSavedUnderTheEmbeddingsName) {
+  PolicyResult r = decideParameters(tied());
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            std::vector<std::string>{"model.embed_tokens.weight"});
+}
+
+TEST(ImportPolicy, ATiedWeightMatchesEitherNameOrBoth) {
+  for (std::vector<std::string> names :
+       {std::vector<std::string>{"model.embed_tokens.weight"},
+        std::vector<std::string>{"lm_head.weight"},
+        std::vector<std::string>{"model.embed_tokens.weight",
+                                 "lm_head.weight"}}) {
+    PolicyInput in = tied();
+    in.haveWeights = true;
+    for (const std::string &n : names)
+      in.weights.push_back({n, {16, 4}});
+    Values v;
+    for (const std::string &n : names)
+      v.of[n] = [](int64_t i) { return float(i); };
+    in.sampleWeight = v.sampler(names);
+    PolicyResult r = decideParameters(in);
+    ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+    ASSERT_EQ(r.parameters.size(), 1u);
+    EXPECT_TRUE(r.parameters[0].trainable);
+    EXPECT_EQ(r.parameters[0].savedNames, names);
+  }
+}
+
+TEST(ImportPolicy, TiedCopiesThatDifferAreRefused) {
+  PolicyInput in = tied();
+  in.haveWeights = true;
+  std::vector<std::string> names = {"model.embed_tokens.weight",
+                                    "lm_head.weight"};
+  in.weights = {{names[0], {16, 4}}, {names[1], {16, 4}}};
+  Values v;
+  v.of[names[0]] = [](int64_t i) { return float(i); };
+  v.of[names[1]] = [](int64_t i) { return i == 0 ? 7.0f : float(i); };
+  in.sampleWeight = v.sampler(names);
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].weight, 1);
+  EXPECT_NE(r.errors[0].message.find("hold different values"),
+            std::string::npos);
+}
+
+TEST(ImportPolicy, ATiedEmbeddingWithoutMetadataIsFoundByItsValues) {
+  // TorchScript-style: no scopes; the one initializer is named after the
+  // head, the weights store only the embedding.
+  PolicyInput in;
+  in.initializers = {
+      {"lm_head.weight",
+       {16, 4},
+       {use("Gather", 0, "", "", {}), use("Transpose", 0, "", "", {})}},
+      {"norm.weight", {16, 4}, {use("Mul", 0, "", "", {})}}};
+  in.haveWeights = true;
+  in.weights = {{"model.embed_tokens.weight", {16, 4}}};
+  Values v;
+  v.of["lm_head.weight"] = [](int64_t i) { return float(i); };
+  v.of["norm.weight"] = [](int64_t i) { return float(i); };
+  v.of["model.embed_tokens.weight"] = [](int64_t i) { return float(i); };
+  in.sampleInitializer = v.sampler({"lm_head.weight", "norm.weight"});
+  in.sampleWeight = v.sampler({"model.embed_tokens.weight"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_FALSE(r.parameters[1].trainable);
+  // The same values in a tensor read only by a Mul do not make a match: a
+  // misnamed tensor is not taken for another by its values.
+  in.initializers[0].uses = {use("Mul", 0, "", "", {})};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("matches no initializer"),
+            std::string::npos);
+}
+
+TEST(ImportPolicy, ASquareFoldedWeightsLayoutIsCheckedByItsValues) {
+  PolicyInput in;
+  in.haveWeights = true;
+  in.weights = {{"q.weight", {3, 3}}};
+  in.initializers = {
+      {"val_1", {3, 3}, {use("MatMul", 1, "m.q", kLinear, {"m_q_weight"})}}};
+  Values v;
+  v.of["q.weight"] = [](int64_t i) { return float(i); };
+  in.sampleWeight = v.sampler({"q.weight"});
+  // The export holds W^T, as the metadata says: transposed.
+  v.of["val_1"] = [](int64_t i) { return float((i % 3) * 3 + i / 3); };
+  in.sampleInitializer = v.sampler({"val_1"});
+  EXPECT_EQ(decideParameters(in).roles[0].layout, Layout::Transposed);
+  // It holds W itself: the values decide.
+  v.of["val_1"] = [](int64_t i) { return float(i); };
+  EXPECT_EQ(decideParameters(in).roles[0].layout, Layout::Same);
+  // Other values (an export of a random init): the metadata stands.
+  v.of["val_1"] = [](int64_t i) { return float(-i); };
+  EXPECT_EQ(decideParameters(in).roles[0].layout, Layout::Transposed);
+}
+
+TEST(ImportPolicy, FormsOfOneParameterMustAgreeOnItsShape) {
+  PolicyInput in;
+  in.initializers = {
+      {"m.w", {4, 2}, {use("Gather", 0, "m", kEmbedding, {"m_w"})}},
+      {"val_9", {4, 2}, {use("MatMul", 1, "m", kLinear, {"m_w"})}}};
+  PolicyResult r = decideParameters(in);
+  // val_9 is not folded (m_w is an initializer itself), so it is a
+  // constant; the one parameter is m.w.
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[1].parameter, -1);
+  // Two folded forms of one parameter with incompatible shapes.
+  in.initializers = {
+      {"val_1", {4, 2}, {use("MatMul", 1, "m.p", kLinear, {"m_p_weight"})}},
+      {"val_2", {4, 2}, {use("Mul", 0, "m.p", "aten.mul", {"m_p_weight"})}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("imply the shapes [2,4] and [4,2]"),
+            std::string::npos);
+}
+
+TEST(ImportPolicy, WeightsThatDoNotFitAreNamed) {
+  PolicyInput in;
+  in.haveWeights = true;
+  in.initializers = {{"m.a.weight", {4}, {}}, {"m.b.a.weight", {4}, {}}};
+  in.weights = {{"x.weight", {4}}, {"a.weight", {4}}, {"b.a.weight", {5}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 3u) << errorsOf(r);
+  EXPECT_EQ(r.errors[0].weight, 0);
+  EXPECT_NE(r.errors[0].message.find("'x.weight' matches no initializer"),
+            std::string::npos);
+  EXPECT_NE(r.errors[1].message.find("matches 2 parameters"),
+            std::string::npos);
+  EXPECT_NE(r.errors[2].message.find("has shape [5] but parameter"),
+            std::string::npos);
+}
+
+} // namespace

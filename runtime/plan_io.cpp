@@ -301,11 +301,11 @@ private:
     }
     // Two parameters under one name would make a checkpoint that loads one
     // of them twice.
-    for (const std::string &name : prm.saved_names().empty()
-                                       ? std::vector<std::string>{prm.name()}
-                                       : std::vector<std::string>(
-                                             prm.saved_names().begin(),
-                                             prm.saved_names().end()))
+    std::vector<std::string> names(prm.saved_names().begin(),
+                                   prm.saved_names().end());
+    if (names.empty())
+      names.push_back(prm.name());
+    for (const std::string &name : names)
       if (name.empty() || !savedNames.insert(name).second)
         return fail(w + ": saved name '" + name +
                     "' is empty or another parameter's");

@@ -94,9 +94,9 @@ void Decider::findParameters() {
     for (const InitializerUse &use : init.uses)
       haveMetadata |= !use.fxTarget.empty();
   // The placeholders that are initializers under their own name.
-  std::set<std::string> direct;
+  std::map<std::string, const InitializerInfo *> direct;
   for (const InitializerInfo &init : in.initializers)
-    direct.insert(mangledName(init.name));
+    direct[mangledName(init.name)] = &init;
   for (size_t i = 0; i < in.initializers.size(); ++i) {
     const InitializerInfo &init = in.initializers[i];
     if (!haveMetadata) {
@@ -106,30 +106,57 @@ void Decider::findParameters() {
       continue;
     }
     bool isDirect = false;
-    std::set<std::string> folded;
+    // The node's other parameters: not initializers themselves (folded
+    // away), or initializers of a shape this one could be a form of (a
+    // tied head's folded transpose of the embedding's table). A bias beside
+    // a folded weight is neither.
+    std::set<std::string> folded, foldedDirect;
     bool linear = false;
     for (const InitializerUse &use : init.uses)
       for (const std::string &x : use.fxParams) {
-        if (x == mangledName(init.name))
+        if (x == mangledName(init.name)) {
           isDirect = true;
-        else if (!direct.count(x)) {
-          folded.insert(x);
-          linear |= readsFoldedLinear(use);
+          continue;
         }
+        auto it = direct.find(x);
+        if (it == direct.end()) {
+          folded.insert(x);
+        } else {
+          std::vector<int64_t> reversed = it->second->shape;
+          std::reverse(reversed.begin(), reversed.end());
+          if (it->second->shape != init.shape &&
+              (init.shape.size() != 2 || reversed != init.shape))
+            continue;
+          foldedDirect.insert(it->second->name);
+        }
+        linear |= readsFoldedLinear(use);
       }
     if (isDirect) {
       parameterFor(init.name, init.shape, int(i));
-    } else if (folded.size() == 1) {
+    } else if (folded.size() == 1 ||
+               (folded.empty() && foldedDirect.size() == 1)) {
       Layout layout =
           linear && init.shape.size() == 2 ? Layout::Transposed : Layout::Same;
+      // The shape of a parameter that is an initializer too decides,
+      // unless it is square.
+      if (folded.empty()) {
+        const std::vector<int64_t> &known =
+            direct.at(mangledName(*foldedDirect.begin()))->shape;
+        std::vector<int64_t> reversed(known.rbegin(), known.rend());
+        if (known != reversed)
+          layout = known == init.shape ? Layout::Same : Layout::Transposed;
+      }
       std::vector<int64_t> shape = init.shape;
       if (layout == Layout::Transposed)
         std::reverse(shape.begin(), shape.end());
-      int p = parameterFor(nameOfFolded(*folded.begin(), init), shape, int(i));
+      std::string name = folded.empty() ? *foldedDirect.begin()
+                                        : nameOfFolded(*folded.begin(), init);
+      int p = parameterFor(name, shape, int(i));
       if (p >= 0)
         out.roles[i].layout = layout;
-    } else if (folded.size() > 1) {
+    } else if (folded.size() + foldedDirect.size() > 1) {
       std::string names;
+      folded.insert(foldedDirect.begin(), foldedDirect.end());
       for (const std::string &x : folded)
         names += (names.empty() ? "" : ", ") + x;
       out.errors.push_back(

@@ -20,6 +20,13 @@ config.substitutions.append(("%shared", os.path.abspath(shared)))
 if os.path.isdir(os.path.join(shared, "fixtures")):
     config.available_features.add("shared-fixtures")
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# The export venv (scripts/export-venv.sh: pinned torch and transformers)
+# runs the tests against the real client; MT_TORCH_PYTHON names another.
+torch_python = os.environ.get(
+    "MT_TORCH_PYTHON", os.path.join(config.mt_src_root, ".venv-export", "bin", "python"))
+if os.access(torch_python, os.X_OK):
+    config.available_features.add("torch")
+    config.substitutions.append(("%torch_python", torch_python))
 # clang-format (scripts/bootstrap.sh installs it) checks that .td prose is
 # left alone.
 if shutil.which("clang-format"):

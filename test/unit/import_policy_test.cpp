@@ -233,21 +233,33 @@ TEST(ImportPolicy, ASquareFoldedWeightsLayoutIsCheckedByItsValues) {
   EXPECT_EQ(decideParameters(in).roles[0].layout, Layout::Transposed);
 }
 
+TEST(ImportPolicy, ATiedHeadsFoldedTransposeIsTheEmbeddingsTable) {
+  // Llama 3.2's optimized export: the table is an initializer, the head
+  // reads a folded W^T of it (the fx node names the table).
+  PolicyInput in;
+  in.initializers = {
+      {"m.w", {4, 2}, {use("Gather", 0, "m.e", kEmbedding, {"m_w"})}},
+      {"val_9", {2, 4}, {use("MatMul", 1, "m.head", kLinear, {"m_w"})}},
+      // A bias beside a folded weight is not a form of it.
+      {"m.b", {3}, {use("Add", 1, "m.p", kLinear, {"m_p_weight", "m_b"})}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[1].parameter, r.roles[0].parameter);
+  EXPECT_EQ(r.roles[1].layout, Layout::Transposed);
+  EXPECT_EQ(r.parameters[r.roles[0].parameter].dataLayout, Layout::Same);
+  // Of the table's shape: the table itself.
+  in.initializers[1].shape = {4, 2};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[1].layout, Layout::Same);
+}
+
 TEST(ImportPolicy, FormsOfOneParameterMustAgreeOnItsShape) {
   PolicyInput in;
   in.initializers = {
-      {"m.w", {4, 2}, {use("Gather", 0, "m", kEmbedding, {"m_w"})}},
-      {"val_9", {4, 2}, {use("MatMul", 1, "m", kLinear, {"m_w"})}}};
-  PolicyResult r = decideParameters(in);
-  // val_9 is not folded (m_w is an initializer itself), so it is a
-  // constant; the one parameter is m.w.
-  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
-  EXPECT_EQ(r.roles[1].parameter, -1);
-  // Two folded forms of one parameter with incompatible shapes.
-  in.initializers = {
       {"val_1", {4, 2}, {use("MatMul", 1, "m.p", kLinear, {"m_p_weight"})}},
       {"val_2", {4, 2}, {use("Mul", 0, "m.p", "aten.mul", {"m_p_weight"})}}};
-  r = decideParameters(in);
+  PolicyResult r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_NE(r.errors[0].message.find("imply the shapes [2,4] and [4,2]"),
             std::string::npos);

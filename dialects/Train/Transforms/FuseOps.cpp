@@ -113,6 +113,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       fuseRotary(func);
       fuseAttention(func);
       fuseCrossEntropy(func);
+      splitSlices(func);
     }
   }
 
@@ -717,6 +718,94 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         typeOf(v).getShape() != typeOf(pad.getInput()).getShape())
       return nullptr;
     return pad.getInput();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Slices of activations
+  //===--------------------------------------------------------------------===//
+
+  /// A Slice of a float tensor with constant bounds and step 1 on each of
+  /// its axes becomes a Split per axis, keeping the middle part: the
+  /// runtime has SPLIT, and its gradient (a Concat with zeros for the
+  /// parts nothing reads) is exact. Other steps stay Slices (reversals and
+  /// strides have no gradient rule, and the training step says so).
+  void splitSlices(func::FuncOp func) {
+    forEach<SliceOp>(func, [&](SliceOp s) {
+      auto type = typeOf(s.getInput());
+      if (!isa<FloatType>(type.getElementType()))
+        return;
+      Attribute st, en, ax, sp;
+      if (!matchPattern(s.getStarts(), m_Constant(&st)) ||
+          !matchPattern(s.getEnds(), m_Constant(&en)) ||
+          !matchPattern(s.getAxes(), m_Constant(&ax)) ||
+          !matchPattern(s.getSteps(), m_Constant(&sp)))
+        return;
+      auto starts = getIntValues(st), ends = getIntValues(en),
+           axes = getIntValues(ax), steps = getIntValues(sp);
+      if (!starts || !ends || !axes || !steps ||
+          starts->size() != axes->size() || ends->size() != axes->size() ||
+          steps->size() != axes->size())
+        return;
+      if (llvm::any_of(*steps, [](int64_t step) { return step != 1; })) {
+        LLVM_DEBUG(llvm::dbgs() << "mt-fuse-ops: slice at " << s.getLoc()
+                                << " has a step other than 1\n");
+        return;
+      }
+      OpBuilder b(s);
+      if (typeOf(s).getNumElements() == 0) {
+        // Nothing (the pass-through part of a rotary that covers the whole
+        // head): a constant, so that no gradient flows through it.
+        s.getResult().replaceAllUsesWith(b.create<ConstantOp>(
+            s.getLoc(), DenseElementsAttr::get(typeOf(s), ArrayRef<Attribute>{})));
+        ++numSlicesSplit;
+        return;
+      }
+      Value v = s.getInput();
+      for (size_t i = 0; i < axes->size(); ++i) {
+        auto t = typeOf(v);
+        int64_t rank = t.getRank(), axis = (*axes)[i];
+        if (axis < 0)
+          axis += rank;
+        if (axis < 0 || axis >= rank)
+          return;
+        // ONNX's clamping of out-of-range and negative bounds.
+        int64_t n = t.getDimSize(axis);
+        auto clampTo = [n](int64_t x) {
+          return std::clamp<int64_t>(x < 0 ? x + n : x, 0, n);
+        };
+        int64_t begin = clampTo((*starts)[i]), end = clampTo((*ends)[i]);
+        if (end <= begin || (begin == 0 && end == n))
+          continue;
+        SmallVector<int64_t> sizes;
+        if (begin > 0)
+          sizes.push_back(begin);
+        sizes.push_back(end - begin);
+        if (end < n)
+          sizes.push_back(n - end);
+        auto split = b.create<SplitOp>(s.getLoc(), v, b.getI64IntegerAttr(axis),
+                                       b.getDenseI64ArrayAttr(sizes));
+        v = split.getResult(begin > 0 ? 1 : 0);
+      }
+      if (v.getType() != s.getType())
+        return; // an empty slice, or bounds the shapes disagree with
+      s.getResult().replaceAllUsesWith(v);
+      ++numSlicesSplit;
+    });
+    // A Concat of an empty part is the Concat of the others.
+    forEach<ConcatOp>(func, [&](ConcatOp c) {
+      SmallVector<Value> kept;
+      for (Value v : c.getInputs())
+        if (typeOf(v).getNumElements() != 0)
+          kept.push_back(v);
+      if (kept.size() == c.getInputs().size() || kept.empty())
+        return;
+      OpBuilder b(c);
+      Value with = kept.size() == 1
+                       ? kept[0]
+                       : b.create<ConcatOp>(c.getLoc(), kept, c.getAxisAttr())
+                             .getResult();
+      c.getResult().replaceAllUsesWith(with);
+    });
   }
 
   void fuseCrossEntropy(func::FuncOp func) {

@@ -46,7 +46,10 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
     repetition), SwiGLU and GELU (exact and tanh), and cross_entropy
     (SoftmaxCrossEntropyLoss, with the Hugging Face label shift). Operands
     that a fused op defines as non-trainable (masks, rotary tables) are
-    frozen. Graph inputs get their role (tokens, labels, targets).
+    frozen. Graph inputs get their role (tokens, labels, targets). A
+    Slice of activations left after the fusions (a fused projection's
+    `qkv_proj` output cut into q, k and v) becomes a Split, whose parts the
+    runtime computes and whose gradient is a Concat.
 
     Before:
     ```mlir
@@ -61,6 +64,7 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::train::TrainDialect"];
   let statistics = [
     Statistic<"numFused", "fused", "fused ops created">,
+    Statistic<"numSlicesSplit", "slices-split", "Slices of activations made Splits">,
   ];
 }
 

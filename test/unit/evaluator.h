@@ -1,0 +1,438 @@
+// An interpreter of the train dialect for tests: runs the functions of a
+// module after the front-end pipeline (and the derivation of the training
+// step) with the CPU reference kernels. Weights are read from their files
+// once and kept (or set beforehand), so that a test can update them between
+// calls.
+#ifndef MT_TEST_UNIT_EVALUATOR_H
+#define MT_TEST_UNIT_EVALUATOR_H
+
+#include "dialects/Train/IR/TrainOps.h"
+#include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+namespace mt::test {
+
+using namespace mlir;
+using namespace mt::train;
+namespace k = mt::kernels::cpu;
+
+struct Tensor {
+  SmallVector<int64_t> shape;
+  std::vector<float> f;   ///< floating values
+  std::vector<int64_t> i; ///< integer values
+};
+
+inline int64_t numel(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+inline Tensor fromAttr(ElementsAttr attr) {
+  auto dense = cast<DenseElementsAttr>(attr);
+  auto type = cast<RankedTensorType>(dense.getType());
+  Tensor t;
+  t.shape.assign(type.getShape().begin(), type.getShape().end());
+  if (isa<FloatType>(type.getElementType()))
+    for (APFloat v : dense.getValues<APFloat>())
+      t.f.push_back(v.convertToFloat());
+  else
+    for (APInt v : dense.getValues<APInt>())
+      t.i.push_back(v.getSExtValue());
+  return t;
+}
+
+/// Interprets the functions of a module after the front-end pipeline (and
+/// the derivation of the training step). Weights are read from their files
+/// once and kept, so that an optimizer can update them between calls.
+class Evaluator {
+public:
+  std::map<std::string, Tensor> weights;
+
+  std::vector<Tensor> call(func::FuncOp fn, std::vector<Tensor> args) {
+    DenseMap<Value, Tensor> env;
+    for (auto [arg, t] : llvm::zip(fn.getArguments(), args))
+      env[arg] = t;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        std::vector<Tensor> out;
+        for (Value v : ret.getOperands())
+          out.push_back(env[v]);
+        return out;
+      }
+      if (auto c = dyn_cast<func::CallOp>(op)) {
+        std::vector<Tensor> in;
+        for (Value v : c.getOperands())
+          in.push_back(env[v]);
+        auto callee =
+            fn->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>(
+                c.getCallee());
+        auto out = call(callee, in);
+        for (auto [r, t] : llvm::zip(c.getResults(), out))
+          env[r] = t;
+        continue;
+      }
+      std::vector<Tensor> results = eval(op, env);
+      if (results.size() != op.getNumResults()) {
+        ADD_FAILURE() << "cannot evaluate "
+                      << op.getName().getStringRef().str();
+        return {};
+      }
+      for (auto [r, t] : llvm::zip(op.getResults(), results))
+        env[r] = std::move(t);
+    }
+    return {};
+  }
+
+private:
+  std::vector<Tensor> eval(Operation &op, DenseMap<Value, Tensor> &env) {
+    auto in = [&](unsigned i) -> Tensor & { return env[op.getOperand(i)]; };
+    auto outShape = [&](unsigned r = 0) {
+      auto s = cast<RankedTensorType>(op.getResult(r).getType()).getShape();
+      return SmallVector<int64_t>(s.begin(), s.end());
+    };
+    auto floats = [&](unsigned r = 0) {
+      Tensor t;
+      t.shape = outShape(r);
+      t.f.resize(numel(t.shape));
+      return t;
+    };
+    if (auto c = dyn_cast<ConstantOp>(op))
+      return {fromAttr(c.getValue())};
+    if (auto w = dyn_cast<WeightOp>(op))
+      return {readWeight(w)};
+    if (auto e = dyn_cast<EmbeddingOp>(op)) {
+      Tensor t = floats();
+      auto table = in(0);
+      EXPECT_TRUE(k::embeddingForward(table.f.data(), in(1).i.data(),
+                                      in(1).i.size(), table.shape[0],
+                                      table.shape[1], t.f.data()));
+      return {t};
+    }
+    if (auto n = dyn_cast<RmsNormOp>(op)) {
+      Tensor t = floats();
+      int64_t d = t.shape.back();
+      k::rmsNormForward(in(0).f.data(), in(1).f.data(), numel(t.shape) / d, d,
+                        n.getEps().convertToFloat(), n.getPlusOne(),
+                        t.f.data());
+      return {t};
+    }
+    if (auto n = dyn_cast<LayerNormOp>(op)) {
+      Tensor t = floats();
+      int64_t d = t.shape.back();
+      k::layerNormForward(in(0).f.data(), in(1).f.data(),
+                          n.getBias() ? in(2).f.data() : nullptr,
+                          numel(t.shape) / d, d, n.getEps().convertToFloat(),
+                          t.f.data());
+      return {t};
+    }
+    if (auto l = dyn_cast<LinearOp>(op)) {
+      Tensor t = floats();
+      int64_t inDim = in(0).shape.back(), outDim = t.shape.back();
+      k::linearForward(in(0).f.data(), in(1).f.data(),
+                       l.getBias() ? in(2).f.data() : nullptr,
+                       numel(t.shape) / outDim, inDim, outDim,
+                       l.getLayout() == WeightLayout::OutIn, t.f.data());
+      return {t};
+    }
+    if (auto r = dyn_cast<RotaryOp>(op)) {
+      Tensor t = floats();
+      int64_t hd = r.getHeadDim();
+      k::RotaryShape s{t.shape[0],
+                       t.shape[1],
+                       t.shape[2] / hd,
+                       hd,
+                       in(1).shape.size() == 3,
+                       r.getInterleaved()};
+      k::rotaryForward(in(0).f.data(), in(1).f.data(), in(2).f.data(), s,
+                       t.f.data());
+      return {t};
+    }
+    if (auto a = dyn_cast<AttentionOp>(op)) {
+      Tensor t = floats();
+      int64_t h = a.getNumHeads();
+      k::AttentionShape s{t.shape[0],
+                          t.shape[1],
+                          h,
+                          int64_t(a.getNumKvHeads()),
+                          t.shape[2] / h,
+                          a.getScale().convertToFloat(),
+                          a.getCausal(),
+                          int64_t(a.getWindow())};
+      const float *mask = nullptr;
+      if (a.getMask()) {
+        auto md = in(3).shape;
+        while (md.size() < 4)
+          md.insert(md.begin(), 1);
+        s.maskBatch = md[0];
+        s.maskHeads = md[1];
+        mask = in(3).f.data();
+      }
+      k::attentionForward(in(0).f.data(), in(1).f.data(), in(2).f.data(), mask,
+                          s, t.f.data());
+      return {t};
+    }
+    auto activation = [](Activation a) {
+      switch (a) {
+      case Activation::Gelu:
+        return k::Activation::Gelu;
+      case Activation::GeluTanh:
+        return k::Activation::GeluTanh;
+      case Activation::Silu:
+        return k::Activation::Silu;
+      case Activation::Relu:
+        return k::Activation::Relu;
+      }
+      return k::Activation::Relu;
+    };
+    if (auto a = dyn_cast<ActivationOp>(op)) {
+      Tensor t = floats();
+      k::activationForward(in(0).f.data(), t.f.size(), activation(a.getAct()),
+                           t.f.data());
+      return {t};
+    }
+    if (auto g = dyn_cast<GatedActivationOp>(op)) {
+      Tensor t = floats();
+      k::gatedForward(in(0).f.data(), in(1).f.data(), t.f.size(),
+                      activation(g.getAct()), t.f.data());
+      return {t};
+    }
+    if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
+      auto &logits = in(0);
+      int64_t v = logits.shape.back(), rows = numel(logits.shape) / v;
+      int64_t seq = ce.getShift() ? in(1).shape.back() : rows;
+      k::CrossEntropyShape s{rows / seq, seq, v, int64_t(ce.getIgnoreIndex()),
+                             ce.getShift()};
+      Tensor t;
+      t.f = {
+          k::crossEntropyForward(logits.f.data(), in(1).i.data(), s, nullptr)};
+      return {t};
+    }
+    if (isa<AddOp, SubOp, MulOp>(op)) {
+      // numpy broadcasting, both ways.
+      Tensor t = floats();
+      auto &a = in(0), &b = in(1);
+      k::Binary kind = isa<AddOp>(op)   ? k::Binary::Add
+                       : isa<SubOp>(op) ? k::Binary::Sub
+                                        : k::Binary::Mul;
+      k::binaryForward(kind, a.f.data(), {a.shape.begin(), a.shape.end()},
+                       b.f.data(), {b.shape.begin(), b.shape.end()}, t.f.data(),
+                       {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (auto tr = dyn_cast<TransposeOp>(op)) {
+      Tensor t = floats();
+      auto &x = in(0);
+      k::transpose(x.f.data(), {x.shape.begin(), x.shape.end()},
+                   {tr.getPerm().begin(), tr.getPerm().end()}, t.f.data());
+      return {t};
+    }
+    if (isa<IdentityOp, CastOp, SqueezeOp, UnsqueezeOp, FlattenOp>(op) &&
+        isa<FloatType>(cast<RankedTensorType>(op.getResult(0).getType())
+                           .getElementType())) {
+      // Floats are held as fp32: a cast between float types keeps them.
+      Tensor t = in(0);
+      t.shape = outShape();
+      return {t};
+    }
+    if (auto g = dyn_cast<EmbeddingGradOp>(op)) {
+      Tensor t = floats();
+      k::embeddingBackward(in(0).f.data(), in(1).i.data(), in(1).i.size(),
+                           t.shape[1], t.f.data());
+      return {t};
+    }
+    if (auto g = dyn_cast<LinearGradOp>(op)) {
+      Tensor dx = floats(0), dw = floats(1);
+      int64_t inDim = in(0).shape.back(), outDim = in(2).shape.back();
+      k::linearBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(),
+                        numel(in(0).shape) / inDim, inDim, outDim,
+                        g.getLayout() == WeightLayout::OutIn, dx.f.data(),
+                        dw.f.data(), nullptr);
+      return {dx, dw};
+    }
+    if (auto g = dyn_cast<RmsNormGradOp>(op)) {
+      Tensor dx = floats(0), dw = floats(1);
+      int64_t d = dx.shape.back();
+      k::rmsNormBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(),
+                         numel(dx.shape) / d, d, g.getEps().convertToFloat(),
+                         g.getPlusOne(), dx.f.data(), dw.f.data());
+      return {dx, dw};
+    }
+    if (auto g = dyn_cast<LayerNormGradOp>(op)) {
+      Tensor dx = floats(0), dw = floats(1);
+      int64_t d = dx.shape.back();
+      k::layerNormBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(),
+                           numel(dx.shape) / d, d, g.getEps().convertToFloat(),
+                           dx.f.data(), dw.f.data(), nullptr);
+      return {dx, dw};
+    }
+    if (auto r = dyn_cast<RotaryGradOp>(op)) {
+      Tensor t = floats();
+      int64_t hd = r.getHeadDim();
+      k::RotaryShape s{t.shape[0],
+                       t.shape[1],
+                       t.shape[2] / hd,
+                       hd,
+                       in(1).shape.size() == 3,
+                       r.getInterleaved()};
+      k::rotaryBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(), s,
+                        t.f.data());
+      return {t};
+    }
+    if (auto a = dyn_cast<AttentionGradOp>(op)) {
+      Tensor dq = floats(0), dk = floats(1), dv = floats(2);
+      int64_t h = a.getNumHeads();
+      k::AttentionShape s{dq.shape[0],
+                          dq.shape[1],
+                          h,
+                          int64_t(a.getNumKvHeads()),
+                          dq.shape[2] / h,
+                          a.getScale().convertToFloat(),
+                          a.getCausal(),
+                          int64_t(a.getWindow())};
+      const float *mask = nullptr;
+      if (a.getMask()) {
+        auto md = in(3).shape;
+        while (md.size() < 4)
+          md.insert(md.begin(), 1);
+        s.maskBatch = md[0];
+        s.maskHeads = md[1];
+        mask = in(3).f.data();
+      }
+      k::attentionBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(), mask,
+                           env[a.getGrad()].f.data(), s, dq.f.data(),
+                           dk.f.data(), dv.f.data());
+      return {dq, dk, dv};
+    }
+    if (auto a = dyn_cast<ActivationGradOp>(op)) {
+      Tensor t = floats();
+      k::activationBackward(in(0).f.data(), in(1).f.data(), t.f.size(),
+                            activation(a.getAct()), t.f.data());
+      return {t};
+    }
+    if (auto g = dyn_cast<GatedActivationGradOp>(op)) {
+      Tensor dg = floats(0), du = floats(1);
+      k::gatedBackward(in(0).f.data(), in(1).f.data(), in(2).f.data(),
+                       dg.f.size(), activation(g.getAct()), dg.f.data(),
+                       du.f.data());
+      return {dg, du};
+    }
+    if (auto ce = dyn_cast<CrossEntropyGradOp>(op)) {
+      Tensor t = floats();
+      int64_t v = t.shape.back(), rows = numel(t.shape) / v;
+      int64_t seq = ce.getShift() ? in(1).shape.back() : rows;
+      k::CrossEntropyShape s{rows / seq, seq, v, int64_t(ce.getIgnoreIndex()),
+                             ce.getShift()};
+      k::crossEntropyBackward(in(0).f.data(), in(1).i.data(), s, in(2).f[0],
+                              t.f.data());
+      return {t};
+    }
+    if (auto r = dyn_cast<ReduceSumOp>(op)) {
+      // Sums over the listed axes of the input into the result's layout.
+      auto &x = in(0);
+      Tensor t = floats();
+      SmallVector<bool> reduced(x.shape.size(), false);
+      for (int64_t a : r.getAxes())
+        reduced[a < 0 ? a + int64_t(x.shape.size()) : a] = true;
+      std::vector<double> acc(t.f.size(), 0.0);
+      SmallVector<int64_t> idx(x.shape.size(), 0);
+      for (size_t j = 0; j < x.f.size(); ++j) {
+        int64_t o = 0;
+        for (size_t d = 0; d < x.shape.size(); ++d)
+          if (!reduced[d])
+            o = o * x.shape[d] + idx[d];
+        acc[o] += x.f[j];
+        for (int64_t d = int64_t(x.shape.size()) - 1; d >= 0; --d) {
+          if (++idx[d] < x.shape[d])
+            break;
+          idx[d] = 0;
+        }
+      }
+      std::copy(acc.begin(), acc.end(), t.f.begin());
+      return {t};
+    }
+    if (isa<ReshapeOp>(op)) {
+      Tensor t = in(0);
+      t.shape = outShape();
+      return {t};
+    }
+    if (isa<NegOp>(op)) {
+      Tensor t = in(0);
+      for (float &v : t.f)
+        v = -v;
+      return {t};
+    }
+    if (auto c = dyn_cast<ConcatOp>(op)) {
+      Tensor t = floats();
+      int64_t axis = int64_t(c.getAxis()) < 0
+                         ? int64_t(c.getAxis()) + int64_t(t.shape.size())
+                         : int64_t(c.getAxis());
+      int64_t outer = numel(ArrayRef<int64_t>(t.shape).take_front(axis));
+      int64_t k = 0;
+      for (int64_t o = 0; o < outer; ++o)
+        for (unsigned i = 0; i < op.getNumOperands(); ++i) {
+          auto &x = in(i);
+          int64_t chunk = numel(ArrayRef<int64_t>(x.shape).drop_front(axis));
+          std::copy_n(x.f.begin() + o * chunk, chunk, t.f.begin() + k);
+          k += chunk;
+        }
+      return {t};
+    }
+    if (auto sp = dyn_cast<SplitOp>(op)) {
+      auto &x = in(0);
+      int64_t axis = int64_t(sp.getAxis()) < 0
+                         ? int64_t(sp.getAxis()) + int64_t(x.shape.size())
+                         : int64_t(sp.getAxis());
+      int64_t inner = numel(ArrayRef<int64_t>(x.shape).drop_front(axis + 1));
+      int64_t outer = numel(ArrayRef<int64_t>(x.shape).take_front(axis));
+      std::vector<Tensor> parts;
+      int64_t begin = 0;
+      for (unsigned r = 0; r < op.getNumResults(); ++r) {
+        Tensor t = floats(r);
+        int64_t size = sp.getSizes()[r];
+        for (int64_t o = 0; o < outer; ++o)
+          std::copy_n(x.f.begin() + (o * x.shape[axis] + begin) * inner,
+                      size * inner, t.f.begin() + o * size * inner);
+        begin += size;
+        parts.push_back(std::move(t));
+      }
+      return parts;
+    }
+    return {};
+  }
+
+  Tensor &readWeight(WeightOp w) {
+    auto [it, fresh] = weights.try_emplace(w.getName().str());
+    if (fresh)
+      it->second = loadWeight(w);
+    return it->second;
+  }
+
+  Tensor loadWeight(WeightOp w) {
+    if (w.getValue())
+      return fromAttr(*w.getValue());
+    Tensor t;
+    auto type = w.getType();
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+    t.f.resize(numel(t.shape));
+    EXPECT_TRUE(type.getElementType().isF32());
+    EXPECT_EQ(int64_t(*w.getLength()), int64_t(t.f.size() * sizeof(float)));
+    std::ifstream f(w.getFile()->str(), std::ios::binary);
+    f.seekg(*w.getOffset());
+    EXPECT_TRUE(f.read(reinterpret_cast<char *>(t.f.data()), *w.getLength()))
+        << w.getName().str();
+    return t;
+  }
+};
+
+} // namespace mt::test
+
+#endif // MT_TEST_UNIT_EVALUATOR_H

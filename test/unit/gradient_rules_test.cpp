@@ -1,0 +1,184 @@
+// Every gradient rule of the training step's derivation, checked against
+// finite differences: a small @model computes logits [1, 6, 4] from
+// trainable weights through the op under test, a cross-entropy makes the
+// loss, and each element of each weight's derived gradient (train_step)
+// must match (L(w + h) - L(w - h)) / 2h of @model. The fused ops' kernels
+// have their own finite-difference tests (fused_ops_test.cpp); here it is
+// the rule's wiring: operands, broadcasting, layouts, uses that add up.
+#include "dialects/Train/IR/TrainDialect.h"
+#include "dialects/Train/Transforms/Passes.h"
+#include "test/unit/evaluator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace {
+
+using namespace mlir;
+using mt::test::Evaluator;
+using mt::test::Tensor;
+
+struct RuleCase {
+  const char *name;
+  /// The body of @model: weights and ops ending in %y : tensor<1x6x4xf32>.
+  const char *body;
+  /// Runs mt-fuse-ops first (rules that the fusion's rewrites rely on).
+  bool fuse = false;
+};
+
+std::string moduleText(const RuleCase &c) {
+  return std::string(R"(
+func.func @model(%t: tensor<1x6xi64>) -> (tensor<f32> {train.loss}) {
+)") + c.body +
+         R"(
+  %l = train.cross_entropy %y, %t {ignore_index = -100 : i64} : (tensor<1x6x4xf32>, tensor<1x6xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+)";
+}
+
+class GradientRule : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(GradientRule, MatchesFiniteDifferences) {
+  MLIRContext ctx;
+  ctx.loadDialect<mt::train::TrainDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(moduleText(GetParam()), &ctx);
+  ASSERT_TRUE(module) << moduleText(GetParam());
+  PassManager pm(&ctx);
+  if (GetParam().fuse) {
+    pm.addPass(mt::train::createFuseOpsPass());
+    pm.addPass(mt::train::createFoldConstantsPass());
+  }
+  pm.addPass(mt::train::createDeriveTrainingStepPass());
+  ASSERT_TRUE(succeeded(pm.run(*module)));
+  auto model = module->lookupSymbol<func::FuncOp>("model");
+  auto step = module->lookupSymbol<func::FuncOp>("train_step");
+  ASSERT_TRUE(model && step);
+
+  // Every weight starts from N(0, 1) values, the targets are fixed.
+  Evaluator eval;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  model.walk([&](mt::train::WeightOp w) {
+    Tensor t;
+    auto type = cast<RankedTensorType>(w.getType());
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+    t.f.resize(size_t(type.getNumElements()));
+    for (float &v : t.f)
+      v = normal(rng);
+    eval.weights[w.getName().str()] = t;
+  });
+  Tensor targets;
+  targets.shape = {1, 6};
+  targets.i = {0, 3, 1, 2, 3, 0};
+  auto grads = eval.call(step, {targets});
+  ASSERT_EQ(grads.size(), step.getNumResults());
+  ASSERT_GT(grads.size(), 1u) << "no trainable weight reached the loss";
+  auto loss = [&] { return eval.call(model, {targets}).at(0).f.at(0); };
+  const float h = 1e-2f;
+  for (unsigned r = 1; r < grads.size(); ++r) {
+    std::string name =
+        step.getResultAttrOfType<StringAttr>(r, "train.grad_of").str();
+    Tensor &w = eval.weights.at(name);
+    ASSERT_EQ(grads[r].f.size(), w.f.size()) << name;
+    for (size_t i = 0; i < w.f.size(); ++i) {
+      float keep = w.f[i];
+      w.f[i] = keep + h;
+      float up = loss();
+      w.f[i] = keep - h;
+      float down = loss();
+      w.f[i] = keep;
+      float fd = (up - down) / (2 * h);
+      EXPECT_NEAR(grads[r].f[i], fd, 2e-3f * std::max(1.0f, std::abs(fd)))
+          << name << "[" << i << "]";
+    }
+  }
+}
+
+// A weight of each shape the cases use.
+#define W(name, type)                                                          \
+  "  %" name " = train.weight \"" name "\" {source = #train<source inline>, "  \
+  "file = \"m\", trainable} : " type "\n"
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, GradientRule,
+    ::testing::Values(
+        RuleCase{"add_broadcast",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<4xf32>") R"(
+  %y = train.add %a, %b : (tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>)"},
+        // The product keeps the loss from being blind to a shift of a
+        // row's logits (softmax is), which b alone would be.
+        RuleCase{"sub_broadcast_both_ways",
+                 W("a", "tensor<1x1x4xf32>") W("b", "tensor<6x1xf32>")
+                     W("c", "tensor<1x6x4xf32>") R"(
+  %d = train.sub %a, %b : (tensor<1x1x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %d, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"mul_broadcast",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<6x1xf32>") R"(
+  %y = train.mul %a, %b : (tensor<1x6x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"mul_by_itself", W("a", "tensor<1x6x4xf32>") R"(
+  %y = train.mul %a, %a : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
+  %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(
+  %y = train.identity %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"cast_between_floats", W("a", "tensor<1x6x4xf32>") R"(
+  %c = train.cast %a {to = f64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf64>
+  %y = train.cast %c {to = f32} : (tensor<1x6x4xf64>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"reshape", W("a", "tensor<24xf32>") R"(
+  %s = train.constant dense<[1, 6, 4]> : tensor<3xi64>
+  %y = train.reshape %a, %s : (tensor<24xf32>, tensor<3xi64>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"flatten_unsqueeze", W("a", "tensor<6x2x2xf32>") R"(
+  %f = train.flatten %a {axis = 1 : i64} : (tensor<6x2x2xf32>) -> tensor<6x4xf32>
+  %y = train.unsqueeze %f {axes = array<i64: 0>} : (tensor<6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"squeeze", W("a", "tensor<1x6x1x4xf32>") R"(
+  %y = train.squeeze %a {axes = array<i64: 2>} : (tensor<1x6x1x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"transpose", W("a", "tensor<4x1x6xf32>") R"(
+  %y = train.transpose %a {perm = array<i64: 1, 2, 0>} : (tensor<4x1x6xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"split_parts_used_and_not", W("a", "tensor<1x6x12xf32>") R"(
+  %p:3 = train.split %a {axis = 2 : i64, sizes = array<i64: 4, 4, 4>} : (tensor<1x6x12xf32>) -> (tensor<1x6x4xf32>, tensor<1x6x4xf32>, tensor<1x6x4xf32>)
+  %y = train.mul %p#0, %p#2 : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"concat",
+                 W("a", "tensor<1x6x1xf32>") W("b", "tensor<1x6x3xf32>") R"(
+  %y = train.concat %a, %b {axis = 2 : i64} : (tensor<1x6x1xf32>, tensor<1x6x3xf32>) -> tensor<1x6x4xf32>)"},
+        // A fused projection's Slice (made a Split by the fusion pass).
+        RuleCase{"slice_of_an_activation", W("a", "tensor<1x6x8xf32>") R"(
+  %st = train.constant dense<[2]> : tensor<1xi64>
+  %en = train.constant dense<[6]> : tensor<1xi64>
+  %ax = train.constant dense<[2]> : tensor<1xi64>
+  %sp = train.constant dense<[1]> : tensor<1xi64>
+  %n = train.neg %a : (tensor<1x6x8xf32>) -> tensor<1x6x8xf32>
+  %y = train.slice %n, %st, %en, %ax, %sp : (tensor<1x6x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>)",
+                 /*fuse=*/true},
+        RuleCase{"linear_with_bias_both_layouts",
+                 W("x", "tensor<1x6x3xf32>") W("w", "tensor<4x3xf32>")
+                     W("v", "tensor<3x4xf32>") W("b", "tensor<4xf32>") R"(
+  %p = train.linear %x, %w, %b {layout = #train<layout out_in>} : (tensor<1x6x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
+  %q = train.linear %x, %v {layout = #train<layout in_out>} : (tensor<1x6x3xf32>, tensor<3x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %p, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"norms",
+                 W("x", "tensor<1x6x4xf32>") W("g", "tensor<4xf32>")
+                     W("n", "tensor<4xf32>") W("b", "tensor<4xf32>") R"(
+  %r = train.rms_norm %x, %g {eps = 1.0e-06 : f32} : (tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
+  %y = train.layer_norm %r, %n, %b {eps = 1.0e-05 : f32} : (tensor<1x6x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"activations",
+                 W("g", "tensor<1x6x4xf32>") W("u", "tensor<1x6x4xf32>") R"(
+  %s = train.gated_activation %g, %u {act = #train<act silu>} : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.activation %s {act = #train<act gelu>} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // A tied table: the embedding's gradient and the head's add up.
+        RuleCase{"tied_embedding_and_head", W("e", "tensor<4x3xf32>") R"(
+  %ids = train.constant dense<[[1, 0, 3, 3, 2, 1]]> : tensor<1x6xi64>
+  %h = train.embedding %e, %ids : (tensor<4x3xf32>, tensor<1x6xi64>) -> tensor<1x6x3xf32>
+  %y = train.linear %h, %e {layout = #train<layout out_in>} : (tensor<1x6x3xf32>, tensor<4x3xf32>) -> tensor<1x6x4xf32>)"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+#undef W
+
+} // namespace

@@ -193,6 +193,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
                                       : stored.getValue() == "F16"  ? plan::F16
                                                                    : plan::F32);
         pp->mutable_data()->set_transposed(p->hasAttr("data_transposed"));
+        // Saved back as the user's weights were stored.
+        pp->set_saved_dtype(pp->data().dtype());
       }
       if (auto saved = p->getAttrOfType<ArrayAttr>("saved_as"))
         for (Attribute name : saved)

@@ -1,6 +1,7 @@
 // Checkpoints (see checkpoint.h).
 #include "runtime/checkpoint.h"
 
+#include "kernels/cpu/primitive_ops.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +36,8 @@ const char *safetensorsDtype(plan::DType d) {
     return "F32";
   case plan::BF16:
     return "BF16";
+  case plan::F16:
+    return "F16";
   case plan::I8:
     return "I8";
   case plan::U8:
@@ -43,24 +47,40 @@ const char *safetensorsDtype(plan::DType d) {
   }
 }
 
-/// One buffer of the plan as a named tensor of a checkpoint file.
+/// One buffer of the plan as a named tensor of a checkpoint file, stored as
+/// `saved` (an F32 master as the user's BF16 or F16 weights were) or, when
+/// unspecified, as the buffer is.
 struct Item {
   std::string name;
   uint32_t buffer;
+  plan::DType saved = plan::DTYPE_UNSPECIFIED;
 };
 
-/// The tensors of model.safetensors and optimizer.safetensors.
-void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
-             std::vector<Item> &optimizer) {
+bool savedAsF32(const plan::Parameter &p) {
+  return p.saved_dtype() == plan::DTYPE_UNSPECIFIED ||
+         p.saved_dtype() == plan::F32;
+}
+
+/// The tensors of model.safetensors and optimizer.safetensors. Loading
+/// reads a master saved in another dtype from its exact F32 copy in
+/// optimizer.safetensors, not from model.safetensors.
+void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
+             std::vector<Item> &model, std::vector<Item> &optimizer) {
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
     // Under the names the user's weights had (a tied weight may be stored
-    // twice, as its checkpoint did).
-    if (p.saved_names().empty())
-      model.push_back({p.name(), p.master()});
-    for (const std::string &name : p.saved_names())
-      model.push_back({name, p.master()});
+    // twice, as its checkpoint did), in their dtype.
+    plan::DType saved =
+        savedAsF32(p) ? plan::DTYPE_UNSPECIFIED : p.saved_dtype();
+    if (!loading || !saved) {
+      if (p.saved_names().empty())
+        model.push_back({p.name(), p.master(), saved});
+      for (const std::string &name : p.saved_names())
+        model.push_back({name, p.master(), saved});
+    }
+    if (saved)
+      optimizer.push_back({p.name() + ".master", p.master()});
     optimizer.push_back({p.name() + ".exp_avg", p.exp_avg()});
     optimizer.push_back({p.name() + ".exp_avg_sq", p.exp_avg_sq()});
     if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8) {
@@ -74,8 +94,8 @@ void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
 }
 
 /// Each tensor is read from the backend just before it is written, into
-/// one reused buffer: a checkpoint needs the memory of its largest tensor,
-/// not of all of them.
+/// one reused buffer: a checkpoint needs the memory of its largest tensor
+/// (twice that for one converted from F32), not of all of them.
 Status writeFile(const plan::Plan &plan, Backend &backend,
                  const std::vector<Item> &items, const std::string &path,
                  uint32_t &crc) {
@@ -84,13 +104,34 @@ Status writeFile(const plan::Plan &plan, Backend &backend,
     const auto &buf = plan.buffers(int(item.buffer));
     uint64_t bytes = bufferBytes(plan, item.buffer);
     uint32_t b = item.buffer;
+    std::function<Status(void *)> fill = [&backend, b, bytes](void *out) {
+      return backend.read(b, out, bytes);
+    };
+    if (item.saved) {
+      // An F32 master stored in the user's 16-bit dtype, rounded to nearest
+      // even.
+      plan::DType to = item.saved;
+      fill = [&backend, b, bytes, to](void *out) {
+        std::vector<float> master(bytes / sizeof(float));
+        if (Status st = backend.read(b, master.data(), bytes); !st)
+          return st;
+        auto *half = static_cast<uint16_t *>(out);
+        for (size_t i = 0; i < master.size(); ++i) {
+          if (to == plan::BF16) {
+            half[i] = kernels::cpu::toBf16(master[i]);
+          } else {
+            _Float16 h = static_cast<_Float16>(master[i]);
+            std::memcpy(&half[i], &h, sizeof h);
+          }
+        }
+        return Status::ok();
+      };
+    }
     views.push_back({item.name,
                      {buf.shape().begin(), buf.shape().end()},
                      nullptr,
-                     safetensorsDtype(buf.dtype()),
-                     [&backend, b, bytes](void *out) {
-                       return backend.read(b, out, bytes);
-                     }});
+                     safetensorsDtype(item.saved ? item.saved : buf.dtype()),
+                     fill});
   }
   return writeSafetensors(path, views, &crc);
 }
@@ -163,7 +204,7 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
         " not written, the previous ones are intact: " + st.message());
   };
   std::vector<Item> model, optimizer;
-  itemsOf(plan, state.pending, model, optimizer);
+  itemsOf(plan, state.pending, /*loading=*/false, model, optimizer);
   uint32_t modelCrc = 0, optimizerCrc = 0;
   if (Status st =
           writeFile(plan, backend, model, tmp + "/model.safetensors", modelCrc);
@@ -281,7 +322,7 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
     return Status::error(dir + "/state.json: " + e.what());
   }
   std::vector<Item> model, optimizer;
-  itemsOf(plan, state.pending, model, optimizer);
+  itemsOf(plan, state.pending, /*loading=*/true, model, optimizer);
   for (auto [file, items] : {std::pair<const char *, std::vector<Item> *>{
                                  "model.safetensors", &model},
                              {"optimizer.safetensors", &optimizer}}) {

@@ -1,12 +1,15 @@
 // Checkpoints: everything a run needs to continue exactly where it stopped.
 //
 // A checkpoint is a directory ROOT/step-NNNNNNNN with
-//   model.safetensors      the trainable weights (F32) under the names of
-//                          the user's weights (Parameter.saved_names:
-//                          Hugging Face's, so from_pretrained loads it);
-//   optimizer.safetensors  each weight's AdamW moments as the plan stores
-//                          them ("<name>.exp_avg", "<name>.exp_avg_sq", and
-//                          their ".scale"s for 8-bit moments) and, when the
+//   model.safetensors      the trainable weights under the names and in the
+//                          dtypes of the user's weights (Parameter.
+//                          saved_names, saved_dtype: Hugging Face's, so
+//                          from_pretrained loads it);
+//   optimizer.safetensors  the exact F32 master of a weight saved in 16 bits
+//                          ("<name>.master"), each weight's AdamW moments as
+//                          the plan stores them ("<name>.exp_avg",
+//                          "<name>.exp_avg_sq", and their ".scale"s for 8-bit
+//                          moments) and, when the
 //                          plan defers updates (next-forward overlap), the
 //                          gradients of the update still to apply
 //                          ("<name>.grad");

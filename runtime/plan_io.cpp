@@ -296,6 +296,10 @@ private:
         return fail(w + ": data holds " + std::to_string(prm.data().length()) +
                     " bytes, " + std::to_string(uint64_t(n) * width) +
                     " expected");
+      if (auto d = prm.saved_dtype(); d != plan::DTYPE_UNSPECIFIED &&
+                                      d != plan::F32 && d != plan::BF16 &&
+                                      d != plan::F16)
+        return fail(w + ": saved_dtype must be F32, BF16 or F16");
       if (prm.data().transposed() && master->shape_size() != 2)
         return fail(w + ": transposed data needs a 2-D master");
     }

@@ -277,6 +277,11 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "parameter 0 ('w'): saved name 'w.hf' is empty or another "
                 "parameter's"},
+        BadCase{"saved_dtype",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->set_saved_dtype(mt::plan::I8);
+                },
+                "parameter 0 ('w'): saved_dtype must be F32, BF16 or F16"},
         BadCase{"saved_name_empty",
                 [](Plan &p) { p.mutable_parameters(0)->add_saved_names(""); },
                 "saved name '' is empty"},

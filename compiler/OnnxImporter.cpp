@@ -878,6 +878,10 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     const auto &[entry, path] = weightEntries[param->weight];
     source = WeightSource::Safetensors;
     locate(path, int64_t(entry->offset), int64_t(entry->length));
+    // A shard of a sharded checkpoint: saved back into a shard of its name.
+    if (StringRef(opts.weightsPath).ends_with(".json"))
+      attrs.push_back(named("saved_file",
+                            b.getStringAttr(llvm::sys::path::filename(path))));
     // Stored as BF16 or F16: converted to the fp32 master when loaded.
     if (entry->dtype != "F32")
       attrs.push_back(named("data_dtype", b.getStringAttr(entry->dtype)));

@@ -196,6 +196,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         // Saved back as the user's weights were stored.
         pp->set_saved_dtype(pp->data().dtype());
       }
+      if (auto file = p->getAttrOfType<StringAttr>("saved_file"))
+        pp->set_saved_file(file.str());
       if (auto saved = p->getAttrOfType<ArrayAttr>("saved_as"))
         for (Attribute name : saved)
           pp->add_saved_names(cast<StringAttr>(name).getValue().str());

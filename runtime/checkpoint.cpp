@@ -2,6 +2,7 @@
 #include "runtime/checkpoint.h"
 
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/data_path.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
 
@@ -54,7 +55,20 @@ struct Item {
   std::string name;
   uint32_t buffer;
   plan::DType saved = plan::DTYPE_UNSPECIFIED;
+  std::string file = "model.safetensors";
 };
+
+constexpr const char *kOptimizerFile = "optimizer.safetensors";
+constexpr const char *kIndexFile = "model.safetensors.index.json";
+
+/// Items by the file they are in, in file order.
+std::map<std::string, std::vector<Item>>
+byFile(const std::vector<Item> &items) {
+  std::map<std::string, std::vector<Item>> files;
+  for (const Item &item : items)
+    files[item.file].push_back(item);
+  return files;
+}
 
 bool savedAsF32(const plan::Parameter &p) {
   return p.saved_dtype() == plan::DTYPE_UNSPECIFIED ||
@@ -73,11 +87,13 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
     // twice, as its checkpoint did), in their dtype.
     plan::DType saved =
         savedAsF32(p) ? plan::DTYPE_UNSPECIFIED : p.saved_dtype();
+    std::string file =
+        p.saved_file().empty() ? "model.safetensors" : p.saved_file();
     if (!loading || !saved) {
       if (p.saved_names().empty())
-        model.push_back({p.name(), p.master(), saved});
+        model.push_back({p.name(), p.master(), saved, file});
       for (const std::string &name : p.saved_names())
-        model.push_back({name, p.master(), saved});
+        model.push_back({name, p.master(), saved, file});
     }
     if (saved)
       optimizer.push_back({p.name() + ".master", p.master()});
@@ -91,6 +107,8 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
     if (withGrads)
       optimizer.push_back({p.name() + ".grad", p.grad()});
   }
+  for (Item &item : optimizer)
+    item.file = kOptimizerFile;
 }
 
 /// Each tensor is read from the backend just before it is written, into
@@ -205,15 +223,40 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
   };
   std::vector<Item> model, optimizer;
   itemsOf(plan, state.pending, /*loading=*/false, model, optimizer);
-  uint32_t modelCrc = 0, optimizerCrc = 0;
-  if (Status st =
-          writeFile(plan, backend, model, tmp + "/model.safetensors", modelCrc);
-      !st)
-    return fail(st);
-  if (Status st = writeFile(plan, backend, optimizer,
-                            tmp + "/optimizer.safetensors", optimizerCrc);
-      !st)
-    return fail(st);
+  // The model in the files the user's weights were in (one, or the shards
+  // of a sharded checkpoint with its index), then the optimizer's state.
+  nlohmann::json crcs = nlohmann::json::object();
+  auto files = byFile(model);
+  files[kOptimizerFile] = optimizer;
+  for (const auto &[file, items] : files) {
+    uint32_t crc = 0;
+    if (Status st = writeFile(plan, backend, items, tmp + "/" + file, crc); !st)
+      return fail(st);
+    crcs[file] = crc;
+  }
+  if (files.size() > 2 || !files.count("model.safetensors")) {
+    nlohmann::json map = nlohmann::json::object();
+    uint64_t total = 0;
+    for (const Item &item : model) {
+      map[item.name] = item.file;
+      total += item.saved ? 2 * uint64_t(bufferElements(plan, item.buffer))
+                          : bufferBytes(plan, item.buffer);
+    }
+    std::string path = tmp + "/" + kIndexFile;
+    std::ofstream out(path);
+    out << nlohmann::json{{"metadata", {{"total_size", total}}},
+                          {"weight_map", map}}
+               .dump(2)
+        << "\n";
+    out.close();
+    bool ok = bool(out);
+    if (ok)
+      crcs[kIndexFile] = fileCrc(path, ok);
+    if (!ok)
+      return fail(Status::error(path + ": cannot write (is the disk full?)"));
+    if (Status st = fsyncPath(path); !st)
+      return fail(st);
+  }
   nlohmann::json j = {{"format", kFormat},
                       {"model", plan.model()},
                       {"plan_fingerprint", planFingerprint(plan)},
@@ -221,9 +264,7 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
                       {"data_position", state.dataPosition},
                       {"skipped_steps", state.skipped},
                       {"pending_update", state.pending},
-                      {"crc32",
-                       {{"model.safetensors", modelCrc},
-                        {"optimizer.safetensors", optimizerCrc}}}};
+                      {"crc32", crcs}};
   if (state.pending)
     j["pending_config"] = configJson(state.pendingConfig);
   {
@@ -285,6 +326,7 @@ Status findCheckpoint(const std::string &path, std::string &out) {
 
 Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
                       Backend &backend, RunState &state) {
+  nlohmann::json crcs;
   std::ifstream in(dir + "/state.json");
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("format"))
@@ -302,16 +344,22 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
           j.at("model").get<std::string>() + ", plan fingerprint " +
           std::to_string(got) + "; this plan's is " + std::to_string(want) +
           "); resume with the plan it was made with, or start a new run");
-    for (const char *file : {"model.safetensors", "optimizer.safetensors"}) {
+    // Every file state.json lists, each a plain name inside the checkpoint
+    // (a hostile state.json must not make mtrun read elsewhere).
+    for (const auto &[file, want] : j.at("crc32").items()) {
+      if (file.find('/') != std::string::npos || !whyNotInside(file).empty())
+        return Status::error(dir + "/state.json: file '" + file +
+                             "' is not a plain file name of the checkpoint");
       bool ok = false;
       uint32_t crc = fileCrc(dir + "/" + file, ok);
       if (!ok)
         return Status::error(dir + "/" + file + ": missing");
-      if (crc != j.at("crc32").at(file).get<uint32_t>())
+      if (crc != want.get<uint32_t>())
         return Status::error(dir + "/" + file +
                              ": corrupted (its CRC-32 does not match "
                              "state.json); resume from an older checkpoint");
     }
+    crcs = j.at("crc32");
     state.step = j.at("step").get<int64_t>();
     state.dataPosition = j.at("data_position").get<int64_t>();
     state.skipped = j.at("skipped_steps").get<int64_t>();
@@ -323,9 +371,13 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
   }
   std::vector<Item> model, optimizer;
   itemsOf(plan, state.pending, /*loading=*/true, model, optimizer);
-  for (auto [file, items] : {std::pair<const char *, std::vector<Item> *>{
-                                 "model.safetensors", &model},
-                             {"optimizer.safetensors", &optimizer}}) {
+  auto files = byFile(model);
+  files[kOptimizerFile] = optimizer;
+  for (const auto &[file, itemList] : files) {
+    const std::vector<Item> *items = &itemList;
+    if (!crcs.contains(file))
+      return Status::error(dir + "/" + file +
+                           ": missing (state.json does not list it)");
     SafetensorsHeader header;
     if (Status st = readSafetensorsHeader(dir + "/" + file, header); !st)
       return st;

@@ -300,6 +300,14 @@ private:
                                       d != plan::F32 && d != plan::BF16 &&
                                       d != plan::F16)
         return fail(w + ": saved_dtype must be F32, BF16 or F16");
+      if (const std::string &f = prm.saved_file();
+          !f.empty() &&
+          (f.find('/') != std::string::npos || !whyNotInside(f).empty() ||
+           f == "optimizer.safetensors" || f.size() < 12 ||
+           f.compare(f.size() - 12, 12, ".safetensors") != 0))
+        return fail(w + ": saved_file '" + f +
+                    "' must be a plain file name ending in .safetensors "
+                    "(not optimizer.safetensors)");
       if (prm.data().transposed() && master->shape_size() != 2)
         return fail(w + ": transposed data needs a 2-D master");
     }

@@ -406,9 +406,9 @@ struct LowerToSched
     // The dtype the data is stored in, when not fp32 (BF16, F16).
     if (auto dtype = w->getAttrOfType<StringAttr>("data_dtype"))
       param->setAttr("data_dtype", dtype);
-    // The names a checkpoint stores it under, and whether its bytes hold it
-    // transposed (the importer's, see ImportPolicy.h).
-    for (StringRef attr : {"saved_as", "data_transposed"})
+    // The names and file a checkpoint stores it under, and whether its
+    // bytes hold it transposed (the importer's, see ImportPolicy.h).
+    for (StringRef attr : {"saved_as", "saved_file", "data_transposed"})
       if (Attribute a = w->getAttr(attr))
         param->setAttr(attr, a);
     // A folded frozen weight is a constant, stored as its value's type.

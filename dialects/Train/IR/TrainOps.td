@@ -50,7 +50,8 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
     tables derived from it (rotary frequencies) fold; trainable weights never
     do: the compiler does not read their data. `saved_as` lists the names a
     checkpoint stores the weight under (the user's Hugging Face names; a
-    tied weight may have two), and `data_transposed` says that its bytes
+    tied weight may have two) and `saved_file` the shard (of sharded
+    weights) it is saved in, and `data_transposed` says that its bytes
     hold the 2-D weight transposed (an exporter folded W^T into a constant).
 
     ```mlir
@@ -65,6 +66,7 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
                    OptionalAttr<I64Attr>:$length,
                    OptionalAttr<ElementsAttr>:$value,
                    OptionalAttr<StrArrayAttr>:$saved_as,
+                   OptionalAttr<StrAttr>:$saved_file,
                    UnitAttr:$data_transposed);
   let results = (outs Train_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";

@@ -1,5 +1,6 @@
 //===- TrainDialect.cpp - the `train` dialect -----------------------------===//
 #include "dialects/Train/IR/TrainDialect.h"
+#include "dialects/Train/IR/Gradient.h"
 #include "dialects/Train/IR/TrainOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -29,6 +30,7 @@ void TrainDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "dialects/Train/IR/TrainAttrs.cpp.inc"
       >();
+  attachGradientRules(*getContext());
 }
 
 Operation *TrainDialect::materializeConstant(OpBuilder &builder,

@@ -8,7 +8,7 @@
 // weight (in @train_step) or on a floating argument (in a template).
 //
 //===----------------------------------------------------------------------===//
-#include "dialects/Train/IR/ShapeInference.h"
+#include "dialects/Train/IR/Gradient.h"
 #include "dialects/Train/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -34,22 +34,29 @@ bool isFloat(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
-/// Emits the backward of a sequence of forward ops into one block.
-class Backprop {
+/// Emits the backward of a sequence of forward ops into one block: each op
+/// that reaches the loss adds its operands' gradients through its rule
+/// (GradientOpInterface, dialects/Train/IR/Gradients.cpp); a call of a layer
+/// template calls that template's gradient function.
+class Backprop : public GradientBuilder {
 public:
   Backprop(OpBuilder &b, DenseSet<Value> active,
-           std::function<func::FuncOp(StringRef)> gradientOf, int64_t &count)
-      : b(b), active(std::move(active)), gradientOf(std::move(gradientOf)),
-        count(count) {}
+           std::function<func::FuncOp(StringRef)> gradientOf)
+      : GradientBuilder(b), active(std::move(active)),
+        gradientOf(std::move(gradientOf)) {}
 
-  bool isActive(Value v) const { return active.contains(v); }
+  bool isActive(Value v) const override { return active.contains(v); }
 
-  /// Adds g to the gradient of v (only for active values).
-  void accumulate(Value v, Value g) {
+  void accumulate(Value v, Value g) override {
     if (!g || !isActive(v))
       return;
     Value &slot = grads[v];
     slot = slot ? b.create<AddOp>(g.getLoc(), slot, g).getResult() : g;
+  }
+
+  Value dy(Operation *op, unsigned i = 0) override {
+    Value g = grads.lookup(op->getResult(i));
+    return g ? g : zeros(op->getLoc(), op->getResult(i).getType());
   }
 
   Value gradOf(Value v) const { return grads.lookup(v); }
@@ -73,217 +80,16 @@ public:
   }
 
 private:
-  /// dy of result i, or zeros when nothing used it.
-  Value dy(Operation *op, unsigned i = 0) {
-    Value g = grads.lookup(op->getResult(i));
-    return g ? g : zeros(op->getLoc(), op->getResult(i).getType());
-  }
-
-  template <typename OpTy, typename... Args>
-  OpTy emit(Location loc, TypeRange types, Args &&...args) {
-    ++count;
-    return b.create<OpTy>(loc, types, std::forward<Args>(args)...);
-  }
-
-  /// Sums g over the dims that `target` broadcast to reach g's shape.
-  Value unbroadcast(Location loc, Value g, Type target) {
-    auto gt = typeOf(g), tt = cast<RankedTensorType>(target);
-    if (gt.getShape() == tt.getShape())
-      return g;
-    int64_t lead = gt.getRank() - tt.getRank();
-    SmallVector<int64_t> axes;
-    for (int64_t d = 0; d < gt.getRank(); ++d)
-      if (d < lead || (tt.getDimSize(d - lead) == 1 && gt.getDimSize(d) != 1))
-        axes.push_back(d);
-    Shape kept;
-    for (int64_t d = 0; d < gt.getRank(); ++d)
-      if (!llvm::is_contained(axes, d))
-        kept.push_back(gt.getDimSize(d));
-    Value sum = b.create<ReduceSumOp>(loc, g, b.getDenseI64ArrayAttr(axes),
-                                      /*keepdims=*/nullptr);
-    return reshapeTo(loc, sum, tt);
-  }
-
-  Value reshapeTo(Location loc, Value v, Type target) {
-    auto tt = cast<RankedTensorType>(target);
-    if (v.getType() == target)
-      return v;
-    auto st = RankedTensorType::get({tt.getRank()}, b.getI64Type());
-    auto shape =
-        b.create<ConstantOp>(loc, DenseElementsAttr::get(st, tt.getShape()));
-    return b.create<ReshapeOp>(loc, tt, v, shape, /*allowzero=*/nullptr);
-  }
-
   LogicalResult rule(Operation *op) {
-    Location loc = op->getLoc();
     // Weights are where gradients end.
     if (isa<WeightOp>(op))
       return success();
-    if (auto e = dyn_cast<EmbeddingOp>(op)) {
-      accumulate(e.getTable(),
-                 emit<EmbeddingGradOp>(loc, e.getTable().getType(), dy(op),
-                                       e.getIds()));
-      return success();
-    }
-    if (auto l = dyn_cast<LinearOp>(op)) {
-      Value g = dy(op);
-      auto grad = emit<LinearGradOp>(
-          loc, TypeRange{l.getInput().getType(), l.getWeight().getType()},
-          l.getInput(), l.getWeight(), g, l.getLayoutAttr());
-      accumulate(l.getInput(), grad.getInputGrad());
-      accumulate(l.getWeight(), grad.getWeightGrad());
-      if (l.getBias())
-        accumulate(l.getBias(), unbroadcast(loc, g, l.getBias().getType()));
-      return success();
-    }
-    if (auto n = dyn_cast<RmsNormOp>(op)) {
-      auto grad = emit<RmsNormGradOp>(
-          loc, TypeRange{n.getInput().getType(), n.getWeight().getType()},
-          n.getInput(), n.getWeight(), dy(op), n.getEpsAttr(),
-          n.getPlusOneAttr());
-      accumulate(n.getInput(), grad.getInputGrad());
-      accumulate(n.getWeight(), grad.getWeightGrad());
-      return success();
-    }
-    if (auto n = dyn_cast<LayerNormOp>(op)) {
-      Value g = dy(op);
-      auto grad = emit<LayerNormGradOp>(
-          loc, TypeRange{n.getInput().getType(), n.getWeight().getType()},
-          n.getInput(), n.getWeight(), g, n.getEpsAttr());
-      accumulate(n.getInput(), grad.getInputGrad());
-      accumulate(n.getWeight(), grad.getWeightGrad());
-      if (n.getBias())
-        accumulate(n.getBias(), unbroadcast(loc, g, n.getBias().getType()));
-      return success();
-    }
-    if (auto r = dyn_cast<RotaryOp>(op)) {
-      accumulate(r.getInput(),
-                 emit<RotaryGradOp>(loc, r.getInput().getType(), dy(op),
-                                    r.getCos(), r.getSin(), r.getHeadDimAttr(),
-                                    r.getInterleavedAttr()));
-      return success();
-    }
-    if (auto a = dyn_cast<AttentionOp>(op)) {
-      auto grad = emit<AttentionGradOp>(
-          loc,
-          TypeRange{a.getQ().getType(), a.getK().getType(), a.getV().getType()},
-          a.getQ(), a.getK(), a.getV(), a.getMask(), dy(op),
-          a.getNumHeadsAttr(), a.getNumKvHeadsAttr(), a.getScaleAttr(),
-          a.getCausalAttr(), a.getWindowAttr());
-      accumulate(a.getQ(), grad.getQGrad());
-      accumulate(a.getK(), grad.getKGrad());
-      accumulate(a.getV(), grad.getVGrad());
-      return success();
-    }
-    if (auto a = dyn_cast<ActivationOp>(op)) {
-      accumulate(a.getInput(),
-                 emit<ActivationGradOp>(loc, a.getInput().getType(),
-                                        a.getInput(), dy(op), a.getActAttr()));
-      return success();
-    }
-    if (auto g = dyn_cast<GatedActivationOp>(op)) {
-      auto grad = emit<GatedActivationGradOp>(
-          loc, TypeRange{g.getGate().getType(), g.getUp().getType()},
-          g.getGate(), g.getUp(), dy(op), g.getActAttr());
-      accumulate(g.getGate(), grad.getGateGrad());
-      accumulate(g.getUp(), grad.getUpGrad());
-      return success();
-    }
-    if (auto ce = dyn_cast<CrossEntropyOp>(op)) {
-      accumulate(ce.getLogits(),
-                 emit<CrossEntropyGradOp>(loc, ce.getLogits().getType(),
-                                          ce.getLogits(), ce.getLabels(),
-                                          dy(op), ce.getIgnoreIndexAttr(),
-                                          ce.getShiftAttr()));
-      return success();
-    }
-    if (auto c = dyn_cast<func::CallOp>(op)) {
-      func::FuncOp grad = gradientOf(c.getCallee());
-      if (!grad)
-        return op->emitError("no gradient function for @") << c.getCallee();
-      SmallVector<Value> operands(c.getOperands());
-      for (unsigned i = 0; i < c.getNumResults(); ++i)
-        operands.push_back(dy(op, i));
-      auto call = b.create<func::CallOp>(loc, grad, operands);
-      if (Attribute layer = c->getAttr("train.layer"))
-        call->setAttr("train.layer", layer);
-      for (auto [operand, g] : llvm::zip(c.getOperands(), call.getResults()))
-        accumulate(operand, g);
-      return success();
-    }
-    // Primitive ops that survive fusion on a differentiable path.
-    if (isa<AddOp, SubOp>(op)) {
-      Value g = dy(op);
-      accumulate(op->getOperand(0),
-                 unbroadcast(loc, g, op->getOperand(0).getType()));
-      Value g1 = isa<SubOp>(op) ? b.create<NegOp>(loc, g).getResult() : g;
-      accumulate(op->getOperand(1),
-                 unbroadcast(loc, g1, op->getOperand(1).getType()));
-      return success();
-    }
-    if (auto m = dyn_cast<MulOp>(op)) {
-      Value g = dy(op);
-      if (isActive(m.getLhs()))
-        accumulate(m.getLhs(),
-                   unbroadcast(loc, b.create<MulOp>(loc, g, m.getRhs()),
-                               m.getLhs().getType()));
-      if (isActive(m.getRhs()))
-        accumulate(m.getRhs(),
-                   unbroadcast(loc, b.create<MulOp>(loc, g, m.getLhs()),
-                               m.getRhs().getType()));
-      return success();
-    }
-    if (isa<NegOp>(op)) {
-      accumulate(op->getOperand(0), b.create<NegOp>(loc, dy(op)));
-      return success();
-    }
-    if (isa<IdentityOp>(op)) {
-      accumulate(op->getOperand(0), dy(op));
-      return success();
-    }
-    if (isa<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(op)) {
-      accumulate(op->getOperand(0),
-                 reshapeTo(loc, dy(op), op->getOperand(0).getType()));
-      return success();
-    }
-    if (auto t = dyn_cast<TransposeOp>(op)) {
-      SmallVector<int64_t> inverse(t.getPerm().size());
-      for (auto [i, p] : llvm::enumerate(t.getPerm()))
-        inverse[p] = i;
-      accumulate(
-          t.getInput(),
-          b.create<TransposeOp>(loc, dy(op), b.getDenseI64ArrayAttr(inverse)));
-      return success();
-    }
-    if (auto s = dyn_cast<SplitOp>(op)) {
-      SmallVector<Value> parts;
-      for (unsigned i = 0; i < op->getNumResults(); ++i)
-        parts.push_back(dy(op, i));
-      accumulate(s.getInput(),
-                 b.create<ConcatOp>(loc, parts, s.getAxisAttr()).getResult());
-      return success();
-    }
-    if (auto c = dyn_cast<ConcatOp>(op)) {
-      int64_t axis = *normalizeAxis(c.getAxis(), typeOf(c).getRank());
-      SmallVector<int64_t> sizes;
-      for (Value v : c.getInputs())
-        sizes.push_back(typeOf(v).getDimSize(axis));
-      auto split = b.create<SplitOp>(loc, dy(op), c.getAxisAttr(),
-                                     b.getDenseI64ArrayAttr(sizes));
-      for (auto [v, g] : llvm::zip(c.getInputs(), split.getResults()))
-        accumulate(v, g);
-      return success();
-    }
-    if (auto c = dyn_cast<CastOp>(op)) {
-      if (isFloat(c.getInput()))
-        accumulate(c.getInput(),
-                   b.create<CastOp>(
-                       loc, dy(op),
-                       TypeAttr::get(typeOf(c.getInput()).getElementType())));
-      return success();
-    }
+    if (auto rule = dyn_cast<GradientOpInterface>(op))
+      return rule.buildGradient(*this);
+    if (auto c = dyn_cast<func::CallOp>(op))
+      return callGradient(c);
     StringRef node = "";
-    if (auto name = dyn_cast<NameLoc>(loc))
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
       node = name.getName().strref();
     return op->emitError("no gradient rule for '")
            << op->getName() << "'" << (node.empty() ? "" : " (ONNX node '")
@@ -291,10 +97,23 @@ private:
            << "; it lies on a path from a trainable weight to the loss";
   }
 
-  OpBuilder &b;
+  LogicalResult callGradient(func::CallOp c) {
+    func::FuncOp grad = gradientOf(c.getCallee());
+    if (!grad)
+      return c->emitError("no gradient function for @") << c.getCallee();
+    SmallVector<Value> operands(c.getOperands());
+    for (unsigned i = 0; i < c.getNumResults(); ++i)
+      operands.push_back(dy(c, i));
+    auto call = b.create<func::CallOp>(c.getLoc(), grad, operands);
+    if (Attribute layer = c->getAttr("train.layer"))
+      call->setAttr("train.layer", layer);
+    for (auto [operand, g] : llvm::zip(c.getOperands(), call.getResults()))
+      accumulate(operand, g);
+    return success();
+  }
+
   DenseSet<Value> active;
   std::function<func::FuncOp(StringRef)> gradientOf;
-  int64_t &count;
   DenseMap<Value, Value> grads;
 };
 
@@ -368,14 +187,13 @@ struct DeriveTrainingStep
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (isFloat(entry->getArgument(i)))
         sources.push_back(entry->getArgument(i));
-    int64_t count = 0;
-    Backprop bp(b, activeValues(forward, sources), gradOf, count);
+    Backprop bp(b, activeValues(forward, sources), gradOf);
     for (auto [i, v] : llvm::enumerate(ret->getOperands()))
       bp.accumulate(map.lookup(v),
                     entry->getArgument(fn.getNumArguments() + i));
     if (failed(bp.run(forward)))
       return nullptr;
-    numGradOps += count;
+    numGradOps += bp.emitted;
     b.setInsertionPointToEnd(entry);
     SmallVector<Value> results;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
@@ -417,8 +235,7 @@ struct DeriveTrainingStep
     for (WeightOp w : trainable)
       sources.push_back(w.getResult());
     b.setInsertionPoint(ret);
-    int64_t count = 0;
-    Backprop bp(b, activeValues(forward, sources), gradOf, count);
+    Backprop bp(b, activeValues(forward, sources), gradOf);
     if (!bp.isActive(loss)) {
       model.emitError("the loss does not depend on any trainable weight");
       return false;
@@ -428,7 +245,7 @@ struct DeriveTrainingStep
     bp.accumulate(loss, b.create<ConstantOp>(model.getLoc(), one));
     if (failed(bp.run(forward)))
       return false;
-    numGradOps += count;
+    numGradOps += bp.emitted;
     b.setInsertionPoint(ret);
     SmallVector<Value> results{loss};
     SmallVector<Type> types{loss.getType()};

@@ -1,0 +1,267 @@
+//===- Gradients.cpp - the gradient rule of each differentiable op --------===//
+//
+// One function per op, attached to the op as its GradientOpInterface (an
+// external model, as MLIR attaches interfaces that live apart from the op
+// definitions). Each rule reads the gradients of the op's results and adds
+// those of its operands; fused ops emit their *_grad op, primitives are
+// expressed in primitives. Every rule has a finite-difference test
+// (test/unit/gradient_rules_test.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Train/IR/Gradient.h"
+#include "dialects/Train/IR/ShapeInference.h"
+#include "dialects/Train/IR/TrainOps.h"
+
+using namespace mlir;
+
+namespace mt::train {
+
+#include "dialects/Train/IR/GradientOpInterface.cpp.inc"
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+using G = GradientBuilder;
+
+//===----------------------------------------------------------------------===//
+// Fused ops: their *_grad op.
+//===----------------------------------------------------------------------===//
+
+LogicalResult gradient(EmbeddingOp e, G &g) {
+  g.accumulate(e.getTable(),
+               g.emit<EmbeddingGradOp>(e.getLoc(), e.getTable().getType(),
+                                       g.dy(e), e.getIds()));
+  return success();
+}
+
+LogicalResult gradient(LinearOp l, G &g) {
+  Value dy = g.dy(l);
+  auto grad = g.emit<LinearGradOp>(
+      l.getLoc(), TypeRange{l.getInput().getType(), l.getWeight().getType()},
+      l.getInput(), l.getWeight(), dy, l.getLayoutAttr());
+  g.accumulate(l.getInput(), grad.getInputGrad());
+  g.accumulate(l.getWeight(), grad.getWeightGrad());
+  if (l.getBias())
+    g.accumulate(l.getBias(),
+                 g.unbroadcast(l.getLoc(), dy, l.getBias().getType()));
+  return success();
+}
+
+LogicalResult gradient(RmsNormOp n, G &g) {
+  auto grad = g.emit<RmsNormGradOp>(
+      n.getLoc(), TypeRange{n.getInput().getType(), n.getWeight().getType()},
+      n.getInput(), n.getWeight(), g.dy(n), n.getEpsAttr(), n.getPlusOneAttr());
+  g.accumulate(n.getInput(), grad.getInputGrad());
+  g.accumulate(n.getWeight(), grad.getWeightGrad());
+  return success();
+}
+
+LogicalResult gradient(LayerNormOp n, G &g) {
+  Value dy = g.dy(n);
+  auto grad = g.emit<LayerNormGradOp>(
+      n.getLoc(), TypeRange{n.getInput().getType(), n.getWeight().getType()},
+      n.getInput(), n.getWeight(), dy, n.getEpsAttr());
+  g.accumulate(n.getInput(), grad.getInputGrad());
+  g.accumulate(n.getWeight(), grad.getWeightGrad());
+  if (n.getBias())
+    g.accumulate(n.getBias(),
+                 g.unbroadcast(n.getLoc(), dy, n.getBias().getType()));
+  return success();
+}
+
+LogicalResult gradient(RotaryOp r, G &g) {
+  g.accumulate(r.getInput(),
+               g.emit<RotaryGradOp>(r.getLoc(), r.getInput().getType(), g.dy(r),
+                                    r.getCos(), r.getSin(), r.getHeadDimAttr(),
+                                    r.getInterleavedAttr()));
+  return success();
+}
+
+LogicalResult gradient(AttentionOp a, G &g) {
+  auto grad = g.emit<AttentionGradOp>(
+      a.getLoc(),
+      TypeRange{a.getQ().getType(), a.getK().getType(), a.getV().getType()},
+      a.getQ(), a.getK(), a.getV(), a.getMask(), g.dy(a), a.getNumHeadsAttr(),
+      a.getNumKvHeadsAttr(), a.getScaleAttr(), a.getCausalAttr(),
+      a.getWindowAttr());
+  g.accumulate(a.getQ(), grad.getQGrad());
+  g.accumulate(a.getK(), grad.getKGrad());
+  g.accumulate(a.getV(), grad.getVGrad());
+  return success();
+}
+
+LogicalResult gradient(ActivationOp a, G &g) {
+  g.accumulate(a.getInput(),
+               g.emit<ActivationGradOp>(a.getLoc(), a.getInput().getType(),
+                                        a.getInput(), g.dy(a), a.getActAttr()));
+  return success();
+}
+
+LogicalResult gradient(GatedActivationOp a, G &g) {
+  auto grad = g.emit<GatedActivationGradOp>(
+      a.getLoc(), TypeRange{a.getGate().getType(), a.getUp().getType()},
+      a.getGate(), a.getUp(), g.dy(a), a.getActAttr());
+  g.accumulate(a.getGate(), grad.getGateGrad());
+  g.accumulate(a.getUp(), grad.getUpGrad());
+  return success();
+}
+
+LogicalResult gradient(CrossEntropyOp ce, G &g) {
+  g.accumulate(ce.getLogits(), g.emit<CrossEntropyGradOp>(
+                                   ce.getLoc(), ce.getLogits().getType(),
+                                   ce.getLogits(), ce.getLabels(), g.dy(ce),
+                                   ce.getIgnoreIndexAttr(), ce.getShiftAttr()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Primitives that remain on a differentiable path after fusion.
+//===----------------------------------------------------------------------===//
+
+/// d(a + b) = (dy, dy) and d(a - b) = (dy, -dy), each summed back over
+/// what the operand broadcast.
+template <typename OpTy> LogicalResult addOrSub(OpTy op, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = op.getLoc();
+  Value dy = g.dy(op);
+  g.accumulate(op.getLhs(), g.unbroadcast(loc, dy, op.getLhs().getType()));
+  Value rhs =
+      std::is_same_v<OpTy, SubOp> ? b.create<NegOp>(loc, dy).getResult() : dy;
+  g.accumulate(op.getRhs(), g.unbroadcast(loc, rhs, op.getRhs().getType()));
+  return success();
+}
+LogicalResult gradient(AddOp op, G &g) { return addOrSub(op, g); }
+LogicalResult gradient(SubOp op, G &g) { return addOrSub(op, g); }
+
+LogicalResult gradient(MulOp m, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = m.getLoc();
+  Value dy = g.dy(m);
+  if (g.isActive(m.getLhs()))
+    g.accumulate(m.getLhs(),
+                 g.unbroadcast(loc, b.create<MulOp>(loc, dy, m.getRhs()),
+                               m.getLhs().getType()));
+  if (g.isActive(m.getRhs()))
+    g.accumulate(m.getRhs(),
+                 g.unbroadcast(loc, b.create<MulOp>(loc, dy, m.getLhs()),
+                               m.getRhs().getType()));
+  return success();
+}
+
+LogicalResult gradient(NegOp n, G &g) {
+  g.accumulate(n.getInput(),
+               g.builder().create<NegOp>(n.getLoc(), g.dy(n)).getResult());
+  return success();
+}
+
+LogicalResult gradient(IdentityOp i, G &g) {
+  g.accumulate(i.getInput(), g.dy(i));
+  return success();
+}
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: the gradient reshaped back.
+template <typename OpTy> LogicalResult reshapeBack(OpTy op, G &g) {
+  Value input = op->getOperand(0);
+  g.accumulate(input, g.reshapeTo(op.getLoc(), g.dy(op), input.getType()));
+  return success();
+}
+LogicalResult gradient(ReshapeOp op, G &g) { return reshapeBack(op, g); }
+LogicalResult gradient(FlattenOp op, G &g) { return reshapeBack(op, g); }
+LogicalResult gradient(SqueezeOp op, G &g) { return reshapeBack(op, g); }
+LogicalResult gradient(UnsqueezeOp op, G &g) { return reshapeBack(op, g); }
+
+LogicalResult gradient(TransposeOp t, G &g) {
+  SmallVector<int64_t> inverse(t.getPerm().size());
+  for (auto [i, p] : llvm::enumerate(t.getPerm()))
+    inverse[p] = int64_t(i);
+  OpBuilder &b = g.builder();
+  g.accumulate(t.getInput(),
+               b.create<TransposeOp>(t.getLoc(), g.dy(t),
+                                     b.getDenseI64ArrayAttr(inverse))
+                   .getResult());
+  return success();
+}
+
+/// The parts' gradients side by side (zeros for a part nothing read).
+LogicalResult gradient(SplitOp s, G &g) {
+  SmallVector<Value> parts;
+  for (unsigned i = 0; i < s->getNumResults(); ++i)
+    parts.push_back(g.dy(s, i));
+  g.accumulate(s.getInput(),
+               g.builder()
+                   .create<ConcatOp>(s.getLoc(), parts, s.getAxisAttr())
+                   .getResult());
+  return success();
+}
+
+/// The gradient cut back into the inputs' sizes.
+LogicalResult gradient(ConcatOp c, G &g) {
+  int64_t axis = *normalizeAxis(c.getAxis(), typeOf(c).getRank());
+  SmallVector<int64_t> sizes;
+  for (Value v : c.getInputs())
+    sizes.push_back(typeOf(v).getDimSize(axis));
+  OpBuilder &b = g.builder();
+  auto split = b.create<SplitOp>(c.getLoc(), g.dy(c), c.getAxisAttr(),
+                                 b.getDenseI64ArrayAttr(sizes));
+  for (auto [v, part] : llvm::zip(c.getInputs(), split.getResults()))
+    g.accumulate(v, part);
+  return success();
+}
+
+/// Back to the input's float type; an integer input has no gradient.
+LogicalResult gradient(CastOp c, G &g) {
+  Type from = typeOf(c.getInput()).getElementType();
+  if (isa<FloatType>(from))
+    g.accumulate(c.getInput(),
+                 g.builder()
+                     .create<CastOp>(c.getLoc(), g.dy(c), TypeAttr::get(from))
+                     .getResult());
+  return success();
+}
+
+template <typename OpTy>
+struct Rule : GradientOpInterface::ExternalModel<Rule<OpTy>, OpTy> {
+  LogicalResult buildGradient(Operation *op, GradientBuilder &g) const {
+    return gradient(cast<OpTy>(op), g);
+  }
+};
+
+template <typename... OpTys> void attach(MLIRContext &context) {
+  (OpTys::template attachInterface<Rule<OpTys>>(context), ...);
+}
+
+} // namespace
+
+Value GradientBuilder::unbroadcast(Location loc, Value g, Type target) {
+  auto gt = typeOf(g), tt = cast<RankedTensorType>(target);
+  if (gt.getShape() == tt.getShape())
+    return g;
+  int64_t lead = gt.getRank() - tt.getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < gt.getRank(); ++d)
+    if (d < lead || (tt.getDimSize(d - lead) == 1 && gt.getDimSize(d) != 1))
+      axes.push_back(d);
+  Value sum = b.create<ReduceSumOp>(loc, g, b.getDenseI64ArrayAttr(axes),
+                                    /*keepdims=*/nullptr);
+  return reshapeTo(loc, sum, tt);
+}
+
+Value GradientBuilder::reshapeTo(Location loc, Value v, Type target) {
+  auto tt = cast<RankedTensorType>(target);
+  if (v.getType() == target)
+    return v;
+  auto st = RankedTensorType::get({tt.getRank()}, b.getI64Type());
+  auto shape =
+      b.create<ConstantOp>(loc, DenseElementsAttr::get(st, tt.getShape()));
+  return b.create<ReshapeOp>(loc, tt, v, shape, /*allowzero=*/nullptr);
+}
+
+void attachGradientRules(MLIRContext &context) {
+  attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
+         ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
+         NegOp, IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp,
+         TransposeOp, SplitOp, ConcatOp, CastOp>(context);
+}
+
+} // namespace mt::train

@@ -7,8 +7,7 @@
 // graph itself keeps every node, and the fold pass removes them later.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/OnnxImporter.h"
-#include "compiler/ImportPolicy.h"
+#include "compiler/Importer.h"
 
 #include "dialects/Train/IR/ConstEval.h"
 #include "dialects/Train/IR/ShapeInference.h"
@@ -35,29 +34,33 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
+#include <set>
 #include <unistd.h>
 
 using namespace mlir;
 using namespace mt::train;
 
-namespace mt {
+namespace mt::importer {
 namespace {
 
-constexpr int64_t kMinOpset = 14, kMaxOpset = 20;
 constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 10;
 /// Frozen inline buffers up to this size (bytes) are read so that what is
 /// derived from them (rotary tables) folds. Trainable weights never are.
 constexpr int64_t kMaxFrozenValueBytes = 1 << 20;
 
-const char *kSupportedOps =
-    "Add, And, Cast, CastLike, Concat, Constant, ConstantOfShape, Cos, CumSum, "
-    "Div, Dropout, Equal, Erf, Exp, Expand, Flatten, Gather, GatherND, Gelu, "
-    "Gemm, Greater, GreaterOrEqual, Identity, LayerNormalization, Less, "
-    "LessOrEqual, Log, LogSoftmax, MatMul, Max, Min, Mul, Neg, Not, Or, Pad, "
-    "Pow, Range, Reciprocal, ReduceMax, ReduceMean, ReduceSum, Reshape, "
-    "SequenceAt, Shape, Sigmoid, Sin, Size, Slice, Softmax, "
-    "SoftmaxCrossEntropyLoss, Split, SplitToSequence, Sqrt, Squeeze, Sub, "
-    "Tanh, Tile, Transpose, Trilu, Unsqueeze, Where";
+/// Every op of the handlers' tables, sorted, for the error message.
+std::string supportedOps() {
+  std::set<std::string> names;
+  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+    for (const OpRule &rule : rules)
+      names.insert(rule.op);
+  std::string out;
+  for (const std::string &n : names)
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+} // namespace
 
 /// Element type of an ONNX TensorProto data type, or null.
 Type elementTypeOf(MLIRContext &ctx, int dtype) {
@@ -87,6 +90,8 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
     return nullptr;
   }
 }
+
+namespace {
 
 std::string lower(std::string s) {
   for (char &c : s)
@@ -159,141 +164,7 @@ rawDataOffsets(const std::string &path) {
   return offsets;
 }
 
-class Importer {
-public:
-  Importer(MLIRContext &ctx, const ImportOptions &opts)
-      : ctx(ctx), opts(opts), b(&ctx) {
-    file = opts.modelPath;
-    fileLoc = FileLineColLoc::get(&ctx, file, 0, 0);
-  }
-
-  OwningOpRef<ModuleOp> run();
-  FailureOr<std::optional<int64_t>> fixedBatch();
-
-private:
-  // Diagnostics.
-  InFlightDiagnostic fileError() { return emitError(fileLoc) << file << ": "; }
-  InFlightDiagnostic nodeError() {
-    return emitError(loc) << file << ": node '" << node->name() << "' ("
-                          << node->op_type() << "): ";
-  }
-
-  LogicalResult readModel();
-  LogicalResult checkVersions();
-  LogicalResult readTrainableSet();
-  /// Which initializers are which parameters (ImportPolicy.h).
-  LogicalResult decideParameters();
-  std::optional<std::vector<float>>
-  sampleInitializer(const onnx::TensorProto &t, const std::vector<int64_t> &at);
-  /// The weight op of a floating initializer that is (a form of) a
-  /// parameter or a frozen buffer.
-  FailureOr<Value> weightValue(const onnx::TensorProto &init,
-                               RankedTensorType type);
-  FailureOr<Value> makeWeight(const onnx::TensorProto &dataInit,
-                              RankedTensorType type, StringRef name,
-                              bool trainable, const Parameter *param);
-  /// The graph inputs that are not initializers: the model's data.
-  SmallVector<const onnx::ValueInfoProto *> dataInputs() const;
-  LogicalResult importInputs(SmallVectorImpl<Type> &types,
-                             SmallVectorImpl<std::string> &names);
-  LogicalResult importInitializers();
-  LogicalResult importNode(const onnx::NodeProto &n);
-  LogicalResult importOutputs(func::FuncOp func);
-
-  FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &t,
-                                          StringRef what);
-  /// Where an external tensor's bytes are: the file (relative to the
-  /// model's directory), offset and length (`defaultLength` when absent).
-  struct ExternalRef {
-    std::string path;
-    int64_t offset, length;
-  };
-  FailureOr<ExternalRef> externalData(const onnx::TensorProto &t,
-                                      int64_t defaultLength, StringRef what);
-  FailureOr<RankedTensorType> tensorTypeOf(const onnx::TensorProto &t,
-                                           StringRef what);
-
-  // Node helpers.
-  Value in(int i) {
-    if (i >= node->input_size() || node->input(i).empty())
-      return nullptr;
-    return values.lookup(node->input(i));
-  }
-  LogicalResult needInputs(int min, int max);
-  /// Exporters name outputs that nothing reads (Dropout's mask); only a use
-  /// of one is an error, reported where it is used.
-  void unsupportedOutput(int i, StringRef what) {
-    if (i < node->output_size() && !node->output(i).empty())
-      unsupported[node->output(i)] =
-          (what + " of node '" + node->name() + "'").str();
-  }
-  const onnx::AttributeProto *attr(StringRef name) {
-    for (const auto &a : node->attribute())
-      if (a.name() == name)
-        return &a;
-    return nullptr;
-  }
-  FailureOr<int64_t> attrInt(StringRef name, std::optional<int64_t> dflt);
-  FailureOr<float> attrFloat(StringRef name, float dflt);
-  FailureOr<std::string> attrString(StringRef name, StringRef dflt);
-  std::optional<SmallVector<int64_t>> attrInts(StringRef name);
-  FailureOr<SmallVector<int64_t>> constInts(Value v, StringRef what);
-  FailureOr<SmallVector<int64_t>> axesFrom(StringRef name, int inputIndex,
-                                           bool required);
-  FailureOr<Value> intConst(ArrayRef<int64_t> values);
-  RankedTensorType typeOf(Value v) {
-    return cast<RankedTensorType>(v.getType());
-  }
-
-  /// Creates an op whose result types the op infers.
-  template <typename OpTy>
-  FailureOr<Operation *> make(ValueRange operands,
-                              ArrayRef<NamedAttribute> attrs = {});
-  /// Creates an op with stated result types, then verifies it.
-  template <typename OpTy>
-  FailureOr<Operation *> makeTyped(ValueRange operands,
-                                   ArrayRef<NamedAttribute> attrs,
-                                   TypeRange types);
-  FailureOr<Operation *> verifyNew(Operation *op);
-  LogicalResult bind(FailureOr<Operation *> op);
-  NamedAttribute named(StringRef name, Attribute a) {
-    return b.getNamedAttr(name, a);
-  }
-
-  MLIRContext &ctx;
-  const ImportOptions &opts;
-  OpBuilder b;
-  std::string file;
-  Location fileLoc = UnknownLoc::get(&ctx);
-  Location loc = UnknownLoc::get(&ctx);
-  std::string baseDir;
-  /// Where the model file really is (it may be a link, as in a Hugging
-  /// Face cache): external data may be there too.
-  std::string realModelDir;
-  onnx::ModelProto model;
-  int64_t opset = 0;
-  const onnx::NodeProto *node = nullptr;
-  llvm::StringMap<Value> values;
-  llvm::StringMap<std::string> unsupported;
-  /// Where inline initializers' raw_data lies in the file, read on first use.
-  std::optional<llvm::StringMap<std::pair<int64_t, int64_t>>> inlineOffsets;
-  DenseMap<Value, Attribute> known;
-  bool haveWeightsFile = false;
-  /// The tensors of --weights: one file, or every file of a sharded index.
-  std::vector<runtime::SafetensorsHeader> weights;
-  /// Every tensor of `weights` and its file, in the policy's numbering.
-  std::vector<std::pair<const runtime::SafetensorsEntry *, std::string>>
-      weightEntries;
-  /// The floating initializers the policy decides on, and their numbers.
-  std::vector<const onnx::TensorProto *> policyInits;
-  llvm::StringMap<int> policyIndex;
-  PolicyResult policy;
-  /// The weight op of each policy parameter, once made.
-  std::vector<Value> parameterValues;
-  std::optional<llvm::Regex> trainableRe, frozenRe;
-  // Graph-level names for the diagnostics of shapes.
-  llvm::StringMap<std::string> symbolicDims;
-};
+} // namespace
 
 LogicalResult Importer::readModel() {
   int fd = ::open(file.c_str(), O_RDONLY);
@@ -1021,31 +892,6 @@ FailureOr<Value> Importer::intConst(ArrayRef<int64_t> vals) {
   return c.getResult();
 }
 
-template <typename OpTy>
-FailureOr<Operation *> Importer::make(ValueRange operands,
-                                      ArrayRef<NamedAttribute> attrs) {
-  OperationState st(loc, OpTy::getOperationName());
-  st.addOperands(operands);
-  st.addAttributes(attrs);
-  SmallVector<Type> types;
-  std::string why;
-  LogicalResult inferred = failure();
-  {
-    // Re-emitted below with the file, node and op type in front.
-    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
-      why = d.str();
-      return success();
-    });
-    inferred = OpTy::inferReturnTypes(&ctx, loc, st.operands,
-                                      st.attributes.getDictionary(&ctx),
-                                      st.getRawProperties(), st.regions, types);
-  }
-  if (failed(inferred))
-    return nodeError() << why, failure();
-  st.addTypes(types);
-  return verifyNew(b.create(st));
-}
-
 /// Verifies a new op (operand types, attributes) so that a bad node is
 /// reported at import, with its name, and never reaches a pass.
 FailureOr<Operation *> Importer::verifyNew(Operation *op) {
@@ -1063,17 +909,6 @@ FailureOr<Operation *> Importer::verifyNew(Operation *op) {
     return nodeError() << why, failure();
   }
   return op;
-}
-
-template <typename OpTy>
-FailureOr<Operation *> Importer::makeTyped(ValueRange operands,
-                                           ArrayRef<NamedAttribute> attrs,
-                                           TypeRange types) {
-  OperationState st(loc, OpTy::getOperationName());
-  st.addOperands(operands);
-  st.addAttributes(attrs);
-  st.addTypes(types);
-  return verifyNew(b.create(st));
 }
 
 /// Maps the node's outputs to the op's results and records constant values.
@@ -1112,626 +947,17 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
                                             (n.output_size() ? n.output(0) : "")
                                       : n.name();
   loc = NameLoc::get(b.getStringAttr(name), fileLoc);
-  const std::string &t = n.op_type();
   if (!n.domain().empty() && n.domain() != "ai.onnx")
     return nodeError() << "domain '" << n.domain()
                        << "' is not supported (only the default ONNX domain)",
            failure();
-
-  auto unary = [&](auto tag) -> LogicalResult {
-    using OpTy = decltype(tag);
-    if (failed(needInputs(1, 1)))
-      return failure();
-    return bind(make<OpTy>({in(0)}));
-  };
-  auto binary = [&](auto tag) -> LogicalResult {
-    using OpTy = decltype(tag);
-    if (failed(needInputs(2, 2)))
-      return failure();
-    return bind(make<OpTy>({in(0), in(1)}));
-  };
-  // Max and Min take one or more inputs: a chain of binary ops.
-  auto variadic = [&](auto tag) -> LogicalResult {
-    using OpTy = decltype(tag);
-    if (failed(needInputs(1, 64)))
-      return failure();
-    if (n.input_size() == 1)
-      return bind(make<IdentityOp>({in(0)}));
-    FailureOr<Operation *> acc = make<OpTy>({in(0), in(1)});
-    for (int i = 2; i < n.input_size() && succeeded(acc); ++i)
-      acc = make<OpTy>({(*acc)->getResult(0), in(i)});
-    return bind(acc);
-  };
-  auto reduce = [&](auto tag, int axesInputOpset) -> LogicalResult {
-    using OpTy = decltype(tag);
-    if (failed(needInputs(1, 2)))
-      return failure();
-    auto axes = opset >= axesInputOpset
-                    ? axesFrom("axes", 1, false)
-                    : FailureOr<SmallVector<int64_t>>(
-                          attrInts("axes").value_or(SmallVector<int64_t>{}));
-    auto keep = attrInt("keepdims", 1);
-    auto noop = attrInt("noop_with_empty_axes", 0);
-    if (failed(axes) || failed(keep) || failed(noop))
-      return failure();
-    if (axes->empty() && *noop)
-      return bind(make<IdentityOp>({in(0)}));
-    SmallVector<NamedAttribute> attrs{
-        named("axes", b.getDenseI64ArrayAttr(*axes))};
-    if (*keep)
-      attrs.push_back(named("keepdims", b.getUnitAttr()));
-    return bind(make<OpTy>({in(0)}, attrs));
-  };
-
-  if (t == "Add")
-    return binary(AddOp());
-  if (t == "Sub")
-    return binary(SubOp());
-  if (t == "Mul")
-    return binary(MulOp());
-  if (t == "Div")
-    return binary(DivOp());
-  if (t == "Pow")
-    return binary(PowOp());
-  if (t == "And")
-    return binary(AndOp());
-  if (t == "Or")
-    return binary(OrOp());
-  if (t == "Equal")
-    return binary(EqualOp());
-  if (t == "Less")
-    return binary(LessOp());
-  if (t == "LessOrEqual")
-    return binary(LessOrEqualOp());
-  if (t == "Greater")
-    return binary(GreaterOp());
-  if (t == "GreaterOrEqual")
-    return binary(GreaterOrEqualOp());
-  if (t == "MatMul")
-    return binary(MatMulOp());
-  if (t == "Max")
-    return variadic(MaxOp());
-  if (t == "Min")
-    return variadic(MinOp());
-  if (t == "Sqrt")
-    return unary(SqrtOp());
-  if (t == "Reciprocal")
-    return unary(ReciprocalOp());
-  if (t == "Neg")
-    return unary(NegOp());
-  if (t == "Exp")
-    return unary(ExpOp());
-  if (t == "Log")
-    return unary(LogOp());
-  if (t == "Tanh")
-    return unary(TanhOp());
-  if (t == "Sigmoid")
-    return unary(SigmoidOp());
-  if (t == "Erf")
-    return unary(ErfOp());
-  if (t == "Cos")
-    return unary(CosOp());
-  if (t == "Sin")
-    return unary(SinOp());
-  if (t == "Not")
-    return unary(NotOp());
-  if (t == "Identity")
-    return unary(IdentityOp());
-  if (t == "ReduceMean")
-    return reduce(ReduceMeanOp(), 18);
-  if (t == "ReduceMax")
-    return reduce(ReduceMaxOp(), 18);
-  if (t == "ReduceSum")
-    return reduce(ReduceSumOp(), 13);
-
-  if (t == "Constant") {
-    if (failed(needInputs(0, 0)))
-      return failure();
-    Attribute value;
-    if (const auto *a = attr("value")) {
-      auto v = readTensor(a->t(), "Constant value");
-      if (failed(v))
-        return failure();
-      value = *v;
-    } else if (const auto *a = attr("value_float")) {
-      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
-                                     a->f());
-    } else if (const auto *a = attr("value_floats")) {
-      SmallVector<float> v(a->floats().begin(), a->floats().end());
-      value = DenseElementsAttr::get(
-          RankedTensorType::get({int64_t(v.size())}, b.getF32Type()),
-          ArrayRef<float>(v));
-    } else if (const auto *a = attr("value_int")) {
-      value = DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
-                                     int64_t(a->i()));
-    } else if (const auto *a = attr("value_ints")) {
-      SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
-      value = DenseElementsAttr::get(
-          RankedTensorType::get({int64_t(v.size())}, b.getI64Type()),
-          ArrayRef<int64_t>(v));
-    } else {
-      return nodeError()
-                 << "only tensor, float(s) and int(s) values are supported",
-             failure();
-    }
-    return bind(make<ConstantOp>({}, {named("value", value)}));
-  }
-  if (t == "Cast") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    auto to = attrInt("to", std::nullopt);
-    if (failed(to))
-      return failure();
-    Type et = elementTypeOf(ctx, *to);
-    if (!et)
-      return nodeError() << "cannot cast to data type " << *to, failure();
-    return bind(make<CastOp>({in(0)}, {named("to", TypeAttr::get(et))}));
-  }
-  if (t == "CastLike")
-    return binary(CastLikeOp());
-  if (t == "Dropout") {
-    if (failed(needInputs(1, 3)))
-      return failure();
-    unsupportedOutput(1, "the mask output of Dropout");
-    double ratio = 0.5;
-    bool training = false;
-    if (Value r = in(1)) {
-      auto v = getFloatValues(known.lookup(r));
-      if (!v)
-        return nodeError() << "ratio must be a constant", failure();
-      ratio = (*v)[0];
-    }
-    if (Value m = in(2)) {
-      auto v = getIntValues(known.lookup(m));
-      if (!v)
-        return nodeError() << "training_mode must be a constant", failure();
-      training = (*v)[0] != 0;
-    }
-    SmallVector<NamedAttribute> attrs{named("ratio", b.getF32FloatAttr(ratio))};
-    if (training)
-      attrs.push_back(named("training", b.getUnitAttr()));
-    return bind(make<DropoutOp>({in(0)}, attrs));
-  }
-  if (t == "Where") {
-    if (failed(needInputs(3, 3)))
-      return failure();
-    return bind(make<WhereOp>({in(0), in(1), in(2)}));
-  }
-  if (t == "Gelu") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    auto approx = attrString("approximate", "none");
-    if (failed(approx))
-      return failure();
-    if (*approx != "none" && *approx != "tanh")
-      return nodeError() << "approximate must be 'none' or 'tanh', got '"
-                         << *approx << "'",
-             failure();
-    SmallVector<NamedAttribute> attrs;
-    if (*approx == "tanh")
-      attrs.push_back(named("tanh", b.getUnitAttr()));
-    return bind(make<GeluOp>({in(0)}, attrs));
-  }
-  if (t == "Gemm") {
-    if (failed(needInputs(2, 3)))
-      return failure();
-    auto ta = attrInt("transA", 0), tb = attrInt("transB", 0);
-    auto alpha = attrFloat("alpha", 1.0f), beta = attrFloat("beta", 1.0f);
-    if (failed(ta) || failed(tb) || failed(alpha) || failed(beta))
-      return failure();
-    if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1))
-      return nodeError() << "transA and transB must be 0 or 1, got " << *ta
-                         << " and " << *tb,
-             failure();
-    SmallVector<NamedAttribute> attrs{named("alpha", b.getF32FloatAttr(*alpha)),
-                                      named("beta", b.getF32FloatAttr(*beta))};
-    if (*ta)
-      attrs.push_back(named("transA", b.getUnitAttr()));
-    if (*tb)
-      attrs.push_back(named("transB", b.getUnitAttr()));
-    SmallVector<Value> operands{in(0), in(1)};
-    if (Value c = in(2))
-      operands.push_back(c);
-    return bind(make<GemmOp>(operands, attrs));
-  }
-  if (t == "Softmax" || t == "LogSoftmax") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    auto axis = attrInt("axis", -1);
-    if (failed(axis))
-      return failure();
-    auto attrs = {named("axis", b.getI64IntegerAttr(*axis))};
-    return bind(t == "Softmax" ? make<SoftmaxOp>({in(0)}, attrs)
-                               : make<LogSoftmaxOp>({in(0)}, attrs));
-  }
-  if (t == "LayerNormalization") {
-    if (failed(needInputs(2, 3)))
-      return failure();
-    unsupportedOutput(1, "the Mean output of LayerNormalization");
-    unsupportedOutput(2, "the InvStdDev output of LayerNormalization");
-    auto axis = attrInt("axis", -1);
-    auto eps = attrFloat("epsilon", 1e-5f);
-    if (failed(axis) || failed(eps))
-      return failure();
-    SmallVector<Value> operands{in(0), in(1)};
-    if (Value bias = in(2))
-      operands.push_back(bias);
-    return bind(make<LayerNormalizationOp>(
-        operands, {named("axis", b.getI64IntegerAttr(*axis)),
-                   named("epsilon", b.getF32FloatAttr(*eps))}));
-  }
-  if (t == "CumSum") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto axis = constInts(in(1), "input 'axis'");
-    auto excl = attrInt("exclusive", 0), rev = attrInt("reverse", 0);
-    if (failed(axis) || failed(excl) || failed(rev))
-      return failure();
-    SmallVector<NamedAttribute> attrs{
-        named("axis", b.getI64IntegerAttr((*axis)[0]))};
-    if (*excl)
-      attrs.push_back(named("exclusive", b.getUnitAttr()));
-    if (*rev)
-      attrs.push_back(named("reverse", b.getUnitAttr()));
-    return bind(make<CumSumOp>({in(0)}, attrs));
-  }
-  if (t == "Trilu") {
-    if (failed(needInputs(1, 2)))
-      return failure();
-    int64_t k = 0;
-    if (Value kv = in(1)) {
-      auto v = constInts(kv, "input 'k'");
-      if (failed(v))
-        return failure();
-      k = (*v)[0];
-    }
-    auto upper = attrInt("upper", 1);
-    if (failed(upper))
-      return failure();
-    SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr(k))};
-    if (*upper)
-      attrs.push_back(named("upper", b.getUnitAttr()));
-    return bind(make<TriluOp>({in(0)}, attrs));
-  }
-  if (t == "SoftmaxCrossEntropyLoss") {
-    if (failed(needInputs(2, 3)))
-      return failure();
-    if (in(2))
-      return nodeError() << "class weights are not supported", failure();
-    unsupportedOutput(1, "the log_prob output of SoftmaxCrossEntropyLoss");
-    auto red = attrString("reduction", "mean");
-    if (failed(red))
-      return failure();
-    SmallVector<NamedAttribute> attrs{
-        named("reduction", b.getStringAttr(*red))};
-    if (attr("ignore_index")) {
-      auto ii = attrInt("ignore_index", 0);
-      if (failed(ii))
-        return failure();
-      attrs.push_back(named("ignore_index", b.getI64IntegerAttr(*ii)));
-    }
-    return bind(make<SoftmaxCrossEntropyLossOp>({in(0), in(1)}, attrs));
-  }
-  if (t == "Transpose") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    SmallVector<int64_t> perm;
-    if (auto p = attrInts("perm")) {
-      perm = *p;
-    } else {
-      for (int64_t d = typeOf(in(0)).getRank() - 1; d >= 0; --d)
-        perm.push_back(d);
-    }
-    return bind(make<TransposeOp>(
-        {in(0)}, {named("perm", b.getDenseI64ArrayAttr(perm))}));
-  }
-  if (t == "Unsqueeze" || t == "Squeeze") {
-    if (failed(needInputs(1, 2)))
-      return failure();
-    auto axes = axesFrom("axes", 1, t == "Unsqueeze");
-    if (failed(axes))
-      return failure();
-    auto attrs = {named("axes", b.getDenseI64ArrayAttr(*axes))};
-    return bind(t == "Unsqueeze" ? make<UnsqueezeOp>({in(0)}, attrs)
-                                 : make<SqueezeOp>({in(0)}, attrs));
-  }
-  if (t == "Flatten") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    auto axis = attrInt("axis", 1);
-    if (failed(axis))
-      return failure();
-    return bind(
-        make<FlattenOp>({in(0)}, {named("axis", b.getI64IntegerAttr(*axis))}));
-  }
-  if (t == "Concat") {
-    if (failed(needInputs(1, 1 << 16)))
-      return failure();
-    auto axis = attrInt("axis", std::nullopt);
-    if (failed(axis))
-      return failure();
-    SmallVector<Value> operands;
-    for (int i = 0; i < n.input_size(); ++i)
-      operands.push_back(in(i));
-    return bind(
-        make<ConcatOp>(operands, {named("axis", b.getI64IntegerAttr(*axis))}));
-  }
-  if (t == "Split" || t == "SplitToSequence") {
-    bool seq = t == "SplitToSequence";
-    if (failed(needInputs(1, 2)))
-      return failure();
-    auto axisAttr = attrInt("axis", 0);
-    if (failed(axisAttr))
-      return failure();
-    auto type = typeOf(in(0));
-    auto axis = normalizeAxis(*axisAttr, type.getRank());
-    if (!axis)
-      return nodeError() << "axis " << *axisAttr << " is out of range",
-             failure();
-    int64_t dim = type.getDimSize(*axis);
-    SmallVector<int64_t> sizes;
-    if (auto s = attrInts("split")) {
-      sizes = *s;
-    } else if (Value sv = in(1)) {
-      auto s = constInts(sv, "input 'split'");
-      if (failed(s))
-        return failure();
-      sizes = *s;
-      // SplitToSequence with a scalar split: chunks of that size.
-      if (seq && typeOf(sv).getRank() == 0) {
-        int64_t chunk = sizes[0];
-        if (chunk <= 0)
-          return nodeError() << "split size must be positive, got " << chunk,
-                 failure();
-        sizes.clear();
-        for (int64_t left = dim; left > 0; left -= chunk)
-          sizes.push_back(std::min(chunk, left));
-      }
-    } else {
-      int64_t parts = seq ? dim : n.output_size();
-      if (auto no = attr("num_outputs"))
-        parts = no->i();
-      if (parts <= 0)
-        return nodeError() << "cannot split into " << parts << " parts",
-               failure();
-      int64_t chunk = (dim + parts - 1) / parts;
-      for (int64_t left = dim; left > 0; left -= chunk)
-        sizes.push_back(std::min(chunk, left));
-    }
-    SmallVector<NamedAttribute> attrs{
-        named("axis", b.getI64IntegerAttr(*axisAttr)),
-        named("sizes", b.getDenseI64ArrayAttr(sizes))};
-    if (!seq)
-      return bind(make<SplitOp>({in(0)}, attrs));
-    auto keep = attrInt("keepdims", 1);
-    if (failed(keep))
-      return failure();
-    if (!*keep && !in(1))
-      attrs.push_back(named("squeeze", b.getUnitAttr()));
-    return bind(make<SplitToSequenceOp>({in(0)}, attrs));
-  }
-  if (t == "SequenceAt") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    if (!isa<SequenceType>(in(0).getType()))
-      return nodeError() << "input 0 is not a sequence", failure();
-    auto pos = constInts(in(1), "input 'position'");
-    if (failed(pos))
-      return failure();
-    return bind(make<SequenceAtOp>(
-        {in(0)}, {named("position", b.getI64IntegerAttr((*pos)[0]))}));
-  }
-  if (t == "Gather") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto axis = attrInt("axis", 0);
-    if (failed(axis))
-      return failure();
-    return bind(make<GatherOp>({in(0), in(1)},
-                               {named("axis", b.getI64IntegerAttr(*axis))}));
-  }
-  if (t == "GatherND") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto bd = attrInt("batch_dims", 0);
-    if (failed(bd))
-      return failure();
-    return bind(make<GatherNDOp>(
-        {in(0), in(1)}, {named("batch_dims", b.getI64IntegerAttr(*bd))}));
-  }
-  if (t == "Shape") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    int64_t rank = typeOf(in(0)).getRank();
-    auto start = attrInt("start", 0), end = attrInt("end", rank);
-    if (failed(start) || failed(end))
-      return failure();
-    int64_t s =
-        std::clamp<int64_t>(*start < 0 ? *start + rank : *start, 0, rank);
-    int64_t e = std::clamp<int64_t>(*end < 0 ? *end + rank : *end, s, rank);
-    return bind(make<ShapeOp>({in(0)}, {named("start", b.getI64IntegerAttr(s)),
-                                        named("end", b.getI64IntegerAttr(e))}));
-  }
-  if (t == "Size")
-    return unary(SizeOp());
-
-  // Value-shaped ops: the result shape comes from a constant operand.
-  std::string err;
-  Shape out;
-  auto typed = [&](auto tag, ValueRange operands,
-                   ArrayRef<NamedAttribute> attrs,
-                   Type elementType) -> LogicalResult {
-    using OpTy = decltype(tag);
-    return bind(makeTyped<OpTy>(operands, attrs,
-                                {RankedTensorType::get(out, elementType)}));
-  };
-  if (t == "Reshape") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto shape = constInts(in(1), "input 'shape'");
-    auto allowzero = attrInt("allowzero", 0);
-    if (failed(shape) || failed(allowzero))
-      return failure();
-    if (!reshapeShape(typeOf(in(0)).getShape(), *shape, *allowzero, out, err))
-      return nodeError() << err, failure();
-    SmallVector<NamedAttribute> attrs;
-    if (*allowzero)
-      attrs.push_back(named("allowzero", b.getUnitAttr()));
-    return typed(ReshapeOp(), {in(0), in(1)}, attrs,
-                 typeOf(in(0)).getElementType());
-  }
-  if (t == "Expand") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto shape = constInts(in(1), "input 'shape'");
-    if (failed(shape))
-      return failure();
-    if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
-      return nodeError() << "shape " << shapeStr(*shape)
-                         << " has a negative dim",
-             failure();
-    if (!broadcastShapes(typeOf(in(0)).getShape(), *shape, out, err))
-      return nodeError() << err, failure();
-    return typed(ExpandOp(), {in(0), in(1)}, {},
-                 typeOf(in(0)).getElementType());
-  }
-  if (t == "Tile") {
-    if (failed(needInputs(2, 2)))
-      return failure();
-    auto reps = constInts(in(1), "input 'repeats'");
-    if (failed(reps))
-      return failure();
-    if (!tileShape(typeOf(in(0)).getShape(), *reps, out, err))
-      return nodeError() << err, failure();
-    return typed(TileOp(), {in(0), in(1)}, {}, typeOf(in(0)).getElementType());
-  }
-  if (t == "Slice") {
-    if (failed(needInputs(3, 5)))
-      return failure();
-    auto starts = constInts(in(1), "input 'starts'");
-    auto ends = constInts(in(2), "input 'ends'");
-    if (failed(starts) || failed(ends))
-      return failure();
-    SmallVector<int64_t> axes, steps(starts->size(), 1);
-    for (size_t i = 0; i < starts->size(); ++i)
-      axes.push_back(i);
-    Value axesV = in(3), stepsV = in(4);
-    if (axesV) {
-      auto a = constInts(axesV, "input 'axes'");
-      if (failed(a))
-        return failure();
-      axes = *a;
-    } else {
-      axesV = *intConst(axes);
-    }
-    if (stepsV) {
-      auto s = constInts(stepsV, "input 'steps'");
-      if (failed(s))
-        return failure();
-      steps = *s;
-    } else {
-      stepsV = *intConst(steps);
-    }
-    SliceParams p;
-    if (!sliceShape(typeOf(in(0)).getShape(), *starts, *ends, axes, steps, p,
-                    err))
-      return nodeError() << err, failure();
-    out = p.size;
-    return typed(SliceOp(), {in(0), in(1), in(2), axesV, stepsV}, {},
-                 typeOf(in(0)).getElementType());
-  }
-  if (t == "Pad") {
-    if (failed(needInputs(2, 4)))
-      return failure();
-    auto mode = attrString("mode", "constant");
-    if (failed(mode))
-      return failure();
-    if (*mode != "constant")
-      return nodeError() << "only mode 'constant' is supported, got '" << *mode
-                         << "'",
-             failure();
-    auto pads = constInts(in(1), "input 'pads'");
-    if (failed(pads))
-      return failure();
-    auto type = typeOf(in(0));
-    int64_t rank = type.getRank();
-    SmallVector<int64_t> full(*pads);
-    Value padsV = in(1);
-    if (Value axesV = in(3)) {
-      auto axes = constInts(axesV, "input 'axes'");
-      if (failed(axes))
-        return failure();
-      if (pads->size() != 2 * axes->size())
-        return nodeError() << "pads must have two values per axis", failure();
-      full.assign(2 * rank, 0);
-      for (size_t i = 0; i < axes->size(); ++i) {
-        auto ax = normalizeAxis((*axes)[i], rank);
-        if (!ax)
-          return nodeError() << "pad axis out of range", failure();
-        full[*ax] = (*pads)[i];
-        full[*ax + rank] = (*pads)[i + axes->size()];
-      }
-      padsV = *intConst(full);
-    }
-    if (!padShape(type.getShape(), full, out, err))
-      return nodeError() << err, failure();
-    Value value = in(2);
-    if (!value) {
-      auto vt = RankedTensorType::get({}, type.getElementType());
-      Attribute zero =
-          isa<FloatType>(type.getElementType())
-              ? DenseElementsAttr::get(
-                    vt, b.getFloatAttr(type.getElementType(), 0.0))
-              : DenseElementsAttr::get(
-                    vt, b.getIntegerAttr(type.getElementType(), 0));
-      auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(zero));
-      known[c] = zero;
-      value = c;
-    }
-    return typed(PadOp(), {in(0), padsV, value}, {}, type.getElementType());
-  }
-  if (t == "Range") {
-    if (failed(needInputs(3, 3)))
-      return failure();
-    SmallVector<double> v;
-    for (int i = 0; i < 3; ++i) {
-      auto f = getFloatValues(known.lookup(in(i)));
-      if (!f || f->size() != 1)
-        return nodeError() << "start, limit and delta must be constant scalars",
-               failure();
-      v.push_back((*f)[0]);
-    }
-    int64_t len;
-    if (!rangeLength(v[0], v[1], v[2], len, err))
-      return nodeError() << err, failure();
-    out = {len};
-    return typed(RangeOp(), {in(0), in(1), in(2)}, {},
-                 typeOf(in(0)).getElementType());
-  }
-  if (t == "ConstantOfShape") {
-    if (failed(needInputs(1, 1)))
-      return failure();
-    auto shape = constInts(in(0), "input 'shape'");
-    if (failed(shape))
-      return failure();
-    Attribute value = DenseElementsAttr::get(
-        RankedTensorType::get({1}, b.getF32Type()), 0.0f);
-    if (const auto *a = attr("value")) {
-      auto v = readTensor(a->t(), "ConstantOfShape value");
-      if (failed(v))
-        return failure();
-      value = *v;
-    }
-    if (llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
-      return nodeError() << "shape " << shapeStr(*shape)
-                         << " has a negative dim",
-             failure();
-    out.assign(shape->begin(), shape->end());
-    return typed(ConstantOfShapeOp(), {in(0)}, {named("value", value)},
-                 cast<ElementsAttr>(value).getElementType());
-  }
-  return nodeError() << "op type '" << t << "' (opset " << opset
-                     << ") is not supported; supported: " << kSupportedOps,
+  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+    for (const OpRule &rule : rules)
+      if (n.op_type() == rule.op && opset >= rule.firstOpset &&
+          opset <= rule.lastOpset)
+        return (this->*rule.import)();
+  return nodeError() << "op type '" << n.op_type() << "' (opset " << opset
+                     << ") is not supported; supported: " << supportedOps(),
          failure();
 }
 
@@ -1814,7 +1040,11 @@ OwningOpRef<ModuleOp> Importer::run() {
   return module;
 }
 
-} // namespace
+} // namespace mt::importer
+
+namespace mt {
+
+using importer::Importer;
 
 OwningOpRef<ModuleOp> importOnnxModel(MLIRContext &context,
                                       const ImportOptions &options) {

@@ -1,0 +1,313 @@
+//===- Importer.h - the ONNX importer, for its op handlers
+//-----------------===//
+//
+// Private to compiler/: the importer's state and helpers, shared by the
+// driver (OnnxImporter.cpp) and the op handlers, which are grouped by op
+// family (ImportElementwise.cpp, ImportNN.cpp, ImportShape.cpp). Each family
+// lists its handlers in a table of OpRule: the ONNX op, the default-domain
+// opsets it covers and the member function that imports it; the driver
+// dispatches on the table, and the list of supported ops in its error
+// message is made from the tables.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MT_COMPILER_IMPORTER_H
+#define MT_COMPILER_IMPORTER_H
+
+#include "compiler/ImportPolicy.h"
+#include "compiler/OnnxImporter.h"
+#include "dialects/Train/IR/ConstEval.h"
+#include "dialects/Train/IR/ShapeInference.h"
+#include "dialects/Train/IR/TrainOps.h"
+#include "runtime/safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Regex.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mt::importer {
+
+using namespace mlir;
+using namespace mt::train;
+
+constexpr int64_t kMinOpset = 14, kMaxOpset = 20;
+
+/// Element type of an ONNX TensorProto data type, or null.
+Type elementTypeOf(MLIRContext &ctx, int dtype);
+
+class Importer {
+public:
+  Importer(MLIRContext &ctx, const ImportOptions &opts)
+      : ctx(ctx), opts(opts), b(&ctx) {
+    file = opts.modelPath;
+    fileLoc = FileLineColLoc::get(&ctx, file, 0, 0);
+  }
+
+  OwningOpRef<ModuleOp> run();
+  FailureOr<std::optional<int64_t>> fixedBatch();
+
+  // The op handlers (one per ONNX op and opset range, in the tables of
+  // ImportElementwise.cpp, ImportNN.cpp and ImportShape.cpp) and what they
+  // use: the node being imported, its inputs and attributes, and the
+  // builders of its op. Everything below is for them and the driver.
+  const std::string &opType() const { return node->op_type(); }
+  template <typename OpTy> LogicalResult importUnary() {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    return bind(make<OpTy>({in(0)}));
+  }
+  template <typename OpTy> LogicalResult importBinary() {
+    if (failed(needInputs(2, 2)))
+      return failure();
+    return bind(make<OpTy>({in(0), in(1)}));
+  }
+  /// Max and Min take one or more inputs: a chain of binary ops.
+  template <typename OpTy> LogicalResult importVariadic() {
+    if (failed(needInputs(1, 64)))
+      return failure();
+    if (node->input_size() == 1)
+      return bind(make<IdentityOp>({in(0)}));
+    FailureOr<Operation *> acc = make<OpTy>({in(0), in(1)});
+    for (int i = 2; i < node->input_size() && succeeded(acc); ++i)
+      acc = make<OpTy>({(*acc)->getResult(0), in(i)});
+    return bind(acc);
+  }
+  /// The reductions, with `axes` an attribute or (from the opset that made
+  /// it so) an input.
+  template <typename OpTy, bool axesInput> LogicalResult importReduce() {
+    if (failed(needInputs(1, 2)))
+      return failure();
+    auto axes = axesInput
+                    ? axesFrom("axes", 1, false)
+                    : FailureOr<SmallVector<int64_t>>(
+                          attrInts("axes").value_or(SmallVector<int64_t>{}));
+    auto keep = attrInt("keepdims", 1);
+    auto noop = attrInt("noop_with_empty_axes", 0);
+    if (failed(axes) || failed(keep) || failed(noop))
+      return failure();
+    if (axes->empty() && *noop)
+      return bind(make<IdentityOp>({in(0)}));
+    SmallVector<NamedAttribute> attrs{
+        named("axes", b.getDenseI64ArrayAttr(*axes))};
+    if (*keep)
+      attrs.push_back(named("keepdims", b.getUnitAttr()));
+    return bind(make<OpTy>({in(0)}, attrs));
+  }
+  // One handler per op (or ops that share one), defined in its family's
+  // file.
+  LogicalResult importConstant();
+  LogicalResult importCast();
+  LogicalResult importDropout();
+  LogicalResult importWhere();
+  LogicalResult importGelu();
+  LogicalResult importGemm();
+  LogicalResult importSoftmax();
+  LogicalResult importLayerNormalization();
+  LogicalResult importCumSum();
+  LogicalResult importTrilu();
+  LogicalResult importSoftmaxCrossEntropyLoss();
+  LogicalResult importTranspose();
+  LogicalResult importUnsqueeze();
+  LogicalResult importFlatten();
+  LogicalResult importConcat();
+  LogicalResult importSplit();
+  LogicalResult importSequenceAt();
+  LogicalResult importGather();
+  LogicalResult importGatherND();
+  LogicalResult importShape();
+  LogicalResult importReshape();
+  LogicalResult importExpand();
+  LogicalResult importTile();
+  LogicalResult importSlice();
+  LogicalResult importPad();
+  LogicalResult importRange();
+  LogicalResult importConstantOfShape();
+  /// A value-shaped op whose result shape `out` the handler computed.
+  template <typename OpTy>
+  LogicalResult bindTyped(ArrayRef<int64_t> out, ValueRange operands,
+                          ArrayRef<NamedAttribute> attrs, Type elementType) {
+    return bind(makeTyped<OpTy>(operands, attrs,
+                                {RankedTensorType::get(out, elementType)}));
+  }
+
+  // Diagnostics.
+  InFlightDiagnostic fileError() { return emitError(fileLoc) << file << ": "; }
+  InFlightDiagnostic nodeError() {
+    return emitError(loc) << file << ": node '" << node->name() << "' ("
+                          << node->op_type() << "): ";
+  }
+
+  LogicalResult readModel();
+  LogicalResult checkVersions();
+  LogicalResult readTrainableSet();
+  /// Which initializers are which parameters (ImportPolicy.h).
+  LogicalResult decideParameters();
+  std::optional<std::vector<float>>
+  sampleInitializer(const onnx::TensorProto &t, const std::vector<int64_t> &at);
+  /// The weight op of a floating initializer that is (a form of) a
+  /// parameter or a frozen buffer.
+  FailureOr<Value> weightValue(const onnx::TensorProto &init,
+                               RankedTensorType type);
+  FailureOr<Value> makeWeight(const onnx::TensorProto &dataInit,
+                              RankedTensorType type, StringRef name,
+                              bool trainable, const Parameter *param);
+  /// The graph inputs that are not initializers: the model's data.
+  SmallVector<const onnx::ValueInfoProto *> dataInputs() const;
+  LogicalResult importInputs(SmallVectorImpl<Type> &types,
+                             SmallVectorImpl<std::string> &names);
+  LogicalResult importInitializers();
+  LogicalResult importNode(const onnx::NodeProto &n);
+  LogicalResult importOutputs(func::FuncOp func);
+
+  FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &t,
+                                          StringRef what);
+  /// Where an external tensor's bytes are: the file (relative to the
+  /// model's directory), offset and length (`defaultLength` when absent).
+  struct ExternalRef {
+    std::string path;
+    int64_t offset, length;
+  };
+  FailureOr<ExternalRef> externalData(const onnx::TensorProto &t,
+                                      int64_t defaultLength, StringRef what);
+  FailureOr<RankedTensorType> tensorTypeOf(const onnx::TensorProto &t,
+                                           StringRef what);
+
+  // Node helpers.
+  Value in(int i) {
+    if (i >= node->input_size() || node->input(i).empty())
+      return nullptr;
+    return values.lookup(node->input(i));
+  }
+  LogicalResult needInputs(int min, int max);
+  /// Exporters name outputs that nothing reads (Dropout's mask); only a use
+  /// of one is an error, reported where it is used.
+  void unsupportedOutput(int i, StringRef what) {
+    if (i < node->output_size() && !node->output(i).empty())
+      unsupported[node->output(i)] =
+          (what + " of node '" + node->name() + "'").str();
+  }
+  const onnx::AttributeProto *attr(StringRef name) {
+    for (const auto &a : node->attribute())
+      if (a.name() == name)
+        return &a;
+    return nullptr;
+  }
+  FailureOr<int64_t> attrInt(StringRef name, std::optional<int64_t> dflt);
+  FailureOr<float> attrFloat(StringRef name, float dflt);
+  FailureOr<std::string> attrString(StringRef name, StringRef dflt);
+  std::optional<SmallVector<int64_t>> attrInts(StringRef name);
+  FailureOr<SmallVector<int64_t>> constInts(Value v, StringRef what);
+  FailureOr<SmallVector<int64_t>> axesFrom(StringRef name, int inputIndex,
+                                           bool required);
+  FailureOr<Value> intConst(ArrayRef<int64_t> values);
+  RankedTensorType typeOf(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  /// Creates an op whose result types the op infers.
+  template <typename OpTy>
+  FailureOr<Operation *> make(ValueRange operands,
+                              ArrayRef<NamedAttribute> attrs = {});
+  /// Creates an op with stated result types, then verifies it.
+  template <typename OpTy>
+  FailureOr<Operation *> makeTyped(ValueRange operands,
+                                   ArrayRef<NamedAttribute> attrs,
+                                   TypeRange types);
+  FailureOr<Operation *> verifyNew(Operation *op);
+  LogicalResult bind(FailureOr<Operation *> op);
+  NamedAttribute named(StringRef name, Attribute a) {
+    return b.getNamedAttr(name, a);
+  }
+
+  MLIRContext &ctx;
+  const ImportOptions &opts;
+  OpBuilder b;
+  std::string file;
+  Location fileLoc = UnknownLoc::get(&ctx);
+  Location loc = UnknownLoc::get(&ctx);
+  std::string baseDir;
+  /// Where the model file really is (it may be a link, as in a Hugging
+  /// Face cache): external data may be there too.
+  std::string realModelDir;
+  onnx::ModelProto model;
+  int64_t opset = 0;
+  const onnx::NodeProto *node = nullptr;
+  llvm::StringMap<Value> values;
+  llvm::StringMap<std::string> unsupported;
+  /// Where inline initializers' raw_data lies in the file, read on first use.
+  std::optional<llvm::StringMap<std::pair<int64_t, int64_t>>> inlineOffsets;
+  DenseMap<Value, Attribute> known;
+  bool haveWeightsFile = false;
+  /// The tensors of --weights: one file, or every file of a sharded index.
+  std::vector<runtime::SafetensorsHeader> weights;
+  /// Every tensor of `weights` and its file, in the policy's numbering.
+  std::vector<std::pair<const runtime::SafetensorsEntry *, std::string>>
+      weightEntries;
+  /// The floating initializers the policy decides on, and their numbers.
+  std::vector<const onnx::TensorProto *> policyInits;
+  llvm::StringMap<int> policyIndex;
+  PolicyResult policy;
+  /// The weight op of each policy parameter, once made.
+  std::vector<Value> parameterValues;
+  std::optional<llvm::Regex> trainableRe, frozenRe;
+  // Graph-level names for the diagnostics of shapes.
+  llvm::StringMap<std::string> symbolicDims;
+};
+
+/// One ONNX op over a range of default-domain opsets, and its handler.
+struct OpRule {
+  const char *op;
+  int64_t firstOpset, lastOpset;
+  LogicalResult (Importer::*import)();
+};
+ArrayRef<OpRule> elementwiseRules();
+ArrayRef<OpRule> nnRules();
+ArrayRef<OpRule> shapeRules();
+
+template <typename OpTy>
+FailureOr<Operation *> Importer::make(ValueRange operands,
+                                      ArrayRef<NamedAttribute> attrs) {
+  OperationState st(loc, OpTy::getOperationName());
+  st.addOperands(operands);
+  st.addAttributes(attrs);
+  SmallVector<Type> types;
+  std::string why;
+  LogicalResult inferred = failure();
+  {
+    // Re-emitted below with the file, node and op type in front.
+    ScopedDiagnosticHandler capture(&ctx, [&](Diagnostic &d) {
+      why = d.str();
+      return success();
+    });
+    inferred = OpTy::inferReturnTypes(&ctx, loc, st.operands,
+                                      st.attributes.getDictionary(&ctx),
+                                      st.getRawProperties(), st.regions, types);
+  }
+  if (failed(inferred))
+    return nodeError() << why, failure();
+  st.addTypes(types);
+  return verifyNew(b.create(st));
+}
+
+template <typename OpTy>
+FailureOr<Operation *> Importer::makeTyped(ValueRange operands,
+                                           ArrayRef<NamedAttribute> attrs,
+                                           TypeRange types) {
+  OperationState st(loc, OpTy::getOperationName());
+  st.addOperands(operands);
+  st.addAttributes(attrs);
+  st.addTypes(types);
+  return verifyNew(b.create(st));
+}
+
+} // namespace mt::importer
+
+#endif // MT_COMPILER_IMPORTER_H

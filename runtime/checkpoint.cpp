@@ -135,12 +135,8 @@ Status writeFile(const plan::Plan &plan, Backend &backend,
           return st;
         auto *half = static_cast<uint16_t *>(out);
         for (size_t i = 0; i < master.size(); ++i) {
-          if (to == plan::BF16) {
-            half[i] = kernels::cpu::toBf16(master[i]);
-          } else {
-            _Float16 h = static_cast<_Float16>(master[i]);
-            std::memcpy(&half[i], &h, sizeof h);
-          }
+          half[i] = to == plan::BF16 ? kernels::cpu::toBf16(master[i])
+                                     : kernels::cpu::toF16(master[i]);
         }
         return Status::ok();
       };

@@ -28,6 +28,34 @@ inline float fromBf16(uint16_t h) {
   return f;
 }
 
+/// IEEE half, rounding to nearest even (overflow to infinity, NaNs stay
+/// NaN): the dtype of F16 weights saved back as they came.
+inline uint16_t toF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, exp = (x >> 23) & 0xffu,
+           mant = x & 0x7fffffu;
+  if (exp == 0xffu)
+    return uint16_t(sign | 0x7c00u | (mant ? 0x200u | (mant >> 13) : 0u));
+  int32_t e = int32_t(exp) - 127 + 15;
+  if (e >= 0x1f)
+    return uint16_t(sign | 0x7c00u);
+  // Keep `shift` low bits off the significand, rounding to nearest even;
+  // a carry out of the significand correctly bumps the exponent.
+  auto round = [](uint32_t bits, uint32_t shift) {
+    uint32_t kept = bits >> shift, rest = bits & ((1u << shift) - 1),
+             half = 1u << (shift - 1);
+    return kept + (rest > half || (rest == half && (kept & 1u)) ? 1u : 0u);
+  };
+  if (e <= 0) {
+    // A subnormal half: the significand with its leading 1, in 2^-24 units.
+    if (e < -10)
+      return uint16_t(sign);
+    return uint16_t(sign | round(mant | 0x800000u, uint32_t(14 - e)));
+  }
+  return uint16_t(sign | round((uint32_t(e) << 23) | mant, 13));
+}
+
 enum class Binary { Add, Sub, Mul };
 
 /// out[outDims] = a op b, both broadcast (numpy rules) to outDims.

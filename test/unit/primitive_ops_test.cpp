@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace mt::kernels::cpu;
 
@@ -55,4 +56,34 @@ TEST(PrimitiveOps, Bf16RoundsToNearestEven) {
   EXPECT_EQ(fromBf16(toBf16(1.0f + 3.0f / 256)), 1.0f + 1.0f / 64);
   EXPECT_TRUE(std::isnan(fromBf16(toBf16(std::nanf("")))));
   EXPECT_EQ(fromBf16(toBf16(-INFINITY)), -INFINITY);
+}
+
+/// The float of a half's bits (every half is a float), for the check below.
+static float fromF16(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1fu,
+           mant = h & 0x3ffu;
+  float v = exp == 0      ? std::ldexp(float(mant), -24)
+            : exp == 0x1f ? (mant ? NAN : INFINITY)
+                          : std::ldexp(float(mant | 0x400u), int(exp) - 25);
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits |= sign;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+TEST(PrimitiveOps, F16RoundsToNearestEven) {
+  // Every half (but NaNs) converts back to itself.
+  for (uint32_t h = 0; h < 0x10000; ++h)
+    if ((h & 0x7c00u) != 0x7c00u || !(h & 0x3ffu))
+      ASSERT_EQ(toF16(fromF16(uint16_t(h))), h) << std::hex << h;
+  EXPECT_EQ(toF16(1.0f + 1.0f / 2048), 0x3c00);    // a tie: to even
+  EXPECT_EQ(toF16(1.0f + 3.0f / 2048), 0x3c02);    // a tie: to even, up
+  EXPECT_EQ(toF16(65520.0f), 0x7c00);              // past the largest
+  EXPECT_EQ(toF16(std::ldexp(1.0f, -25)), 0x0000); // half the smallest
+  EXPECT_EQ(toF16(std::ldexp(3.0f, -25)), 0x0002); // 1.5 of it: to even
+  EXPECT_EQ(toF16(std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25)),
+            0x0400); // the largest subnormal rounds up to the smallest normal
+  EXPECT_EQ(toF16(-2.0f), 0xc000);
+  EXPECT_EQ(toF16(std::nanf("")) & 0x7e00, 0x7e00);
 }

@@ -74,6 +74,11 @@ cl::opt<std::string>
     frozenRe("frozen",
              cl::desc("Mark initializers whose name matches as frozen"),
              cl::value_desc("regex"), cl::cat(category));
+cl::opt<bool> explainFusion(
+    "explain-fusion",
+    cl::desc("Say, as remarks at each op, why an exporter pattern did not "
+             "become a fused op (linear, norm, attention, ...)"),
+    cl::cat(category));
 cl::opt<int64_t> batch("batch",
                        cl::desc("Batch size for a dynamic dim 0 of inputs"),
                        cl::init(0), cl::cat(category));
@@ -301,7 +306,7 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
   pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm);
+  mt::train::buildFrontendPipeline(pm, explainFusion);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (what == Emit::Sched || what == Emit::Plan) {

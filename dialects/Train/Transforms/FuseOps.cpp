@@ -1,10 +1,12 @@
 //===- FuseOps.cpp - rewrite exporter patterns into fused ops -------------===//
 //
-// Each fusion is a walk that matches from the op that ends the pattern and
-// replaces its result; what the match leaves unused is erased by the fold
-// pass that follows. Fused ops that work on heads take packed activations
-// [B, S, H * D]; where the surrounding graph is in [B, H, S, D], the rewrite
-// inserts the Reshape/Transpose pair, and inverse pairs fold away.
+// One rewrite pattern per exporter spelling of a fused op, grouped in
+// families (linear, embedding, norms, activations, rotary, attention,
+// cross-entropy, slices) that run in a fixed order, each pattern over the
+// ops of its root kind. Fused ops that work on heads take packed
+// activations [B, S, H * D]; where the surrounding graph is in
+// [B, H, S, D], the rewrite inserts the Reshape/Transpose pair, and inverse
+// pairs fold away.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Train/IR/ConstEval.h"
@@ -100,40 +102,9 @@ void collectFactors(Value v, SmallVectorImpl<Value> &factors, double &scale,
   factors.push_back(v);
 }
 
-struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
-  void runOnOperation() override {
-    causalCache.clear();
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal())
-        continue;
-      fuseLinear(func);
-      fuseEmbedding(func);
-      fuseNorms(func);
-      fuseActivations(func);
-      fuseRotary(func);
-      fuseAttention(func);
-      fuseCrossEntropy(func);
-      splitSlices(func);
-    }
-  }
-
-  template <typename OpTy, typename Fn> void forEach(func::FuncOp func, Fn fn) {
-    SmallVector<OpTy> ops;
-    func.walk([&](OpTy op) { ops.push_back(op); });
-    for (OpTy op : ops)
-      if (op->getBlock())
-        fn(op);
-  }
-
-  void replace(Operation *op, Value with) {
-    op->getResult(0).replaceAllUsesWith(with);
-    ++numFused;
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Layout helpers for packed heads.
-  //===--------------------------------------------------------------------===//
-
+/// What the patterns share: the matchers of exporter idioms, the packing of
+/// heads, and the verdict on each mask (layers share one).
+struct Fusion {
   /// [B, H, S, D] -> [B, S, H * D], looking through the inverse pair.
   Value packHeads(OpBuilder &b, Location loc, Value bhsd) {
     auto t = typeOf(bhsd);
@@ -167,46 +138,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         /*allowzero=*/false);
   }
 
-  //===--------------------------------------------------------------------===//
-  // linear and embedding
-  //===--------------------------------------------------------------------===//
-
-  void fuseLinear(func::FuncOp func) {
-    forEach<MatMulOp>(func, [&](MatMulOp mm) {
-      Value rhs = mm.getRhs(), w;
-      WeightLayout layout;
-      if (typeOf(rhs).getRank() != 2 || typeOf(mm.getLhs()).getRank() < 2)
-        return;
-      if (auto tr = def<TransposeOp>(rhs); tr && isWeight(tr.getInput())) {
-        w = tr.getInput();
-        layout = WeightLayout::OutIn;
-      } else if (isWeight(rhs)) {
-        w = rhs;
-        layout = WeightLayout::InOut;
-      } else {
-        return;
-      }
-      OpBuilder b(mm);
-      auto lin =
-          b.create<LinearOp>(mm.getLoc(), mm.getLhs(), w, Value(), layout);
-      replace(mm, lin);
-      absorbBias(lin);
-    });
-    forEach<GemmOp>(func, [&](GemmOp g) {
-      if (g.getTransA() || g.getAlpha().convertToDouble() != 1.0 ||
-          g.getBeta().convertToDouble() != 1.0 || !isWeight(g.getB()))
-        return;
-      Value bias = g.getC();
-      if (bias && (!isWeight(bias) || typeOf(bias).getRank() != 1))
-        return;
-      OpBuilder b(g);
-      auto lin = b.create<LinearOp>(g.getLoc(), g.getA(), g.getB(), bias,
-                                    g.getTransB() ? WeightLayout::OutIn
-                                                  : WeightLayout::InOut);
-      replace(g, lin);
-    });
-  }
-
   /// linear(x, w) + b with a 1-D weight b of the output size.
   void absorbBias(LinearOp lin) {
     if (!lin->hasOneUse())
@@ -222,18 +153,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     add.getResult().replaceAllUsesWith(lin.getResult());
   }
 
-  void fuseEmbedding(func::FuncOp func) {
-    forEach<GatherOp>(func, [&](GatherOp g) {
-      if (g.getAxis() != 0 || !isWeight(g.getData()) ||
-          typeOf(g.getData()).getRank() != 2)
-        return;
-      OpBuilder b(g);
-      replace(g,
-              b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
-      setRole(g.getIndices(), InputRole::Tokens);
-    });
-  }
-
   void setRole(Value v, InputRole role) {
     auto arg = dyn_cast<BlockArgument>(v);
     if (!arg)
@@ -242,10 +161,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       f.setArgAttr(arg.getArgNumber(), "train.role",
                    InputRoleAttr::get(f.getContext(), role));
   }
-
-  //===--------------------------------------------------------------------===//
-  // rms_norm and layer_norm
-  //===--------------------------------------------------------------------===//
 
   /// x * rsqrt(mean(x^2) + eps) in its exported forms; returns x and eps.
   std::optional<std::pair<Value, double>> matchRmsCore(Value v) {
@@ -298,55 +213,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     }
     return std::make_pair(x, eps);
   }
-
-  void fuseNorms(func::FuncOp func) {
-    forEach<MulOp>(func, [&](MulOp mul) {
-      for (auto [w, core] : {std::make_pair(mul.getLhs(), mul.getRhs()),
-                             std::make_pair(mul.getRhs(), mul.getLhs())}) {
-        auto m = matchRmsCore(core);
-        if (!m)
-          continue;
-        bool plusOne = false;
-        Value weight = w;
-        if (auto add = def<AddOp>(w)) {
-          auto ops = operandsWhere(
-              add, [](Value c) { return near(splatValue(c), 1.0, 0); });
-          if (ops && isWeight(ops->second)) {
-            plusOne = true;
-            weight = ops->second;
-          }
-        }
-        int64_t d = typeOf(m->first).getShape().back();
-        if (!isWeight(weight) ||
-            typeOf(weight).getShape() != ArrayRef<int64_t>{d} ||
-            typeOf(mul).getShape() != typeOf(m->first).getShape())
-          continue;
-        OpBuilder b(mul);
-        auto norm = b.create<RmsNormOp>(mul.getLoc(), m->first, weight,
-                                        b.getF32FloatAttr(m->second),
-                                        plusOne ? b.getUnitAttr() : UnitAttr());
-        replace(mul, norm);
-        return;
-      }
-    });
-    forEach<LayerNormalizationOp>(func, [&](LayerNormalizationOp ln) {
-      auto t = typeOf(ln.getInput());
-      int64_t d = t.getShape().back();
-      if ((ln.getAxis() != -1 && ln.getAxis() != t.getRank() - 1) ||
-          typeOf(ln.getScale()).getShape() != ArrayRef<int64_t>{d} ||
-          (ln.getBias() &&
-           typeOf(ln.getBias()).getShape() != ArrayRef<int64_t>{d}))
-        return;
-      OpBuilder b(ln);
-      replace(ln,
-              b.create<LayerNormOp>(ln.getLoc(), ln.getInput(), ln.getScale(),
-                                    ln.getBias(), ln.getEpsilonAttr()));
-    });
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Activations
-  //===--------------------------------------------------------------------===//
 
   /// x * sigmoid(x) -> x.
   Value matchSilu(Value v) {
@@ -407,43 +273,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     return std::nullopt;
   }
 
-  void fuseActivations(func::FuncOp func) {
-    forEach<GeluOp>(func, [&](GeluOp g) {
-      OpBuilder b(g);
-      replace(g, b.create<ActivationOp>(g.getLoc(), g.getInput(),
-                                        g.getTanh() ? Activation::GeluTanh
-                                                    : Activation::Gelu));
-    });
-    forEach<MulOp>(func, [&](MulOp mul) {
-      if (!mul->getBlock())
-        return;
-      OpBuilder b(mul);
-      if (auto g = matchGelu(mul)) {
-        replace(mul, b.create<ActivationOp>(mul.getLoc(), g->first, g->second));
-        return;
-      }
-      if (Value x = matchSilu(mul)) {
-        replace(mul, b.create<ActivationOp>(mul.getLoc(), x, Activation::Silu));
-        return;
-      }
-    });
-    // act(gate) * up, with a single-use activation.
-    forEach<MulOp>(func, [&](MulOp mul) {
-      auto ops = operandsWhere(
-          mul, [](Value a) { return def<ActivationOp>(a) && a.hasOneUse(); });
-      if (!ops || ops->first.getType() != ops->second.getType())
-        return;
-      auto act = def<ActivationOp>(ops->first);
-      OpBuilder b(mul);
-      replace(mul, b.create<GatedActivationOp>(mul.getLoc(), act.getInput(),
-                                               ops->second, act.getAct()));
-    });
-  }
-
-  //===--------------------------------------------------------------------===//
-  // rotary
-  //===--------------------------------------------------------------------===//
-
   /// rotate_half(x) = concat(-x2, x1) on the last dim; returns x.
   Value matchRotateHalf(Value v) {
     auto cat = def<ConcatOp>(v);
@@ -503,46 +332,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     return nullptr;
   }
 
-  void fuseRotary(func::FuncOp func) {
-    forEach<AddOp>(func, [&](AddOp add) {
-      auto t = typeOf(add);
-      if (t.getRank() != 4 || !isa<FloatType>(t.getElementType()))
-        return;
-      for (auto [a, c] : {std::make_pair(add.getLhs(), add.getRhs()),
-                          std::make_pair(add.getRhs(), add.getLhs())}) {
-        // a = x * cos, c = rotate_half(x) * sin.
-        auto rot = operandsWhere(def<MulOp>(c), [&](Value r) {
-          return matchRotateHalf(r) != nullptr;
-        });
-        if (!rot)
-          continue;
-        Value x = matchRotateHalf(rot->first), sin = rot->second;
-        auto xc = operandsWhere(def<MulOp>(a), [&](Value v) { return v == x; });
-        if (!xc || typeOf(x).getShape() != t.getShape())
-          continue;
-        Value cos = xc->second;
-        int64_t B = t.getDimSize(0), H = t.getDimSize(1), S = t.getDimSize(2),
-                D = t.getDimSize(3);
-        OpBuilder b(add);
-        Value cosT = normalizeTable(b, add.getLoc(), cos, B, S, D);
-        Value sinT = normalizeTable(b, add.getLoc(), sin, B, S, D);
-        if (!cosT || !sinT)
-          continue;
-        freeze(cos);
-        freeze(sin);
-        Value packed = packHeads(b, add.getLoc(), x);
-        auto r = b.create<RotaryOp>(add.getLoc(), packed, cosT, sinT,
-                                    b.getI64IntegerAttr(D), UnitAttr());
-        replace(add, unpackHeads(b, add.getLoc(), r, H));
-        return;
-      }
-    });
-  }
-
-  //===--------------------------------------------------------------------===//
-  // attention
-  //===--------------------------------------------------------------------===//
-
   /// Looks through GQA head repetition: reshape(expand(unsqueeze(k, 2))).
   Value stripRepeat(Value v) {
     auto rs = def<ReshapeOp>(v);
@@ -592,105 +381,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     return true;
   }
 
-  void fuseAttention(func::FuncOp func) {
-    forEach<MatMulOp>(func, [&](MatMulOp pv) {
-      auto sm = def<SoftmaxOp>(pv.getLhs());
-      auto outT = typeOf(pv);
-      if (!sm || outT.getRank() != 4 ||
-          (sm.getAxis() != -1 && sm.getAxis() != 3))
-        return;
-      double scale = 1.0;
-      Value scores = sm.getInput(), mask;
-      bool causal = false;
-      // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf,
-      // scores).
-      if (auto w = def<WhereOp>(scores)) {
-        auto fillX = splatValue(w.getX()), fillY = splatValue(w.getY());
-        if (fillY && *fillY <= -1e9 && isCausal(w.getCondition(), true)) {
-          scores = w.getX();
-        } else if (fillX && *fillX <= -1e9 &&
-                   isCausal(w.getCondition(), false)) {
-          scores = w.getY();
-        } else {
-          return;
-        }
-        causal = true;
-      } else if (auto add = def<AddOp>(scores)) {
-        auto ops = operandsWhere(add, [](Value v) {
-          return def<MatMulOp>(v) || def<MulOp>(v) || def<DivOp>(v);
-        });
-        if (!ops)
-          return;
-        scores = ops->first;
-        if (isCausal(ops->second, std::nullopt))
-          causal = true;
-        else
-          mask = ops->second;
-      }
-      // Scale after QK^T.
-      SmallVector<Value> factors;
-      collectFactors(scores, factors, scale);
-      if (factors.size() != 1)
-        return;
-      auto qk = def<MatMulOp>(factors[0]);
-      if (!qk)
-        return;
-      // Scale on q and on k (or k^T), as decomposed SDPA emits.
-      Value q = qk.getLhs(), kt = qk.getRhs();
-      SmallVector<Value> qf, kf;
-      collectFactors(q, qf, scale);
-      if (qf.size() != 1)
-        return;
-      q = qf[0];
-      collectFactors(kt, kf, scale);
-      if (kf.size() != 1 || typeOf(kf[0]).getRank() != 4)
-        return;
-      OpBuilder b(pv);
-      Location loc = pv.getLoc();
-      // k = kt transposed in its last two dims; exporters may have merged
-      // that transpose with the head transpose ([0, 2, 3, 1]).
-      Value k;
-      SmallVector<int64_t> swap{0, 1, 3, 2};
-      if (auto tr = def<TransposeOp>(kf[0])) {
-        SmallVector<Value> inner;
-        collectFactors(tr.getInput(), inner, scale);
-        if (inner.size() != 1)
-          return;
-        SmallVector<int64_t> perm;
-        for (int64_t d : swap)
-          perm.push_back(tr.getPerm()[d]);
-        k = perm == SmallVector<int64_t>{0, 1, 2, 3}
-                ? inner[0]
-                : b.create<TransposeOp>(loc, inner[0],
-                                        b.getDenseI64ArrayAttr(perm));
-      } else {
-        k = b.create<TransposeOp>(loc, kf[0], b.getDenseI64ArrayAttr(swap));
-      }
-      k = stripRepeat(k);
-      Value v = stripRepeat(pv.getRhs());
-      auto qT = typeOf(q), kT = typeOf(k), vT = typeOf(v);
-      if (qT.getRank() != 4 || kT.getShape() != vT.getShape() ||
-          qT.getShape() != outT.getShape() ||
-          kT.getDimSize(3) != qT.getDimSize(3))
-        return;
-      int64_t H = qT.getDimSize(1), Hkv = kT.getDimSize(1);
-      if (H % Hkv)
-        return;
-      if (mask)
-        freeze(mask);
-      auto attn = b.create<AttentionOp>(
-          loc, packHeads(b, loc, q), packHeads(b, loc, k), packHeads(b, loc, v),
-          mask, b.getI64IntegerAttr(H), b.getI64IntegerAttr(Hkv),
-          b.getF32FloatAttr(scale), causal ? b.getUnitAttr() : UnitAttr(),
-          b.getI64IntegerAttr(0));
-      replace(pv, unpackHeads(b, loc, attn, H));
-    });
-  }
-
-  //===--------------------------------------------------------------------===//
-  // cross_entropy
-  //===--------------------------------------------------------------------===//
-
   Value throughReshapes(Value v) {
     while (auto rs = def<ReshapeOp>(v))
       v = rs.getInput();
@@ -719,124 +409,536 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
       return nullptr;
     return pad.getInput();
   }
+};
 
-  //===--------------------------------------------------------------------===//
-  // Slices of activations
-  //===--------------------------------------------------------------------===//
+//===----------------------------------------------------------------------===//
+// The patterns, one per fusion family. Each matches from the op that ends
+// the exporter's pattern, says why when it does not match
+// (notifyMatchFailure: shown by --mt-fuse-ops='explain=true', mtc
+// --explain-fusion, and -debug-only=mt-fuse-ops where LLVM has debug
+// output), and replaces the result; what the match leaves unused is erased
+// by the fold pass that follows.
+//===----------------------------------------------------------------------===//
 
-  /// A Slice of a float tensor with constant bounds and step 1 on each of
-  /// its axes becomes a Split per axis, keeping the middle part: the
-  /// runtime has SPLIT, and its gradient (a Concat with zeros for the
-  /// parts nothing reads) is exact. Other steps stay Slices (reversals and
-  /// strides have no gradient rule, and the training step says so).
-  void splitSlices(func::FuncOp func) {
-    forEach<SliceOp>(func, [&](SliceOp s) {
-      auto type = typeOf(s.getInput());
-      if (!isa<FloatType>(type.getElementType()))
-        return;
-      Attribute st, en, ax, sp;
-      if (!matchPattern(s.getStarts(), m_Constant(&st)) ||
-          !matchPattern(s.getEnds(), m_Constant(&en)) ||
-          !matchPattern(s.getAxes(), m_Constant(&ax)) ||
-          !matchPattern(s.getSteps(), m_Constant(&sp)))
-        return;
-      auto starts = getIntValues(st), ends = getIntValues(en),
-           axes = getIntValues(ax), steps = getIntValues(sp);
-      if (!starts || !ends || !axes || !steps ||
-          starts->size() != axes->size() || ends->size() != axes->size() ||
-          steps->size() != axes->size())
-        return;
-      if (llvm::any_of(*steps, [](int64_t step) { return step != 1; })) {
-        LLVM_DEBUG(llvm::dbgs() << "mt-fuse-ops: slice at " << s.getLoc()
-                                << " has a step other than 1\n");
-        return;
-      }
-      OpBuilder b(s);
-      if (typeOf(s).getNumElements() == 0) {
-        // Nothing (the pass-through part of a rotary that covers the whole
-        // head): a constant, so that no gradient flows through it.
-        s.getResult().replaceAllUsesWith(b.create<ConstantOp>(
-            s.getLoc(), DenseElementsAttr::get(typeOf(s), ArrayRef<Attribute>{})));
-        ++numSlicesSplit;
-        return;
-      }
-      Value v = s.getInput();
-      for (size_t i = 0; i < axes->size(); ++i) {
-        auto t = typeOf(v);
-        int64_t rank = t.getRank(), axis = (*axes)[i];
-        if (axis < 0)
-          axis += rank;
-        if (axis < 0 || axis >= rank)
-          return;
-        // ONNX's clamping of out-of-range and negative bounds.
-        int64_t n = t.getDimSize(axis);
-        auto clampTo = [n](int64_t x) {
-          return std::clamp<int64_t>(x < 0 ? x + n : x, 0, n);
-        };
-        int64_t begin = clampTo((*starts)[i]), end = clampTo((*ends)[i]);
-        if (end <= begin || (begin == 0 && end == n))
-          continue;
-        SmallVector<int64_t> sizes;
-        if (begin > 0)
-          sizes.push_back(begin);
-        sizes.push_back(end - begin);
-        if (end < n)
-          sizes.push_back(n - end);
-        auto split = b.create<SplitOp>(s.getLoc(), v, b.getI64IntegerAttr(axis),
-                                       b.getDenseI64ArrayAttr(sizes));
-        v = split.getResult(begin > 0 ? 1 : 0);
-      }
-      if (v.getType() != s.getType())
-        return; // an empty slice, or bounds the shapes disagree with
-      s.getResult().replaceAllUsesWith(v);
-      ++numSlicesSplit;
-    });
-    // A Concat of an empty part is the Concat of the others.
-    forEach<ConcatOp>(func, [&](ConcatOp c) {
-      SmallVector<Value> kept;
-      for (Value v : c.getInputs())
-        if (typeOf(v).getNumElements() != 0)
-          kept.push_back(v);
-      if (kept.size() == c.getInputs().size() || kept.empty())
-        return;
-      OpBuilder b(c);
-      Value with = kept.size() == 1
-                       ? kept[0]
-                       : b.create<ConcatOp>(c.getLoc(), kept, c.getAxisAttr())
-                             .getResult();
-      c.getResult().replaceAllUsesWith(with);
-    });
+template <typename OpTy> struct FusionPattern : OpRewritePattern<OpTy> {
+  FusionPattern(MLIRContext *ctx, Fusion &f)
+      : OpRewritePattern<OpTy>(ctx), f(f) {}
+  Fusion &f;
+};
+
+/// MatMul on a transposed weight (out_in) or a pre-transposed one (in_out),
+/// and a following Add of a 1-D weight as its bias.
+struct LinearFromMatMul : FusionPattern<MatMulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MatMulOp mm,
+                                PatternRewriter &b) const override {
+    Value rhs = mm.getRhs(), w;
+    WeightLayout layout;
+    if (typeOf(rhs).getRank() != 2 || typeOf(mm.getLhs()).getRank() < 2)
+      return b.notifyMatchFailure(mm, "not [..., K] x [K, N]");
+    if (auto tr = def<TransposeOp>(rhs); tr && isWeight(tr.getInput())) {
+      w = tr.getInput();
+      layout = WeightLayout::OutIn;
+    } else if (isWeight(rhs)) {
+      w = rhs;
+      layout = WeightLayout::InOut;
+    } else {
+      return b.notifyMatchFailure(mm, "the right operand is not a weight or "
+                                      "a weight's transpose");
+    }
+    auto lin = b.create<LinearOp>(mm.getLoc(), mm.getLhs(), w, Value(), layout);
+    b.replaceAllUsesWith(mm.getResult(), lin);
+    f.absorbBias(lin);
+    return success();
   }
+};
 
-  void fuseCrossEntropy(func::FuncOp func) {
-    forEach<SoftmaxCrossEntropyLossOp>(func, [&](SoftmaxCrossEntropyLossOp ce) {
-      if (ce.getReduction() != "mean" || typeOf(ce.getScores()).getRank() != 2)
-        return;
-      int64_t ignore = ce.getIgnoreIndex() ? *ce.getIgnoreIndex() : -100;
-      Value logits = throughReshapes(ce.getScores());
-      Value labels = throughReshapes(ce.getLabels());
-      auto lt = typeOf(logits);
-      if (lt.getShape().back() != typeOf(ce.getScores()).getShape().back() ||
-          typeOf(labels).getShape() != lt.getShape().drop_back()) {
-        logits = ce.getScores();
-        labels = ce.getLabels();
+/// Gemm without transA or scaling, on a weight (and a 1-D bias weight).
+struct LinearFromGemm : FusionPattern<GemmOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(GemmOp g, PatternRewriter &b) const override {
+    if (g.getTransA() || g.getAlpha().convertToDouble() != 1.0 ||
+        g.getBeta().convertToDouble() != 1.0)
+      return b.notifyMatchFailure(g, "transA, alpha or beta is set");
+    if (!isWeight(g.getB()))
+      return b.notifyMatchFailure(g, "B is not a weight");
+    Value bias = g.getC();
+    if (bias && (!isWeight(bias) || typeOf(bias).getRank() != 1))
+      return b.notifyMatchFailure(g, "C is not a 1-D weight");
+    auto lin = b.create<LinearOp>(g.getLoc(), g.getA(), g.getB(), bias,
+                                  g.getTransB() ? WeightLayout::OutIn
+                                                : WeightLayout::InOut);
+    b.replaceAllUsesWith(g.getResult(), lin);
+    return success();
+  }
+};
+
+/// Gather of rows of a 2-D weight; its indices are the tokens.
+struct EmbeddingFromGather : FusionPattern<GatherOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(GatherOp g, PatternRewriter &b) const override {
+    if (g.getAxis() != 0 || !isWeight(g.getData()) ||
+        typeOf(g.getData()).getRank() != 2)
+      return b.notifyMatchFailure(g, "not rows of a 2-D weight");
+    b.replaceAllUsesWith(
+        g.getResult(),
+        b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
+    f.setRole(g.getIndices(), InputRole::Tokens);
+    return success();
+  }
+};
+
+/// w * (x * rsqrt(mean(x^2) + eps)) in its exported forms, also (1 + w).
+struct RmsNormFromMul : FusionPattern<MulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &b) const override {
+    for (auto [w, core] : {std::make_pair(mul.getLhs(), mul.getRhs()),
+                           std::make_pair(mul.getRhs(), mul.getLhs())}) {
+      auto m = f.matchRmsCore(core);
+      if (!m)
+        continue;
+      bool plusOne = false;
+      Value weight = w;
+      if (auto add = def<AddOp>(w)) {
+        auto ops = operandsWhere(
+            add, [](Value c) { return near(splatValue(c), 1.0, 0); });
+        if (ops && isWeight(ops->second)) {
+          plusOne = true;
+          weight = ops->second;
+        }
       }
-      bool shift = false;
-      if (Value raw = matchLabelShift(labels, ignore)) {
-        labels = raw;
-        shift = true;
+      int64_t d = typeOf(m->first).getShape().back();
+      if (!isWeight(weight) ||
+          typeOf(weight).getShape() != ArrayRef<int64_t>{d} ||
+          typeOf(mul).getShape() != typeOf(m->first).getShape())
+        continue;
+      auto norm = b.create<RmsNormOp>(mul.getLoc(), m->first, weight,
+                                      b.getF32FloatAttr(m->second),
+                                      plusOne ? b.getUnitAttr() : UnitAttr());
+      b.replaceAllUsesWith(mul.getResult(), norm);
+      return success();
+    }
+    return b.notifyMatchFailure(mul, "no x * rsqrt(mean(x^2) + eps) times a "
+                                     "1-D weight of the last dim");
+  }
+};
+
+/// ONNX LayerNormalization over the last dim.
+struct LayerNormFromOnnx : FusionPattern<LayerNormalizationOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(LayerNormalizationOp ln,
+                                PatternRewriter &b) const override {
+    auto t = typeOf(ln.getInput());
+    int64_t d = t.getShape().back();
+    if ((ln.getAxis() != -1 && ln.getAxis() != t.getRank() - 1) ||
+        typeOf(ln.getScale()).getShape() != ArrayRef<int64_t>{d} ||
+        (ln.getBias() &&
+         typeOf(ln.getBias()).getShape() != ArrayRef<int64_t>{d}))
+      return b.notifyMatchFailure(ln, "not over the last dim with 1-D scale "
+                                      "and bias");
+    b.replaceAllUsesWith(ln.getResult(),
+                         b.create<LayerNormOp>(ln.getLoc(), ln.getInput(),
+                                               ln.getScale(), ln.getBias(),
+                                               ln.getEpsilonAttr()));
+    return success();
+  }
+};
+
+struct ActivationFromGelu : FusionPattern<GeluOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(GeluOp g, PatternRewriter &b) const override {
+    b.replaceAllUsesWith(
+        g.getResult(), b.create<ActivationOp>(g.getLoc(), g.getInput(),
+                                              g.getTanh() ? Activation::GeluTanh
+                                                          : Activation::Gelu));
+    return success();
+  }
+};
+
+/// GELU (erf or tanh form) and SiLU spelled in primitives.
+struct ActivationFromMul : FusionPattern<MulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &b) const override {
+    if (auto g = f.matchGelu(mul)) {
+      b.replaceAllUsesWith(
+          mul.getResult(),
+          b.create<ActivationOp>(mul.getLoc(), g->first, g->second));
+      return success();
+    }
+    if (Value x = f.matchSilu(mul)) {
+      b.replaceAllUsesWith(
+          mul.getResult(),
+          b.create<ActivationOp>(mul.getLoc(), x, Activation::Silu));
+      return success();
+    }
+    return b.notifyMatchFailure(mul, "neither GELU nor x * sigmoid(x)");
+  }
+};
+
+/// act(gate) * up, with a single-use activation.
+struct GatedActivationFromMul : FusionPattern<MulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &b) const override {
+    auto ops = operandsWhere(
+        mul, [](Value a) { return def<ActivationOp>(a) && a.hasOneUse(); });
+    if (!ops || ops->first.getType() != ops->second.getType())
+      return b.notifyMatchFailure(mul, "no single-use activation times a "
+                                       "tensor of its type");
+    auto act = def<ActivationOp>(ops->first);
+    b.replaceAllUsesWith(mul.getResult(), b.create<GatedActivationOp>(
+                                              mul.getLoc(), act.getInput(),
+                                              ops->second, act.getAct()));
+    return success();
+  }
+};
+
+/// x * cos + rotate_half(x) * sin on [B, H, S, D].
+struct RotaryFromAdd : FusionPattern<AddOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(AddOp add, PatternRewriter &b) const override {
+    auto t = typeOf(add);
+    if (t.getRank() != 4 || !isa<FloatType>(t.getElementType()))
+      return b.notifyMatchFailure(add, "not a 4-D float add");
+    for (auto [a, c] : {std::make_pair(add.getLhs(), add.getRhs()),
+                        std::make_pair(add.getRhs(), add.getLhs())}) {
+      // a = x * cos, c = rotate_half(x) * sin.
+      auto rot = operandsWhere(def<MulOp>(c), [&](Value r) {
+        return f.matchRotateHalf(r) != nullptr;
+      });
+      if (!rot)
+        continue;
+      Value x = f.matchRotateHalf(rot->first), sin = rot->second;
+      auto xc = operandsWhere(def<MulOp>(a), [&](Value v) { return v == x; });
+      if (!xc || typeOf(x).getShape() != t.getShape())
+        continue;
+      Value cos = xc->second;
+      int64_t B = t.getDimSize(0), H = t.getDimSize(1), S = t.getDimSize(2),
+              D = t.getDimSize(3);
+      Value cosT = f.normalizeTable(b, add.getLoc(), cos, B, S, D);
+      Value sinT = f.normalizeTable(b, add.getLoc(), sin, B, S, D);
+      if (!cosT || !sinT)
+        continue;
+      freeze(cos);
+      freeze(sin);
+      Value packed = f.packHeads(b, add.getLoc(), x);
+      auto r = b.create<RotaryOp>(add.getLoc(), packed, cosT, sinT,
+                                  b.getI64IntegerAttr(D), UnitAttr());
+      b.replaceAllUsesWith(add.getResult(),
+                           f.unpackHeads(b, add.getLoc(), r, H));
+      return success();
+    }
+    return b.notifyMatchFailure(add, "no x * cos + rotate_half(x) * sin with "
+                                     "[S, D] or [B, S, D] tables");
+  }
+};
+
+/// softmax(q k^T * scale + mask) v, with GQA head repetition, causal
+/// masks recognised by their values.
+struct AttentionFromMatMul : FusionPattern<MatMulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MatMulOp pv,
+                                PatternRewriter &b) const override {
+    auto sm = def<SoftmaxOp>(pv.getLhs());
+    auto outT = typeOf(pv);
+    if (!sm || outT.getRank() != 4 || (sm.getAxis() != -1 && sm.getAxis() != 3))
+      return b.notifyMatchFailure(pv, "not softmax(...) over the last dim "
+                                      "times v, in 4-D");
+    double scale = 1.0;
+    Value scores = sm.getInput(), mask;
+    bool causal = false;
+    // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf,
+    // scores).
+    if (auto w = def<WhereOp>(scores)) {
+      auto fillX = splatValue(w.getX()), fillY = splatValue(w.getY());
+      if (fillY && *fillY <= -1e9 && f.isCausal(w.getCondition(), true)) {
+        scores = w.getX();
+      } else if (fillX && *fillX <= -1e9 &&
+                 f.isCausal(w.getCondition(), false)) {
+        scores = w.getY();
+      } else {
+        return b.notifyMatchFailure(pv, "a Where mask that is not causal");
       }
-      OpBuilder b(ce);
-      auto fused = b.create<CrossEntropyOp>(
-          ce.getLoc(), logits, labels, b.getI64IntegerAttr(ignore),
-          shift ? b.getUnitAttr() : UnitAttr());
-      Value loss = fused;
-      if (typeOf(ce).getElementType() != typeOf(fused).getElementType())
-        loss = b.create<CastOp>(ce.getLoc(), fused,
-                                TypeAttr::get(typeOf(ce).getElementType()));
-      replace(ce, loss);
-      setRole(labels, shift ? InputRole::Labels : InputRole::Targets);
-    });
+      causal = true;
+    } else if (auto add = def<AddOp>(scores)) {
+      auto ops = operandsWhere(add, [](Value v) {
+        return def<MatMulOp>(v) || def<MulOp>(v) || def<DivOp>(v);
+      });
+      if (!ops)
+        return b.notifyMatchFailure(pv, "an Add before the softmax that is "
+                                        "not scores + mask");
+      scores = ops->first;
+      if (f.isCausal(ops->second, std::nullopt))
+        causal = true;
+      else
+        mask = ops->second;
+    }
+    // Scale after QK^T.
+    SmallVector<Value> factors;
+    collectFactors(scores, factors, scale);
+    auto qk = factors.size() == 1 ? def<MatMulOp>(factors[0]) : MatMulOp();
+    if (!qk)
+      return b.notifyMatchFailure(pv, "the scores are not a scaled q k^T");
+    // Scale on q and on k (or k^T), as decomposed SDPA emits.
+    Value q = qk.getLhs(), kt = qk.getRhs();
+    SmallVector<Value> qf, kf;
+    collectFactors(q, qf, scale);
+    collectFactors(kt, kf, scale);
+    if (qf.size() != 1 || kf.size() != 1 || typeOf(kf[0]).getRank() != 4)
+      return b.notifyMatchFailure(pv, "q or k is not one scaled 4-D tensor");
+    q = qf[0];
+    Location loc = pv.getLoc();
+    // k = kt transposed in its last two dims; exporters may have merged
+    // that transpose with the head transpose ([0, 2, 3, 1]).
+    Value k;
+    SmallVector<int64_t> swap{0, 1, 3, 2};
+    if (auto tr = def<TransposeOp>(kf[0])) {
+      SmallVector<Value> inner;
+      collectFactors(tr.getInput(), inner, scale);
+      if (inner.size() != 1)
+        return b.notifyMatchFailure(pv, "k^T is not a transposed k");
+      SmallVector<int64_t> perm;
+      for (int64_t d : swap)
+        perm.push_back(tr.getPerm()[d]);
+      k = perm == SmallVector<int64_t>{0, 1, 2, 3}
+              ? inner[0]
+              : b.create<TransposeOp>(loc, inner[0],
+                                      b.getDenseI64ArrayAttr(perm));
+    } else {
+      k = b.create<TransposeOp>(loc, kf[0], b.getDenseI64ArrayAttr(swap));
+    }
+    k = f.stripRepeat(k);
+    Value v = f.stripRepeat(pv.getRhs());
+    auto qT = typeOf(q), kT = typeOf(k), vT = typeOf(v);
+    if (qT.getRank() != 4 || kT.getShape() != vT.getShape() ||
+        qT.getShape() != outT.getShape() ||
+        kT.getDimSize(3) != qT.getDimSize(3))
+      return b.notifyMatchFailure(pv, "q, k and v shapes do not agree");
+    int64_t H = qT.getDimSize(1), Hkv = kT.getDimSize(1);
+    if (H % Hkv)
+      return b.notifyMatchFailure(pv, "query heads are not a multiple of "
+                                      "key/value heads");
+    if (mask)
+      freeze(mask);
+    auto attn = b.create<AttentionOp>(
+        loc, f.packHeads(b, loc, q), f.packHeads(b, loc, k),
+        f.packHeads(b, loc, v), mask, b.getI64IntegerAttr(H),
+        b.getI64IntegerAttr(Hkv), b.getF32FloatAttr(scale),
+        causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(0));
+    b.replaceAllUsesWith(pv.getResult(), f.unpackHeads(b, loc, attn, H));
+    return success();
+  }
+};
+
+/// SoftmaxCrossEntropyLoss (mean), looking through reshapes and the Hugging
+/// Face label shift; the labels get their role.
+struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(SoftmaxCrossEntropyLossOp ce,
+                                PatternRewriter &b) const override {
+    if (ce.getReduction() != "mean" || typeOf(ce.getScores()).getRank() != 2)
+      return b.notifyMatchFailure(ce, "not a mean over 2-D scores");
+    int64_t ignore = ce.getIgnoreIndex() ? *ce.getIgnoreIndex() : -100;
+    Value logits = f.throughReshapes(ce.getScores());
+    Value labels = f.throughReshapes(ce.getLabels());
+    auto lt = typeOf(logits);
+    if (lt.getShape().back() != typeOf(ce.getScores()).getShape().back() ||
+        typeOf(labels).getShape() != lt.getShape().drop_back()) {
+      logits = ce.getScores();
+      labels = ce.getLabels();
+    }
+    bool shift = false;
+    if (Value raw = f.matchLabelShift(labels, ignore)) {
+      labels = raw;
+      shift = true;
+    }
+    auto fused = b.create<CrossEntropyOp>(ce.getLoc(), logits, labels,
+                                          b.getI64IntegerAttr(ignore),
+                                          shift ? b.getUnitAttr() : UnitAttr());
+    Value loss = fused;
+    if (typeOf(ce).getElementType() != typeOf(fused).getElementType())
+      loss = b.create<CastOp>(ce.getLoc(), fused,
+                              TypeAttr::get(typeOf(ce).getElementType()));
+    b.replaceAllUsesWith(ce.getResult(), loss);
+    f.setRole(labels, shift ? InputRole::Labels : InputRole::Targets);
+    return success();
+  }
+};
+
+/// A Slice of a float tensor with constant bounds and step 1 on each of
+/// its axes becomes a Split per axis, keeping the middle part: the runtime
+/// has SPLIT, and its gradient (a Concat with zeros for the parts nothing
+/// reads) is exact. Other steps stay Slices (reversals and strides have no
+/// gradient rule, and the training step says so).
+struct SplitFromSlice : FusionPattern<SliceOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
+    auto type = typeOf(s.getInput());
+    if (!isa<FloatType>(type.getElementType()))
+      return b.notifyMatchFailure(s, "not a float tensor");
+    Attribute st, en, ax, sp;
+    if (!matchPattern(s.getStarts(), m_Constant(&st)) ||
+        !matchPattern(s.getEnds(), m_Constant(&en)) ||
+        !matchPattern(s.getAxes(), m_Constant(&ax)) ||
+        !matchPattern(s.getSteps(), m_Constant(&sp)))
+      return b.notifyMatchFailure(s, "bounds that are not constant");
+    auto starts = getIntValues(st), ends = getIntValues(en),
+         axes = getIntValues(ax), steps = getIntValues(sp);
+    if (!starts || !ends || !axes || !steps || starts->size() != axes->size() ||
+        ends->size() != axes->size() || steps->size() != axes->size())
+      return b.notifyMatchFailure(s, "bounds of different lengths");
+    if (llvm::any_of(*steps, [](int64_t step) { return step != 1; }))
+      return b.notifyMatchFailure(s, "a step other than 1");
+    if (typeOf(s).getNumElements() == 0) {
+      // Nothing (the pass-through part of a rotary that covers the whole
+      // head): a constant, so that no gradient flows through it.
+      b.replaceAllUsesWith(
+          s.getResult(),
+          b.create<ConstantOp>(
+              s.getLoc(),
+              DenseElementsAttr::get(typeOf(s), ArrayRef<Attribute>{})));
+      return success();
+    }
+    Value v = s.getInput();
+    for (size_t i = 0; i < axes->size(); ++i) {
+      auto t = typeOf(v);
+      int64_t rank = t.getRank(), axis = (*axes)[i];
+      if (axis < 0)
+        axis += rank;
+      if (axis < 0 || axis >= rank)
+        return b.notifyMatchFailure(s, "an axis out of range");
+      // ONNX's clamping of out-of-range and negative bounds.
+      int64_t n = t.getDimSize(axis);
+      auto clampTo = [n](int64_t x) {
+        return std::clamp<int64_t>(x < 0 ? x + n : x, 0, n);
+      };
+      int64_t begin = clampTo((*starts)[i]), end = clampTo((*ends)[i]);
+      if (end <= begin || (begin == 0 && end == n))
+        continue;
+      SmallVector<int64_t> sizes;
+      if (begin > 0)
+        sizes.push_back(begin);
+      sizes.push_back(end - begin);
+      if (end < n)
+        sizes.push_back(n - end);
+      auto split = b.create<SplitOp>(s.getLoc(), v, b.getI64IntegerAttr(axis),
+                                     b.getDenseI64ArrayAttr(sizes));
+      v = split.getResult(begin > 0 ? 1 : 0);
+    }
+    // An empty slice, or bounds the shapes disagree with.
+    if (v.getType() != s.getType())
+      return b.notifyMatchFailure(s, "bounds that do not give its type");
+    b.replaceAllUsesWith(s.getResult(), v);
+    return success();
+  }
+};
+
+/// A Concat of an empty part is the Concat of the others.
+struct ConcatWithoutEmpty : FusionPattern<ConcatOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(ConcatOp c, PatternRewriter &b) const override {
+    SmallVector<Value> kept;
+    for (Value v : c.getInputs())
+      if (typeOf(v).getNumElements() != 0)
+        kept.push_back(v);
+    if (kept.size() == c.getInputs().size() || kept.empty())
+      return b.notifyMatchFailure(c, "no empty part");
+    Value with =
+        kept.size() == 1
+            ? kept[0]
+            : b.create<ConcatOp>(c.getLoc(), kept, c.getAxisAttr()).getResult();
+    b.replaceAllUsesWith(c.getResult(), with);
+    return success();
+  }
+};
+
+/// Prints why a pattern did not match, as a remark at the op (explain) and
+/// in the debug output.
+struct ExplainListener : RewriterBase::Listener {
+  bool explain = false;
+  StringRef family;
+  void notifyMatchFailure(Location loc,
+                          function_ref<void(Diagnostic &)> reason) override {
+    Diagnostic why(loc, DiagnosticSeverity::Remark);
+    reason(why);
+    LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << family << " at " << loc
+                            << ": " << why.str() << "\n");
+    if (explain)
+      emitRemark(loc) << family << " not fused: " << why.str();
+  }
+};
+
+/// Patterns that run together, and the statistic of what they fused.
+struct Family {
+  const char *name;
+  std::vector<std::unique_ptr<RewritePattern>> patterns;
+  llvm::Statistic *fused;
+};
+
+template <typename... Patterns>
+Family family(const char *name, llvm::Statistic &fused, MLIRContext *ctx,
+              Fusion &f) {
+  Family fam{name, {}, &fused};
+  (fam.patterns.push_back(std::make_unique<Patterns>(ctx, f)), ...);
+  return fam;
+}
+
+struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    Fusion f;
+    // In the order they must run: a later family matches the fused ops of
+    // an earlier one (a gated activation the activations, attention the
+    // linears), and the slices are what no family took.
+    std::vector<Family> families;
+    families.push_back(
+        family<LinearFromMatMul, LinearFromGemm>("linear", numLinear, ctx, f));
+    families.push_back(
+        family<EmbeddingFromGather>("embedding", numEmbedding, ctx, f));
+    families.push_back(
+        family<RmsNormFromMul, LayerNormFromOnnx>("norm", numNorms, ctx, f));
+    families.push_back(
+        family<ActivationFromGelu, ActivationFromMul, GatedActivationFromMul>(
+            "activation", numActivations, ctx, f));
+    families.push_back(family<RotaryFromAdd>("rotary", numRotary, ctx, f));
+    families.push_back(
+        family<AttentionFromMatMul>("attention", numAttention, ctx, f));
+    families.push_back(
+        family<CrossEntropyFromOnnx>("cross_entropy", numCrossEntropy, ctx, f));
+    families.push_back(family<SplitFromSlice, ConcatWithoutEmpty>(
+        "slice", numSlicesSplit, ctx, f));
+    ExplainListener listener;
+    listener.explain = explain;
+    PatternRewriter rewriter(ctx);
+    rewriter.setListener(&listener);
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      for (Family &fam : families) {
+        listener.family = fam.name;
+        // Each pattern in turn over the ops of its root kind, in program
+        // order, as they are when it starts.
+        for (const auto &pattern : fam.patterns) {
+          SmallVector<Operation *> roots;
+          func.walk([&](Operation *op) {
+            if (op->getName() == *pattern->getRootKind())
+              roots.push_back(op);
+          });
+          for (Operation *op : roots) {
+            // Replaced by an earlier pattern (or dead from the start): the
+            // fold pass erases it.
+            if (op->use_empty())
+              continue;
+            rewriter.setInsertionPoint(op);
+            if (succeeded(pattern->matchAndRewrite(op, rewriter))) {
+              ++*fam.fused;
+              ++numFused;
+            }
+          }
+        }
+      }
+    }
   }
 };
 

@@ -15,8 +15,9 @@ namespace mt::train {
 #define GEN_PASS_REGISTRATION
 #include "dialects/Train/Transforms/Passes.h.inc"
 
-/// The front-end pipeline: fold, fuse, fold again, outline layers.
-void buildFrontendPipeline(mlir::OpPassManager &pm);
+/// The front-end pipeline: fold, fuse, fold again, outline layers. With
+/// `explainFusion`, the fusion says at each op why a pattern did not match.
+void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false);
 
 } // namespace mt::train
 

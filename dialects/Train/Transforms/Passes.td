@@ -64,7 +64,18 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
   let dependentDialects = ["::mt::train::TrainDialect"];
   let statistics = [
     Statistic<"numFused", "fused", "fused ops created">,
-    Statistic<"numSlicesSplit", "slices-split", "Slices of activations made Splits">,
+    Statistic<"numLinear", "linear", "linears from MatMul or Gemm">,
+    Statistic<"numEmbedding", "embedding", "embeddings from Gather">,
+    Statistic<"numNorms", "norms", "rms_norms and layer_norms">,
+    Statistic<"numActivations", "activations", "activations and gated activations">,
+    Statistic<"numRotary", "rotary", "rotary embeddings">,
+    Statistic<"numAttention", "attention", "attentions">,
+    Statistic<"numCrossEntropy", "cross-entropy", "cross-entropy losses">,
+    Statistic<"numSlicesSplit", "slices-split", "Slices of activations made Splits, empty Concat parts dropped">,
+  ];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Say at each op where a pattern did not match why not (remarks)">,
   ];
 }
 

@@ -3,11 +3,14 @@
 
 #include "mlir/Pass/PassManager.h"
 
-void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm) {
+void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
+                                      bool explainFusion) {
   // CSE is not used: it erases unused weights, which are part of the model's
   // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
-  pm.addPass(createFuseOpsPass());
+  FuseOpsPassOptions fuse;
+  fuse.explain = explainFusion;
+  pm.addPass(createFuseOpsPass(fuse));
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
   pm.addPass(createFoldConstantsPass());
   pm.addPass(createOutlineLayersPass());

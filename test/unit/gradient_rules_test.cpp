@@ -172,6 +172,16 @@ INSTANTIATE_TEST_SUITE_P(
                  W("g", "tensor<1x6x4xf32>") W("u", "tensor<1x6x4xf32>") R"(
   %s = train.gated_activation %g, %u {act = #train<act silu>} : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.activation %s {act = #train<act gelu>} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Two heads of 2 over packed [B, S, H * D], frozen tables.
+        RuleCase{"rotary", W("x", "tensor<1x6x4xf32>") R"(
+  %c = train.constant dense<[[1.0, 0.5], [0.8, 0.1], [0.2, -0.3], [-0.6, 0.9], [0.4, 0.4], [-1.0, 0.7]]> : tensor<6x2xf32>
+  %s = train.constant dense<[[0.0, 0.6], [0.3, 1.0], [0.9, 0.2], [0.5, -0.8], [-0.7, 0.4], [0.1, 0.3]]> : tensor<6x2xf32>
+  %y = train.rotary %x, %c, %s {head_dim = 2 : i64} : (tensor<1x6x4xf32>, tensor<6x2xf32>, tensor<6x2xf32>) -> tensor<1x6x4xf32>)"},
+        // Causal, with 2 query heads sharing one key/value head (GQA).
+        RuleCase{"attention",
+                 W("q", "tensor<1x6x4xf32>") W("k", "tensor<1x6x2xf32>")
+                     W("v", "tensor<1x6x2xf32>") R"(
+  %y = train.attention %q, %k, %v {num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.7 : f32, causal} : (tensor<1x6x4xf32>, tensor<1x6x2xf32>, tensor<1x6x2xf32>) -> tensor<1x6x4xf32>)"},
         // A tied table: the embedding's gradient and the head's add up.
         RuleCase{"tied_embedding_and_head", W("e", "tensor<4x3xf32>") R"(
   %ids = train.constant dense<[[1, 0, 3, 3, 2, 1]]> : tensor<1x6xi64>

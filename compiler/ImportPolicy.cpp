@@ -78,6 +78,8 @@ private:
   std::vector<std::string> aliasesOf(int p, bool embeddingOnly) const;
   bool isTiedEmbedding(int p) const;
   void matchWeights();
+  bool isParameterName(const std::string &name) const;
+  void matchFoldedForms();
   void checkLayouts(int p);
   void chooseSavedNames();
   std::optional<std::vector<float>> parameterSample(int init, Layout layout,
@@ -87,12 +89,21 @@ private:
   PolicyResult out;
   std::map<std::string, int> byName;
   bool haveMetadata = false;
+  /// Every `%p_` placeholder the FX nodes name.
+  std::set<std::string> placeholders;
+  /// Initializers folded from one parameter and other values, by the
+  /// parameter's name: resolved by values against --weights.
+  std::vector<std::pair<int, std::string>> foldedForms;
+  /// The --weights tensors that are such forms (said once, there).
+  std::set<int> foldedWeights;
 };
 
 void Decider::findParameters() {
   for (const InitializerInfo &init : in.initializers)
-    for (const InitializerUse &use : init.uses)
+    for (const InitializerUse &use : init.uses) {
       haveMetadata |= !use.fxTarget.empty();
+      placeholders.insert(use.fxParams.begin(), use.fxParams.end());
+    }
   // The placeholders that are initializers under their own name.
   std::map<std::string, const InitializerInfo *> direct;
   for (const InitializerInfo &init : in.initializers)
@@ -167,8 +178,107 @@ void Decider::findParameters() {
                    "), which cannot be trained as one; export with "
                    "optimize=False"});
     }
-    // Else no parameter reaches it: a folded constant (a mask, a rotary
-    // table) or a buffer.
+    // Else no FX node names a parameter of it: a folded constant (a mask,
+    // a rotary table), a buffer, or a function of a parameter that the
+    // optimizer folded with other values (Gemma's 1 + w).
+    else if (!init.foldedFrom.empty()) {
+      std::vector<std::string> params;
+      for (const std::string &name : init.foldedFrom)
+        if (isParameterName(name))
+          params.push_back(name);
+      if (params.size() == 1)
+        foldedForms.push_back({int(i), params[0]});
+      else if (params.size() > 1)
+        out.errors.push_back(
+            {-1, "initializer '" + init.name +
+                     "' is a form the exporter's optimizer folded from "
+                     "several parameters, which cannot be trained as one; "
+                     "export with optimize=False"});
+    }
+  }
+}
+
+/// A name of the model's module tree that a parameter placeholder or a
+/// --weights tensor has (node names of the FX graph have no dots).
+bool Decider::isParameterName(const std::string &name) const {
+  if (name.find('.') == std::string::npos)
+    return false;
+  if (placeholders.count(mangledName(name)))
+    return true;
+  if (!in.haveWeights)
+    // Nothing to tell by: any module state but the known buffers and the
+    // constants torch.export lifts from the code, so that a parameter the
+    // optimizer folded away is said, not silently frozen.
+    return name.find("lifted_tensor") == std::string::npos &&
+           (!in.isKnownBuffer || !in.isKnownBuffer(name));
+  return std::any_of(
+      in.weights.begin(), in.weights.end(),
+      [&](const WeightTensor &w) { return endsWithComponent(name, w.name); });
+}
+
+/// An initializer folded from one parameter P and other values is P + c for
+/// a constant c when the values say so (the export's and --weights' being
+/// the same); it is then P behind that Add. Anything else cannot be trained
+/// through, and the message says what to do.
+void Decider::matchFoldedForms() {
+  for (auto [i, name] : foldedForms) {
+    const InitializerInfo &init = in.initializers[size_t(i)];
+    int k = -1;
+    for (size_t w = 0; w < in.weights.size(); ++w)
+      if (endsWithComponent(name, in.weights[w].name))
+        k = int(w);
+    std::string what = "initializer '" + init.name + "' is parameter '" + name +
+                       "' combined with other values by the exporter's "
+                       "optimizer";
+    if (k < 0 || !in.sampleWeight || !in.sampleInitializer) {
+      out.errors.push_back(
+          {k, what + ", which mtc can only undo with the parameter's values "
+                     "(--weights); export with optimize=False"});
+      continue;
+    }
+    foldedWeights.insert(k);
+    const std::vector<int64_t> &shape = in.weights[size_t(k)].shape;
+    std::string graphName = in.hfRoot.empty()
+                                ? in.weights[size_t(k)].name
+                                : in.hfRoot + "." + in.weights[size_t(k)].name;
+    if (shape != init.shape) {
+      // The first rows of the parameter (a table read at positions 0..n-1)?
+      int64_t n = elementsOf(init.shape), total = elementsOf(shape),
+              row = shape.empty() ? 1 : total / std::max<int64_t>(shape[0], 1);
+      std::vector<int64_t> at = sampleIndices(n);
+      auto p = n <= total && row > 0 && n % row == 0 ? in.sampleWeight(k, at)
+                                                     : std::nullopt;
+      auto v = p ? in.sampleInitializer(i, at) : std::nullopt;
+      if (p && v && sameBits(*p, *v)) {
+        if (parameterFor(graphName, shape, i) >= 0)
+          out.roles[size_t(i)].firstRows = true;
+        continue;
+      }
+      out.errors.push_back(
+          {k, what + " into another shape, a form mtc cannot train through; "
+                     "export with optimize=False"});
+      continue;
+    }
+    std::vector<int64_t> at = sampleIndices(elementsOf(init.shape));
+    auto p = in.sampleWeight(k, at);
+    auto v = in.sampleInitializer(i, at);
+    std::optional<float> offset;
+    if (p && v && !p->empty()) {
+      float c = (*v)[0] - (*p)[0];
+      bool all = true;
+      for (size_t j = 0; j < p->size() && all; ++j)
+        all = (*p)[j] + c == (*v)[j];
+      if (all)
+        offset = c;
+    }
+    if (!offset) {
+      out.errors.push_back(
+          {k, what + " in a form mtc cannot train through (not the parameter "
+                     "plus a constant); export with optimize=False"});
+      continue;
+    }
+    if (parameterFor(graphName, init.shape, i) >= 0)
+      out.roles[size_t(i)].offset = *offset;
   }
 }
 
@@ -313,6 +423,8 @@ void Decider::matchWeights() {
           found.push_back(int(p));
       }
     }
+    if (found.empty() && foldedWeights.count(int(k)))
+      continue; // said by matchFoldedForms
     if (found.size() != 1) {
       out.errors.push_back(
           {int(k), found.empty()
@@ -401,6 +513,7 @@ void Decider::chooseSavedNames() {
 
 PolicyResult Decider::run() {
   findParameters();
+  matchFoldedForms();
   if (in.haveWeights) {
     matchWeights();
   } else {

@@ -45,6 +45,10 @@ struct InitializerInfo {
   std::string name;
   std::vector<int64_t> shape;
   std::vector<InitializerUse> uses;
+  /// What the exporter's optimizer computed it from
+  /// (`pkg.onnxscript.optimizer.folded_from` of its value_info: parameter
+  /// names and names of the nodes it folded), empty when not folded.
+  std::vector<std::string> foldedFrom;
 };
 
 /// A tensor of the user's --weights.
@@ -96,6 +100,13 @@ struct Parameter {
 struct InitializerRole {
   int parameter = -1; ///< -1: a constant of the graph
   Layout layout = Layout::Same;
+  /// The initializer is the parameter plus this (the optimizer folded
+  /// Gemma's 1 + w, say): found by values, 0 otherwise.
+  float offset = 0;
+  /// The initializer is the parameter's first rows, reshaped (the
+  /// optimizer folded GPT-2's position embedding of positions 0..S-1):
+  /// found by values.
+  bool firstRows = false;
 };
 
 /// What does not fit (a --weights tensor that matches nothing, an

@@ -237,16 +237,17 @@ LogicalResult Importer::readTrainableSet() {
 
 namespace {
 
-/// The exporter's metadata of a node (ONNX IR 10 `NodeProto.metadata_props`,
-/// field 9, which Debian's ONNX library predates: read from the unknown
-/// fields).
-std::map<std::string, std::string> metadataOf(const onnx::NodeProto &n) {
+/// The exporter's metadata of a node or a value (ONNX IR 10
+/// `metadata_props`: NodeProto field 9, ValueInfoProto field 4, which
+/// Debian's ONNX library predates: read from the unknown fields).
+std::map<std::string, std::string>
+metadataOf(const google::protobuf::Message &m, int field) {
   std::map<std::string, std::string> out;
-  const auto &fields = n.GetReflection()->GetUnknownFields(n);
+  const auto &fields = m.GetReflection()->GetUnknownFields(m);
   for (int i = 0; i < fields.field_count(); ++i) {
     const auto &f = fields.field(i);
     onnx::StringStringEntryProto entry;
-    if (f.number() == 9 &&
+    if (f.number() == field &&
         f.type() == google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED &&
         entry.ParseFromString(f.length_delimited()))
       out[entry.key()] = entry.value();
@@ -378,9 +379,16 @@ LogicalResult Importer::decideParameters() {
     in.initializers.push_back(
         {init.name(), {init.dims().begin(), init.dims().end()}, {}});
   }
+  for (const auto &vi : model.graph().value_info())
+    if (auto it = policyIndex.find(vi.name()); it != policyIndex.end()) {
+      auto meta = metadataOf(vi, 4);
+      if (auto from = meta.find("pkg.onnxscript.optimizer.folded_from");
+          from != meta.end())
+        in.initializers[it->second].foldedFrom = pythonStrings(from->second);
+    }
   bool haveRoot = false;
   for (const auto &n : model.graph().node()) {
-    auto meta = metadataOf(n);
+    auto meta = metadataOf(n, 9);
     if (!haveRoot)
       if (auto root = hfRootOf(meta)) {
         in.hfRoot = *root;
@@ -421,7 +429,7 @@ LogicalResult Importer::decideParameters() {
   if (haveWeightsFile)
     diag << opts.weightsPath << " does not match " << file;
   else
-    diag << file << ": the parameters cannot be told";
+    diag << file << ": the trainable parameters cannot be recovered";
   diag << " (" << diffs.size() << " difference" << (diffs.size() > 1 ? "s" : "")
        << "):";
   for (size_t i = 0; i < std::min<size_t>(diffs.size(), 5); ++i)
@@ -709,9 +717,35 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
       return failure();
     weight = *made;
   }
-  if (role.layout == Layout::Same)
-    return weight;
   Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
+  if (role.firstRows) {
+    // The parameter's first rows, in the initializer's shape.
+    auto wt = cast<RankedTensorType>(weight.getType());
+    int64_t row = wt.getNumElements() / wt.getDimSize(0),
+            rows = type.getNumElements() / row;
+    SmallVector<int64_t> sizes{rows};
+    if (rows < wt.getDimSize(0))
+      sizes.push_back(wt.getDimSize(0) - rows);
+    auto split = b.create<SplitOp>(l, weight, b.getI64IntegerAttr(0),
+                                   b.getDenseI64ArrayAttr(sizes));
+    auto shape = b.create<ConstantOp>(
+        l, DenseElementsAttr::get(
+               RankedTensorType::get({type.getRank()}, b.getI64Type()),
+               type.getShape()));
+    return b
+        .create<ReshapeOp>(l, type, split.getResult(0), shape,
+                           /*allowzero=*/nullptr)
+        .getResult();
+  }
+  if (role.layout == Layout::Same && role.offset == 0)
+    return weight;
+  if (role.layout == Layout::Same) {
+    // The optimizer folded weight + c into this initializer (Gemma's 1 + w).
+    auto c = b.create<ConstantOp>(
+        l, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                  role.offset));
+    return b.create<AddOp>(l, weight, c).getResult();
+  }
   auto t =
       b.create<TransposeOp>(l, type, weight, b.getDenseI64ArrayAttr({1, 0}));
   return t.getResult();

@@ -281,4 +281,83 @@ TEST(ImportPolicy, WeightsThatDoNotFitAreNamed) {
             std::string::npos);
 }
 
+/// Gemma's optimized export: 1 + w folded into `add_4`, which no FX node
+/// names; its value_info says what it was folded from.
+PolicyInput foldedPlusOne() {
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"add_4",
+                      {4},
+                      {use("Mul", 1, "m.norm", "aten.mul", {})},
+                      {"m.norm.weight", "val_3"}}};
+  in.haveWeights = true;
+  in.weights = {{"norm.weight", {4}}};
+  return in;
+}
+
+TEST(ImportPolicy, AParameterPlusAConstantIsFoundByValues) {
+  PolicyInput in = foldedPlusOne();
+  Values v;
+  v.of["norm.weight"] = [](int64_t i) { return 0.25f * float(i) - 0.3f; };
+  v.of["add_4"] = [](int64_t i) { return 0.25f * float(i) - 0.3f + 1.0f; };
+  in.sampleWeight = v.sampler({"norm.weight"});
+  in.sampleInitializer = v.sampler({"add_4"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.roles[0].parameter, 0);
+  EXPECT_EQ(r.parameters[0].name, "m.norm.weight");
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  // Other values: not the parameter plus a constant, said so.
+  v.of["add_4"] = [](int64_t i) { return float(i * i); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_EQ(r.errors[0].weight, 0);
+  EXPECT_NE(r.errors[0].message.find("not the parameter plus a constant"),
+            std::string::npos);
+  // Without the parameter's values there is nothing to undo it with.
+  in.haveWeights = false;
+  in.weights.clear();
+  in.initializers[0].uses[0].fxParams = {};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("can only undo with the parameter's "
+                                     "values (--weights)"),
+            std::string::npos);
+  // Known buffers and lifted constants in what a table was folded from are
+  // not parameters.
+  in.initializers[0].foldedFrom = {"m.rotary_emb.inv_freq",
+                                   "m.model.lifted_tensor_0", "val_3"};
+  in.isKnownBuffer = [](const std::string &n) {
+    return n.find("inv_freq") != std::string::npos;
+  };
+  EXPECT_EQ(decideParameters(in).errors.size(), 0u);
+}
+
+TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {
+  // GPT-2's optimized export: the position table read at 0..5, folded.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"embedding_1",
+                      {1, 6, 4},
+                      {use("Add", 1, "m.t", "aten.add", {})},
+                      {"add", "arange", "m.t.wpe.weight", "val_4"}}};
+  in.haveWeights = true;
+  in.weights = {{"t.wpe.weight", {16, 4}}};
+  Values v;
+  v.of["t.wpe.weight"] = [](int64_t i) { return float(i) * 0.5f; };
+  v.of["embedding_1"] = [](int64_t i) { return float(i) * 0.5f; };
+  in.sampleWeight = v.sampler({"t.wpe.weight"});
+  in.sampleInitializer = v.sampler({"embedding_1"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_TRUE(r.roles[0].firstRows);
+  EXPECT_EQ(r.parameters[0].shape, (std::vector<int64_t>{16, 4}));
+  // Rows from elsewhere in the table: refused, once.
+  v.of["embedding_1"] = [](int64_t i) { return float(i + 4) * 0.5f; };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
+}
+
 } // namespace

@@ -1,5 +1,4 @@
-//===- ImportElementwise.cpp - Elementwise ops, casts, constants and reductions
-//---===//
+//===- ImportElementwise.cpp - elementwise, casts, reductions -------------===//
 //
 // The ONNX import of one op family: a handler per op (or per opset range
 // where the op changed), listed in the table at the end of the file.

@@ -1,5 +1,4 @@
-//===- ImportNN.cpp - Neural-network ops: Gemm, Softmax, normalization, losses,
-//masks ---===//
+//===- ImportNN.cpp - Gemm, softmax, norms, losses, masks -----------------===//
 //
 // The ONNX import of one op family: a handler per op (or per opset range
 // where the op changed), listed in the table at the end of the file.

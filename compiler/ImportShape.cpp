@@ -1,5 +1,4 @@
-//===- ImportShape.cpp - Shape and data-movement ops, sequences, value-shaped
-//ops ---===//
+//===- ImportShape.cpp - shape and data-movement ops ----------------------===//
 //
 // The ONNX import of one op family: a handler per op (or per opset range
 // where the op changed), listed in the table at the end of the file.

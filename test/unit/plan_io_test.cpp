@@ -141,313 +141,176 @@ TEST_P(PlanInvalid, IsRefusedWithTheField) {
   EXPECT_EQ(st.message().rfind("plan.mtp: ", 0), 0u) << st.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(Fields, PlanInvalid,
-                         ::
-                             testing::Values(BadCase{"version",
-                                                     [](Plan &p) {
-                                                       p.set_version(7);
-                                                     },
-                                                     "version 7 is not "
-                                                     "supported"},
-                                             BadCase{"shapes",
-                                                     [](Plan &p) {
-                                                       p.mutable_shapes()
-                                                           ->set_seq(0);
-                                                     },
-                                                     "must be positive"},
-                                             BadCase{"arena_index",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(0)
-                                                           ->set_arena(5);
-                                                     },
-                                                     "buffer 0 ('w'): arena 5 "
-                                                     "does not exist"},
-                                             BadCase{"outside_arena",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(4)
-                                                           ->set_offset(200);
-                                                     },
-                                                     "buffer 4 ('w.device'): "
-                                                     "bytes [200, 200 + 128) "
-                                                     "exceed arena 0"},
-                                             BadCase{"offset_overflow",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(4)
-                                                           ->set_offset(~0ull);
-                                                     },
-                                                     "exceed arena 0"},
-                                             BadCase{"negative_dim",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(4)
-                                                           ->set_shape(0, -8);
-                                                     },
-                                                     "negative dim or is too "
-                                                     "large"},
-                                             BadCase{"dtype",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(4)
-                                                           ->set_dtype(
-                                                               mt::plan::DType(
-                                                                   42));
-                                                     },
-                                                     "unknown dtype"},
-                                             BadCase{"data_length",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->mutable_data()
-                                                           ->set_length(100);
-                                                     },
-                                                     "data holds 100 bytes, "
-                                                     "128 expected"},
-                                             BadCase{"data_dir",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->mutable_data()
-                                                           ->set_dir(1);
-                                                     },
-                                                     "parameter 0 ('w'): data "
-                                                     "dir 1 does not exist "
-                                                     "(data_dirs has "
-                                                     "1)"},
-                                             BadCase{"data_file_absolute",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->mutable_data()
-                                                           ->set_file(
-                                                               "/etc/passwd");
-                                                     },
-                                                     "data file '/etc/passwd' "
-                                                     "is refused: it is an "
-                                                     "absolute path"},
-                                             BadCase{"data_file_dotdot",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->mutable_data()
-                                                           ->set_file(
-                                                               "a/../../b");
-                                                     },
-                                                     "data file 'a/../../b' is "
-                                                     "refused: it has a '..' "
-                                                     "component"},
-                                             BadCase{"moments",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->set_exp_avg(5);
-                                                     },
-                                                     "the gradient (F32, in "
-                                                     "memory) and the two "
-                                                     "moments must have "
-                                                     "the master's shape"},
-                                             BadCase{"moment_dtypes",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(2)
-                                                           ->set_dtype(
-                                                               mt::plan::BF16);
-                                                     },
-                                                     "the moments must be both "
-                                                     "F32, both BF16, or I8 "
-                                                     "and U8"},
-                                             BadCase{
-                                                 "moment_scales",
-                                                 [](Plan &p) {
-                                                   p.mutable_buffers(2)
-                                                       ->set_dtype(
-                                                           mt::plan::I8);
-                                                   p.mutable_buffers(3)
-                                                       ->set_dtype(
-                                                           mt::plan::U8);
-                                                 },
-                                                 "8-bit moments need two F32 "
-                                                 "scale buffers of 1 elements"},
-                                             BadCase{"input",
-                                                     [](Plan &p) {
-                                                       p.mutable_inputs(0)
-                                                           ->set_buffer(0);
-                                                     },
-                                                     "needs an I64 buffer of "
-                                                     "[batch, seq]"},
-                                             BadCase{
-                                                 "loss",
-                                                 [](Plan &p) { p.set_loss(0); },
-                                                 "needs an F32 scalar buffer"},
-                                             BadCase{"stream",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(0)
-                                                           ->mutable_ops(0)
-                                                           ->set_stream(9);
-                                                     },
-                                                     "stream 9 does not exist"},
-                                             BadCase{"kernel",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(0)
-                                                           ->mutable_ops(0)
-                                                           ->set_kernel(
-                                                               mt::plan::Kernel(
-                                                                   999));
-                                                     },
-                                                     "unknown kernel 999"},
-                                             BadCase{"arity",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(1)
-                                                           ->mutable_ops(0)
-                                                           ->add_operands(0);
-                                                     },
-                                                     "(ADAMW): wrong number of "
-                                                     "operands or results"},
-                                             BadCase{"operand",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(0)
-                                                           ->mutable_ops(0)
-                                                           ->set_operands(0,
-                                                                          77);
-                                                     },
-                                                     "operand buffer 77 does "
-                                                     "not exist"},
-                                             BadCase{"token_range",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(0)
-                                                           ->mutable_ops(0)
-                                                           ->set_signals(0, 3);
-                                                     },
-                                                     "token 3 is not below "
-                                                     "num_tokens"},
-                                             BadCase{"token_never_signalled",
-                                                     [](Plan &p) {
-                                                       p.mutable_phases(1)
-                                                           ->mutable_ops(0)
-                                                           ->add_waits(0);
-                                                     },
-                                                     "waits on token 0, which "
-                                                     "no earlier op of the "
-                                                     "phase signals"},
-                                             BadCase{
-                                                 "token_twice",
-                                                 [](Plan &p) {
-                                                   p.mutable_phases(0)
-                                                       ->mutable_ops(1)
-                                                       ->add_signals(0);
-                                                 },
-                                                 "token 0 is signalled twice"},
-                                             BadCase{"master_on_disk",
-                                                     [](Plan &p) {
-                                                       p.mutable_arenas(1)
-                                                           ->set_tier(
-                                                               mt::plan::DISK);
-                                                     },
-                                                     "parameter 0 ('w'): "
-                                                     "master must be an F32 "
-                                                     "buffer in memory"},
-                                             BadCase{"disk_arena_name",
-                                                     [](Plan &p) {
-                                                       auto *a = p.add_arenas();
-                                                       a->set_name("../etc");
-                                                       a->set_tier(
-                                                           mt::plan::DISK);
-                                                     },
-                                                     "a DISK arena's name must "
-                                                     "be a plain file name"},
-                                             BadCase{
-                                                 "disk_read_by_compute",
-                                                 [](Plan &p) {
-                                                   auto *a = p.add_arenas();
-                                                   a->set_name("disk");
-                                                   a->set_tier(mt::plan::DISK);
-                                                   a->set_size_bytes(128);
-                                                   // The copy to the device now
-                                                   // reads a buffer on disk.
-                                                   p.mutable_phases(0)
-                                                       ->mutable_ops(0)
-                                                       ->set_operands(
-                                                           0,
-                                                           addBuffer(
-                                                               p, "w.on_disk",
-                                                               2, 0,
-                                                               mt::plan::F32,
-                                                               {8, 4}));
-                                                 },
-                                                 "(COPY_TO_DEVICE): operand "
-                                                 "buffer 7 must not be in a "
-                                                 "DISK "
-                                                 "arena"},
-                                             BadCase{"transposed_not_2d",
-                                                     [](Plan &p) {
-                                                       p.mutable_buffers(0)
-                                                           ->clear_shape();
-                                                       p.mutable_buffers(0)
-                                                           ->add_shape(32);
-                                                       p.mutable_parameters(0)
-                                                           ->mutable_data()
-                                                           ->set_transposed(
-                                                               true);
-                                                     },
-                                                     "parameter 0 ('w'): "
-                                                     "transposed data needs a "
-                                                     "2-D master"},
-                                             BadCase{"saved_name_twice",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->add_saved_names(
-                                                               "w.hf");
-                                                       p.mutable_parameters(0)
-                                                           ->add_saved_names(
-                                                               "w.hf");
-                                                     },
-                                                     "parameter 0 ('w'): saved "
-                                                     "name 'w.hf' is empty or "
-                                                     "another "
-                                                     "parameter's"},
-                                             BadCase{"saved_dtype",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->set_saved_dtype(
-                                                               mt::plan::I8);
-                                                     },
-                                                     "parameter 0 ('w'): "
-                                                     "saved_dtype must be F32, "
-                                                     "BF16 or F16"},
-                                             BadCase{
-                                                 "saved_file_outside",
-                                                 [](Plan &p) {
-                                                   p.mutable_parameters(0)
-                                                       ->set_saved_file(
-                                                           "../"
-                                                           "model.safetensors");
-                                                 },
-                                                 "saved_file "
-                                                 "'../model.safetensors' must "
-                                                 "be a plain file name"},
-                                             BadCase{
-                                                 "saved_file_optimizer",
-                                                 [](Plan &p) {
-                                                   p.mutable_parameters(0)
-                                                       ->set_saved_file(
-                                                           "optimizer."
-                                                           "safetensors");
-                                                 },
-                                                 "(not optimizer.safetensors)"},
-                                             BadCase{"saved_name_empty",
-                                                     [](Plan &p) {
-                                                       p.mutable_parameters(0)
-                                                           ->add_saved_names(
-                                                               "");
-                                                     },
-                                                     "saved name '' is empty"},
-                                             BadCase{
-                                                 "first_micro_batch_outside",
-                                                 [](Plan &p) {
-                                                   p.mutable_phases(1)
-                                                       ->mutable_ops(0)
-                                                       ->set_first_micro_batch_only(
-                                                           true);
-                                                 },
-                                                 "(ADAMW): "
-                                                 "first_micro_batch_only or "
-                                                 "last_micro_batch_only "
-                                                 "(not both) is for ops of the "
-                                                 "MICRO_BATCH phase"}),
-                         [](const auto &info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Fields, PlanInvalid,
+    ::testing::Values(
+        BadCase{"version", [](Plan &p) { p.set_version(7); },
+                "version 7 is not supported"},
+        BadCase{"shapes", [](Plan &p) { p.mutable_shapes()->set_seq(0); },
+                "must be positive"},
+        BadCase{"arena_index",
+                [](Plan &p) { p.mutable_buffers(0)->set_arena(5); },
+                "buffer 0 ('w'): arena 5 does not exist"},
+        BadCase{"outside_arena",
+                [](Plan &p) { p.mutable_buffers(4)->set_offset(200); },
+                "buffer 4 ('w.device'): bytes [200, 200 + 128) exceed arena 0"},
+        BadCase{"offset_overflow",
+                [](Plan &p) { p.mutable_buffers(4)->set_offset(~0ull); },
+                "exceed arena 0"},
+        BadCase{"negative_dim",
+                [](Plan &p) { p.mutable_buffers(4)->set_shape(0, -8); },
+                "negative dim or is too large"},
+        BadCase{"dtype",
+                [](Plan &p) {
+                  p.mutable_buffers(4)->set_dtype(mt::plan::DType(42));
+                },
+                "unknown dtype"},
+        BadCase{"data_length",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_length(100);
+                },
+                "data holds 100 bytes, 128 expected"},
+        BadCase{"data_dir",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_dir(1);
+                },
+                "parameter 0 ('w'): data dir 1 does not exist (data_dirs has "
+                "1)"},
+        BadCase{"data_file_absolute",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_file(
+                      "/etc/passwd");
+                },
+                "data file '/etc/passwd' is refused: it is an absolute path"},
+        BadCase{"data_file_dotdot",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->mutable_data()->set_file(
+                      "a/../../b");
+                },
+                "data file 'a/../../b' is refused: it has a '..' component"},
+        BadCase{"moments",
+                [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
+                "the gradient (F32, in memory) and the two moments must have "
+                "the master's shape"},
+        BadCase{
+            "moment_dtypes",
+            [](Plan &p) { p.mutable_buffers(2)->set_dtype(mt::plan::BF16); },
+            "the moments must be both F32, both BF16, or I8 and U8"},
+        BadCase{"moment_scales",
+                [](Plan &p) {
+                  p.mutable_buffers(2)->set_dtype(mt::plan::I8);
+                  p.mutable_buffers(3)->set_dtype(mt::plan::U8);
+                },
+                "8-bit moments need two F32 scale buffers of 1 elements"},
+        BadCase{"input", [](Plan &p) { p.mutable_inputs(0)->set_buffer(0); },
+                "needs an I64 buffer of [batch, seq]"},
+        BadCase{"loss", [](Plan &p) { p.set_loss(0); },
+                "needs an F32 scalar buffer"},
+        BadCase{
+            "stream",
+            [](Plan &p) { p.mutable_phases(0)->mutable_ops(0)->set_stream(9); },
+            "stream 9 does not exist"},
+        BadCase{"kernel",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_kernel(
+                      mt::plan::Kernel(999));
+                },
+                "unknown kernel 999"},
+        BadCase{"arity",
+                [](Plan &p) {
+                  p.mutable_phases(1)->mutable_ops(0)->add_operands(0);
+                },
+                "(ADAMW): wrong number of operands or results"},
+        BadCase{"operand",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_operands(0, 77);
+                },
+                "operand buffer 77 does not exist"},
+        BadCase{"token_range",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(0)->set_signals(0, 3);
+                },
+                "token 3 is not below num_tokens"},
+        BadCase{
+            "token_never_signalled",
+            [](Plan &p) { p.mutable_phases(1)->mutable_ops(0)->add_waits(0); },
+            "waits on token 0, which no earlier op of the phase signals"},
+        BadCase{"token_twice",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(1)->add_signals(0);
+                },
+                "token 0 is signalled twice"},
+        BadCase{"master_on_disk",
+                [](Plan &p) { p.mutable_arenas(1)->set_tier(mt::plan::DISK); },
+                "parameter 0 ('w'): master must be an F32 buffer in memory"},
+        BadCase{"disk_arena_name",
+                [](Plan &p) {
+                  auto *a = p.add_arenas();
+                  a->set_name("../etc");
+                  a->set_tier(mt::plan::DISK);
+                },
+                "a DISK arena's name must be a plain file name"},
+        BadCase{"disk_read_by_compute",
+                [](Plan &p) {
+                  auto *a = p.add_arenas();
+                  a->set_name("disk");
+                  a->set_tier(mt::plan::DISK);
+                  a->set_size_bytes(128);
+                  // The copy to the device now reads a buffer on disk.
+                  p.mutable_phases(0)->mutable_ops(0)->set_operands(
+                      0,
+                      addBuffer(p, "w.on_disk", 2, 0, mt::plan::F32, {8, 4}));
+                },
+                "(COPY_TO_DEVICE): operand buffer 7 must not be in a DISK "
+                "arena"},
+        BadCase{
+            "first_micro_batch_outside",
+            [](Plan &p) {
+              p.mutable_phases(1)->mutable_ops(0)->set_first_micro_batch_only(
+                  true);
+            },
+            "(ADAMW): first_micro_batch_only or last_micro_batch_only "
+            "(not both) is for ops of the MICRO_BATCH phase"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+// A parameter's data layout and the names, dtype and file checkpoints save
+// it under.
+INSTANTIATE_TEST_SUITE_P(
+    Saved, PlanInvalid,
+    ::testing::Values(
+        BadCase{"transposed_not_2d",
+                [](Plan &p) {
+                  p.mutable_buffers(0)->clear_shape();
+                  p.mutable_buffers(0)->add_shape(32);
+                  p.mutable_parameters(0)->mutable_data()->set_transposed(true);
+                },
+                "parameter 0 ('w'): transposed data needs a 2-D master"},
+        BadCase{"name_twice",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->add_saved_names("w.hf");
+                  p.mutable_parameters(0)->add_saved_names("w.hf");
+                },
+                "saved name 'w.hf' is empty or another parameter's"},
+        BadCase{"name_empty",
+                [](Plan &p) { p.mutable_parameters(0)->add_saved_names(""); },
+                "saved name '' is empty"},
+        BadCase{"dtype",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->set_saved_dtype(mt::plan::I8);
+                },
+                "saved_dtype must be F32, BF16 or F16"},
+        BadCase{"file_outside",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->set_saved_file("../m.safetensors");
+                },
+                "saved_file '../m.safetensors' must be a plain file name"},
+        BadCase{"file_optimizer",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->set_saved_file(
+                      "optimizer.safetensors");
+                },
+                "(not optimizer.safetensors)"}),
+    [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlanIo, FramingErrorsAreNamed) {
   Plan p = validPlan();

@@ -93,12 +93,6 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
 
 namespace {
 
-std::string lower(std::string s) {
-  for (char &c : s)
-    c = std::tolower(c);
-  return s;
-}
-
 /// Names of buffers that exporters store as floating initializers but that
 /// are not parameters.
 bool isKnownBuffer(const std::string &name) {

@@ -1,7 +1,8 @@
-// The CPU backend: every arena is host memory, every op a reference kernel
-// (kernels/cpu). bf16 buffers are read into fp32 and written back rounded,
-// so that the math is fp32 whatever the storage.
+// The CPU backend: every arena is host memory, every op a CPU kernel
+// (kernels/cpu) on `threads` threads. bf16 buffers are read into fp32 and
+// written back rounded, so that the math is fp32 whatever the storage.
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/disk_arena.h"
 #include "runtime/executor.h"
@@ -31,7 +32,9 @@ struct Arena {
 class CpuBackend : public Backend {
 public:
   CpuBackend(int threads, std::string diskDir)
-      : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {}
+      : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {
+    k::setThreads(threads_);
+  }
 
   Status allocate(const plan::Plan &plan) override {
     plan_ = &plan;
@@ -181,9 +184,8 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::EMBEDDING_GRAD: {
     In dy = in(operand(0));
     Out dt = out(result(0));
-    std::fill_n(dt.data, count(result(0)), 0.0f);
     k::embeddingBackward(dy.data, ids(operand(1)), count(operand(1)),
-                         dims(result(0))[1], dt.data);
+                         dims(result(0))[0], dims(result(0))[1], dt.data);
     dt.commit();
     return Status::ok();
   }
@@ -200,7 +202,6 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::LINEAR_GRAD: {
     In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
     Out dx = out(result(0)), dw = out(result(1));
-    std::fill_n(dw.data, count(result(1)), 0.0f);
     int64_t inDim = dims(operand(0)).back(), outDim = dims(operand(2)).back();
     k::linearBackward(x.data, w.data, dy.data, count(operand(0)) / inDim, inDim,
                       outDim, a.out_in(), dx.data, dw.data, nullptr);
@@ -226,7 +227,6 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::LAYER_NORM_GRAD: {
     In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
     Out dx = out(result(0)), dw = out(result(1));
-    std::fill_n(dw.data, count(result(1)), 0.0f);
     int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
     if (op.kernel() == Kernel::RMS_NORM_GRAD)
       k::rmsNormBackward(x.data, w.data, dy.data, rows, d, a.eps(),
@@ -346,7 +346,6 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     }
     In dloss = in(operand(3));
     Out dx = out(result(0)), dw = out(result(1));
-    std::fill_n(dw.data, count(result(1)), 0.0f);
     k::headCrossEntropyBackward(x.data, w.data, ids(operand(2)), dloss.data[0],
                                 s, dx.data, dw.data, scratch);
     dx.commit();

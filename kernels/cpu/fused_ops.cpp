@@ -1,7 +1,7 @@
-// CPU reference kernels of the fused ops. Straightforward loops with
-// accumulation in double where a sum runs over a whole row, so that they
-// serve as the reference the optimised kernels are checked against.
+// CPU kernels of the fused ops (see fused_ops.h). Outside the GEMMs the
+// loops accumulate in double where a sum runs over a whole row.
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 
 #include <algorithm>
@@ -23,12 +23,87 @@ bool embeddingForward(const float *table, const int64_t *ids, int64_t count,
 }
 
 void embeddingBackward(const float *dOut, const int64_t *ids, int64_t count,
-                       int64_t dim, float *dTable) {
+                       int64_t vocab, int64_t dim, float *dTable) {
+  std::fill_n(dTable, vocab * dim, 0.0f);
   for (int64_t n = 0; n < count; ++n)
     for (int64_t d = 0; d < dim; ++d)
       dTable[ids[n] * dim + d] += dOut[n * dim + d];
 }
 
+namespace {
+
+/// C = alpha op(A) op(B) + beta C on the pool: C's rows (or, when it has
+/// fewer rows than threads, its columns) in one block per thread, each a
+/// single-threaded BLAS call (the BLAS runs with one thread: see gemm.cpp).
+/// Each element of C is computed by one call over the whole of k, so the
+/// result does not depend on how the blocks fall.
+void parallelGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float *a, int64_t lda, const float *b,
+                  int64_t ldb, float beta, float *c, int64_t ldc) {
+  // Below about 1 MFLOP a block per thread costs more than it saves.
+  int64_t blocks = 2.0 * m * n * k < 1e6 ? 1 : threads();
+  bool byRows = m >= n || m >= 8 * blocks;
+  int64_t extent = byRows ? m : n;
+  // Blocks of a multiple of 16 rows or columns: whole micro-kernel tiles.
+  int64_t step = std::max<int64_t>(16, (extent / blocks + 15) / 16 * 16);
+  int64_t tasks = (extent + step - 1) / step;
+  runOnPool(tasks, [&](int64_t t) {
+    int64_t lo = t * step, len = std::min(step, extent - lo);
+    if (byRows)
+      sgemm(transA, transB, len, n, k, alpha, transA ? a + lo : a + lo * lda,
+            lda, b, ldb, beta, c + lo * ldc, ldc);
+    else
+      sgemm(transA, transB, m, len, k, alpha, a, lda,
+            transB ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+  });
+}
+
+/// dw (+)= the weight gradient of a linear, scaled by beta on what was
+/// there: [out, in] = dy^T x when outIn, else [in, out] = x^T dy.
+void linearWeightGrad(const float *x, const float *dy, int64_t rows, int64_t in,
+                      int64_t out, bool outIn, float beta, float *dw) {
+  if (outIn)
+    parallelGemm(true, false, out, in, rows, 1.0f, dy, out, x, in, beta, dw,
+                 in);
+  else
+    parallelGemm(true, false, in, out, rows, 1.0f, x, in, dy, out, beta, dw,
+                 out);
+}
+
+void biasGrad(const float *dy, int64_t rows, int64_t out, float *dbias) {
+  parallelFor(out, double(rows), [&](int64_t o) {
+    double acc = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      acc += dy[r * out + o];
+    dbias[o] = float(acc);
+  });
+}
+
+} // namespace
+
+void linearForward(const float *x, const float *w, const float *bias,
+                   int64_t rows, int64_t in, int64_t out, bool outIn,
+                   float *y) {
+  if (bias)
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy_n(bias, out, y + r * out);
+  parallelGemm(false, outIn, rows, out, in, 1.0f, x, in, w, outIn ? in : out,
+               bias ? 1.0f : 0.0f, y, out);
+}
+
+void linearBackward(const float *x, const float *w, const float *dy,
+                    int64_t rows, int64_t in, int64_t out, bool outIn,
+                    float *dx, float *dw, float *dbias) {
+  if (dx)
+    parallelGemm(false, !outIn, rows, in, out, 1.0f, dy, out, w,
+                 outIn ? in : out, 0.0f, dx, in);
+  if (dw)
+    linearWeightGrad(x, dy, rows, in, out, outIn, 0.0f, dw);
+  if (dbias)
+    biasGrad(dy, rows, out, dbias);
+}
+
+namespace reference {
 namespace {
 /// W[i, o] whatever the layout.
 inline float weightAt(const float *w, int64_t i, int64_t o, int64_t in,
@@ -68,7 +143,7 @@ void linearBackward(const float *x, const float *w, const float *dy,
         double acc = 0;
         for (int64_t r = 0; r < rows; ++r)
           acc += double(dy[r * out + o]) * x[r * in + i];
-        (outIn ? dw[o * in + i] : dw[i * out + o]) += float(acc);
+        (outIn ? dw[o * in + i] : dw[i * out + o]) = float(acc);
       }
     });
   if (dbias)
@@ -76,9 +151,10 @@ void linearBackward(const float *x, const float *w, const float *dy,
       double acc = 0;
       for (int64_t r = 0; r < rows; ++r)
         acc += dy[r * out + o];
-      dbias[o] += float(acc);
+      dbias[o] = float(acc);
     }
 }
+} // namespace reference
 
 namespace {
 double inverseRms(const float *x, int64_t dim, float eps) {
@@ -91,17 +167,18 @@ double inverseRms(const float *x, int64_t dim, float eps) {
 
 void rmsNormForward(const float *x, const float *w, int64_t rows, int64_t dim,
                     float eps, bool plusOne, float *y) {
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, 4.0 * dim, [&](int64_t r) {
     const float *xr = x + r * dim;
     double inv = inverseRms(xr, dim, eps);
     for (int64_t d = 0; d < dim; ++d)
       y[r * dim + d] = float(xr[d] * inv * (plusOne ? 1.0 + w[d] : w[d]));
-  }
+  });
 }
 
 void rmsNormBackward(const float *x, const float *w, const float *dy,
                      int64_t rows, int64_t dim, float eps, bool plusOne,
                      float *dx, float *dw) {
+  std::fill_n(dw, dim, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * dim, *dyr = dy + r * dim;
     double inv = inverseRms(xr, dim, eps);
@@ -132,18 +209,21 @@ void meanAndInvStd(const float *x, int64_t dim, float eps, double &mean,
 
 void layerNormForward(const float *x, const float *w, const float *b,
                       int64_t rows, int64_t dim, float eps, float *y) {
-  for (int64_t r = 0; r < rows; ++r) {
+  parallelFor(rows, 6.0 * dim, [&](int64_t r) {
     double mean, inv;
     meanAndInvStd(x + r * dim, dim, eps, mean, inv);
     for (int64_t d = 0; d < dim; ++d)
       y[r * dim + d] =
           float((x[r * dim + d] - mean) * inv * w[d] + (b ? b[d] : 0.0f));
-  }
+  });
 }
 
 void layerNormBackward(const float *x, const float *w, const float *dy,
                        int64_t rows, int64_t dim, float eps, float *dx,
                        float *dw, float *db) {
+  std::fill_n(dw, dim, 0.0f);
+  if (db)
+    std::fill_n(db, dim, 0.0f);
   for (int64_t r = 0; r < rows; ++r) {
     const float *xr = x + r * dim, *dyr = dy + r * dim;
     double mean, inv;
@@ -243,7 +323,120 @@ void scoresRow(const float *q, const float *k, const float *mask,
   for (int64_t j = 0; j < s.seq; ++j)
     p[j] /= sum;
 }
+
+/// Query rows per block of scores: a block's probabilities and their
+/// gradient take 2 x 128 x seq floats per task.
+constexpr int64_t kQueryBlock = 128;
+
+/// Keys a block of queries ending before `end` can attend to: under a
+/// causal mask, none after the block's last query.
+int64_t keysFor(const AttentionShape &s, int64_t end) {
+  return s.causal ? std::min(s.seq, end) : s.seq;
+}
+
+/// p[r, j] for the `n` query rows from i0 of head (b, h) and keys j below
+/// `keys`: the softmax over j of scale q_i k_j + mask (masked keys 0; a
+/// row whose every key is masked is NaN, as PyTorch's).
+void probabilities(const float *q, const float *k, const float *mask,
+                   const AttentionShape &s, int64_t b, int64_t h, int64_t i0,
+                   int64_t n, int64_t keys, float *p) {
+  int64_t d = s.headDim, g = h / (s.heads / s.kvHeads);
+  sgemm(false, true, n, keys, d, s.scale,
+        q + (b * s.seq + i0) * s.heads * d + h * d, s.heads * d,
+        k + b * s.seq * s.kvHeads * d + g * d, s.kvHeads * d, 0.0f, p, s.seq);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < n; ++r) {
+    int64_t i = i0 + r;
+    float *row = p + r * s.seq;
+    const float *rowMask =
+        mask ? mask + (((s.maskBatch > 1 ? b : 0) * s.maskHeads +
+                        (s.maskHeads > 1 ? h : 0)) *
+                           s.seq +
+                       i) *
+                          s.seq
+             : nullptr;
+    float maxScore = -inf;
+    for (int64_t j = 0; j < keys; ++j) {
+      float x = masked(s, i, j) ? -inf : row[j] + (rowMask ? rowMask[j] : 0);
+      row[j] = x;
+      maxScore = std::max(maxScore, x);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < keys; ++j) {
+      row[j] = row[j] == -inf ? 0.0f : std::exp(row[j] - maxScore);
+      sum += row[j];
+    }
+    float inv = float(1.0 / sum);
+    for (int64_t j = 0; j < keys; ++j)
+      row[j] *= inv;
+  }
+}
+
 } // namespace
+
+void attentionForward(const float *q, const float *k, const float *v,
+                      const float *mask, const AttentionShape &s, float *out) {
+  int64_t d = s.headDim;
+  // One (batch, head) per task: it writes only its own output rows.
+  runOnPool(s.batch * s.heads, [&](int64_t bh) {
+    int64_t b = bh / s.heads, h = bh % s.heads, g = h / (s.heads / s.kvHeads);
+    std::vector<float> p(std::min(kQueryBlock, s.seq) * s.seq);
+    for (int64_t i0 = 0; i0 < s.seq; i0 += kQueryBlock) {
+      int64_t n = std::min(kQueryBlock, s.seq - i0), keys = keysFor(s, i0 + n);
+      probabilities(q, k, mask, s, b, h, i0, n, keys, p.data());
+      sgemm(false, false, n, d, keys, 1.0f, p.data(), s.seq,
+            v + b * s.seq * s.kvHeads * d + g * d, s.kvHeads * d, 0.0f,
+            out + (b * s.seq + i0) * s.heads * d + h * d, s.heads * d);
+    }
+  });
+}
+
+void attentionBackward(const float *q, const float *k, const float *v,
+                       const float *mask, const float *dOut,
+                       const AttentionShape &s, float *dq, float *dk,
+                       float *dv) {
+  int64_t d = s.headDim, group = s.heads / s.kvHeads;
+  // One (batch, kv head) per task: the query heads that read a kv head are
+  // the only writers of its dk and dv, in a fixed order.
+  runOnPool(s.batch * s.kvHeads, [&](int64_t bg) {
+    int64_t b = bg / s.kvHeads, g = bg % s.kvHeads;
+    int64_t kvOffset = b * s.seq * s.kvHeads * d + g * d, kvLd = s.kvHeads * d;
+    for (int64_t j = 0; j < s.seq; ++j) {
+      std::fill_n(dk + kvOffset + j * kvLd, d, 0.0f);
+      std::fill_n(dv + kvOffset + j * kvLd, d, 0.0f);
+    }
+    int64_t block = std::min(kQueryBlock, s.seq);
+    std::vector<float> p(block * s.seq), dp(block * s.seq);
+    for (int64_t h = g * group; h < (g + 1) * group; ++h)
+      for (int64_t i0 = 0; i0 < s.seq; i0 += kQueryBlock) {
+        int64_t n = std::min(kQueryBlock, s.seq - i0),
+                keys = keysFor(s, i0 + n);
+        int64_t qOffset = (b * s.seq + i0) * s.heads * d + h * d,
+                qLd = s.heads * d;
+        probabilities(q, k, mask, s, b, h, i0, n, keys, p.data());
+        // dP = dO V^T, then dS = P (dP - sum(P dP)) scale, in place.
+        sgemm(false, true, n, keys, d, 1.0f, dOut + qOffset, qLd, v + kvOffset,
+              kvLd, 0.0f, dp.data(), s.seq);
+        for (int64_t r = 0; r < n; ++r) {
+          const float *pr = p.data() + r * s.seq;
+          float *dr = dp.data() + r * s.seq;
+          double rowDot = 0;
+          for (int64_t j = 0; j < keys; ++j)
+            rowDot += double(pr[j]) * dr[j];
+          for (int64_t j = 0; j < keys; ++j)
+            dr[j] = float(pr[j] * (dr[j] - rowDot) * s.scale);
+        }
+        sgemm(false, false, n, d, keys, 1.0f, dp.data(), s.seq, k + kvOffset,
+              kvLd, 0.0f, dq + qOffset, qLd);
+        sgemm(true, false, keys, d, n, 1.0f, dp.data(), s.seq, q + qOffset, qLd,
+              1.0f, dk + kvOffset, kvLd);
+        sgemm(true, false, keys, d, n, 1.0f, p.data(), s.seq, dOut + qOffset,
+              qLd, 1.0f, dv + kvOffset, kvLd);
+      }
+  });
+}
+
+namespace reference {
 
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out) {
@@ -314,6 +507,8 @@ void attentionBackward(const float *q, const float *k, const float *v,
       });
 }
 
+} // namespace reference
+
 namespace {
 constexpr double kGeluTanhScale = 0.7978845608028654; // sqrt(2 / pi)
 constexpr double kGeluTanhCubic = 0.044715;
@@ -354,29 +549,42 @@ double actDerivative(double x, Activation a) {
 }
 } // namespace
 
+namespace {
+/// Elements per task of the elementwise kernels (about 20 ops each).
+constexpr int64_t kElementChunk = 4096;
+
+/// fn(i) for i in [0, n), in chunks on the pool.
+template <typename Fn> void elementwise(int64_t n, Fn fn) {
+  int64_t chunks = (n + kElementChunk - 1) / kElementChunk;
+  parallelFor(chunks, 20.0 * kElementChunk, [&](int64_t c) {
+    for (int64_t i = c * kElementChunk;
+         i < std::min(n, (c + 1) * kElementChunk); ++i)
+      fn(i);
+  });
+}
+} // namespace
+
 void activationForward(const float *x, int64_t n, Activation a, float *y) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = float(act(x[i], a));
+  elementwise(n, [&](int64_t i) { y[i] = float(act(x[i], a)); });
 }
 
 void activationBackward(const float *x, const float *dy, int64_t n,
                         Activation a, float *dx) {
-  for (int64_t i = 0; i < n; ++i)
-    dx[i] = float(dy[i] * actDerivative(x[i], a));
+  elementwise(
+      n, [&](int64_t i) { dx[i] = float(dy[i] * actDerivative(x[i], a)); });
 }
 
 void gatedForward(const float *gate, const float *up, int64_t n, Activation a,
                   float *y) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = float(act(gate[i], a) * up[i]);
+  elementwise(n, [&](int64_t i) { y[i] = float(act(gate[i], a) * up[i]); });
 }
 
 void gatedBackward(const float *gate, const float *up, const float *dy,
                    int64_t n, Activation a, float *dGate, float *dUp) {
-  for (int64_t i = 0; i < n; ++i) {
+  elementwise(n, [&](int64_t i) {
     dGate[i] = float(double(dy[i]) * up[i] * actDerivative(gate[i], a));
     dUp[i] = float(double(dy[i]) * act(gate[i], a));
-  }
+  });
 }
 
 namespace {
@@ -417,18 +625,45 @@ void rowGradient(const float *row, int64_t target, double scale,
 }
 } // namespace
 
+namespace {
+/// Sum over `rows` rows from `first` of each counted row's loss, lse - x_t
+/// (the rows in parallel, summed in row order); `count` gets those counted.
+double lossSum(const float *logits, const int64_t *labels,
+               const CrossEntropyShape &s, int64_t first, int64_t rows,
+               int64_t &count) {
+  std::vector<double> loss(rows, 0.0);
+  std::vector<char> counted(rows, 0);
+  parallelFor(rows, 20.0 * s.vocab, [&](int64_t r) {
+    int64_t target = targetOf(labels, s, first + r);
+    if (target == s.ignoreIndex)
+      return;
+    const float *row = logits + r * s.vocab;
+    loss[r] = logSumExp(row, s.vocab) - row[target];
+    counted[r] = 1;
+  });
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    total += loss[r];
+    count += counted[r];
+  }
+  return total;
+}
+
+/// rowGradient of `rows` rows from `first` (`dLogits` may be `logits`).
+void rowGradients(const float *logits, const int64_t *labels,
+                  const CrossEntropyShape &s, int64_t first, int64_t rows,
+                  double scale, float *dLogits) {
+  parallelFor(rows, 20.0 * s.vocab, [&](int64_t r) {
+    rowGradient(logits + r * s.vocab, targetOf(labels, s, first + r), scale, s,
+                dLogits + r * s.vocab);
+  });
+}
+} // namespace
+
 float crossEntropyForward(const float *logits, const int64_t *labels,
                           const CrossEntropyShape &s, int64_t *counted) {
-  double total = 0;
   int64_t count = 0;
-  for (int64_t t = 0; t < s.batch * s.seq; ++t) {
-    int64_t target = targetOf(labels, s, t);
-    if (target == s.ignoreIndex)
-      continue;
-    const float *row = logits + t * s.vocab;
-    total += logSumExp(row, s.vocab) - row[target];
-    ++count;
-  }
+  double total = lossSum(logits, labels, s, 0, s.batch * s.seq, count);
   if (counted)
     *counted = count;
   // As PyTorch: the mean over no tokens is NaN.
@@ -441,9 +676,7 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
   // With no target counted every row is ignored and the scale is unused.
   int64_t count = countTargets(labels, s);
   double scale = count ? double(dLoss) / count : 0.0;
-  for (int64_t t = 0; t < s.batch * s.seq; ++t)
-    rowGradient(logits + t * s.vocab, targetOf(labels, s, t), scale, s,
-                dLogits + t * s.vocab);
+  rowGradients(logits, labels, s, 0, s.batch * s.seq, scale, dLogits);
 }
 
 float headCrossEntropyForward(const float *x, const float *w,
@@ -454,14 +687,7 @@ float headCrossEntropyForward(const float *x, const float *w,
   for (int64_t r0 = 0; r0 < rows; r0 += s.chunkRows) {
     int64_t n = std::min(s.chunkRows, rows - r0);
     linearForward(x + r0 * s.dim, w, nullptr, n, s.dim, v, s.outIn, logits);
-    for (int64_t r = 0; r < n; ++r) {
-      int64_t target = targetOf(labels, s.ce, r0 + r);
-      if (target == s.ce.ignoreIndex)
-        continue;
-      const float *row = logits + r * v;
-      total += logSumExp(row, v) - row[target];
-      ++count;
-    }
+    total += lossSum(logits, labels, s.ce, r0, n, count);
   }
   return count ? float(total / count) : std::nanf("");
 }
@@ -478,12 +704,15 @@ void headCrossEntropyBackward(const float *x, const float *w,
     const float *xc = x + r0 * s.dim;
     linearForward(xc, w, nullptr, n, s.dim, v, s.outIn, logits);
     // The logits become their own gradient, in place.
-    for (int64_t r = 0; r < n; ++r)
-      rowGradient(logits + r * v, targetOf(labels, s.ce, r0 + r), scale, s.ce,
-                  logits + r * v);
-    linearBackward(xc, w, logits, n, s.dim, v, s.outIn, dx + r0 * s.dim, dw,
-                   nullptr);
+    rowGradients(logits, labels, s.ce, r0, n, scale, logits);
+    linearBackward(xc, w, logits, n, s.dim, v, s.outIn, dx + r0 * s.dim,
+                   nullptr, nullptr);
+    // dw sums over the chunks: the first overwrites it.
+    linearWeightGrad(xc, logits, n, s.dim, v, s.outIn, r0 == 0 ? 0.0f : 1.0f,
+                     dw);
   }
+  if (rows == 0)
+    std::fill_n(dw, s.dim * v, 0.0f);
 }
 
 } // namespace mt::kernels::cpu

@@ -1,11 +1,14 @@
-// CPU reference kernels of the fused ops, forward and backward, in fp32.
+// CPU kernels of the fused ops, forward and backward, in fp32: GEMMs on
+// the BLAS (gemm.h), everything else on the thread pool (parallel.h). The
+// straightforward loops they are checked against (in double where a sum
+// runs over a whole row) are kept in namespace `reference`.
 //
 // Every tensor is a dense row-major fp32 (or int64 for ids and labels)
-// buffer owned by the caller. Backward kernels overwrite the gradients of
-// activations (dx) and accumulate the gradients of weights (dw += ...), so
-// that gradient accumulation over micro-batches and weights used twice
-// (tied embeddings) need no extra pass. Semantics match the ops of the
-// train dialect (dialects/Train/IR/TrainOps.td).
+// buffer owned by the caller. Backward kernels overwrite every gradient
+// they write, of activations and of weights alike (the CUDA kernels'
+// contract too): a plan sums gradients with ACCUMULATE ops. Semantics match
+// the ops of the train dialect (dialects/Train/IR/TrainOps.td). Each GEMM
+// dimension must be below 2^31 (checked when a plan loads).
 #ifndef MT_KERNELS_CPU_FUSED_OPS_H
 #define MT_KERNELS_CPU_FUSED_OPS_H
 
@@ -16,15 +19,16 @@ namespace mt::kernels::cpu {
 /// out[n, :] = table[ids[n], :]; false when an id is outside [0, vocab).
 bool embeddingForward(const float *table, const int64_t *ids, int64_t count,
                       int64_t vocab, int64_t dim, float *out);
-/// dTable[ids[n], :] += dOut[n, :].
+/// dTable = 0, then dTable[ids[n], :] += dOut[n, :] in token order.
 void embeddingBackward(const float *dOut, const int64_t *ids, int64_t count,
-                       int64_t dim, float *dTable);
+                       int64_t vocab, int64_t dim, float *dTable);
 
 /// y[rows, out] = x[rows, in] W (+ bias). outIn: W is [out, in] (y = x W^T),
 /// else W is [in, out]. bias may be null.
 void linearForward(const float *x, const float *w, const float *bias,
                    int64_t rows, int64_t in, int64_t out, bool outIn, float *y);
-/// dx = dy W^T-ish (overwrites; may be null), dw += ..., dbias += sum(dy).
+/// dx = dy W^T-ish, dw = dy^T x-ish, dbias = sum(dy) over rows; each may
+/// be null.
 void linearBackward(const float *x, const float *w, const float *dy,
                     int64_t rows, int64_t in, int64_t out, bool outIn,
                     float *dx, float *dw, float *dbias);
@@ -117,11 +121,27 @@ struct HeadShape {
 float headCrossEntropyForward(const float *x, const float *w,
                               const int64_t *labels, const HeadShape &s,
                               float *scratch);
-/// dx overwritten, dw accumulated; each chunk's logits are recomputed.
+/// dx and dw overwritten; each chunk's logits are recomputed.
 void headCrossEntropyBackward(const float *x, const float *w,
                               const int64_t *labels, float dLoss,
                               const HeadShape &s, float *dx, float *dw,
                               float *scratch);
+
+/// The loops the BLAS-backed kernels above are checked against, with the
+/// same contracts.
+namespace reference {
+void linearForward(const float *x, const float *w, const float *bias,
+                   int64_t rows, int64_t in, int64_t out, bool outIn, float *y);
+void linearBackward(const float *x, const float *w, const float *dy,
+                    int64_t rows, int64_t in, int64_t out, bool outIn,
+                    float *dx, float *dw, float *dbias);
+void attentionForward(const float *q, const float *k, const float *v,
+                      const float *mask, const AttentionShape &s, float *out);
+void attentionBackward(const float *q, const float *k, const float *v,
+                       const float *mask, const float *dOut,
+                       const AttentionShape &s, float *dq, float *dk,
+                       float *dv);
+} // namespace reference
 
 } // namespace mt::kernels::cpu
 

@@ -285,7 +285,7 @@ TEST_P(Kernels, Embedding) {
   Vec y(count * dim), dt(vocab * dim, 0.0f);
   ASSERT_TRUE(cpu::embeddingForward(table.data(), ids.data(), count, vocab, dim,
                                     y.data()));
-  cpu::embeddingBackward(dout.data(), ids.data(), count, dim, dt.data());
+  cpu::embeddingBackward(dout.data(), ids.data(), count, vocab, dim, dt.data());
   EXPECT_LT(relError(Y.download(), y), tolerance(t));
   Vec first = DT.download();
   EXPECT_LT(relError(first, dt), tolerance(t));

@@ -246,7 +246,7 @@ private:
     if (auto g = dyn_cast<EmbeddingGradOp>(op)) {
       Tensor t = floats();
       k::embeddingBackward(in(0).f.data(), in(1).i.data(), in(1).i.size(),
-                           t.shape[1], t.f.data());
+                           t.shape[0], t.shape[1], t.f.data());
       return {t};
     }
     if (auto g = dyn_cast<LinearGradOp>(op)) {

@@ -5,6 +5,7 @@
 //         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_backend.h"
@@ -723,7 +724,8 @@ int main(int argc, char **argv) {
                  "is not finite; one more stops the run with exit code 3")
       ->check(wholeNumber<int64_t>());
   app.add_option("--threads", o.threads,
-                 "Host threads for the optimizer (1 to 4096)")
+                 "Host threads for the CPU kernels and the optimizer (1 to "
+                 "4096; default: the machine's)")
       ->check(wholeNumber<int64_t>());
   app.add_option("--init", o.init,
                  "normal: start trainable weights whose data file is missing "
@@ -770,7 +772,9 @@ int main(int argc, char **argv) {
     // One line in mtrun's form, exit code 1 like every bad option.
     return fail(std::string(e.what()) + "; see --help");
   }
-  // Before any thread exists: signals go to the watcher thread only.
+  // Before any thread exists (the BLAS's, started when the program loaded,
+  // are stopped here): signals go to the watcher thread only.
+  mt::kernels::cpu::setThreads(o.threads);
   PhaseMonitor monitor;
   StopWatch stopWatch(monitor, o.stopTimeout);
   if (Status st = checkOptions(o, app.count("--stop-timeout") > 0); !st)

@@ -3,11 +3,13 @@
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_math.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace mt::kernels::cpu {
@@ -325,8 +327,9 @@ void scoresRow(const float *q, const float *k, const float *mask,
 }
 
 /// Query rows per block of scores: a block's probabilities and their
-/// gradient take 2 x 128 x seq floats per task.
-constexpr int64_t kQueryBlock = 128;
+/// gradient take 2 x 64 x seq floats per task, and a causal block reads only
+/// the keys up to its last query.
+constexpr int64_t kQueryBlock = 64;
 
 /// Keys a block of queries ending before `end` can attend to: under a
 /// causal mask, none after the block's last query.
@@ -361,11 +364,12 @@ void probabilities(const float *q, const float *k, const float *mask,
       row[j] = x;
       maxScore = std::max(maxScore, x);
     }
+    forRange(0, keys, [&](int64_t j) {
+      row[j] = row[j] == -inf ? 0.0f : expApprox(row[j] - maxScore);
+    });
     double sum = 0;
-    for (int64_t j = 0; j < keys; ++j) {
-      row[j] = row[j] == -inf ? 0.0f : std::exp(row[j] - maxScore);
+    for (int64_t j = 0; j < keys; ++j)
       sum += row[j];
-    }
     float inv = float(1.0 / sum);
     for (int64_t j = 0; j < keys; ++j)
       row[j] *= inv;
@@ -513,39 +517,49 @@ namespace {
 constexpr double kGeluTanhScale = 0.7978845608028654; // sqrt(2 / pi)
 constexpr double kGeluTanhCubic = 0.044715;
 
-double act(double x, Activation a) {
-  switch (a) {
-  case Activation::Gelu:
-    return 0.5 * x * (1.0 + std::erf(x * M_SQRT1_2));
-  case Activation::GeluTanh:
-    return 0.5 * x *
-           (1.0 + std::tanh(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x)));
-  case Activation::Silu:
-    return x / (1.0 + std::exp(-x));
-  case Activation::Relu:
-    return x > 0 ? x : 0.0;
-  }
-  return 0;
+// The activation is a template argument so that each kernel's loop has no
+// switch inside and vectorizes.
+template <Activation A> float act(float x) {
+  if constexpr (A == Activation::Gelu)
+    return 0.5f * x * (1.0f + std::erf(x * float(M_SQRT1_2)));
+  if constexpr (A == Activation::GeluTanh)
+    return 0.5f * x *
+           (1.0f + tanhApprox(float(kGeluTanhScale) *
+                              (x + float(kGeluTanhCubic) * x * x * x)));
+  if constexpr (A == Activation::Silu)
+    return x / (1.0f + expApprox(-x));
+  return x > 0 ? x : 0.0f;
 }
 
-double actDerivative(double x, Activation a) {
+template <Activation A> float actDerivative(float x) {
+  if constexpr (A == Activation::Gelu)
+    return 0.5f * (1.0f + std::erf(x * float(M_SQRT1_2))) +
+           x * expApprox(-0.5f * x * x) * float(0.5 * M_2_SQRTPI * M_SQRT1_2);
+  if constexpr (A == Activation::GeluTanh) {
+    float c = float(kGeluTanhScale), k = float(kGeluTanhCubic);
+    float t = tanhApprox(c * (x + k * x * x * x));
+    return 0.5f * (1.0f + t) +
+           0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x);
+  }
+  if constexpr (A == Activation::Silu) {
+    float sg = 1.0f / (1.0f + expApprox(-x));
+    return sg * (1.0f + x * (1.0f - sg));
+  }
+  return x > 0 ? 1.0f : 0.0f;
+}
+
+/// fn(std::integral_constant<Activation, a>{}).
+template <typename Fn> void withActivation(Activation a, Fn fn) {
   switch (a) {
   case Activation::Gelu:
-    return 0.5 * (1.0 + std::erf(x * M_SQRT1_2)) +
-           x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-  case Activation::GeluTanh: {
-    double t = std::tanh(kGeluTanhScale * (x + kGeluTanhCubic * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluTanhScale *
-                                 (1.0 + 3.0 * kGeluTanhCubic * x * x);
-  }
-  case Activation::Silu: {
-    double sg = 1.0 / (1.0 + std::exp(-x));
-    return sg * (1.0 + x * (1.0 - sg));
-  }
+    return fn(std::integral_constant<Activation, Activation::Gelu>{});
+  case Activation::GeluTanh:
+    return fn(std::integral_constant<Activation, Activation::GeluTanh>{});
+  case Activation::Silu:
+    return fn(std::integral_constant<Activation, Activation::Silu>{});
   case Activation::Relu:
-    return x > 0 ? 1.0 : 0.0;
+    return fn(std::integral_constant<Activation, Activation::Relu>{});
   }
-  return 0;
 }
 } // namespace
 
@@ -557,33 +571,39 @@ constexpr int64_t kElementChunk = 4096;
 template <typename Fn> void elementwise(int64_t n, Fn fn) {
   int64_t chunks = (n + kElementChunk - 1) / kElementChunk;
   parallelFor(chunks, 20.0 * kElementChunk, [&](int64_t c) {
-    for (int64_t i = c * kElementChunk;
-         i < std::min(n, (c + 1) * kElementChunk); ++i)
-      fn(i);
+    forRange(c * kElementChunk, std::min(n, (c + 1) * kElementChunk), fn);
   });
 }
 } // namespace
 
 void activationForward(const float *x, int64_t n, Activation a, float *y) {
-  elementwise(n, [&](int64_t i) { y[i] = float(act(x[i], a)); });
+  withActivation(a, [&](auto A) {
+    elementwise(n, [&](int64_t i) { y[i] = act<A.value>(x[i]); });
+  });
 }
 
 void activationBackward(const float *x, const float *dy, int64_t n,
                         Activation a, float *dx) {
-  elementwise(
-      n, [&](int64_t i) { dx[i] = float(dy[i] * actDerivative(x[i], a)); });
+  withActivation(a, [&](auto A) {
+    elementwise(
+        n, [&](int64_t i) { dx[i] = dy[i] * actDerivative<A.value>(x[i]); });
+  });
 }
 
 void gatedForward(const float *gate, const float *up, int64_t n, Activation a,
                   float *y) {
-  elementwise(n, [&](int64_t i) { y[i] = float(act(gate[i], a) * up[i]); });
+  withActivation(a, [&](auto A) {
+    elementwise(n, [&](int64_t i) { y[i] = act<A.value>(gate[i]) * up[i]; });
+  });
 }
 
 void gatedBackward(const float *gate, const float *up, const float *dy,
                    int64_t n, Activation a, float *dGate, float *dUp) {
-  elementwise(n, [&](int64_t i) {
-    dGate[i] = float(double(dy[i]) * up[i] * actDerivative(gate[i], a));
-    dUp[i] = float(double(dy[i]) * act(gate[i], a));
+  withActivation(a, [&](auto A) {
+    elementwise(n, [&](int64_t i) {
+      dGate[i] = dy[i] * up[i] * actDerivative<A.value>(gate[i]);
+      dUp[i] = dy[i] * act<A.value>(gate[i]);
+    });
   });
 }
 

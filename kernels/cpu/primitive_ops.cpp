@@ -1,5 +1,7 @@
 // CPU kernels of primitive ops (see primitive_ops.h).
 #include "kernels/cpu/primitive_ops.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vector_math.h"
 
 #include <algorithm>
 
@@ -50,8 +52,54 @@ struct Broadcast {
 
 } // namespace
 
+namespace {
+/// Whether x (of `dims`) is, broadcast to outDims, a block repeated along
+/// the leading dims: its dims after leading 1s equal outDims' last ones.
+/// `inner` gets the block's elements.
+bool repeatsAlongLeadingDims(const Dims &dims, const Dims &outDims,
+                             int64_t &inner) {
+  size_t first = 0;
+  while (first < dims.size() && dims[first] == 1)
+    ++first;
+  size_t kept = dims.size() - first;
+  if (kept > outDims.size())
+    return false;
+  inner = 1;
+  for (size_t d = 0; d < kept; ++d) {
+    if (dims[first + d] != outDims[outDims.size() - kept + d])
+      return false;
+    inner *= dims[first + d];
+  }
+  return true;
+}
+
+inline float apply(Binary op, float x, float y) {
+  return op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
+}
+} // namespace
+
 void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
                    const Dims &bDims, float *out, const Dims &outDims) {
+  // The shapes of a training step (residual adds, scales, biases) as flat
+  // loops over rows on the pool: each operand the whole output or a block
+  // repeated along the leading dims. Anything else by multi-index.
+  int64_t n = count(outDims), aInner, bInner;
+  if (n > 0 && repeatsAlongLeadingDims(aDims, outDims, aInner) &&
+      repeatsAlongLeadingDims(bDims, outDims, bInner) &&
+      std::max(aInner, bInner) % std::min(aInner, bInner) == 0) {
+    // Rows of the smaller block (or of 16 Ki elements when neither
+    // repeats): within a row both operands are contiguous.
+    int64_t row = std::min(aInner, bInner);
+    if (row == n)
+      row = std::min<int64_t>(n, 1 << 14);
+    parallelFor((n + row - 1) / row, 2.0 * row, [&](int64_t r) {
+      int64_t begin = r * row, len = std::min(row, n - begin);
+      const float *ar = a + begin % aInner, *br = b + begin % bInner;
+      float *o = out + begin;
+      forRange(0, len, [&](int64_t i) { o[i] = apply(op, ar[i], br[i]); });
+    });
+    return;
+  }
   Broadcast ia(aDims, outDims), ib(bDims, outDims);
   forEach(outDims, [&](int64_t k, const Dims &idx) {
     float x = a[ia(idx)], y = b[ib(idx)];

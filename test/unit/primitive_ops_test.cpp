@@ -23,6 +23,54 @@ TEST(PrimitiveOps, BinaryBroadcastsBothWays) {
   EXPECT_EQ(out, (std::vector<float>{10, 20, 30, 20, 40, 60}));
 }
 
+// The row loops (an operand whole or repeated along the leading dims) give
+// what the multi-index loop gives: x[i, j, k] op y[broadcast i, j, k].
+TEST(PrimitiveOps, BinaryRowLoopsMatchIndexing) {
+  Dims out = {5, 3, 4}; // 60 elements, and 5 x 16 Ki + 3 for whole rows
+  std::vector<float> x(60), y(60);
+  for (int i = 0; i < 60; ++i) {
+    x[i] = float(i);
+    y[i] = float(100 + 7 * i);
+  }
+  struct Case {
+    Dims yDims;
+    int64_t (*index)(int64_t i, int64_t j, int64_t k);
+  };
+  Case cases[] = {
+      {{5, 3, 4},
+       [](int64_t i, int64_t j, int64_t k) { return (i * 3 + j) * 4 + k; }},
+      {{4}, [](int64_t, int64_t, int64_t k) { return k; }},
+      {{1, 3, 4}, [](int64_t, int64_t j, int64_t k) { return j * 4 + k; }},
+      {{5, 1, 4}, [](int64_t i, int64_t, int64_t k) { return i * 4 + k; }}};
+  for (const Case &c : cases) {
+    std::vector<float> z(60);
+    binaryForward(Binary::Sub, x.data(), out, y.data(), c.yDims, z.data(), out);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 4; ++k)
+          ASSERT_EQ(z[(i * 3 + j) * 4 + k],
+                    x[(i * 3 + j) * 4 + k] - y[c.index(i, j, k)])
+              << "y dims " << c.yDims.size() << " at " << i << j << k;
+    // And with the operands the other way round.
+    binaryForward(Binary::Mul, y.data(), c.yDims, x.data(), out, z.data(), out);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 4; ++k)
+          ASSERT_EQ(z[(i * 3 + j) * 4 + k],
+                    y[c.index(i, j, k)] * x[(i * 3 + j) * 4 + k]);
+  }
+  // Whole operands longer than one row of 16 Ki elements.
+  int64_t n = 5 * 16384 + 3;
+  std::vector<float> a(n), b(n), sum(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = float(i % 1000);
+    b[i] = float(i % 7);
+  }
+  binaryForward(Binary::Add, a.data(), {n}, b.data(), {n}, sum.data(), {n});
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(sum[i], a[i] + b[i]) << i;
+}
+
 TEST(PrimitiveOps, ReduceSumOverAxes) {
   std::vector<float> x = {1, 2, 3, 4, 5, 6}, out(3);
   reduceSum(x.data(), {2, 3}, {0}, out.data());

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The CPU backend's training step beside PyTorch's, side by side in one run
+# on this machine with the same threads: the medium Llama of
+# examples/llama (2.5M parameters) at BATCH x SEQ tokens, AdamW, fp32.
+# Prints the median step of mtrun, of Debian's torch 1.13 (on libblas.so.3:
+# OpenBLAS when libopenblas-dev is installed, which bootstrap.sh does), and
+# of current torch from PyPI (.venv-export: scripts/export-venv.sh), the
+# ratios, and the rate of floating-point work each does: mtrun's plan
+# recomputes each layer's forward, so it does more work per step.
+# Usage: bench/cpu_step.sh [THREADS [STEPS [BATCH SEQ]]]
+#        (default: nproc, 10, 8 x 128)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${MT_BIN:-$root/build/bin}
+threads=${1:-$(nproc)} steps=${2:-10} batch=${3:-8} seq=${4:-128}
+[ -x "$bin/mtrun" ] || { echo "bench/cpu_step.sh: build first ($bin/mtrun is missing)" >&2; exit 1; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || {
+  echo "bench/cpu_step.sh: needs Debian's torch: apt-get install python3-torch" >&2; exit 1; }
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "machine: $(nproc) cores, $threads threads, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u '+%F %H:%M UTC'); libblas.so.3: $blas"
+model=$(/usr/bin/python3 "$root/bench/cpu_step.py" export "$work" "$batch" "$seq" 2>/dev/null | tail -1)
+"$bin/mtc" "$work/model.onnx" -o "$work/plan.mtp"
+planFlops=$("$bin/mt-inspect" "$work/plan.mtp" --summary | awk '/^  compute / {gsub(/[(]/, ""); for (i = 1; i <= NF; ++i) if ($(i+1) == "FLOP)") print $i}' | head -1)
+"$bin/mtrun" "$work/plan.mtp" --data "$root/examples/data/corpus.u16" --steps $((steps + 2)) \
+  --threads "$threads" --metrics "$work/mt.jsonl" > "$work/mtrun.log"
+debian=$(/usr/bin/python3 "$root/bench/cpu_step.py" torch "$batch" "$seq" "$threads" "$steps")
+pypi='{}'
+if [ -x "$root/.venv-export/bin/python" ]; then
+  pypi=$("$root/.venv-export/bin/python" "$root/bench/cpu_step.py" torch "$batch" "$seq" "$threads" "$steps" 2>/dev/null)
+fi
+python3 - "$work/mt.jsonl" "$model" "$planFlops" "$debian" "$pypi" "$batch" "$seq" <<'PY'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])][2:]
+mt = statistics.median(l["step_time_s"] for l in lines)
+model, plan = json.loads(sys.argv[2]), float(sys.argv[3])
+tokens = int(sys.argv[6]) * int(sys.argv[7])
+print(f"model: {model['params']:,} parameters, {tokens} tokens a step; "
+      f"{model['flops']:.3g} FLOP a step without recompute, {plan:.3g} in mtrun's plan")
+print(f"{'':24} {'step':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'vs mtrun':>9}")
+print(f"{'mtrun (CPU backend)':24} {mt * 1e3:7.1f}ms {tokens / mt:9.0f} {plan / mt / 1e9:8.2f} {'':>9}")
+for name, raw in (("Debian torch", sys.argv[4]), ("PyPI torch", sys.argv[5])):
+    r = json.loads(raw)
+    if "step_s" not in r:
+        print(f"{name:24} (not run: scripts/export-venv.sh makes .venv-export)")
+        continue
+    t = r["step_s"]
+    label = f"{name} {r['torch']}"
+    print(f"{label:24} {t * 1e3:7.1f}ms {tokens / t:9.0f} {model['flops'] / t / 1e9:8.2f} "
+          f"{t / mt:8.2f}x")
+print("vs mtrun: torch's step over mtrun's (above 1: mtrun is faster); GFLOP/s: "
+      "the work each does (mtrun's plan's, torch's without recompute)")
+PY

@@ -7,7 +7,6 @@
 #include "runtime/disk_arena.h"
 #include "runtime/executor.h"
 #include "runtime/host_ops.h"
-#include "runtime/op_shapes.h"
 #include "runtime/plan_io.h"
 
 #include <algorithm>
@@ -38,6 +37,8 @@ public:
 
   Status allocate(const plan::Plan &plan) override {
     plan_ = &plan;
+    if (Status st = ops_.build(plan); !st)
+      return st;
     arenas_ = std::vector<Arena>(plan.arenas_size());
     disks_.resize(plan.arenas_size());
     for (int i = 0; i < plan.arenas_size(); ++i) {
@@ -166,74 +167,102 @@ private:
 };
 
 Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
-  const plan::Attrs &a = op.attrs();
   auto operand = [&](int i) { return op.operands(i); };
   auto result = [&](int i) { return op.results(i); };
+  switch (op.kernel()) {
+  // Every tier is host memory here.
+  case Kernel::COPY:
+  case Kernel::COPY_TO_DEVICE:
+  case Kernel::COPY_TO_HOST:
+    return hostCopy(*plan_, operand(0), result(0),
+                    [this](uint32_t b) { return ptr(b); });
+  case Kernel::FILL:
+    return hostFill(*plan_, result(0), float(op.attrs().value()),
+                    [this](uint32_t b) { return ptr(b); });
+  case Kernel::ACCUMULATE:
+  case Kernel::READ_DISK:
+  case Kernel::WRITE_DISK:
+  case Kernel::ADAMW:
+    return runHostOp(
+        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
+        threads_);
+  default:
+    break;
+  }
+  const OpDesc *desc = ops_.find(op);
+  if (!desc)
+    return Status::error(plan::Kernel_Name(op.kernel()) +
+                         " op outside the plan");
+  const OpDesc &d = *desc;
   switch (op.kernel()) {
   case Kernel::EMBEDDING: {
     In table = in(operand(0));
     Out y = out(result(0));
-    auto shape = dims(operand(0));
-    if (!k::embeddingForward(table.data, ids(operand(1)), count(operand(1)),
-                             shape[0], shape[1], y.data))
+    const OpDesc::Embedding &e = d.embedding;
+    if (!k::embeddingForward(table.data, ids(operand(1)), e.count, e.vocab,
+                             e.dim, y.data))
       return Status::error("a token id is outside the vocabulary of " +
-                           std::to_string(shape[0]));
+                           std::to_string(e.vocab));
     y.commit();
     return Status::ok();
   }
   case Kernel::EMBEDDING_GRAD: {
     In dy = in(operand(0));
     Out dt = out(result(0));
-    k::embeddingBackward(dy.data, ids(operand(1)), count(operand(1)),
-                         dims(result(0))[0], dims(result(0))[1], dt.data);
+    const OpDesc::Embedding &e = d.embedding;
+    k::embeddingBackward(dy.data, ids(operand(1)), e.count, e.vocab, e.dim,
+                         dt.data);
     dt.commit();
     return Status::ok();
   }
   case Kernel::LINEAR: {
+    const OpDesc::Linear &l = d.linear;
     In x = in(operand(0)), w = in(operand(1));
-    In b = op.operands_size() > 2 ? in(operand(2)) : In{nullptr, {}};
+    In b = l.bias ? in(operand(2)) : In{nullptr, {}};
     Out y = out(result(0));
-    int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
-    k::linearForward(x.data, w.data, b.data, count(operand(0)) / inDim, inDim,
-                     outDim, a.out_in(), y.data);
+    k::linearForward(x.data, w.data, b.data, l.rows, l.in, l.out, l.outIn,
+                     y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::LINEAR_GRAD: {
+    const OpDesc::Linear &l = d.linear;
     In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
     Out dx = out(result(0)), dw = out(result(1));
-    int64_t inDim = dims(operand(0)).back(), outDim = dims(operand(2)).back();
-    k::linearBackward(x.data, w.data, dy.data, count(operand(0)) / inDim, inDim,
-                      outDim, a.out_in(), dx.data, dw.data, nullptr);
+    k::linearBackward(x.data, w.data, dy.data, l.rows, l.in, l.out, l.outIn,
+                      dx.data, dw.data, nullptr);
     dx.commit();
     dw.commit();
     return Status::ok();
   }
   case Kernel::RMS_NORM:
   case Kernel::LAYER_NORM: {
+    const OpDesc::Norm &n = d.norm;
     In x = in(operand(0)), w = in(operand(1));
     Out y = out(result(0));
-    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
     if (op.kernel() == Kernel::RMS_NORM) {
-      k::rmsNormForward(x.data, w.data, rows, d, a.eps(), a.plus_one(), y.data);
+      k::rmsNormForward(x.data, w.data, n.rows, n.dim, op.attrs().eps(),
+                        op.attrs().plus_one(), y.data);
     } else {
-      In b = op.operands_size() > 2 ? in(operand(2)) : In{nullptr, {}};
-      k::layerNormForward(x.data, w.data, b.data, rows, d, a.eps(), y.data);
+      In b = n.bias ? in(operand(2)) : In{nullptr, {}};
+      k::layerNormForward(x.data, w.data, b.data, n.rows, n.dim,
+                          op.attrs().eps(), y.data);
     }
     y.commit();
     return Status::ok();
   }
   case Kernel::RMS_NORM_GRAD:
   case Kernel::LAYER_NORM_GRAD: {
+    const OpDesc::Norm &n = d.norm;
     In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
     Out dx = out(result(0)), dw = out(result(1));
-    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
     if (op.kernel() == Kernel::RMS_NORM_GRAD)
-      k::rmsNormBackward(x.data, w.data, dy.data, rows, d, a.eps(),
-                         a.plus_one(), dx.data, dw.data);
+      k::rmsNormBackward(x.data, w.data, dy.data, n.rows, n.dim,
+                         op.attrs().eps(), op.attrs().plus_one(), dx.data,
+                         dw.data);
     else
-      k::layerNormBackward(x.data, w.data, dy.data, rows, d, a.eps(), dx.data,
-                           dw.data, nullptr);
+      k::layerNormBackward(x.data, w.data, dy.data, n.rows, n.dim,
+                           op.attrs().eps(), dx.data, dw.data, nullptr);
     dx.commit();
     dw.commit();
     return Status::ok();
@@ -242,33 +271,28 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::ROTARY_GRAD: {
     In x = in(operand(0)), c = in(operand(1)), s = in(operand(2));
     Out y = out(result(0));
-    k::RotaryShape shape = rotaryShape(*plan_, op);
     if (op.kernel() == Kernel::ROTARY)
-      k::rotaryForward(x.data, c.data, s.data, shape, y.data);
+      k::rotaryForward(x.data, c.data, s.data, d.rotary, y.data);
     else
-      k::rotaryBackward(x.data, c.data, s.data, shape, y.data);
+      k::rotaryBackward(x.data, c.data, s.data, d.rotary, y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::ATTENTION:
   case Kernel::ATTENTION_GRAD: {
-    bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
-    k::AttentionShape s;
-    bool hasMask;
-    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
-      return st;
     In q = in(operand(0)), kk = in(operand(1)), v = in(operand(2));
-    In mask = hasMask ? in(operand(3)) : In{nullptr, {}};
-    if (!grad) {
+    In mask = d.hasMask ? in(operand(3)) : In{nullptr, {}};
+    if (op.kernel() == Kernel::ATTENTION) {
       Out o = out(result(0));
-      k::attentionForward(q.data, kk.data, v.data, mask.data, s, o.data);
+      k::attentionForward(q.data, kk.data, v.data, mask.data, d.attention,
+                          o.data);
       o.commit();
       return Status::ok();
     }
-    In dout = in(operand(hasMask ? 4 : 3));
+    In dout = in(operand(d.dOutOperand));
     Out dq = out(result(0)), dk = out(result(1)), dv = out(result(2));
-    k::attentionBackward(q.data, kk.data, v.data, mask.data, dout.data, s,
-                         dq.data, dk.data, dv.data);
+    k::attentionBackward(q.data, kk.data, v.data, mask.data, dout.data,
+                         d.attention, dq.data, dk.data, dv.data);
     dq.commit();
     dk.commit();
     dv.commit();
@@ -277,32 +301,29 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::ACTIVATION: {
     In x = in(operand(0));
     Out y = out(result(0));
-    k::activationForward(x.data, count(operand(0)), activationOf(a.act()),
-                         y.data);
+    k::activationForward(x.data, d.elements, d.activation, y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::ACTIVATION_GRAD: {
     In x = in(operand(0)), dy = in(operand(1));
     Out dx = out(result(0));
-    k::activationBackward(x.data, dy.data, count(operand(0)),
-                          activationOf(a.act()), dx.data);
+    k::activationBackward(x.data, dy.data, d.elements, d.activation, dx.data);
     dx.commit();
     return Status::ok();
   }
   case Kernel::GATED_ACTIVATION: {
     In g = in(operand(0)), u = in(operand(1));
     Out y = out(result(0));
-    k::gatedForward(g.data, u.data, count(operand(0)), activationOf(a.act()),
-                    y.data);
+    k::gatedForward(g.data, u.data, d.elements, d.activation, y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::GATED_ACTIVATION_GRAD: {
     In g = in(operand(0)), u = in(operand(1)), dy = in(operand(2));
     Out dg = out(result(0)), du = out(result(1));
-    k::gatedBackward(g.data, u.data, dy.data, count(operand(0)),
-                     activationOf(a.act()), dg.data, du.data);
+    k::gatedBackward(g.data, u.data, dy.data, d.elements, d.activation, dg.data,
+                     du.data);
     dg.commit();
     du.commit();
     return Status::ok();
@@ -310,44 +331,37 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD: {
     In logits = in(operand(0));
-    k::CrossEntropyShape s = crossEntropyShape(*plan_, op);
     if (op.kernel() == Kernel::CROSS_ENTROPY) {
       Out loss = out(result(0));
-      loss.data[0] =
-          k::crossEntropyForward(logits.data, ids(operand(1)), s, nullptr);
+      loss.data[0] = k::crossEntropyForward(logits.data, ids(operand(1)),
+                                            d.crossEntropy, nullptr);
       loss.commit();
     } else {
       In dloss = in(operand(2));
-      Out d = out(result(0));
-      k::crossEntropyBackward(logits.data, ids(operand(1)), s, dloss.data[0],
-                              d.data);
-      d.commit();
+      Out dl = out(result(0));
+      k::crossEntropyBackward(logits.data, ids(operand(1)), d.crossEntropy,
+                              dloss.data[0], dl.data);
+      dl.commit();
     }
     return Status::ok();
   }
   case Kernel::HEAD_CROSS_ENTROPY:
   case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
     In x = in(operand(0)), w = in(operand(1));
-    int64_t rows;
-    k::HeadShape s = headShape(*plan_, op, rows);
-    int64_t v = s.ce.vocab;
     // The last result is the plan's scratch for one chunk of F32 logits.
-    uint32_t scratchBuf = op.results(op.results_size() - 1);
-    if (buf(scratchBuf).dtype() != plan::F32 ||
-        count(scratchBuf) < std::min(s.chunkRows, rows) * v)
-      return Status::error("the head's scratch buffer is too small");
-    float *scratch = static_cast<float *>(ptr(scratchBuf));
+    float *scratch =
+        static_cast<float *>(ptr(op.results(op.results_size() - 1)));
     if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY) {
       Out loss = out(result(0));
       loss.data[0] = k::headCrossEntropyForward(x.data, w.data, ids(operand(2)),
-                                                s, scratch);
+                                                d.head, scratch);
       loss.commit();
       return Status::ok();
     }
     In dloss = in(operand(3));
     Out dx = out(result(0)), dw = out(result(1));
     k::headCrossEntropyBackward(x.data, w.data, ids(operand(2)), dloss.data[0],
-                                s, dx.data, dw.data, scratch);
+                                d.head, dx.data, dw.data, scratch);
     dx.commit();
     dw.commit();
     return Status::ok();
@@ -357,16 +371,14 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::MUL: {
     In x = in(operand(0)), y = in(operand(1));
     Out z = out(result(0));
-    k::Binary b = binaryOf(op.kernel());
-    k::binaryForward(b, x.data, dims(operand(0)), y.data, dims(operand(1)),
-                     z.data, dims(result(0)));
+    k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);
     z.commit();
     return Status::ok();
   }
   case Kernel::NEG: {
     In x = in(operand(0));
     Out y = out(result(0));
-    for (int64_t i = 0; i < count(operand(0)); ++i)
+    for (int64_t i = 0; i < d.elements; ++i)
       y.data[i] = -x.data[i];
     y.commit();
     return Status::ok();
@@ -374,33 +386,26 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::REDUCE_SUM: {
     In x = in(operand(0));
     Out y = out(result(0));
-    k::reduceSum(x.data, dims(operand(0)), {a.axes().begin(), a.axes().end()},
-                 y.data);
+    k::reduceSum(x.data, d.a, d.axes, y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::TRANSPOSE: {
     In x = in(operand(0));
     Out y = out(result(0));
-    k::transpose(x.data, dims(operand(0)), {a.perm().begin(), a.perm().end()},
-                 y.data);
+    k::transpose(x.data, d.a, d.perm, y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::CONCAT: {
     std::vector<In> parts;
     std::vector<const float *> ptrs;
-    std::vector<k::Dims> partDims;
-    for (uint32_t b : op.operands()) {
+    for (uint32_t b : op.operands())
       parts.push_back(in(b));
-      partDims.push_back(dims(b));
-    }
     for (const In &p : parts)
       ptrs.push_back(p.data);
-    int64_t rank = int64_t(dims(result(0)).size());
     Out y = out(result(0));
-    k::concat(ptrs, partDims, a.axis() < 0 ? a.axis() + rank : a.axis(),
-              y.data);
+    k::concat(ptrs, d.parts, d.axis, y.data);
     y.commit();
     return Status::ok();
   }
@@ -408,36 +413,15 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     In x = in(operand(0));
     std::vector<Out> parts;
     std::vector<float *> ptrs;
-    std::vector<k::Dims> partDims;
-    for (uint32_t b : op.results()) {
+    for (uint32_t b : op.results())
       parts.push_back(out(b));
-      partDims.push_back(dims(b));
-    }
     for (Out &p : parts)
       ptrs.push_back(p.data);
-    int64_t rank = int64_t(dims(operand(0)).size());
-    k::split(x.data, dims(operand(0)),
-             a.axis() < 0 ? a.axis() + rank : a.axis(), ptrs, partDims);
+    k::split(x.data, d.a, d.axis, ptrs, d.parts);
     for (Out &p : parts)
       p.commit();
     return Status::ok();
   }
-  // Every tier is host memory here.
-  case Kernel::COPY:
-  case Kernel::COPY_TO_DEVICE:
-  case Kernel::COPY_TO_HOST:
-    return hostCopy(*plan_, operand(0), result(0),
-                    [this](uint32_t b) { return ptr(b); });
-  case Kernel::FILL:
-    return hostFill(*plan_, result(0), float(a.value()),
-                    [this](uint32_t b) { return ptr(b); });
-  case Kernel::ACCUMULATE:
-  case Kernel::READ_DISK:
-  case Kernel::WRITE_DISK:
-  case Kernel::ADAMW:
-    return runHostOp(
-        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
-        threads_);
   default:
     return Status::error("the CPU backend has no kernel " +
                          plan::Kernel_Name(op.kernel()));

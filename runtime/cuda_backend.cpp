@@ -14,7 +14,6 @@
 #include "runtime/cuda_gemm.h"
 #include "runtime/disk_arena.h"
 #include "runtime/host_ops.h"
-#include "runtime/op_shapes.h"
 #include "runtime/plan_io.h"
 
 #include <cuda_runtime_api.h>
@@ -125,6 +124,8 @@ public:
 
 private:
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
+  /// The description of an op of the plan (not one made outside it).
+  const OpDesc &desc(const plan::Op &op) const { return *ops_.find(op); }
   plan::Tier tier(uint32_t b) const {
     return plan_->arenas(int(buf(b).arena())).tier();
   }
@@ -183,8 +184,7 @@ private:
   struct Linear {
     GemmShape forward, dx, dw;
   };
-  Linear linearGemms(const plan::Op &op, int64_t rows, int64_t inDim,
-                     int64_t outDim) const;
+  Linear linearGemms(const plan::Op &op) const;
   struct Head {
     int64_t rows, dim, vocab, chunk;
     bool outIn;
@@ -194,10 +194,10 @@ private:
   Head headOf(const plan::Op &op) const;
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
-  bool biasEpilogue(const plan::Op &op, int64_t outDim) const {
-    return op.operands_size() > 2 &&
+  bool biasEpilogue(const plan::Op &op) const {
+    return desc(op).linear.bias &&
            typeOf(op.operands(2)) == typeOf(op.results(0)) &&
-           count(op.operands(2)) == outDim && !noEpilogue_.count(&op);
+           !noEpilogue_.count(&op);
   }
 
   int threads_;
@@ -227,6 +227,8 @@ private:
 
 Status CudaBackend::allocate(const plan::Plan &plan) {
   plan_ = &plan;
+  if (Status st = ops_.build(plan); !st)
+    return st;
   if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
     return st;
   if (Status st = gemms_.init(); !st)
@@ -396,8 +398,14 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
   for (uint32_t b : op.results())
     if (Status st = check(b); !st)
       return st;
-  // A GEMM's inputs share one type: x and w (and dy).
   Kernel k = op.kernel();
+  if ((k == Kernel::ATTENTION || k == Kernel::ATTENTION_GRAD) &&
+      desc(op).attention.headDim > kc::kMaxHeadDim)
+    return Status::error("head dim " +
+                         std::to_string(desc(op).attention.headDim) +
+                         " is above the CUDA attention kernel's " +
+                         std::to_string(kc::kMaxHeadDim));
+  // A GEMM's inputs share one type: x and w (and dy).
   if (k == Kernel::LINEAR || k == Kernel::LINEAR_GRAD ||
       k == Kernel::HEAD_CROSS_ENTROPY || k == Kernel::HEAD_CROSS_ENTROPY_GRAD) {
     int inputs = k == Kernel::LINEAR_GRAD ? 3 : 2;
@@ -411,10 +419,10 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
   return Status::ok();
 }
 
-CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
-                                             int64_t inDim,
-                                             int64_t outDim) const {
-  bool outIn = op.attrs().out_in();
+CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
+  const OpDesc::Linear &d = desc(op).linear;
+  int64_t rows = d.rows, inDim = d.in, outDim = d.out;
+  bool outIn = d.outIn;
   kc::DType ab = typeOf(op.operands(0));
   kc::DType c = typeOf(op.results(0));
   kc::DType dw = op.results_size() > 1 ? typeOf(op.results(1)) : c;
@@ -430,13 +438,14 @@ CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op, int64_t rows,
 }
 
 CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
+  const OpDesc &d = desc(op);
   Head h;
-  kernels::cpu::HeadShape shape = headShape(*plan_, op, h.rows);
-  h.dim = shape.dim;
-  h.outIn = shape.outIn;
-  h.vocab = shape.ce.vocab;
-  h.ce = shape.ce;
-  h.chunk = std::min(shape.chunkRows, h.rows);
+  h.rows = d.headRows;
+  h.dim = d.head.dim;
+  h.outIn = d.head.outIn;
+  h.vocab = d.head.ce.vocab;
+  h.ce = d.head.ce;
+  h.chunk = d.head.chunkRows;
   h.type = typeOf(op.operands(0));
   return h;
 }
@@ -448,21 +457,14 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
     return Status::ok();
   case Kernel::EMBEDDING_GRAD:
     return MT_CUDA(kc::embeddingGradWorkspaceBytes(
-        dims(op.results(0))[0], count(op.operands(1)), bytes));
+        desc(op).embedding.vocab, desc(op).embedding.count, bytes));
   case Kernel::RMS_NORM_GRAD:
-  case Kernel::LAYER_NORM_GRAD: {
-    int64_t d = dims(op.operands(0)).back();
-    bytes = kc::normGradWorkspaceBytes(count(op.operands(0)) / d, d);
+  case Kernel::LAYER_NORM_GRAD:
+    bytes = kc::normGradWorkspaceBytes(desc(op).norm.rows, desc(op).norm.dim);
     return Status::ok();
-  }
-  case Kernel::ATTENTION_GRAD: {
-    kc::AttentionShape s;
-    bool hasMask;
-    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
-      return st;
-    bytes = kc::attentionGradWorkspaceBytes(s);
+  case Kernel::ATTENTION_GRAD:
+    bytes = kc::attentionGradWorkspaceBytes(desc(op).attention);
     return Status::ok();
-  }
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD:
     // Row losses (forward) or the count of rows (backward).
@@ -488,13 +490,9 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
   switch (op.kernel()) {
   case Kernel::LINEAR:
   case Kernel::LINEAR_GRAD: {
-    int64_t inDim = dims(op.operands(0)).back();
-    int64_t outDim = op.kernel() == Kernel::LINEAR
-                         ? dims(op.results(0)).back()
-                         : dims(op.operands(2)).back();
-    Linear l = linearGemms(op, count(op.operands(0)) / inDim, inDim, outDim);
+    Linear l = linearGemms(op);
     if (op.kernel() == Kernel::LINEAR) {
-      l.forward.bias = biasEpilogue(op, outDim);
+      l.forward.bias = biasEpilogue(op);
       if (l.forward.bias && !gemms_.prepare(l.forward)) {
         // No algorithm with the epilogue for this shape: add it after.
         noEpilogue_.insert(&op);
@@ -582,118 +580,127 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   auto operand = [&](int i) { return op.operands(i); };
   auto result = [&](int i) { return op.results(i); };
   auto cuda = [](cudaError_t e) { return MT_CUDA(e); };
+  // Copies and fills (also those outside the plan, as the refresh of a
+  // compute copy at load) need no description.
+  if (op.kernel() == Kernel::COPY) {
+    if (count(operand(0)) != count(result(0)))
+      return Status::error("copy between buffers of " +
+                           std::to_string(count(operand(0))) + " and " +
+                           std::to_string(count(result(0))) + " elements");
+    if (buf(operand(0)).dtype() == buf(result(0)).dtype())
+      return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
+                                  bytesOf(result(0)), cudaMemcpyDeviceToDevice,
+                                  stream));
+    return cuda(
+        kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
+  }
+  if (op.kernel() == Kernel::FILL)
+    return cuda(
+        kc::fill(out(result(0)), count(result(0)), float(a.value()), stream));
+  const OpDesc *desc = ops_.find(op);
+  if (!desc)
+    return Status::error(plan::Kernel_Name(op.kernel()) +
+                         " op outside the plan");
+  const OpDesc &d = *desc;
   switch (op.kernel()) {
   case Kernel::EMBEDDING: {
-    auto shape = dims(operand(0));
+    const OpDesc::Embedding &e = d.embedding;
     int *bad = reinterpret_cast<int *>(scratch);
     if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
       return st;
-    return cuda(kc::embedding(in(operand(0)), ids(operand(1)),
-                              count(operand(1)), shape[0], shape[1],
-                              out(result(0)), bad, stream));
+    return cuda(kc::embedding(in(operand(0)), ids(operand(1)), e.count, e.vocab,
+                              e.dim, out(result(0)), bad, stream));
   }
   case Kernel::EMBEDDING_GRAD: {
-    auto shape = dims(result(0));
-    return cuda(kc::embeddingGrad(in(operand(0)), ids(operand(1)),
-                                  count(operand(1)), shape[0], shape[1],
-                                  out(result(0)), scratch, stream));
+    const OpDesc::Embedding &e = d.embedding;
+    return cuda(kc::embeddingGrad(in(operand(0)), ids(operand(1)), e.count,
+                                  e.vocab, e.dim, out(result(0)), scratch,
+                                  stream));
   }
   case Kernel::LINEAR: {
-    int64_t inDim = dims(operand(0)).back(), outDim = dims(result(0)).back();
-    Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
+    Linear l = linearGemms(op);
     // A bias of y's type is added in the GEMM's epilogue; another one after.
-    bool epilogue = biasEpilogue(op, outDim);
+    bool epilogue = biasEpilogue(op);
     l.forward.bias = epilogue;
     if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
                                ptr(result(0)), gemmWorkspace, stream,
                                epilogue ? ptr(operand(2)) : nullptr);
         !st)
       return st;
-    if (op.operands_size() < 3 || epilogue)
+    if (!d.linear.bias || epilogue)
       return Status::ok();
     return cuda(kc::binary(kc::Binary::Add, in(result(0)), dims(result(0)),
                            in(operand(2)), dims(operand(2)), out(result(0)),
                            dims(result(0)), stream));
   }
   case Kernel::LINEAR_GRAD: {
-    int64_t inDim = dims(operand(0)).back(), outDim = dims(operand(2)).back();
-    Linear l = linearGemms(op, count(operand(0)) / inDim, inDim, outDim);
+    Linear l = linearGemms(op);
     if (Status st = gemms_.run(l.dx, ptr(operand(2)), ptr(operand(1)),
                                ptr(result(0)), gemmWorkspace, stream);
         !st)
       return st;
     // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
-    bool outIn = a.out_in();
+    bool outIn = d.linear.outIn;
     return gemms_.run(l.dw, ptr(outIn ? operand(2) : operand(0)),
                       ptr(outIn ? operand(0) : operand(2)), ptr(result(1)),
                       gemmWorkspace, stream);
   }
   case Kernel::RMS_NORM:
   case Kernel::LAYER_NORM: {
-    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    const OpDesc::Norm &n = d.norm;
     if (op.kernel() == Kernel::RMS_NORM)
-      return cuda(kc::rmsNorm(in(operand(0)), in(operand(1)), rows, d, a.eps(),
-                              a.plus_one(), out(result(0)), stream));
-    kc::Ref bias = op.operands_size() > 2 ? in(operand(2)) : kc::Ref{};
-    return cuda(kc::layerNorm(in(operand(0)), in(operand(1)), bias, rows, d,
-                              a.eps(), out(result(0)), stream));
+      return cuda(kc::rmsNorm(in(operand(0)), in(operand(1)), n.rows, n.dim,
+                              a.eps(), a.plus_one(), out(result(0)), stream));
+    kc::Ref bias = n.bias ? in(operand(2)) : kc::Ref{};
+    return cuda(kc::layerNorm(in(operand(0)), in(operand(1)), bias, n.rows,
+                              n.dim, a.eps(), out(result(0)), stream));
   }
   case Kernel::RMS_NORM_GRAD:
   case Kernel::LAYER_NORM_GRAD: {
-    int64_t d = dims(operand(0)).back(), rows = count(operand(0)) / d;
+    const OpDesc::Norm &n = d.norm;
     if (op.kernel() == Kernel::RMS_NORM_GRAD)
-      return cuda(kc::rmsNormGrad(
-          in(operand(0)), in(operand(1)), in(operand(2)), rows, d, a.eps(),
-          a.plus_one(), out(result(0)), out(result(1)), scratch, stream));
+      return cuda(kc::rmsNormGrad(in(operand(0)), in(operand(1)),
+                                  in(operand(2)), n.rows, n.dim, a.eps(),
+                                  a.plus_one(), out(result(0)), out(result(1)),
+                                  scratch, stream));
     return cuda(kc::layerNormGrad(
-        in(operand(0)), in(operand(1)), in(operand(2)), rows, d, a.eps(),
+        in(operand(0)), in(operand(1)), in(operand(2)), n.rows, n.dim, a.eps(),
         out(result(0)), out(result(1)), scratch, stream));
   }
   case Kernel::ROTARY:
-  case Kernel::ROTARY_GRAD: {
-    kc::RotaryShape s = rotaryShape(*plan_, op);
-    return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)), s,
-                           op.kernel() == Kernel::ROTARY_GRAD, out(result(0)),
-                           stream));
-  }
+  case Kernel::ROTARY_GRAD:
+    return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)),
+                           d.rotary, op.kernel() == Kernel::ROTARY_GRAD,
+                           out(result(0)), stream));
   case Kernel::ATTENTION:
   case Kernel::ATTENTION_GRAD: {
-    bool grad = op.kernel() == Kernel::ATTENTION_GRAD;
-    kc::AttentionShape s;
-    bool hasMask;
-    if (Status st = attentionShape(*plan_, op, s, hasMask); !st)
-      return st;
-    if (s.headDim > kc::kMaxHeadDim)
-      return Status::error("head dim " + std::to_string(s.headDim) +
-                           " is above the CUDA attention kernel's " +
-                           std::to_string(kc::kMaxHeadDim));
-    kc::Ref mask = hasMask ? in(operand(3)) : kc::Ref{};
-    if (!grad)
+    const kc::AttentionShape &s = d.attention;
+    kc::Ref mask = d.hasMask ? in(operand(3)) : kc::Ref{};
+    if (op.kernel() == Kernel::ATTENTION)
       return cuda(kc::attention(in(operand(0)), in(operand(1)), in(operand(2)),
                                 mask, s, out(result(0)), stream));
     return cuda(
         kc::attentionGrad(in(operand(0)), in(operand(1)), in(operand(2)), mask,
-                          in(operand(hasMask ? 4 : 3)), s, out(result(0)),
+                          in(operand(d.dOutOperand)), s, out(result(0)),
                           out(result(1)), out(result(2)), scratch, stream));
   }
   case Kernel::ACTIVATION:
-    return cuda(kc::activation(in(operand(0)), out(result(0)),
-                               count(operand(0)), activationOf(a.act()),
-                               stream));
+    return cuda(kc::activation(in(operand(0)), out(result(0)), d.elements,
+                               d.activation, stream));
   case Kernel::ACTIVATION_GRAD:
     return cuda(kc::activationGrad(in(operand(0)), in(operand(1)),
-                                   out(result(0)), count(operand(0)),
-                                   activationOf(a.act()), stream));
+                                   out(result(0)), d.elements, d.activation,
+                                   stream));
   case Kernel::GATED_ACTIVATION:
     return cuda(kc::gated(in(operand(0)), in(operand(1)), out(result(0)),
-                          count(operand(0)), activationOf(a.act()), stream));
+                          d.elements, d.activation, stream));
   case Kernel::GATED_ACTIVATION_GRAD:
     return cuda(kc::gatedGrad(in(operand(0)), in(operand(1)), in(operand(2)),
-                              out(result(0)), out(result(1)), count(operand(0)),
-                              activationOf(a.act()), stream));
+                              out(result(0)), out(result(1)), d.elements,
+                              d.activation, stream));
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD: {
-    kc::CrossEntropyShape s = crossEntropyShape(*plan_, op);
+    const kc::CrossEntropyShape &s = d.crossEntropy;
     int64_t rows = s.batch * s.seq;
     if (op.kernel() == Kernel::CROSS_ENTROPY) {
       float *rowLoss = reinterpret_cast<float *>(scratch);
@@ -716,12 +723,8 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
     Head h = headOf(op);
     bool grad = op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+    // The last result: the plan's scratch of a chunk of F32 logits.
     uint32_t scratchBuf = op.results(op.results_size() - 1);
-    if (buf(scratchBuf).dtype() != plan::F32 ||
-        count(scratchBuf) < h.chunk * h.vocab)
-      return Status::error("the head's scratch buffer is too small");
-    if (typeOf(operand(1)) != h.type)
-      return Status::error("the head's input and weight differ in type");
     float *logits = static_cast<float *>(ptr(scratchBuf));
     float *rowLoss = reinterpret_cast<float *>(scratch);
     int64_t *n = reinterpret_cast<int64_t *>(
@@ -791,66 +794,42 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   }
   case Kernel::ADD:
   case Kernel::SUB:
-  case Kernel::MUL: {
-    kc::Binary b = binaryOf(op.kernel());
-    return cuda(kc::binary(b, in(operand(0)), dims(operand(0)), in(operand(1)),
-                           dims(operand(1)), out(result(0)), dims(result(0)),
-                           stream));
-  }
+  case Kernel::MUL:
+    return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
+                           out(result(0)), d.out, stream));
   case Kernel::NEG:
-    return cuda(
-        kc::neg(in(operand(0)), out(result(0)), count(operand(0)), stream));
+    return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
   case Kernel::REDUCE_SUM:
-    return cuda(kc::reduceSum(in(operand(0)), dims(operand(0)),
-                              {a.axes().begin(), a.axes().end()},
-                              out(result(0)), stream));
+    return cuda(
+        kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));
   case Kernel::TRANSPOSE:
-    return cuda(kc::transpose(in(operand(0)), dims(operand(0)),
-                              {a.perm().begin(), a.perm().end()},
-                              out(result(0)), stream));
+    return cuda(
+        kc::transpose(in(operand(0)), d.a, d.perm, out(result(0)), stream));
   case Kernel::CONCAT: {
-    auto yd = dims(result(0));
-    int64_t axis = a.axis() < 0 ? a.axis() + int64_t(yd.size()) : a.axis();
     int64_t offset = 0;
-    for (uint32_t p : op.operands()) {
-      auto pd = dims(p);
-      if (Status st = cuda(kc::concatPart(in(p), pd, axis, offset, yd[axis],
-                                          out(result(0)), stream));
+    for (int i = 0; i < op.operands_size(); ++i) {
+      const Dims &pd = d.parts[i];
+      if (Status st =
+              cuda(kc::concatPart(in(op.operands(i)), pd, d.axis, offset,
+                                  d.out[d.axis], out(result(0)), stream));
           !st)
         return st;
-      offset += pd[axis];
+      offset += pd[d.axis];
     }
     return Status::ok();
   }
   case Kernel::SPLIT: {
-    auto xd = dims(operand(0));
-    int64_t axis = a.axis() < 0 ? a.axis() + int64_t(xd.size()) : a.axis();
     int64_t offset = 0;
-    for (uint32_t p : op.results()) {
-      auto pd = dims(p);
-      if (Status st = cuda(kc::splitPart(in(operand(0)), xd, axis, offset,
-                                         out(p), pd, stream));
+    for (int i = 0; i < op.results_size(); ++i) {
+      const Dims &pd = d.parts[i];
+      if (Status st = cuda(kc::splitPart(in(operand(0)), d.a, d.axis, offset,
+                                         out(op.results(i)), pd, stream));
           !st)
         return st;
-      offset += pd[axis];
+      offset += pd[d.axis];
     }
     return Status::ok();
   }
-  case Kernel::COPY: {
-    if (count(operand(0)) != count(result(0)))
-      return Status::error("copy between buffers of " +
-                           std::to_string(count(operand(0))) + " and " +
-                           std::to_string(count(result(0))) + " elements");
-    if (buf(operand(0)).dtype() == buf(result(0)).dtype())
-      return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
-                                  bytesOf(result(0)), cudaMemcpyDeviceToDevice,
-                                  stream));
-    return cuda(
-        kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
-  }
-  case Kernel::FILL:
-    return cuda(
-        kc::fill(out(result(0)), count(result(0)), float(a.value()), stream));
   default:
     return Status::error("the CUDA backend has no kernel " +
                          plan::Kernel_Name(op.kernel()));

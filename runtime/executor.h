@@ -6,6 +6,7 @@
 #define MT_RUNTIME_EXECUTOR_H
 
 #include "runtime/adamw.h"
+#include "runtime/op_desc.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
@@ -73,6 +74,8 @@ public:
 
 protected:
   std::vector<std::string> notes_;
+  /// Each op's kernel arguments, built by `allocate` (op_desc.h).
+  OpTable ops_;
 };
 
 /// The CPU backend: arenas in host memory, DISK arenas as files in

@@ -1,6 +1,8 @@
 // Plan files: framing, validation, atomic writes (see plan_io.h).
 #include "runtime/plan_io.h"
+
 #include "runtime/data_path.h"
+#include "runtime/op_desc.h"
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -561,7 +563,14 @@ std::string describeCrossings(const plan::Plan &plan) {
 }
 
 Status validatePlan(const plan::Plan &plan, const std::string &path) {
-  return Validator(plan, path).run();
+  if (Status st = Validator(plan, path).run(); !st)
+    return st;
+  // Every op's buffers against what its kernel takes (op_desc.h), as the
+  // backends will resolve them.
+  OpTable ops;
+  if (Status st = ops.build(plan); !st)
+    return Status::error(path + ": " + st.message());
+  return Status::ok();
 }
 
 void relocateData(plan::Plan &plan, const std::string &planPath) {

@@ -39,8 +39,9 @@ std::string describeCrossings(const plan::Plan &plan);
 /// its arena, kernels known and with the right number of operands and
 /// results, every wait on a token that an earlier op of its phase signals
 /// (so that no interleaving of the streams can deadlock), parameters,
-/// constants and inputs consistent with their buffers. The message names
-/// the plan file and the field.
+/// constants and inputs consistent with their buffers, and every compute
+/// op's buffers against what its kernel takes (OpTable::build). The
+/// message names the plan file and the field or op.
 Status validatePlan(const plan::Plan &plan, const std::string &path);
 
 /// Rewrites the data locations mtc found (absolute files) relative to the

@@ -11,6 +11,10 @@ EDIT:
   version=N    the plan says it is of version N
   utf8         a byte of the first parameter's name is not UTF-8 (which
                protobuf refuses in a string field)
+  weight-shape the weight of the first LINEAR op is one column narrower
+               than its input (it still fits its arena)
+  head-scratch the head's chunk scratch holds one row of logits fewer than
+               its chunk needs
 """
 import importlib
 import os
@@ -48,6 +52,18 @@ elif edit.startswith("data="):
     p.data.file = edit[len("data="):]
 elif edit.startswith("version="):
     plan.version = int(edit[len("version="):])
+elif edit == "weight-shape":
+    op = next(op for ph in plan.phases for op in ph.ops
+              if op.kernel == pb.LINEAR)
+    w = plan.buffers[op.operands[1]]
+    w.shape[-1] -= 1
+    print(f"weight {w.name} is now {list(w.shape)}")
+elif edit == "head-scratch":
+    op = next(op for ph in plan.phases for op in ph.ops
+              if op.kernel == pb.HEAD_CROSS_ENTROPY)
+    scratch = plan.buffers[op.results[-1]]
+    scratch.shape[0] -= 1
+    print(f"scratch {scratch.name} is now {list(scratch.shape)}")
 elif edit != "utf8":
     sys.exit(f"unknown edit {edit}")
 

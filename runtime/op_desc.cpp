@@ -1,0 +1,574 @@
+// Op descriptions (see op_desc.h).
+#include "runtime/op_desc.h"
+
+#include "runtime/plan_io.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace mt::runtime {
+namespace {
+
+namespace k = mt::kernels::cpu;
+using plan::Kernel;
+
+/// The largest GEMM dimension the BLAS and cuBLASLt take (32-bit ints).
+constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
+
+std::string str(const Dims &d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+/// Reads one op's buffers and says what is wrong with them.
+class Describer {
+public:
+  Describer(const plan::Plan &plan, const plan::Op &op, OpDesc &d)
+      : plan_(plan), op_(op), d_(d) {}
+
+  Status run();
+
+private:
+  const plan::Buffer &buf(uint32_t b) const { return plan_.buffers(int(b)); }
+  uint32_t operand(int i) const { return op_.operands(i); }
+  uint32_t result(int i) const { return op_.results(i); }
+  Dims dims(uint32_t b) const {
+    return {buf(b).shape().begin(), buf(b).shape().end()};
+  }
+  int64_t count(uint32_t b) const { return bufferElements(plan_, b); }
+  std::string name(uint32_t b) const { return "'" + buf(b).name() + "'"; }
+
+  static Status fail(const std::string &what) { return Status::error(what); }
+
+  /// Every operand and result but the ids and labels holds floats the
+  /// kernels read: F32 or BF16.
+  Status floats(std::initializer_list<uint32_t> buffers) const {
+    for (uint32_t b : buffers) {
+      plan::DType t = buf(b).dtype();
+      if (t != plan::F32 && t != plan::BF16)
+        return fail(name(b) + " is " + plan::DType_Name(t) +
+                    "; the kernel takes F32 or BF16");
+    }
+    return Status::ok();
+  }
+  Status ids(uint32_t b) const {
+    if (buf(b).dtype() != plan::I64)
+      return fail(name(b) + " holds ids or labels and must be I64, not " +
+                  plan::DType_Name(buf(b).dtype()));
+    return Status::ok();
+  }
+  /// Buffer b holds `n` elements.
+  Status holds(uint32_t b, int64_t n, const std::string &why) const {
+    if (count(b) != n)
+      return fail(name(b) + " " + str(dims(b)) + " has " +
+                  std::to_string(count(b)) + " elements; " + why + " needs " +
+                  std::to_string(n));
+    return Status::ok();
+  }
+  /// The last dim of b (b has rank >= 1 and it is positive).
+  Status lastDim(uint32_t b, int64_t &d) const {
+    if (buf(b).shape_size() == 0 || buf(b).shape(buf(b).shape_size() - 1) <= 0)
+      return fail(name(b) + " " + str(dims(b)) +
+                  " needs a last dim of at least 1");
+    d = buf(b).shape(buf(b).shape_size() - 1);
+    return Status::ok();
+  }
+  static Status gemmDims(std::initializer_list<int64_t> dims) {
+    for (int64_t d : dims)
+      if (d > kMaxGemmDim)
+        return fail("a matrix dim of " + std::to_string(d) +
+                    " is above the GEMMs' 2^31 - 1");
+    return Status::ok();
+  }
+
+  Status embedding();
+  Status linear();
+  Status norm();
+  Status rotary();
+  Status attention();
+  Status elementwise();
+  Status crossEntropy();
+  Status head();
+  Status binary();
+  Status layout();
+
+  const plan::Plan &plan_;
+  const plan::Op &op_;
+  OpDesc &d_;
+};
+
+Status Describer::run() {
+  d_.kernel = op_.kernel();
+  switch (op_.kernel()) {
+  case Kernel::EMBEDDING:
+  case Kernel::EMBEDDING_GRAD:
+    return embedding();
+  case Kernel::LINEAR:
+  case Kernel::LINEAR_GRAD:
+    return linear();
+  case Kernel::RMS_NORM:
+  case Kernel::RMS_NORM_GRAD:
+  case Kernel::LAYER_NORM:
+  case Kernel::LAYER_NORM_GRAD:
+    return norm();
+  case Kernel::ROTARY:
+  case Kernel::ROTARY_GRAD:
+    return rotary();
+  case Kernel::ATTENTION:
+  case Kernel::ATTENTION_GRAD:
+    return attention();
+  case Kernel::ACTIVATION:
+  case Kernel::ACTIVATION_GRAD:
+  case Kernel::GATED_ACTIVATION:
+  case Kernel::GATED_ACTIVATION_GRAD:
+  case Kernel::NEG:
+    return elementwise();
+  case Kernel::CROSS_ENTROPY:
+  case Kernel::CROSS_ENTROPY_GRAD:
+    return crossEntropy();
+  case Kernel::HEAD_CROSS_ENTROPY:
+  case Kernel::HEAD_CROSS_ENTROPY_GRAD:
+    return head();
+  case Kernel::ADD:
+  case Kernel::SUB:
+  case Kernel::MUL:
+    return binary();
+  case Kernel::REDUCE_SUM:
+  case Kernel::TRANSPOSE:
+  case Kernel::CONCAT:
+  case Kernel::SPLIT:
+    return layout();
+  default:
+    // Copies, fills and the host ops check their buffers as they run.
+    d_.elements = count(result(0));
+    return Status::ok();
+  }
+}
+
+Status Describer::embedding() {
+  bool grad = op_.kernel() == Kernel::EMBEDDING_GRAD;
+  uint32_t table = grad ? result(0) : operand(0),
+           rows = grad ? operand(0) : result(0);
+  if (Status st = floats({table, rows}); !st)
+    return st;
+  if (Status st = ids(operand(1)); !st)
+    return st;
+  Dims td = dims(table);
+  if (td.size() != 2 || td[0] <= 0 || td[1] <= 0)
+    return fail("the table " + name(table) + " " + str(td) +
+                " must be [vocab, dim]");
+  auto &e = d_.embedding;
+  e = {count(operand(1)), td[0], td[1]};
+  return holds(rows, e.count * e.dim,
+               std::to_string(e.count) + " ids of " + std::to_string(e.dim));
+}
+
+Status Describer::linear() {
+  bool grad = op_.kernel() == Kernel::LINEAR_GRAD;
+  uint32_t x = operand(0), w = operand(1);
+  if (Status st = floats({x, w}); !st)
+    return st;
+  auto &l = d_.linear;
+  l.outIn = op_.attrs().out_in();
+  if (Status st = lastDim(x, l.in); !st)
+    return st;
+  l.rows = count(x) / l.in;
+  Dims wd = dims(w);
+  if (wd.size() != 2 || wd[l.outIn ? 1 : 0] != l.in)
+    return fail("the weight " + name(w) + " " + str(wd) + " must be " +
+                (l.outIn ? "[out, " + std::to_string(l.in) + "]"
+                         : "[" + std::to_string(l.in) + ", out]") +
+                " for the input " + name(x) + " " + str(dims(x)));
+  l.out = wd[l.outIn ? 0 : 1];
+  if (Status st = gemmDims({l.rows, l.in, l.out}); !st)
+    return st;
+  std::string rowsOfOut =
+      std::to_string(l.rows) + " rows of " + std::to_string(l.out);
+  if (!grad) {
+    l.bias = op_.operands_size() > 2;
+    if (Status st = floats({result(0)}); !st)
+      return st;
+    if (l.bias) {
+      if (Status st = floats({operand(2)}); !st)
+        return st;
+      if (Status st = holds(operand(2), l.out, "a bias of the output"); !st)
+        return st;
+    }
+    return holds(result(0), l.rows * l.out, rowsOfOut);
+  }
+  uint32_t dy = operand(2);
+  if (Status st = floats({dy, result(0), result(1)}); !st)
+    return st;
+  if (Status st = holds(dy, l.rows * l.out,
+                        "the output's gradient, " + rowsOfOut + ",");
+      !st)
+    return st;
+  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
+    return st;
+  return holds(result(1), count(w), "the weight's gradient");
+}
+
+Status Describer::norm() {
+  Kernel kind = op_.kernel();
+  bool grad = kind == Kernel::RMS_NORM_GRAD || kind == Kernel::LAYER_NORM_GRAD;
+  uint32_t x = operand(0), w = operand(1);
+  if (Status st = floats({x, w, result(0)}); !st)
+    return st;
+  auto &n = d_.norm;
+  if (Status st = lastDim(x, n.dim); !st)
+    return st;
+  n.rows = count(x) / n.dim;
+  if (Status st = holds(w, n.dim, "a scale of the last dim"); !st)
+    return st;
+  if (!grad) {
+    n.bias = kind == Kernel::LAYER_NORM && op_.operands_size() > 2;
+    if (n.bias) {
+      if (Status st = floats({operand(2)}); !st)
+        return st;
+      if (Status st = holds(operand(2), n.dim, "a bias of the last dim"); !st)
+        return st;
+    }
+    return holds(result(0), count(x), "the output");
+  }
+  if (Status st = floats({operand(2), result(1)}); !st)
+    return st;
+  if (Status st = holds(operand(2), count(x), "the output's gradient"); !st)
+    return st;
+  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
+    return st;
+  return holds(result(1), n.dim, "the scale's gradient");
+}
+
+Status Describer::rotary() {
+  uint32_t x = operand(0), c = operand(1), s = operand(2);
+  if (Status st = floats({x, c, s, result(0)}); !st)
+    return st;
+  Dims xd = dims(x), cd = dims(c);
+  int64_t hd = op_.attrs().head_dim();
+  if (xd.size() != 3 || hd <= 0 || hd % 2 || xd[2] % hd)
+    return fail(name(x) + " " + str(xd) +
+                " must be [batch, seq, heads x head dim] with an even head "
+                "dim (attribute head_dim " +
+                std::to_string(hd) + ")");
+  d_.rotary = {xd[0], xd[1],          xd[2] / hd,
+               hd,    cd.size() == 3, op_.attrs().interleaved()};
+  Dims want = cd.size() == 3 ? Dims{xd[0], xd[1], hd} : Dims{xd[1], hd};
+  if (cd != want || dims(s) != want)
+    return fail("the tables " + name(c) + " " + str(cd) + " and " + name(s) +
+                " " + str(dims(s)) +
+                " must be [seq, head dim] or [batch, "
+                "seq, head dim]: " +
+                str(want));
+  return holds(result(0), count(x), "the output");
+}
+
+Status Describer::attention() {
+  bool grad = op_.kernel() == Kernel::ATTENTION_GRAD;
+  const plan::Attrs &a = op_.attrs();
+  d_.hasMask = op_.operands_size() == (grad ? 5 : 4);
+  uint32_t q = operand(0), kk = operand(1), v = operand(2);
+  if (Status st = floats({q, kk, v}); !st)
+    return st;
+  Dims qd = dims(q);
+  if (qd.size() != 3 || a.num_heads() <= 0 || a.num_kv_heads() <= 0 ||
+      a.num_heads() % a.num_kv_heads() != 0 || qd[2] % a.num_heads() != 0 ||
+      qd[2] == 0)
+    return fail("attention takes " + name(q) + " " + str(qd) +
+                " as [batch, seq, heads x head dim] with heads (" +
+                std::to_string(a.num_heads()) + ") a multiple of kv heads (" +
+                std::to_string(a.num_kv_heads()) + ")");
+  auto &s = d_.attention;
+  s = {qd[0],
+       qd[1],
+       a.num_heads(),
+       a.num_kv_heads(),
+       qd[2] / a.num_heads(),
+       a.scale(),
+       a.causal(),
+       a.window()};
+  Dims kvd = {s.batch, s.seq, s.kvHeads * s.headDim};
+  if (dims(kk) != kvd || dims(v) != kvd)
+    return fail("the keys " + name(kk) + " " + str(dims(kk)) + " and values " +
+                name(v) + " " + str(dims(v)) + " must be " + str(kvd));
+  if (d_.hasMask) {
+    // [.., maskBatch, maskHeads, seq, seq], leading dims 1.
+    uint32_t m = operand(3);
+    if (Status st = floats({m}); !st)
+      return st;
+    Dims md = dims(m);
+    while (md.size() < 4)
+      md.insert(md.begin(), 1);
+    bool leadingOnes =
+        std::all_of(md.begin(), md.end() - 4, [](int64_t x) { return x == 1; });
+    s.maskBatch = md[md.size() - 4];
+    s.maskHeads = md[md.size() - 3];
+    if (!leadingOnes || (s.maskBatch != 1 && s.maskBatch != s.batch) ||
+        (s.maskHeads != 1 && s.maskHeads != s.heads) ||
+        md[md.size() - 2] != s.seq || md.back() != s.seq)
+      return fail("the mask " + name(m) + " " + str(dims(m)) +
+                  " does not broadcast to [batch, heads, seq, seq] = " +
+                  str({s.batch, s.heads, s.seq, s.seq}));
+  }
+  if (!grad) {
+    if (Status st = floats({result(0)}); !st)
+      return st;
+    return holds(result(0), count(q), "the output");
+  }
+  d_.dOutOperand = d_.hasMask ? 4 : 3;
+  uint32_t dOut = operand(d_.dOutOperand);
+  if (Status st = floats({dOut, result(0), result(1), result(2)}); !st)
+    return st;
+  if (Status st = holds(dOut, count(q), "the output's gradient"); !st)
+    return st;
+  if (Status st = holds(result(0), count(q), "the queries' gradient"); !st)
+    return st;
+  if (Status st = holds(result(1), count(kk), "the keys' gradient"); !st)
+    return st;
+  return holds(result(2), count(v), "the values' gradient");
+}
+
+Status Describer::elementwise() {
+  d_.activation = activationOf(op_.attrs().act());
+  d_.elements = count(operand(0));
+  for (uint32_t b : op_.operands()) {
+    if (Status st = floats({b}); !st)
+      return st;
+    if (Status st = holds(b, d_.elements, "an operand of the same size"); !st)
+      return st;
+  }
+  for (uint32_t b : op_.results()) {
+    if (Status st = floats({b}); !st)
+      return st;
+    if (Status st = holds(b, d_.elements, "a result of the same size"); !st)
+      return st;
+  }
+  return Status::ok();
+}
+
+Status Describer::crossEntropy() {
+  bool grad = op_.kernel() == Kernel::CROSS_ENTROPY_GRAD;
+  const plan::Attrs &a = op_.attrs();
+  uint32_t logits = operand(0), labels = operand(1);
+  if (Status st = floats({logits, result(0)}); !st)
+    return st;
+  if (Status st = ids(labels); !st)
+    return st;
+  int64_t vocab, rows = count(labels);
+  if (Status st = lastDim(logits, vocab); !st)
+    return st;
+  int64_t seq = a.shift() && buf(labels).shape_size() > 0
+                    ? buf(labels).shape(buf(labels).shape_size() - 1)
+                    : rows;
+  if (rows == 0 || seq <= 0 || rows % seq)
+    return fail("the labels " + name(labels) + " " + str(dims(labels)) +
+                (a.shift() ? " must be [batch, seq]" : " must not be empty"));
+  d_.crossEntropy = {rows / seq, seq, vocab, a.ignore_index(), a.shift()};
+  if (Status st = holds(logits, rows * vocab,
+                        "a row of logits for each of " + std::to_string(rows) +
+                            " labels");
+      !st)
+    return st;
+  if (!grad)
+    return holds(result(0), 1, "the loss");
+  if (Status st = floats({operand(2)}); !st)
+    return st;
+  if (Status st = holds(operand(2), 1, "the loss's gradient"); !st)
+    return st;
+  return holds(result(0), count(logits), "the logits' gradient");
+}
+
+Status Describer::head() {
+  bool grad = op_.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+  const plan::Attrs &a = op_.attrs();
+  uint32_t x = operand(0), w = operand(1), labels = operand(2);
+  if (Status st = floats({x, w}); !st)
+    return st;
+  if (Status st = ids(labels); !st)
+    return st;
+  auto &h = d_.head;
+  h.outIn = a.out_in();
+  if (Status st = lastDim(x, h.dim); !st)
+    return st;
+  int64_t rows = count(x) / h.dim;
+  d_.headRows = rows;
+  Dims wd = dims(w);
+  if (wd.size() != 2 || wd[h.outIn ? 1 : 0] != h.dim)
+    return fail("the head's weight " + name(w) + " " + str(wd) + " must be " +
+                (h.outIn ? "[vocab, " + std::to_string(h.dim) + "]"
+                         : "[" + std::to_string(h.dim) + ", vocab]"));
+  int64_t vocab = wd[h.outIn ? 0 : 1];
+  if (Status st = gemmDims({rows, h.dim, vocab}); !st)
+    return st;
+  int64_t seq = a.shift() && buf(labels).shape_size() > 0
+                    ? buf(labels).shape(buf(labels).shape_size() - 1)
+                    : rows;
+  if (count(labels) != rows || rows == 0 || seq <= 0 || rows % seq)
+    return fail("the labels " + name(labels) + " " + str(dims(labels)) +
+                " must hold one label for each of the " + std::to_string(rows) +
+                " rows of " + name(x) + (a.shift() ? ", as [batch, seq]" : ""));
+  h.ce = {rows / seq, seq, vocab, a.ignore_index(), a.shift()};
+  h.chunkRows = std::min(std::max<int64_t>(1, a.chunk_rows()), rows);
+  // The last result is the plan's scratch for one chunk of F32 logits.
+  uint32_t scratch = result(op_.results_size() - 1);
+  if (buf(scratch).dtype() != plan::F32 || count(scratch) < h.chunkRows * vocab)
+    return fail("the head's scratch " + name(scratch) + " " +
+                plan::DType_Name(buf(scratch).dtype()) + " " +
+                str(dims(scratch)) + " must be F32 of at least " +
+                std::to_string(h.chunkRows) + " x " + std::to_string(vocab) +
+                " elements (a chunk of logits)");
+  if (!grad) {
+    if (Status st = floats({result(0)}); !st)
+      return st;
+    return holds(result(0), 1, "the loss");
+  }
+  if (Status st = floats({operand(3), result(0), result(1)}); !st)
+    return st;
+  if (Status st = holds(operand(3), 1, "the loss's gradient"); !st)
+    return st;
+  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
+    return st;
+  return holds(result(1), count(w), "the weight's gradient");
+}
+
+Status Describer::binary() {
+  d_.binary = binaryOf(op_.kernel());
+  d_.a = dims(operand(0));
+  d_.b = dims(operand(1));
+  d_.out = dims(result(0));
+  if (Status st = floats({operand(0), operand(1), result(0)}); !st)
+    return st;
+  // numpy broadcasting: each operand's dims, right-aligned, are out's or 1.
+  for (const Dims *x : {&d_.a, &d_.b}) {
+    bool ok = x->size() <= d_.out.size();
+    for (size_t i = 0; ok && i < x->size(); ++i) {
+      int64_t xd = (*x)[x->size() - 1 - i], od = d_.out[d_.out.size() - 1 - i];
+      ok = xd == od || xd == 1;
+    }
+    if (!ok)
+      return fail(str(d_.a) + " and " + str(d_.b) +
+                  " do not broadcast to the result " + name(result(0)) + " " +
+                  str(d_.out));
+  }
+  return Status::ok();
+}
+
+Status Describer::layout() {
+  const plan::Attrs &at = op_.attrs();
+  Kernel kind = op_.kernel();
+  for (uint32_t b : op_.operands())
+    if (Status st = floats({b}); !st)
+      return st;
+  for (uint32_t b : op_.results())
+    if (Status st = floats({b}); !st)
+      return st;
+  if (kind == Kernel::REDUCE_SUM) {
+    d_.a = dims(operand(0));
+    int64_t rank = int64_t(d_.a.size());
+    Dims kept = d_.a;
+    for (int64_t x : at.axes()) {
+      if (x < -rank || x >= rank)
+        return fail("reduced axis " + std::to_string(x) + " is outside " +
+                    str(d_.a));
+      d_.axes.push_back(x < 0 ? x + rank : x);
+      kept[d_.axes.back()] = 1;
+    }
+    if (d_.axes.empty())
+      kept.assign(rank, 1);
+    return holds(result(0),
+                 std::accumulate(kept.begin(), kept.end(), int64_t(1),
+                                 std::multiplies<int64_t>()),
+                 "the sum over the reduced axes");
+  }
+  if (kind == Kernel::TRANSPOSE) {
+    d_.a = dims(operand(0));
+    d_.perm.assign(at.perm().begin(), at.perm().end());
+    Dims sorted = d_.perm, iota(d_.a.size());
+    std::iota(iota.begin(), iota.end(), 0);
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != iota)
+      return fail("the permutation is not one of the dims of " + str(d_.a));
+    Dims want;
+    for (int64_t p : d_.perm)
+      want.push_back(d_.a[p]);
+    d_.out = dims(result(0));
+    if (d_.out != want)
+      return fail("the result " + name(result(0)) + " " + str(d_.out) +
+                  " must be " + str(want));
+    return Status::ok();
+  }
+  // CONCAT (parts -> out) and SPLIT (a -> parts): the whole is `whole`.
+  bool concat = kind == Kernel::CONCAT;
+  uint32_t whole = concat ? result(0) : operand(0);
+  Dims wd = dims(whole);
+  int64_t rank = int64_t(wd.size());
+  if (at.axis() < -rank || at.axis() >= rank)
+    return fail("axis " + std::to_string(at.axis()) + " is outside " + str(wd));
+  d_.axis = at.axis() < 0 ? at.axis() + rank : at.axis();
+  int64_t along = 0;
+  for (uint32_t p : concat ? op_.operands() : op_.results()) {
+    Dims pd = dims(p);
+    Dims rest = pd;
+    if (int64_t(pd.size()) == rank) {
+      rest[d_.axis] = wd[d_.axis];
+      along += pd[d_.axis];
+    }
+    if (rest != wd)
+      return fail("part " + name(p) + " " + str(pd) + " does not fit " +
+                  str(wd) + " along axis " + std::to_string(d_.axis));
+    d_.parts.push_back(pd);
+  }
+  if (along != wd[d_.axis])
+    return fail("the parts add up to " + std::to_string(along) +
+                " along axis " + std::to_string(d_.axis) + ", not " +
+                std::to_string(wd[d_.axis]));
+  (concat ? d_.out : d_.a) = wd;
+  return Status::ok();
+}
+
+} // namespace
+
+k::Activation activationOf(plan::Activation act) {
+  switch (act) {
+  case plan::GELU:
+    return k::Activation::Gelu;
+  case plan::GELU_TANH:
+    return k::Activation::GeluTanh;
+  case plan::SILU:
+    return k::Activation::Silu;
+  default:
+    return k::Activation::Relu;
+  }
+}
+
+k::Binary binaryOf(plan::Kernel kernel) {
+  return kernel == plan::ADD   ? k::Binary::Add
+         : kernel == plan::SUB ? k::Binary::Sub
+                               : k::Binary::Mul;
+}
+
+Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc) {
+  desc = OpDesc{};
+  return Describer(plan, op, desc).run();
+}
+
+Status OpTable::build(const plan::Plan &plan) {
+  descs_.clear();
+  index_.clear();
+  for (int p = 0; p < plan.phases_size(); ++p)
+    for (int i = 0; i < plan.phases(p).ops_size(); ++i) {
+      const plan::Op &op = plan.phases(p).ops(i);
+      OpDesc desc;
+      if (Status st = describeOp(plan, op, desc); !st)
+        return Status::error(
+            "phase " + std::to_string(p) + ", op " + std::to_string(i) + " (" +
+            plan::Kernel_Name(op.kernel()) + "): " + st.message());
+      index_[&op] = descs_.size();
+      descs_.push_back(std::move(desc));
+    }
+  return Status::ok();
+}
+
+} // namespace mt::runtime

@@ -1,0 +1,95 @@
+// Every compute op of a plan resolved into its kernel's arguments once, when
+// the plan loads, and checked there: the rows, dims, layouts and shapes the
+// kernels take, derived from the buffers and attributes in one place for
+// both backends. A malformed op (a weight that does not match its input, a
+// mask that does not broadcast, a head whose scratch is too small) is
+// refused at load on either backend, with the op and buffer named, and the
+// CPU tests exercise the same derivation the GPU runs.
+#ifndef MT_RUNTIME_OP_DESC_H
+#define MT_RUNTIME_OP_DESC_H
+
+#include "kernels/cpu/fused_ops.h"
+#include "kernels/cpu/primitive_ops.h"
+#include "runtime/schema/plan.pb.h"
+#include "runtime/status.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace mt::runtime {
+
+using Dims = std::vector<int64_t>;
+
+/// One op's kernel arguments; the fields its kernel uses are set.
+struct OpDesc {
+  /// LINEAR, LINEAR_GRAD: y[rows, out] = x[rows, in] W (+ bias), W [out, in]
+  /// when outIn, else [in, out].
+  struct Linear {
+    int64_t rows = 0, in = 0, out = 0;
+    bool outIn = false, bias = false;
+  };
+  /// RMS_NORM, LAYER_NORM and their gradients, over the last dim.
+  struct Norm {
+    int64_t rows = 0, dim = 0;
+    bool bias = false; ///< LAYER_NORM with a bias operand
+  };
+  /// EMBEDDING, EMBEDDING_GRAD: `count` ids into a [vocab, dim] table.
+  struct Embedding {
+    int64_t count = 0, vocab = 0, dim = 0;
+  };
+
+  plan::Kernel kernel = plan::KERNEL_UNSPECIFIED;
+  Linear linear;
+  Norm norm;
+  Embedding embedding;
+  /// Elements of the elementwise ops (activations, NEG, FILL, COPY).
+  int64_t elements = 0;
+  kernels::cpu::Activation activation = kernels::cpu::Activation::Relu;
+  kernels::cpu::AttentionShape attention{};
+  bool hasMask = false; ///< ATTENTION(_GRAD) with a mask operand
+  int dOutOperand = 0;  ///< ATTENTION_GRAD: the operand of dOut
+  kernels::cpu::RotaryShape rotary{};
+  kernels::cpu::CrossEntropyShape crossEntropy{};
+  /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
+  kernels::cpu::HeadShape head{};
+  int64_t headRows = 0;
+  /// ADD, SUB, MUL (a op b -> out), REDUCE_SUM, TRANSPOSE (a -> out),
+  /// CONCAT (parts -> out), SPLIT (a -> parts); `axis` is non-negative.
+  kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
+  Dims a, b, out;
+  std::vector<int64_t> axes, perm;
+  std::vector<Dims> parts;
+  int64_t axis = 0;
+};
+
+/// The descriptions of a plan's ops, by op.
+class OpTable {
+public:
+  /// Describes and checks every op of `plan` (whose indices and arities
+  /// validatePlan checked); the message names the phase, op and kernel.
+  Status build(const plan::Plan &plan);
+  /// The description of an op of the plan given to build, or null for
+  /// another op (such as the COPY that refreshes a compute copy at load).
+  const OpDesc *find(const plan::Op &op) const {
+    auto it = index_.find(&op);
+    return it == index_.end() ? nullptr : &descs_[it->second];
+  }
+
+private:
+  std::vector<OpDesc> descs_;
+  std::unordered_map<const plan::Op *, size_t> index_;
+};
+
+/// The kernels' activation of a plan's.
+kernels::cpu::Activation activationOf(plan::Activation act);
+
+/// ADD, SUB or MUL as the kernels' binary op.
+kernels::cpu::Binary binaryOf(plan::Kernel kernel);
+
+/// Describes and checks one op (see OpTable::build).
+Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_OP_DESC_H

@@ -1,0 +1,272 @@
+// The op descriptions both backends run from (runtime/op_desc.h): what each
+// kernel's arguments are resolved to, and one case per kind of malformed
+// op, refused with the buffer named.
+#include "runtime/op_desc.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+using namespace mt::runtime;
+using namespace mt::plan;
+
+namespace {
+
+/// A plan of loose buffers (one big host arena) and one op.
+struct OneOp {
+  Plan plan;
+  Op *op;
+  OneOp(Kernel kernel) {
+    auto *a = plan.add_arenas();
+    a->set_tier(HOST);
+    a->set_size_bytes(uint64_t(1) << 40);
+    op = plan.add_phases()->add_ops();
+    op->set_kernel(kernel);
+  }
+  uint32_t buffer(const char *name, std::vector<int64_t> shape,
+                  DType dtype = F32) {
+    auto *b = plan.add_buffers();
+    b->set_name(name);
+    b->set_dtype(dtype);
+    for (int64_t d : shape)
+      b->add_shape(d);
+    return uint32_t(plan.buffers_size() - 1);
+  }
+  OneOp &in(uint32_t b) {
+    op->add_operands(b);
+    return *this;
+  }
+  OneOp &out(uint32_t b) {
+    op->add_results(b);
+    return *this;
+  }
+  Status describe(OpDesc &d) const { return describeOp(plan, *op, d); }
+};
+
+OneOp linear(std::vector<int64_t> w, bool outIn = true,
+             std::vector<int64_t> y = {2, 3, 5}) {
+  OneOp o(LINEAR);
+  o.op->mutable_attrs()->set_out_in(outIn);
+  o.in(o.buffer("x", {2, 3, 4})).in(o.buffer("w", w)).out(o.buffer("y", y));
+  return o;
+}
+
+OneOp attention(std::vector<int64_t> mask) {
+  OneOp o(ATTENTION);
+  auto *a = o.op->mutable_attrs();
+  a->set_num_heads(4);
+  a->set_num_kv_heads(2);
+  a->set_scale(0.5f);
+  o.in(o.buffer("q", {2, 6, 32}))
+      .in(o.buffer("k", {2, 6, 16}))
+      .in(o.buffer("v", {2, 6, 16}));
+  if (!mask.empty())
+    o.in(o.buffer("mask", mask));
+  o.out(o.buffer("out", {2, 6, 32}));
+  return o;
+}
+
+OneOp head(int64_t chunk, std::vector<int64_t> scratch) {
+  OneOp o(HEAD_CROSS_ENTROPY);
+  o.op->mutable_attrs()->set_out_in(true);
+  o.op->mutable_attrs()->set_shift(true);
+  o.op->mutable_attrs()->set_chunk_rows(chunk);
+  o.in(o.buffer("x", {2, 8, 16}))
+      .in(o.buffer("w", {100, 16}))
+      .in(o.buffer("labels", {2, 8}, I64))
+      .out(o.buffer("loss", {}))
+      .out(o.buffer("scratch", scratch));
+  return o;
+}
+
+TEST(OpDesc, LinearResolvesRowsDimsAndLayout) {
+  for (bool outIn : {true, false}) {
+    OneOp o = linear(
+        outIn ? std::vector<int64_t>{5, 4} : std::vector<int64_t>{4, 5}, outIn);
+    OpDesc d;
+    ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+    EXPECT_EQ(d.linear.rows, 6);
+    EXPECT_EQ(d.linear.in, 4);
+    EXPECT_EQ(d.linear.out, 5);
+    EXPECT_EQ(d.linear.outIn, outIn);
+    EXPECT_FALSE(d.linear.bias);
+  }
+}
+
+TEST(OpDesc, AttentionTakesItsMaskBroadcast) {
+  OpDesc d;
+  OneOp o = attention({2, 1, 6, 6});
+  ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+  EXPECT_TRUE(d.hasMask);
+  EXPECT_EQ(d.attention.headDim, 8);
+  EXPECT_EQ(d.attention.maskBatch, 2);
+  EXPECT_EQ(d.attention.maskHeads, 1);
+  OneOp plain = attention({});
+  ASSERT_TRUE(plain.describe(d).isOk());
+  EXPECT_FALSE(d.hasMask);
+}
+
+TEST(OpDesc, HeadChunkIsClampedToTheRows) {
+  OpDesc d;
+  OneOp o = head(1000, {16, 100});
+  ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+  EXPECT_EQ(d.headRows, 16);
+  EXPECT_EQ(d.head.chunkRows, 16);
+  EXPECT_EQ(d.head.ce.vocab, 100);
+  EXPECT_EQ(d.head.ce.batch, 2);
+  EXPECT_EQ(d.head.ce.seq, 8);
+}
+
+TEST(OpDesc, LayoutAxesAreNonNegative) {
+  OneOp o(CONCAT);
+  o.op->mutable_attrs()->set_axis(-1);
+  o.in(o.buffer("a", {2, 3}))
+      .in(o.buffer("b", {2, 5}))
+      .out(o.buffer("y", {2, 8}));
+  OpDesc d;
+  ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+  EXPECT_EQ(d.axis, 1);
+  EXPECT_EQ(d.parts.size(), 2u);
+  OneOp r(REDUCE_SUM);
+  r.op->mutable_attrs()->add_axes(-1);
+  r.in(r.buffer("x", {2, 3})).out(r.buffer("y", {2, 1}));
+  ASSERT_TRUE(r.describe(d).isOk()) << r.describe(d).message();
+  EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
+}
+
+struct Bad {
+  const char *name;
+  std::function<OneOp()> make;
+  const char *expect;
+};
+
+class OpDescRefuses : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(OpDescRefuses, NamingTheBuffer) {
+  OpDesc d;
+  Status st = GetParam().make().describe(d);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find(GetParam().expect), std::string::npos)
+      << st.message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, OpDescRefuses,
+    ::testing::Values(
+        Bad{"WeightOfAnotherInput",
+            [] {
+              return linear({5, 3});
+            },
+            "the weight 'w' [5, 3] must be [out, 4] for the input 'x' [2, 3, "
+            "4]"},
+        Bad{"WeightOfTheOtherLayout",
+            [] {
+              return linear({5, 4}, false);
+            },
+            "must be [4, out]"},
+        Bad{"OutputOfAnotherSize",
+            [] {
+              return linear({5, 4}, true, {2, 3, 6});
+            },
+            "'y' [2, 3, 6] has 36 elements; 6 rows of 5 needs 30"},
+        Bad{"HalfFloats",
+            [] {
+              OneOp o = linear({5, 4});
+              o.plan.mutable_buffers(1)->set_dtype(F16);
+              return o;
+            },
+            "'w' is F16; the kernel takes F32 or BF16"},
+        Bad{"GemmDimAbove32Bits",
+            [] {
+              OneOp o(LINEAR);
+              o.op->mutable_attrs()->set_out_in(true);
+              o.in(o.buffer("x", {1, int64_t(1) << 31}))
+                  .in(o.buffer("w", {1, int64_t(1) << 31}))
+                  .out(o.buffer("y", {1, 1}));
+              return o;
+            },
+            "above the GEMMs' 2^31 - 1"},
+        Bad{"MaskOfAnotherSeq",
+            [] {
+              return attention({1, 1, 6, 5});
+            },
+            "the mask 'mask' [1, 1, 6, 5] does not broadcast to [batch, heads, "
+            "seq, seq] = [2, 4, 6, 6]"},
+        Bad{"MaskOfAnotherBatch",
+            [] {
+              return attention({3, 1, 6, 6});
+            },
+            "does not broadcast"},
+        Bad{"KeysOfAnotherWidth",
+            [] {
+              OneOp o = attention({});
+              o.plan.mutable_buffers(1)->set_shape(2, 24);
+              return o;
+            },
+            "the keys 'k' [2, 6, 24] and values 'v' [2, 6, 16] must be [2, 6, "
+            "16]"},
+        Bad{"ScratchTooSmall",
+            [] {
+              return head(4, {3, 100});
+            },
+            "the head's scratch 'scratch' F32 [3, 100] must be F32 of at least "
+            "4 x "
+            "100"},
+        Bad{"LabelsNotIds",
+            [] {
+              OneOp o = head(4, {4, 100});
+              o.plan.mutable_buffers(2)->set_dtype(F32);
+              return o;
+            },
+            "'labels' holds ids or labels and must be I64, not F32"},
+        Bad{"EmbeddingRowsOfAnotherDim",
+            [] {
+              OneOp o(EMBEDDING);
+              o.in(o.buffer("table", {10, 4}))
+                  .in(o.buffer("ids", {2, 3}, I64))
+                  .out(o.buffer("y", {2, 3, 5}));
+              return o;
+            },
+            "'y' [2, 3, 5] has 30 elements; 6 ids of 4 needs 24"},
+        Bad{"BinaryThatDoesNotBroadcast",
+            [] {
+              OneOp o(ADD);
+              o.in(o.buffer("a", {2, 3}))
+                  .in(o.buffer("b", {2}))
+                  .out(o.buffer("y", {2, 3}));
+              return o;
+            },
+            "[2, 3] and [2] do not broadcast to the result 'y' [2, 3]"},
+        Bad{"TransposeOfNoPermutation",
+            [] {
+              OneOp o(TRANSPOSE);
+              o.op->mutable_attrs()->add_perm(0);
+              o.op->mutable_attrs()->add_perm(0);
+              o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {3, 2}));
+              return o;
+            },
+            "the permutation is not one of the dims of [2, 3]"},
+        Bad{"SplitPartsThatDoNotAddUp",
+            [] {
+              OneOp o(SPLIT);
+              o.op->mutable_attrs()->set_axis(1);
+              o.in(o.buffer("x", {2, 8}))
+                  .out(o.buffer("a", {2, 3}))
+                  .out(o.buffer("b", {2, 4}));
+              return o;
+            },
+            "the parts add up to 7 along axis 1, not 8"},
+        Bad{"RotaryOfAnOddHeadDim",
+            [] {
+              OneOp o(ROTARY);
+              o.op->mutable_attrs()->set_head_dim(3);
+              o.in(o.buffer("x", {1, 4, 6}))
+                  .in(o.buffer("cos", {4, 3}))
+                  .in(o.buffer("sin", {4, 3}))
+                  .out(o.buffer("y", {1, 4, 6}));
+              return o;
+            },
+            "with an even head dim (attribute head_dim 3)"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+} // namespace

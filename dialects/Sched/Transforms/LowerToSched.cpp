@@ -304,9 +304,19 @@ struct LowerToSched
       }
       bool isLoss = isa<train::CrossEntropyOp, train::HeadCrossEntropyOp>(op) &&
                     tensorOf(op.getResult(0)).getRank() == 0;
+      // The chunked head sums its weight's gradient over the chunks: in
+      // fp32, or each chunk would round the sum to the compute dtype (about
+      // 1% off at 49 chunks).
+      Value fp32Sum;
+      if (auto h = dyn_cast<train::HeadCrossEntropyGradOp>(op))
+        if (int64_t(h.getChunkRows()) <
+            tensorOf(h.getInput()).getNumElements() /
+                tensorOf(h.getInput()).getShape().back())
+          fp32Sum = op.getResult(1);
       for (Value r : op.getResults()) {
         std::string name = layerPrefix + op.getName().stripDialect().str();
-        Value buf = buffer(name, "device", deviceType(tensorOf(r), isLoss));
+        Value buf = buffer(name, "device",
+                           deviceType(tensorOf(r), isLoss || r == fp32Sum));
         bufs[r] = buf;
         outs.push_back(buf);
       }
@@ -532,8 +542,11 @@ struct LowerToSched
         return step.emitError("gradient of '")
                << of.getValue() << "' has no buffer";
       auto t = tensorOf(v);
+      // The staging buffer holds the gradient as the device has it (the
+      // compute dtype, or fp32 where an op keeps a sum in fp32).
+      auto onDevice = cast<BufferType>(grad.getType()).getTensorType();
       Value staging = buffer((of.getValue() + ".grad.staging").str(),
-                             "host_pinned", deviceType(t));
+                             "host_pinned", onDevice);
       // Right after the op that completes the gradient, so that its device
       // buffer dies as soon as it is on the host.
       SmallVector<Value> after;
@@ -544,7 +557,7 @@ struct LowerToSched
       }
       Value copied =
           exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
-               0, train::storageBytes(deviceType(t)), step.getLoc());
+               0, train::storageBytes(onDevice), step.getLoc());
       Value added =
           exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0],
                copied, nullptr, 0, train::storageBytes(t), step.getLoc());

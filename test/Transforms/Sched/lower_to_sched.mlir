@@ -87,3 +87,26 @@ func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #t
   %dw = train.embedding_grad %dh, %ids : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
   return %l, %dw : tensor<f32>, tensor<16x8xf32>
 }
+
+// -----
+
+// A head chunked in 2 sums its weight's gradient over the chunks in fp32,
+// whatever the compute dtype, and that gradient leaves the device as fp32;
+// its input's gradient is in the compute dtype.
+// BF16-DAG: %[[DX:.+]] = sched.buffer "head_cross_entropy_grad" in @device at -1 : <tensor<2x4x8xbf16>>
+// BF16-DAG: %[[DW:.+]] = sched.buffer "head_cross_entropy_grad" in @device at -1 : <tensor<16x8xf32>>
+// BF16-DAG: %[[S:.+]] = sched.buffer "head.grad.staging" in @host_pinned at -1 : <tensor<16x8xf32>>
+// BF16: sched.exec head_cross_entropy_grad ins({{.*}}) outs(%[[DX]], %[[DW]], {{.*}}) on @compute
+// BF16: sched.exec copy_to_host ins(%[[DW]]) outs(%[[S]]) on @d2h {{.*}}bytes = 512 : i64
+func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
+                      %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
+    -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}, tensor<16x8xf32> {train.grad_of = "head"}) {
+  %w = train.weight "emb" {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+  %hw = train.weight "head" {source = #train<source external>, file = "m.onnx", offset = 576 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %l = train.head_cross_entropy %h, %hw, %t {chunk_rows = 4 : i64, ignore_index = -100 : i64, layout = #train<layout out_in>, shift} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %dh, %dhw = train.head_cross_entropy_grad %h, %hw, %t, %one {chunk_rows = 4 : i64, ignore_index = -100 : i64, layout = #train<layout out_in>, shift} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>, tensor<f32>) -> (tensor<2x4x8xf32>, tensor<16x8xf32>)
+  %dw = train.embedding_grad %dh, %ids : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<16x8xf32>
+  return %l, %dw, %dhw : tensor<f32>, tensor<16x8xf32>, tensor<16x8xf32>
+}

@@ -14,6 +14,7 @@
 #include "runtime/cuda_gemm.h"
 #include "runtime/disk_arena.h"
 #include "runtime/host_ops.h"
+#include "runtime/pinned.h"
 #include "runtime/plan_io.h"
 
 #include <cuda_runtime_api.h>
@@ -80,8 +81,6 @@ public:
         cudaStreamDestroy(s);
     if (device_)
       cudaFree(device_);
-    for (void *p : pinned_)
-      cudaFreeHost(p);
     for (void *p : registered_)
       cudaHostUnregister(p);
     for (void *p : host_)
@@ -150,10 +149,21 @@ private:
     }
     void *to = toBuffer ? ptr(b) : data;
     const void *from = toBuffer ? data : ptr(b);
-    if (tier(b) == plan::DEVICE)
-      return MT_CUDA(cudaMemcpy(to, from, bytes,
-                                toBuffer ? cudaMemcpyHostToDevice
-                                         : cudaMemcpyDeviceToHost));
+    if (tier(b) == plan::DEVICE) {
+      // cudaMemcpy runs on the legacy stream, which the plan's non-blocking
+      // streams do not wait for, and returns from a pageable host-to-device
+      // copy before the bytes have landed: the device is idle before and
+      // after, so that no kernel reads the buffer half written (the next
+      // micro-batch's token ids) or writes it while it is read (the loss).
+      if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+        return st;
+      if (Status st = MT_CUDA(cudaMemcpy(to, from, bytes,
+                                         toBuffer ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToHost));
+          !st)
+        return st;
+      return MT_CUDA(cudaDeviceSynchronize());
+    }
     std::memcpy(to, from, bytes);
     return Status::ok();
   }
@@ -170,6 +180,9 @@ private:
   }
 
   Status checkDeviceOp(const plan::Op &op) const;
+  /// Page-locks arena `arena` in chunks (pinChunks); on a failure, what is
+  /// locked of it is unlocked again and the error says which chunk.
+  Status pin(int arena, size_t size);
   /// Device scratch `op` needs beyond the GEMM workspace (bytes).
   Status scratchBytes(const plan::Op &op, size_t &bytes) const;
   Status prepareGemms(const plan::Op &op);
@@ -205,9 +218,9 @@ private:
   const plan::Plan *plan_ = nullptr;
   std::vector<void *> bases_; ///< by arena
   std::vector<std::unique_ptr<DiskArena>> disks_;
-  void *device_ = nullptr; ///< the DEVICE arenas and workspaces
-  std::vector<void *> pinned_, host_;
-  std::vector<void *> registered_; ///< HOST arenas page-locked for copies
+  void *device_ = nullptr;         ///< the DEVICE arenas and workspaces
+  std::vector<void *> host_;       ///< HOST and HOST_PINNED arenas
+  std::vector<void *> registered_; ///< page-locked ranges (pinned.h)
   std::vector<cudaStream_t> streams_;
   /// By stream: its GEMM workspace (Gemms::kWorkspaceBytes, where it has
   /// GEMMs) and its ops' scratch, in the device allocation.
@@ -229,6 +242,23 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   plan_ = &plan;
   if (Status st = ops_.build(plan); !st)
     return st;
+  // The memory the plan pins against the locked-memory limit, before
+  // anything is allocated: its HOST_PINNED arenas and the HOST arenas that
+  // copies read or write directly.
+  std::vector<bool> copiedArena(plan.arenas_size(), false);
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops())
+      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
+          op.kernel() == Kernel::COPY_TO_HOST)
+        for (uint32_t b : {op.operands(0), op.results(0)})
+          copiedArena[buf(b).arena()] = true;
+  uint64_t toPin = 0;
+  for (int i = 0; i < plan.arenas_size(); ++i)
+    if (plan.arenas(i).tier() == plan::HOST_PINNED ||
+        (plan.arenas(i).tier() == plan::HOST && copiedArena[i]))
+      toPin += plan.arenas(i).size_bytes();
+  if (Status st = checkMemlock(toPin); !st)
+    return st;
   if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
     return st;
   if (Status st = gemms_.init(); !st)
@@ -237,13 +267,8 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   // read or write directly.
   std::vector<size_t> scratch(plan.streams_size(), 0);
   std::vector<bool> gemm(plan.streams_size(), false);
-  std::vector<bool> copied(plan.arenas_size(), false);
   for (const auto &phase : plan.phases())
     for (const auto &op : phase.ops()) {
-      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
-          op.kernel() == Kernel::COPY_TO_HOST)
-        for (uint32_t b : {op.operands(0), op.results(0)})
-          copied[buf(b).arena()] = true;
       if (!onDevice(plan, op))
         continue;
       if (Status st = checkDeviceOp(op); !st)
@@ -265,7 +290,7 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   bases_.assign(plan.arenas_size(), nullptr);
   disks_.resize(plan.arenas_size());
   std::vector<size_t> arenaOffset(plan.arenas_size(), 0);
-  size_t deviceBytes = 0, arenaBytes = 0, pinnedBytes = 0;
+  size_t deviceBytes = 0, arenaBytes = 0;
   for (int i = 0; i < plan.arenas_size(); ++i)
     if (plan.arenas(i).tier() == plan::DEVICE) {
       arenaOffset[i] = deviceBytes;
@@ -308,40 +333,42 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       if (Status st = DiskArena::create(diskDir_, a, threads_, disks_[i]); !st)
         return st;
       break;
-    case plan::HOST_PINNED:
-      if (Status st =
-              MT_CUDA(cudaHostAlloc(&bases_[i], size, cudaHostAllocPortable));
-          !st)
-        return Status::error("cannot pin " + std::to_string(size) +
-                             " bytes for arena '" + a.name() +
-                             "': " + st.message());
-      pinned_.push_back(bases_[i]);
-      std::memset(bases_[i], 0, size);
-      pinnedBytes += size;
-      break;
     default:
-      // Page-aligned, so that cudaHostRegister can lock it.
+      // HOST and HOST_PINNED alike: page-aligned ordinary memory, which
+      // cudaHostRegister locks below in bounded chunks (a cudaHostAlloc of
+      // more than a few GiB fails on some drivers). The host state spreads
+      // over the NUMA nodes; the staging arenas stay where first touched.
       size = (size + kPage - 1) / kPage * kPage;
       bases_[i] = std::aligned_alloc(kPage, size);
       if (!bases_[i])
         return Status::error("cannot allocate arena '" + a.name() + "' (" +
                              std::to_string(size) + " bytes)");
       host_.push_back(bases_[i]);
-      placeOnNodes(plan, i, bases_[i]);
+      if (a.tier() == plan::HOST)
+        placeOnNodes(plan, i, bases_[i]);
       std::memset(bases_[i], 0, size);
     }
   }
-  // HOST arenas that copies read or write directly (fp32 masters copied to
-  // the device when there is no compute copy) are page-locked too: pageable
-  // copies run at a sixth of the pinned rate (../shared/TOOLCHAIN.md).
-  size_t registeredBytes = 0;
+  // Page-locked: the HOST_PINNED arenas, and the HOST arenas that copies
+  // read or write directly (fp32 masters copied to the device when there
+  // is no compute copy), whose pageable copies would run at a sixth of the
+  // pinned rate (../shared/TOOLCHAIN.md). Registration costs about 0.1 s
+  // per GB: measured, and said.
+  auto started = std::chrono::steady_clock::now();
+  size_t pinnedBytes = 0, calls = registered_.size();
   for (int i = 0; i < plan.arenas_size(); ++i) {
-    if (!copied[i] || plan.arenas(i).tier() != plan::HOST)
+    plan::Tier t = plan.arenas(i).tier();
+    if (t != plan::HOST_PINNED && !(t == plan::HOST && copiedArena[i]))
       continue;
-    size_t size = alignUp(std::max<uint64_t>(plan.arenas(i).size_bytes(), 1));
-    if (cudaHostRegister(bases_[i], size, cudaHostRegisterPortable) !=
-        cudaSuccess) {
-      cudaGetLastError(); // not sticky: the copies still work, pageable
+    size_t size =
+        (std::max<uint64_t>(plan.arenas(i).size_bytes(), 1) + kPage - 1) /
+        kPage * kPage;
+    if (Status st = pin(i, size); !st) {
+      if (t == plan::HOST_PINNED)
+        return Status::error(st.message() + "; the plan pins " +
+                             std::to_string(toPin) +
+                             " bytes in all: free host memory or plan with a "
+                             "smaller mtc --pinned-mem");
       char note[256];
       std::snprintf(note, sizeof note,
                     "cannot page-lock arena '%s' (%.2f GiB); its copies run "
@@ -350,10 +377,12 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       notes_.push_back(note);
       continue;
     }
-    registered_.push_back(bases_[i]);
-    registeredBytes += size;
+    pinnedBytes += size;
   }
-  pinnedBytes += registeredBytes;
+  double pinSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  calls = registered_.size() - calls;
   for (int s = 0; s < plan.streams_size(); ++s) {
     cudaStream_t stream = nullptr;
     if (Status st =
@@ -366,13 +395,44 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   cudaDeviceProp prop;
   if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
     return st;
+  // The memsets above ran on the legacy stream, which the non-blocking
+  // streams do not wait for.
+  if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+    return st;
   char note[512];
   std::snprintf(note, sizeof note,
                 "cuda: %s; device arenas %.2f GiB + workspaces %.2f GiB, "
-                "pinned %.2f GiB",
+                "pinned %.2f GiB (%zu cudaHostRegister calls, %.1f s)",
                 prop.name, gib(arenaBytes), gib(deviceBytes - arenaBytes),
-                gib(pinnedBytes));
+                gib(pinnedBytes), calls, pinSeconds);
   notes_.push_back(note);
+  return Status::ok();
+}
+
+Status CudaBackend::pin(int arena, size_t size) {
+  size_t first = registered_.size();
+  char *base = static_cast<char *>(bases_[arena]);
+  auto chunks = pinChunks(*plan_, uint32_t(arena), size);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    auto [begin, end] = chunks[c];
+    cudaError_t e =
+        cudaHostRegister(base + begin, end - begin, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); // not sticky
+      for (size_t r = first; r < registered_.size(); ++r)
+        cudaHostUnregister(registered_[r]);
+      registered_.resize(first);
+      char what[256];
+      std::snprintf(what, sizeof what,
+                    "cannot page-lock arena '%s' (%.2f GiB): chunk %zu of "
+                    "%zu, %.2f GiB at %.2f GiB: %s",
+                    plan_->arenas(arena).name().c_str(), gib(size), c + 1,
+                    chunks.size(), gib(end - begin), gib(begin),
+                    cudaGetErrorName(e));
+      return Status::error(what);
+    }
+    registered_.push_back(base + begin);
+  }
   return Status::ok();
 }
 

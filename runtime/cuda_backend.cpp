@@ -1,11 +1,12 @@
 // The CUDA backend (see cuda_backend.h).
 //
-// Each op is enqueued on its stream's CUDA stream. The stream's host thread
-// (the executor's) waits for the GPU only where the plan needs it: before
-// it signals tokens (which other streams and the host ops wait on), before
-// a host op of its own stream, and at the end of each phase. Ops in between
-// queue up in stream order, so the GPU runs ahead of the host thread; the
-// copy and compute streams overlap, each with its own thread and stream.
+// Each op is enqueued on its stream's CUDA stream. A token an op signals is
+// a CUDA event recorded after it on its stream: a device op that waits on
+// it queues behind the event on the GPU (cudaStreamWaitEvent), a host op
+// waits for it on the host. The stream's host thread waits for the GPU
+// only before a host op of its own stream, for the embedding's id check,
+// and at the end of each phase. So the GPU runs ahead of the host threads;
+// the copy and compute streams overlap, each with its own thread and stream.
 #include "runtime/cuda_backend.h"
 
 #include "kernels/cpu/parallel.h"
@@ -76,6 +77,9 @@ public:
       : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {}
 
   ~CudaBackend() override {
+    for (cudaEvent_t e : events_)
+      if (e)
+        cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
       if (s)
         cudaStreamDestroy(s);
@@ -89,6 +93,22 @@ public:
 
   Status allocate(const plan::Plan &plan) override;
   Status run(const plan::Op &op, const StepConfig &step) override;
+
+  /// A skipped op's tokens, on the GPU: its stream waits for the tokens it
+  /// waits on, and records its own after.
+  Status skip(const plan::Op &op) override {
+    cudaStream_t stream = streams_[op.stream()];
+    for (uint32_t t : op.waits())
+      if (recorded_[t])
+        if (Status st = MT_CUDA(cudaStreamWaitEvent(stream, events_[t])); !st)
+          return st;
+    for (uint32_t t : op.signals()) {
+      if (Status st = MT_CUDA(cudaEventRecord(events_[t], stream)); !st)
+        return st;
+      recorded_[t] = 1;
+    }
+    return Status::ok();
+  }
 
   Status drain(uint32_t stream) override {
     if (!pending_[stream])
@@ -228,6 +248,15 @@ private:
   /// By stream: work enqueued and not yet waited for. Each is touched by
   /// its stream's thread only (and by synchronize, after they joined).
   std::vector<char> pending_;
+  /// By token: the event its signalling device op recorded on its stream,
+  /// and whether one stands for the token's latest signal (0 when a host
+  /// op signalled it, done when it returned). Written by the signaller's
+  /// thread before the executor signals the token, read by the waiters'
+  /// after they saw it: ordered by the executor's lock. A stale event of
+  /// an earlier phase has completed (each phase ends synchronized), so
+  /// waiting on it costs nothing.
+  std::vector<cudaEvent_t> events_;
+  std::vector<char> recorded_;
   Gemms gemms_;
   /// Linear ops whose bias is added after the GEMM (filled when the plan
   /// loads, read-only afterwards).
@@ -392,6 +421,13 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
     streams_.push_back(stream);
   }
   pending_.assign(streams_.size(), 0);
+  events_.assign(plan.num_tokens(), nullptr);
+  for (cudaEvent_t &e : events_)
+    if (Status st =
+            MT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        !st)
+      return st;
+  recorded_.assign(plan.num_tokens(), 0);
   cudaDeviceProp prop;
   if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
     return st;
@@ -573,10 +609,22 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
   cudaStream_t stream = streams_[op.stream()];
   bool copy = op.kernel() == Kernel::COPY_TO_DEVICE ||
               op.kernel() == Kernel::COPY_TO_HOST;
-  if (!copy && !onDevice(*plan_, op)) {
-    // A host op sees what this stream's earlier device ops wrote.
+  bool device = copy || onDevice(*plan_, op);
+  // The device work behind each token waited on: by the GPU for an op of
+  // the GPU (the host thread goes on), by the host for a host op.
+  for (uint32_t t : op.waits())
+    if (recorded_[t])
+      if (Status st = MT_CUDA(device ? cudaStreamWaitEvent(stream, events_[t])
+                                     : cudaEventSynchronize(events_[t]));
+          !st)
+        return st;
+  if (!device) {
+    // A host op sees what this stream's earlier device ops wrote, and is
+    // done when it returns: its tokens need no event.
     if (Status st = drain(op.stream()); !st)
       return st;
+    for (uint32_t t : op.signals())
+      recorded_[t] = 0;
     return runHostSide(op, step);
   }
   char *scratch = scratch_[op.stream()];
@@ -586,10 +634,16 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
       !st)
     return st;
   pending_[op.stream()] = 1;
+  // Each token an event on the stream, so that its waiters on other
+  // streams queue behind it on the GPU instead of the host waiting.
+  for (uint32_t t : op.signals()) {
+    if (Status st = MT_CUDA(cudaEventRecord(events_[t], stream)); !st)
+      return st;
+    recorded_[t] = 1;
+  }
   // The embedding's id check is read back at once; MT_CUDA_SYNC=1 waits
   // after every op, so that an asynchronous error names the op that made it.
-  if (op.signals_size() == 0 && op.kernel() != Kernel::EMBEDDING &&
-      !syncEveryOp_)
+  if (op.kernel() != Kernel::EMBEDDING && !syncEveryOp_)
     return Status::ok();
   if (Status st = drain(op.stream()); !st)
     return st;

@@ -217,7 +217,7 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
       report(op.stream(), State::Running, i);
       double start = trace ? now() : 0;
       Status st = runsIn(op, step)    ? backend.run(op, step)
-                  : op.signals_size() ? backend.drain(op.stream())
+                  : op.signals_size() ? backend.skip(op)
                                       : Status::ok();
       if (trace) {
         std::lock_guard<std::mutex> lock(traceMutex);

@@ -44,14 +44,20 @@ public:
   virtual ~Backend() = default;
   /// Allocates every arena of the plan (once, before the first step).
   virtual Status allocate(const plan::Plan &plan) = 0;
-  /// Runs one op, or starts it: called from the thread of the op's stream,
-  /// it must have finished by the time it returns if it signals tokens (or
-  /// the stream's next op runs on the host); other ops may still be running
-  /// on the device, in stream order, until `synchronize`.
+  /// Runs one op, or starts it: called from the thread of the op's stream
+  /// once every token it waits on is signalled. What a token stands for
+  /// (the work of its signaller's stream up to the signaller) must be done
+  /// before anything the waiting op does, by the time the waiter runs: the
+  /// CPU backend finishes each op before it returns; the CUDA backend
+  /// orders its streams with events. Other ops may still be running on the
+  /// device, in stream order, until `synchronize`.
   virtual Status run(const plan::Op &op, const StepConfig &step) = 0;
-  /// Waits for everything started on `stream`: before the tokens of an op
-  /// that does not run this time are signalled (a token stands for its
-  /// stream's earlier ops too).
+  /// An op that does not run this time (see runsIn) and signals tokens,
+  /// before they are signalled: each must still stand for its stream's
+  /// earlier ops and for the tokens the op waits on. By default everything
+  /// started on the stream is waited for (the waits were, on the host).
+  virtual Status skip(const plan::Op &op) { return drain(op.stream()); }
+  /// Waits for everything started on `stream`.
   virtual Status drain(uint32_t stream) {
     (void)stream;
     return Status::ok();

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepares, on a machine with the compiler (no GPU needed), everything
-# bench/gpu.sh runs on the GPU machine, which has neither MLIR nor ONNX:
+# bench/gpu-check.sh and bench/gpu-bench.sh run on the GPU machine, which has
+# neither MLIR nor ONNX:
 #   build-cuda/          mtrun, mt-inspect, the CUDA kernel tests and the
 #                        attention and host AdamW benchmarks, built with
 #                        CUDA (cudart, protobuf, zstd, zlib and libstdc++ static;
@@ -17,7 +18,10 @@ mtc=build/bin/mtc
 [ -x "$mtc" ] || { echo "gpu-prepare: build the compiler first (scripts/bootstrap.sh)" >&2; exit 1; }
 nvcc=/usr/local/cuda/bin/nvcc
 [ -x "$nvcc" ] || { echo "gpu-prepare: no CUDA compiler at $nvcc" >&2; exit 1; }
-[ -f build-cuda/build.ninja ] || cmake -S . -B build-cuda -G Ninja -DMT_BUILD_COMPILER=OFF \
+# Without OpenBLAS (MT_CPU_BLAS=OFF: the CPU kernels' GEMMs in plain loops):
+# it would add about 25 MB to each binary, past what the device tool carries
+# (64 MiB); the GPU machine uses the CPU kernels only as the reference.
+cmake -S . -B build-cuda -G Ninja -DMT_BUILD_COMPILER=OFF -DMT_CPU_BLAS=OFF \
   -DMT_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" > build-cuda-configure.log 2>&1 \
   || { cat build-cuda-configure.log; exit 1; }
 cmake --build build-cuda --target mtrun mt-inspect mt_cuda_kernel_tests mt-bench-attention \

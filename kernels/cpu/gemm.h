@@ -1,5 +1,6 @@
 // Single-precision GEMM for the CPU kernels, on the BLAS the build links
-// (OpenBLAS, statically: see kernels/CMakeLists.txt), row-major:
+// (OpenBLAS, statically: see kernels/CMakeLists.txt; plain loops in a build
+// with MT_CPU_BLAS=OFF), row-major:
 // C[m, n] = alpha * op(A)[m, k] op(B)[k, n] + beta * C, on the calling
 // thread: the BLAS runs single-threaded, and the kernels split their work
 // over the pool of parallel.h (one BLAS call per block), so that the two

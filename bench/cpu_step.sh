@@ -25,6 +25,9 @@ model=$(/usr/bin/python3 "$root/bench/cpu_step.py" export "$work" "$batch" "$seq
 planFlops=$("$bin/mt-inspect" "$work/plan.mtp" --summary | awk '/^  compute / {gsub(/[(]/, ""); for (i = 1; i <= NF; ++i) if ($(i+1) == "FLOP)") print $i}' | head -1)
 "$bin/mtrun" "$work/plan.mtp" --data "$root/examples/data/corpus.u16" --steps $((steps + 2)) \
   --threads "$threads" --metrics "$work/mt.jsonl" > "$work/mtrun.log"
+# torch.set_num_threads does not reach the BLAS's own threads: the
+# environment does, so that every side runs on the same number.
+export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 debian=$(/usr/bin/python3 "$root/bench/cpu_step.py" torch "$batch" "$seq" "$threads" "$steps")
 pypi='{}'
 if [ -x "$root/.venv-export/bin/python" ]; then

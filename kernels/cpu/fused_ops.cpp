@@ -358,21 +358,25 @@ void probabilities(const float *q, const float *k, const float *mask,
                        i) *
                           s.seq
              : nullptr;
+    // The keys the causal mask and the window leave to query i: [lo, hi).
+    int64_t hi = s.causal ? std::min(keys, i + 1) : keys;
+    int64_t lo = s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0;
+    lo = std::min(lo, hi);
+    if (rowMask)
+      forRange(lo, hi, [&](int64_t j) { row[j] += rowMask[j]; });
     float maxScore = -inf;
-    for (int64_t j = 0; j < keys; ++j) {
-      float x = masked(s, i, j) ? -inf : row[j] + (rowMask ? rowMask[j] : 0);
-      row[j] = x;
-      maxScore = std::max(maxScore, x);
-    }
-    forRange(0, keys, [&](int64_t j) {
+    for (int64_t j = lo; j < hi; ++j)
+      maxScore = std::max(maxScore, row[j]);
+    std::fill(row, row + lo, 0.0f);
+    std::fill(row + hi, row + keys, 0.0f);
+    forRange(lo, hi, [&](int64_t j) {
       row[j] = row[j] == -inf ? 0.0f : expApprox(row[j] - maxScore);
     });
     double sum = 0;
-    for (int64_t j = 0; j < keys; ++j)
+    for (int64_t j = lo; j < hi; ++j)
       sum += row[j];
     float inv = float(1.0 / sum);
-    for (int64_t j = 0; j < keys; ++j)
-      row[j] *= inv;
+    forRange(lo, hi, [&](int64_t j) { row[j] *= inv; });
   }
 }
 

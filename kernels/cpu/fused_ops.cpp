@@ -364,17 +364,13 @@ void probabilities(const float *q, const float *k, const float *mask,
     lo = std::min(lo, hi);
     if (rowMask)
       forRange(lo, hi, [&](int64_t j) { row[j] += rowMask[j]; });
-    float maxScore = -inf;
-    for (int64_t j = lo; j < hi; ++j)
-      maxScore = std::max(maxScore, row[j]);
+    float maxScore = maxOf(row + lo, hi - lo);
     std::fill(row, row + lo, 0.0f);
     std::fill(row + hi, row + keys, 0.0f);
     forRange(lo, hi, [&](int64_t j) {
       row[j] = row[j] == -inf ? 0.0f : expApprox(row[j] - maxScore);
     });
-    double sum = 0;
-    for (int64_t j = lo; j < hi; ++j)
-      sum += row[j];
+    double sum = sumOf(row + lo, hi - lo);
     float inv = float(1.0 / sum);
     forRange(lo, hi, [&](int64_t j) { row[j] *= inv; });
   }

@@ -29,6 +29,43 @@ MT_VECTOR_CLONES void forRange(int64_t begin, int64_t end, const Fn &fn) {
     fn(i);
 }
 
+/// The largest of x[0, n) (-inf when n is 0), in 16 independent lanes so
+/// that the loop vectorizes (a NaN among them may or may not win).
+MT_VECTOR_CLONES inline float maxOf(const float *x, int64_t n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes];
+  for (float &l : lanes)
+    l = -__builtin_inff();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] = lanes[l] < x[j + l] ? x[j + l] : lanes[l];
+  float m = -__builtin_inff();
+  for (; j < n; ++j)
+    m = m < x[j] ? x[j] : m;
+  for (float l : lanes)
+    m = m < l ? l : m;
+  return m;
+}
+
+/// The sum of x[0, n) in 16 float lanes, added up in double: for at most a
+/// few thousand terms of one sign (softmax rows), within a few ulp of the
+/// sum in double.
+MT_VECTOR_CLONES inline double sumOf(const float *x, int64_t n) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      lanes[l] += x[j + l];
+  double sum = 0;
+  for (; j < n; ++j)
+    sum += x[j];
+  for (float l : lanes)
+    sum += l;
+  return sum;
+}
+
 /// e^x within 2 ulp (Cody-Waite reduction and Cephes' degree-5
 /// polynomial). Arguments are clamped to [-87.3, 88.7]: below, the result
 /// is about 1.2e-38 instead of a denormal or 0; above, about 3.4e38 instead

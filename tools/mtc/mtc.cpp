@@ -171,8 +171,9 @@ cl::opt<bool> suggest(
     cl::init(false), cl::cat(category));
 cl::opt<bool> explain(
     "explain",
-    cl::desc("Print the predicted step: time per stream, bytes per link, "
-             "memory per tier against its budget, the bottleneck"),
+    cl::desc("Print the plan's predicted step (with -o, or alone without "
+             "writing a plan): time per stream, bytes per link, memory per "
+             "tier against its budget, the bottleneck"),
     cl::init(false), cl::cat(category));
 cl::opt<std::string> optimizerStates(
     "optimizer-states",
@@ -659,7 +660,9 @@ int main(int argc, char **argv) {
   Emit what = emit;
   if (emit.getNumOccurrences() == 0 && StringRef(outputPath).ends_with(".mtp"))
     what = Emit::Plan;
-  if (suggest)
+  // --suggest and --explain plan, with or without -o: what they print is
+  // about the plan.
+  if (suggest || (explain && emit.getNumOccurrences() == 0))
     what = Emit::Plan;
   Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
                   optimizerOverlap};
@@ -846,7 +849,7 @@ int main(int argc, char **argv) {
   if (explain)
     printExplain(best, bestPrediction, budgets, outs());
   if (outputPath == "-") {
-    if (suggest)
+    if (suggest || explain)
       return 0;
     errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
     return 1;

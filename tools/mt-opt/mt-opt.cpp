@@ -19,6 +19,12 @@ int main(int argc, char **argv) {
   mlir::PassPipelineRegistration<>(
       "mt-frontend", "fold, fuse, fold again and outline layers",
       [](mlir::OpPassManager &pm) { mt::train::buildFrontendPipeline(pm); });
+  mlir::PassPipelineRegistration<mt::sched::BackendOptions>(
+      "mt-backend",
+      "from the training step to a verified schedule with static memory "
+      "(chunk the head, lower, stream weights, offload, plan memory, verify) "
+      "as mtc does for one schedule",
+      mt::sched::buildBackendPipeline);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mt optimizer driver\n", registry));
 }

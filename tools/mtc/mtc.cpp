@@ -29,6 +29,8 @@
 
 #include <sys/statvfs.h>
 
+#include <map>
+
 using namespace llvm;
 
 namespace {
@@ -292,10 +294,12 @@ std::vector<Schedule> searchSpace(const Schedule &user, bool splittable) {
 }
 
 /// Imports the model and runs the passes up to `what`.
-mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
-                                          const mt::ImportOptions &options,
-                                          Emit what, const Schedule &s,
-                                          mlir::TimingScope &timing) {
+/// The model through the front end, for `what` (up to the training step
+/// for the back end).
+mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
+                                           const mt::ImportOptions &options,
+                                           Emit what,
+                                           mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   {
     mlir::TimingScope importTiming = timing.nest("Import");
@@ -310,41 +314,75 @@ mlir::OwningOpRef<mlir::ModuleOp> compile(mlir::MLIRContext &context,
   mt::train::buildFrontendPipeline(pm, explainFusion);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
-  if (what == Emit::Sched || what == Emit::Plan) {
-    if (chunkHeadRows > 0) {
-      mt::train::ChunkHeadPassOptions chunk;
-      chunk.chunkRows = chunkHeadRows;
-      pm.addPass(mt::train::createChunkHeadPass(chunk));
-    }
-    mt::sched::LowerToSchedPassOptions lower;
-    lower.gradAccum = s.gradAccum;
-    lower.computeDtype = computeDtype;
-    lower.optimizerOverlap = s.overlap;
-    lower.optimizerStates = optimizerStates;
-    pm.addPass(mt::sched::createLowerToSchedPass(lower));
-    if (s.stream) {
-      mt::sched::StreamWeightsPassOptions stream;
-      stream.lookahead = s.lookahead;
-      stream.residentBelow = parseSize(residentBelow);
-      pm.addPass(mt::sched::createStreamWeightsPass(stream));
-    }
-    if (s.offload) {
-      mt::sched::OffloadActivationsPassOptions offload;
-      offload.fraction = s.offloadFraction;
-      pm.addPass(mt::sched::createOffloadActivationsPass(offload));
-    }
-    if (s.momentsOnDisk) {
-      mt::sched::OffloadOptimizerStatePassOptions state;
-      state.format = diskFormat;
-      pm.addPass(mt::sched::createOffloadOptimizerStatePass(state));
-    }
-    pm.addPass(mt::sched::createPlanMemoryPass());
-    pm.addPass(mt::sched::createVerifySchedulePass());
-  }
   if (failed(pm.run(*module)))
     return nullptr;
   return module;
 }
+
+/// The back end of one schedule on a copy of the training step.
+mlir::OwningOpRef<mlir::ModuleOp>
+backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = step.clone();
+  mlir::PassManager pm(step.getContext());
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return nullptr;
+  pm.enableTiming(timing);
+  mt::sched::BackendOptions o;
+  o.chunkHeadRows = chunkHeadRows.getValue();
+  o.gradAccum = s.gradAccum;
+  o.computeDtype = computeDtype.getValue();
+  o.optimizerOverlap = s.overlap;
+  o.optimizerStates = optimizerStates.getValue();
+  o.streamWeights = s.stream;
+  o.lookahead = s.lookahead;
+  o.residentBelow = parseSize(residentBelow);
+  o.offloadActivations = s.offload;
+  o.offloadFraction = s.offloadFraction;
+  o.momentsOnDisk = s.momentsOnDisk;
+  o.diskFormat = diskFormat.getValue();
+  mt::sched::buildBackendPipeline(pm, o);
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// The front end of each micro-batch size once (importing is most of a
+/// compile on a large model), then each schedule's back end on a copy.
+class Compiler {
+public:
+  Compiler(mlir::MLIRContext &context, mlir::TimingScope &timing)
+      : context_(context), timing_(timing) {}
+
+  /// The training step of `options`' micro-batch size, or null (said).
+  mlir::ModuleOp step(const mt::ImportOptions &options) {
+    auto it = steps_.find(options.batch);
+    if (it == steps_.end()) {
+      mlir::OwningOpRef<mlir::ModuleOp> step =
+          frontEnd(context_, options, Emit::Step, timing_);
+      if (!step)
+        return nullptr; // not kept: the next try says it again
+      it = steps_.emplace(options.batch, std::move(step)).first;
+    }
+    return *it->second;
+  }
+
+  mlir::OwningOpRef<mlir::ModuleOp> compile(const mt::ImportOptions &options,
+                                            Emit what, const Schedule &s) {
+    if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan)
+      return frontEnd(context_, options, what, timing_);
+    mlir::ModuleOp trainStep = step(options);
+    if (!trainStep)
+      return nullptr;
+    if (what == Emit::Step)
+      return trainStep.clone();
+    return backEnd(trainStep, s, timing_);
+  }
+
+private:
+  mlir::MLIRContext &context_;
+  mlir::TimingScope &timing_;
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> steps_; ///< by batch
+};
 
 /// Memory budgets per tier, in bytes.
 struct Budgets {
@@ -666,9 +704,10 @@ int main(int argc, char **argv) {
     what = Emit::Plan;
   Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
                   optimizerOverlap};
+  Compiler compiler(context, timing);
   if (what != Emit::Plan) {
     mlir::OwningOpRef<mlir::ModuleOp> module =
-        compile(context, options, what, chosen, timing);
+        compiler.compile(options, what, chosen);
     if (!module)
       return 1;
     std::string error;
@@ -730,7 +769,7 @@ int main(int argc, char **argv) {
   if (suggest) {
     // The model itself must compile (with the user's batch): its errors
     // are reported as such, not as 48 skipped candidates.
-    if (!compile(context, options, Emit::Mlir, chosen, timing))
+    if (!compiler.step(options))
       return 1;
     auto fixed = mt::fixedBatchOf(context, inputPath);
     if (failed(fixed))
@@ -779,7 +818,7 @@ int main(int argc, char **argv) {
         return mlir::success();
       });
     mlir::OwningOpRef<mlir::ModuleOp> module =
-        compile(context, o, Emit::Plan, c, timing);
+        compiler.compile(o, Emit::Plan, c);
     capture.reset();
     if (!module && suggest) {
       outs() << "  skipped " << c.flags() << ": " << failure << "\n";

@@ -1,0 +1,38 @@
+//===- Pipeline.cpp - the back-end pass pipeline --------------------------===//
+#include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Train/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
+                                     const BackendOptions &o) {
+  if (o.chunkHeadRows > 0) {
+    train::ChunkHeadPassOptions chunk;
+    chunk.chunkRows = o.chunkHeadRows;
+    pm.addPass(train::createChunkHeadPass(chunk));
+  }
+  LowerToSchedPassOptions lower;
+  lower.gradAccum = o.gradAccum;
+  lower.computeDtype = o.computeDtype;
+  lower.optimizerOverlap = o.optimizerOverlap;
+  lower.optimizerStates = o.optimizerStates;
+  pm.addPass(createLowerToSchedPass(lower));
+  if (o.streamWeights) {
+    StreamWeightsPassOptions stream;
+    stream.lookahead = o.lookahead;
+    stream.residentBelow = o.residentBelow;
+    pm.addPass(createStreamWeightsPass(stream));
+  }
+  if (o.offloadActivations) {
+    OffloadActivationsPassOptions offload;
+    offload.fraction = o.offloadFraction;
+    pm.addPass(createOffloadActivationsPass(offload));
+  }
+  if (o.momentsOnDisk) {
+    OffloadOptimizerStatePassOptions state;
+    state.format = o.diskFormat;
+    pm.addPass(createOffloadOptimizerStatePass(state));
+  }
+  pm.addPass(createPlanMemoryPass());
+  pm.addPass(createVerifySchedulePass());
+}

@@ -5,8 +5,9 @@
 # Prints the median step of mtrun, of Debian's torch 1.13 (on libblas.so.3:
 # OpenBLAS when libopenblas-dev is installed, which bootstrap.sh does), and
 # of current torch from PyPI (.venv-export: scripts/export-venv.sh), the
-# ratios, and the rate of floating-point work each does: mtrun's plan
-# recomputes each layer's forward, so it does more work per step.
+# ratios, and the rate of floating-point work each does. mtrun runs two
+# plans of the model: the default, which recomputes each layer's forward in
+# the backward (a third more work), and --recompute none.
 # Usage: bench/cpu_step.sh [THREADS [STEPS [BATCH SEQ]]]
 #        (default: nproc, 10, 8 x 128)
 set -euo pipefail
@@ -21,10 +22,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $threads threads, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u '+%F %H:%M UTC'); libblas.so.3: $blas"
 model=$(/usr/bin/python3 "$root/bench/cpu_step.py" export "$work" "$batch" "$seq" 2>/dev/null | tail -1)
+# Two plans: the default, whose backward recomputes each layer's forward,
+# and --recompute none, which keeps the activations instead.
+flopsOf() { "$bin/mt-inspect" "$1" --summary | awk '/^  compute / {gsub(/[(]/, ""); for (i = 1; i <= NF; ++i) if ($(i+1) == "FLOP)") print $i}' | head -1; }
 "$bin/mtc" "$work/model.onnx" -o "$work/plan.mtp"
-planFlops=$("$bin/mt-inspect" "$work/plan.mtp" --summary | awk '/^  compute / {gsub(/[(]/, ""); for (i = 1; i <= NF; ++i) if ($(i+1) == "FLOP)") print $i}' | head -1)
-"$bin/mtrun" "$work/plan.mtp" --data "$root/examples/data/corpus.u16" --steps $((steps + 2)) \
-  --threads "$threads" --metrics "$work/mt.jsonl" > "$work/mtrun.log"
+"$bin/mtc" "$work/model.onnx" --recompute none -o "$work/keep.mtp"
+planFlops=$(flopsOf "$work/plan.mtp") keepFlops=$(flopsOf "$work/keep.mtp")
+for p in plan keep; do
+  "$bin/mtrun" "$work/$p.mtp" --data "$root/examples/data/corpus.u16" --steps $((steps + 2)) \
+    --threads "$threads" --metrics "$work/$p.jsonl" > "$work/$p.log"
+done
 # torch.set_num_threads does not reach the BLAS's own threads: the
 # environment does, so that every side runs on the same number.
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
@@ -33,25 +40,31 @@ pypi='{}'
 if [ -x "$root/.venv-export/bin/python" ]; then
   pypi=$("$root/.venv-export/bin/python" "$root/bench/cpu_step.py" torch "$batch" "$seq" "$threads" "$steps" 2>/dev/null)
 fi
-python3 - "$work/mt.jsonl" "$model" "$planFlops" "$debian" "$pypi" "$batch" "$seq" <<'PY'
+python3 - "$work" "$model" "$planFlops" "$keepFlops" "$debian" "$pypi" "$batch" "$seq" <<'PY'
 import json, statistics, sys
-lines = [json.loads(l) for l in open(sys.argv[1])][2:]
-mt = statistics.median(l["step_time_s"] for l in lines)
-model, plan = json.loads(sys.argv[2]), float(sys.argv[3])
-tokens = int(sys.argv[6]) * int(sys.argv[7])
+work = sys.argv[1]
+def step(name):
+    lines = [json.loads(l) for l in open(f"{work}/{name}.jsonl")][2:]
+    return statistics.median(l["step_time_s"] for l in lines)
+mt = {"plan": step("plan"), "keep": step("keep")}
+model, flops = json.loads(sys.argv[2]), {"plan": float(sys.argv[3]), "keep": float(sys.argv[4])}
+tokens = int(sys.argv[7]) * int(sys.argv[8])
 print(f"model: {model['params']:,} parameters, {tokens} tokens a step; "
-      f"{model['flops']:.3g} FLOP a step without recompute, {plan:.3g} in mtrun's plan")
-print(f"{'':24} {'step':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'vs mtrun':>9}")
-print(f"{'mtrun (CPU backend)':24} {mt * 1e3:7.1f}ms {tokens / mt:9.0f} {plan / mt / 1e9:8.2f} {'':>9}")
-for name, raw in (("Debian torch", sys.argv[4]), ("PyPI torch", sys.argv[5])):
+      f"{model['flops']:.3g} FLOP a step without recompute (torch's); mtrun's plans: "
+      f"{flops['plan']:.3g} (default, recomputes each layer), {flops['keep']:.3g} (--recompute none)")
+print(f"{'':28} {'step':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'/ default':>10} {'/ none':>8}")
+for key, label in (("plan", "mtrun (default plan)"), ("keep", "mtrun (--recompute none)")):
+    t = mt[key]
+    print(f"{label:28} {t * 1e3:7.1f}ms {tokens / t:9.0f} {flops[key] / t / 1e9:8.2f}")
+for name, raw in (("Debian torch", sys.argv[5]), ("PyPI torch", sys.argv[6])):
     r = json.loads(raw)
     if "step_s" not in r:
-        print(f"{name:24} (not run: scripts/export-venv.sh makes .venv-export)")
+        print(f"{name:28} (not run: scripts/export-venv.sh makes .venv-export)")
         continue
     t = r["step_s"]
     label = f"{name} {r['torch']}"
-    print(f"{label:24} {t * 1e3:7.1f}ms {tokens / t:9.0f} {model['flops'] / t / 1e9:8.2f} "
-          f"{t / mt:8.2f}x")
-print("vs mtrun: torch's step over mtrun's (above 1: mtrun is faster); GFLOP/s: "
-      "the work each does (mtrun's plan's, torch's without recompute)")
+    print(f"{label:28} {t * 1e3:7.1f}ms {tokens / t:9.0f} {model['flops'] / t / 1e9:8.2f} "
+          f"{t / mt['plan']:9.2f}x {t / mt['keep']:7.2f}x")
+print("/ default, / none: torch's step over mtrun's with that plan (above 1: mtrun is faster); "
+      "GFLOP/s: the work each does")
 PY

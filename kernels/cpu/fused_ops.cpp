@@ -177,23 +177,37 @@ void rmsNormForward(const float *x, const float *w, int64_t rows, int64_t dim,
   });
 }
 
+namespace {
+/// Columns per task of a norm's weight gradient: each task sums its columns
+/// over all rows, in row order.
+constexpr int64_t kNormColumns = 64;
+} // namespace
+
 void rmsNormBackward(const float *x, const float *w, const float *dy,
                      int64_t rows, int64_t dim, float eps, bool plusOne,
                      float *dx, float *dw) {
-  std::fill_n(dw, dim, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
+  std::vector<double> inv(rows);
+  parallelFor(rows, 6.0 * dim, [&](int64_t r) {
     const float *xr = x + r * dim, *dyr = dy + r * dim;
-    double inv = inverseRms(xr, dim, eps);
+    inv[r] = inverseRms(xr, dim, eps);
     // d/dx of x * inv: inv * g - x * inv^3 / dim * sum(g * x).
     double dot = 0;
     for (int64_t d = 0; d < dim; ++d)
       dot += double(dyr[d]) * (plusOne ? 1.0 + w[d] : w[d]) * xr[d];
+    double i = inv[r];
     for (int64_t d = 0; d < dim; ++d) {
       double g = double(dyr[d]) * (plusOne ? 1.0 + w[d] : w[d]);
-      dx[r * dim + d] = float(inv * g - xr[d] * inv * inv * inv * dot / dim);
-      dw[d] += float(double(dyr[d]) * xr[d] * inv);
+      dx[r * dim + d] = float(i * g - xr[d] * i * i * i * dot / dim);
     }
-  }
+  });
+  int64_t chunks = (dim + kNormColumns - 1) / kNormColumns;
+  parallelFor(chunks, 2.0 * rows * kNormColumns, [&](int64_t c) {
+    int64_t begin = c * kNormColumns, end = std::min(dim, begin + kNormColumns);
+    std::fill(dw + begin, dw + end, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t d = begin; d < end; ++d)
+        dw[d] += float(double(dy[r * dim + d]) * x[r * dim + d] * inv[r]);
+  });
 }
 
 namespace {
@@ -223,27 +237,35 @@ void layerNormForward(const float *x, const float *w, const float *b,
 void layerNormBackward(const float *x, const float *w, const float *dy,
                        int64_t rows, int64_t dim, float eps, float *dx,
                        float *dw, float *db) {
-  std::fill_n(dw, dim, 0.0f);
-  if (db)
-    std::fill_n(db, dim, 0.0f);
-  for (int64_t r = 0; r < rows; ++r) {
+  std::vector<double> mean(rows), inv(rows);
+  parallelFor(rows, 10.0 * dim, [&](int64_t r) {
     const float *xr = x + r * dim, *dyr = dy + r * dim;
-    double mean, inv;
-    meanAndInvStd(xr, dim, eps, mean, inv);
+    meanAndInvStd(xr, dim, eps, mean[r], inv[r]);
     double sumG = 0, sumGX = 0;
     for (int64_t d = 0; d < dim; ++d) {
-      double xhat = (xr[d] - mean) * inv, g = double(dyr[d]) * w[d];
+      double xhat = (xr[d] - mean[r]) * inv[r], g = double(dyr[d]) * w[d];
       sumG += g;
       sumGX += g * xhat;
-      dw[d] += float(dyr[d] * xhat);
-      if (db)
-        db[d] += dyr[d];
     }
     for (int64_t d = 0; d < dim; ++d) {
-      double xhat = (xr[d] - mean) * inv, g = double(dyr[d]) * w[d];
-      dx[r * dim + d] = float(inv * (g - sumG / dim - xhat * sumGX / dim));
+      double xhat = (xr[d] - mean[r]) * inv[r], g = double(dyr[d]) * w[d];
+      dx[r * dim + d] = float(inv[r] * (g - sumG / dim - xhat * sumGX / dim));
     }
-  }
+  });
+  int64_t chunks = (dim + kNormColumns - 1) / kNormColumns;
+  parallelFor(chunks, 3.0 * rows * kNormColumns, [&](int64_t c) {
+    int64_t begin = c * kNormColumns, end = std::min(dim, begin + kNormColumns);
+    std::fill(dw + begin, dw + end, 0.0f);
+    if (db)
+      std::fill(db + begin, db + end, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t d = begin; d < end; ++d) {
+        float dyd = dy[r * dim + d];
+        dw[d] += float(dyd * ((x[r * dim + d] - mean[r]) * inv[r]));
+        if (db)
+          db[d] += dyd;
+      }
+  });
 }
 
 namespace {

@@ -112,6 +112,18 @@ cl::opt<int64_t> chunkHeadRows(
     cl::desc("Compute the head and the loss this many tokens at a time so "
              "that the whole batch's logits never exist (0: in one piece)"),
     cl::init(4096), cl::cat(category));
+enum class Recompute { Layers, None };
+cl::opt<Recompute> recompute(
+    "recompute",
+    cl::desc("What the backward recomputes: layers (default: each layer's "
+             "forward from its input, which is all the step keeps) or none "
+             "(every activation the backward reads is kept: a third less "
+             "work, more device memory; exact either way)"),
+    cl::init(Recompute::Layers),
+    cl::values(clEnumValN(Recompute::Layers, "layers",
+                          "recompute each layer from its input"),
+               clEnumValN(Recompute::None, "none", "keep the activations")),
+    cl::cat(category));
 cl::opt<bool> offloadActivations(
     "offload-activations",
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
@@ -311,7 +323,8 @@ mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
   pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm, explainFusion);
+  mt::train::buildFrontendPipeline(pm, explainFusion,
+                                   recompute == Recompute::Layers);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (failed(pm.run(*module)))

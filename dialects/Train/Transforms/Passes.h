@@ -17,7 +17,11 @@ namespace mt::train {
 
 /// The front-end pipeline: fold, fuse, fold again, outline layers. With
 /// `explainFusion`, the fusion says at each op why a pattern did not match.
-void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false);
+/// Without `outline` the layers stay inline, so that the backward the step
+/// derives reads the forward's activations instead of recomputing each
+/// layer's forward from its input (more memory, a third less work).
+void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false,
+                           bool outline = true);
 
 } // namespace mt::train
 

@@ -4,7 +4,7 @@
 #include "mlir/Pass/PassManager.h"
 
 void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
-                                      bool explainFusion) {
+                                      bool explainFusion, bool outline) {
   // CSE is not used: it erases unused weights, which are part of the model's
   // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
@@ -13,5 +13,6 @@ void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFuseOpsPass(fuse));
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
   pm.addPass(createFoldConstantsPass());
-  pm.addPass(createOutlineLayersPass());
+  if (outline)
+    pm.addPass(createOutlineLayersPass());
 }

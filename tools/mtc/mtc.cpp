@@ -270,6 +270,7 @@ struct Schedule {
   bool momentsOnDisk = false;
   int64_t lookahead = 8;
   double offloadFraction = 1.0;
+  bool keep = false; ///< --recompute none: the backward recomputes nothing
   std::string flags() const {
     std::string f;
     if (batch)
@@ -281,6 +282,7 @@ struct Schedule {
       f += " --offload-activations --offload-fraction " +
            llvm::formatv("{0}", offloadFraction).str();
     f += " --optimizer-overlap " + overlap;
+    f += keep ? " --recompute none" : " --recompute layers";
     return f + (momentsOnDisk ? " --moments disk" : " --moments host");
   }
 };
@@ -288,19 +290,30 @@ struct Schedule {
 /// Schedules around `user`: micro-batches of the user's batch split 1, 2, 4
 /// or 8 ways (when the model's batch is dynamic: `splittable`), weights
 /// resident or streamed, activations kept or offloaded, the optimizer after
-/// the backward, during it, or during the next forward. Precision and state
-/// formats are never changed.
-std::vector<Schedule> searchSpace(const Schedule &user, bool splittable) {
+/// the backward, during it, or during the next forward, and (unless the
+/// user gave --recompute) each layer recomputed in the backward or nothing
+/// recomputed. Precision and state formats are never changed: every
+/// candidate is as exact as the user's.
+std::vector<Schedule> searchSpace(const Schedule &user, bool splittable,
+                                  bool recomputeGiven) {
+  std::vector<bool> keeps = {user.keep};
+  if (!recomputeGiven)
+    keeps = {false, true};
   std::vector<Schedule> out;
   for (int64_t split : {1, 2, 4, 8}) {
     if (split > 1 && (!splittable || user.batch == 0 || user.batch % split))
       continue;
-    for (bool stream : {false, true})
-      for (bool offload : {false, true})
-        for (const char *overlap : {"after", "backward", "next-forward"})
-          out.push_back({user.batch / split, user.gradAccum * split, stream,
-                         offload, overlap, user.momentsOnDisk, user.lookahead,
-                         user.offloadFraction});
+    for (bool keep : keeps)
+      for (bool stream : {false, true})
+        for (bool offload : {false, true})
+          for (const char *overlap : {"after", "backward", "next-forward"}) {
+            // Without recompute there are no layer checkpoints to offload.
+            if (keep && offload)
+              continue;
+            out.push_back({user.batch / split, user.gradAccum * split, stream,
+                           offload, overlap, user.momentsOnDisk, user.lookahead,
+                           user.offloadFraction, keep});
+          }
   }
   return out;
 }
@@ -310,7 +323,7 @@ std::vector<Schedule> searchSpace(const Schedule &user, bool splittable) {
 /// for the back end).
 mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
                                            const mt::ImportOptions &options,
-                                           Emit what,
+                                           Emit what, bool keep,
                                            mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   {
@@ -323,8 +336,7 @@ mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
   pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm, explainFusion,
-                                   recompute == Recompute::Layers);
+  mt::train::buildFrontendPipeline(pm, explainFusion, /*outline=*/!keep);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (failed(pm.run(*module)))
@@ -366,15 +378,17 @@ public:
   Compiler(mlir::MLIRContext &context, mlir::TimingScope &timing)
       : context_(context), timing_(timing) {}
 
-  /// The training step of `options`' micro-batch size, or null (said).
-  mlir::ModuleOp step(const mt::ImportOptions &options) {
-    auto it = steps_.find(options.batch);
+  /// The training step of `options`' micro-batch size, with or without
+  /// recompute (`keep`), or null (said).
+  mlir::ModuleOp step(const mt::ImportOptions &options, bool keep) {
+    auto key = std::make_pair(options.batch, keep);
+    auto it = steps_.find(key);
     if (it == steps_.end()) {
       mlir::OwningOpRef<mlir::ModuleOp> step =
-          frontEnd(context_, options, Emit::Step, timing_);
+          frontEnd(context_, options, Emit::Step, keep, timing_);
       if (!step)
         return nullptr; // not kept: the next try says it again
-      it = steps_.emplace(options.batch, std::move(step)).first;
+      it = steps_.emplace(key, std::move(step)).first;
     }
     return *it->second;
   }
@@ -382,8 +396,8 @@ public:
   mlir::OwningOpRef<mlir::ModuleOp> compile(const mt::ImportOptions &options,
                                             Emit what, const Schedule &s) {
     if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan)
-      return frontEnd(context_, options, what, timing_);
-    mlir::ModuleOp trainStep = step(options);
+      return frontEnd(context_, options, what, s.keep, timing_);
+    mlir::ModuleOp trainStep = step(options, s.keep);
     if (!trainStep)
       return nullptr;
     if (what == Emit::Step)
@@ -394,7 +408,8 @@ public:
 private:
   mlir::MLIRContext &context_;
   mlir::TimingScope &timing_;
-  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> steps_; ///< by batch
+  /// By micro-batch size and whether nothing is recomputed.
+  std::map<std::pair<int64_t, bool>, mlir::OwningOpRef<mlir::ModuleOp>> steps_;
 };
 
 /// Memory budgets per tier, in bytes.
@@ -599,12 +614,13 @@ void printCandidate(const mt::plan::Plan &plan,
   double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
                          plan.shapes().grad_accum());
   os << llvm::formatv(
-      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-7}  "
-      "{6,10}  {7,10}  {8,10}  {9,8:F3}  {10,9:F0}  {11}\n",
+      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-9}  {6,-7}  "
+      "{7,10}  {8,10}  {9,10}  {10,8:F3}  {11,9:F0}  {12}\n",
       plan.shapes().batch(), s.gradAccum, s.stream ? "yes" : "no",
-      s.offload ? "yes" : "no", s.overlap, s.momentsOnDisk ? "disk" : "host",
-      gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
-      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
+      s.offload ? "yes" : "no", s.overlap, s.keep ? "none" : "layers",
+      s.momentsOnDisk ? "disk" : "host", gib(double(t.device)),
+      gib(double(t.pinned)), gib(double(t.host)), r.stepSeconds,
+      tokens / r.stepSeconds, ok ? "yes" : "no");
 }
 
 } // namespace
@@ -717,6 +733,7 @@ int main(int argc, char **argv) {
     what = Emit::Plan;
   Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
                   optimizerOverlap};
+  chosen.keep = recompute == Recompute::None;
   Compiler compiler(context, timing);
   if (what != Emit::Plan) {
     mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -782,7 +799,7 @@ int main(int argc, char **argv) {
   if (suggest) {
     // The model itself must compile (with the user's batch): its errors
     // are reported as such, not as 48 skipped candidates.
-    if (!compiler.step(options))
+    if (!compiler.step(options, chosen.keep))
       return 1;
     auto fixed = mt::fixedBatchOf(context, inputPath);
     if (failed(fixed))
@@ -796,7 +813,9 @@ int main(int argc, char **argv) {
   for (bool onDisk : homes) {
     Schedule c = chosen;
     c.momentsOnDisk = onDisk;
-    for (Schedule x : suggest ? searchSpace(c, splittable) : std::vector{c})
+    for (Schedule x :
+         suggest ? searchSpace(c, splittable, recompute.getNumOccurrences() > 0)
+                 : std::vector{c})
       for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8})
         for (double f : x.offload ? fractions : std::vector<double>{1.0}) {
           x.lookahead = ahead;
@@ -813,8 +832,9 @@ int main(int argc, char **argv) {
   std::string why;
   if (suggest)
     outs()
-        << "micro-batch x accum  streamed  offloaded  optimizer     moments  "
-           "    device      pinned   host (all)    s/step   tokens/s  fits\n";
+        << "micro-batch x accum  streamed  offloaded  optimizer     "
+           "recompute  moments      device      pinned   host (all)    s/step "
+           "  tokens/s  fits\n";
   for (const Schedule &c : candidates) {
     mt::ImportOptions o = options;
     o.batch = c.batch;

@@ -16,6 +16,15 @@ using plan::Kernel;
 /// The largest GEMM dimension the BLAS and cuBLASLt take (32-bit ints).
 constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
 
+/// a x b, saturated at the largest int64 (no buffer holds that many
+/// elements, so a product of hostile dims fails the size checks instead of
+/// overflowing).
+int64_t times(int64_t a, int64_t b) {
+  int64_t p;
+  return __builtin_mul_overflow(a, b, &p) ? std::numeric_limits<int64_t>::max()
+                                          : p;
+}
+
 std::string str(const Dims &d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i)
@@ -162,7 +171,7 @@ Status Describer::embedding() {
                 " must be [vocab, dim]");
   auto &e = d_.embedding;
   e = {count(operand(1)), td[0], td[1]};
-  return holds(rows, e.count * e.dim,
+  return holds(rows, times(e.count, e.dim),
                std::to_string(e.count) + " ids of " + std::to_string(e.dim));
 }
 
@@ -197,12 +206,12 @@ Status Describer::linear() {
       if (Status st = holds(operand(2), l.out, "a bias of the output"); !st)
         return st;
     }
-    return holds(result(0), l.rows * l.out, rowsOfOut);
+    return holds(result(0), times(l.rows, l.out), rowsOfOut);
   }
   uint32_t dy = operand(2);
   if (Status st = floats({dy, result(0), result(1)}); !st)
     return st;
-  if (Status st = holds(dy, l.rows * l.out,
+  if (Status st = holds(dy, times(l.rows, l.out),
                         "the output's gradient, " + rowsOfOut + ",");
       !st)
     return st;
@@ -366,7 +375,7 @@ Status Describer::crossEntropy() {
     return fail("the labels " + name(labels) + " " + str(dims(labels)) +
                 (a.shift() ? " must be [batch, seq]" : " must not be empty"));
   d_.crossEntropy = {rows / seq, seq, vocab, a.ignore_index(), a.shift()};
-  if (Status st = holds(logits, rows * vocab,
+  if (Status st = holds(logits, times(rows, vocab),
                         "a row of logits for each of " + std::to_string(rows) +
                             " labels");
       !st)
@@ -413,7 +422,8 @@ Status Describer::head() {
   h.chunkRows = std::min(std::max<int64_t>(1, a.chunk_rows()), rows);
   // The last result is the plan's scratch for one chunk of F32 logits.
   uint32_t scratch = result(op_.results_size() - 1);
-  if (buf(scratch).dtype() != plan::F32 || count(scratch) < h.chunkRows * vocab)
+  if (buf(scratch).dtype() != plan::F32 ||
+      count(scratch) < times(h.chunkRows, vocab))
     return fail("the head's scratch " + name(scratch) + " " +
                 plan::DType_Name(buf(scratch).dtype()) + " " +
                 str(dims(scratch)) + " must be F32 of at least " +

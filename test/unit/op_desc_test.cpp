@@ -228,6 +228,15 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "'y' [2, 3, 5] has 30 elements; 6 ids of 4 needs 24"},
+        Bad{"ProductsOfHostileDimsDoNotOverflow",
+            [] {
+              OneOp o(EMBEDDING);
+              o.in(o.buffer("table", {10, int64_t(1) << 32}))
+                  .in(o.buffer("ids", {int64_t(1) << 40}, I64))
+                  .out(o.buffer("y", {4}));
+              return o;
+            },
+            "ids of 4294967296 needs 9223372036854775807"},
         Bad{"BinaryThatDoesNotBroadcast",
             [] {
               OneOp o(ADD);

@@ -124,6 +124,15 @@ cl::opt<Recompute> recompute(
                           "recompute each layer from its input"),
                clEnumValN(Recompute::None, "none", "keep the activations")),
     cl::cat(category));
+cl::opt<std::string> weightLink(
+    "weight-link",
+    cl::desc("With --compute-dtype bf16, what a trainable weight's copy to "
+             "the device carries: compute (default: a bf16 copy of every "
+             "weight in pinned memory, refreshed after each update: 2 more "
+             "host bytes per parameter) or fp32 (the master itself, cast to "
+             "bf16 on the device: twice the bytes over the link, no copy on "
+             "the host). Exact either way: the same bf16 values"),
+    cl::init("compute"), cl::cat(category));
 cl::opt<bool> offloadActivations(
     "offload-activations",
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
@@ -270,7 +279,8 @@ struct Schedule {
   bool momentsOnDisk = false;
   int64_t lookahead = 8;
   double offloadFraction = 1.0;
-  bool keep = false; ///< --recompute none: the backward recomputes nothing
+  bool keep = false;     ///< --recompute none: the backward recomputes nothing
+  bool fp32Link = false; ///< --weight-link fp32
   std::string flags() const {
     std::string f;
     if (batch)
@@ -283,6 +293,8 @@ struct Schedule {
            llvm::formatv("{0}", offloadFraction).str();
     f += " --optimizer-overlap " + overlap;
     f += keep ? " --recompute none" : " --recompute layers";
+    if (fp32Link)
+      f += " --weight-link fp32";
     return f + (momentsOnDisk ? " --moments disk" : " --moments host");
   }
 };
@@ -295,25 +307,28 @@ struct Schedule {
 /// recomputed. Precision and state formats are never changed: every
 /// candidate is as exact as the user's.
 std::vector<Schedule> searchSpace(const Schedule &user, bool splittable,
-                                  bool recomputeGiven) {
-  std::vector<bool> keeps = {user.keep};
+                                  bool recomputeGiven, bool linkChoice) {
+  std::vector<bool> keeps = {user.keep}, links = {user.fp32Link};
   if (!recomputeGiven)
     keeps = {false, true};
+  if (linkChoice)
+    links = {false, true};
   std::vector<Schedule> out;
   for (int64_t split : {1, 2, 4, 8}) {
     if (split > 1 && (!splittable || user.batch == 0 || user.batch % split))
       continue;
     for (bool keep : keeps)
-      for (bool stream : {false, true})
-        for (bool offload : {false, true})
-          for (const char *overlap : {"after", "backward", "next-forward"}) {
-            // Without recompute there are no layer checkpoints to offload.
-            if (keep && offload)
-              continue;
-            out.push_back({user.batch / split, user.gradAccum * split, stream,
-                           offload, overlap, user.momentsOnDisk, user.lookahead,
-                           user.offloadFraction, keep});
-          }
+      for (bool link : links)
+        for (bool stream : {false, true})
+          for (bool offload : {false, true})
+            for (const char *overlap : {"after", "backward", "next-forward"}) {
+              // Without recompute there are no layer checkpoints to offload.
+              if (keep && offload)
+                continue;
+              out.push_back({user.batch / split, user.gradAccum * split, stream,
+                             offload, overlap, user.momentsOnDisk,
+                             user.lookahead, user.offloadFraction, keep, link});
+            }
   }
   return out;
 }
@@ -358,6 +373,7 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.computeDtype = computeDtype.getValue();
   o.optimizerOverlap = s.overlap;
   o.optimizerStates = optimizerStates.getValue();
+  o.weightLink = s.fp32Link ? "fp32" : "compute";
   o.streamWeights = s.stream;
   o.lookahead = s.lookahead;
   o.residentBelow = parseSize(residentBelow);
@@ -614,13 +630,13 @@ void printCandidate(const mt::plan::Plan &plan,
   double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
                          plan.shapes().grad_accum());
   os << llvm::formatv(
-      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-9}  {6,-7}  "
-      "{7,10}  {8,10}  {9,10}  {10,8:F3}  {11,9:F0}  {12}\n",
+      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-9}  {6,-7}  {7,-7}  "
+      "{8,10}  {9,10}  {10,10}  {11,8:F3}  {12,9:F0}  {13}\n",
       plan.shapes().batch(), s.gradAccum, s.stream ? "yes" : "no",
       s.offload ? "yes" : "no", s.overlap, s.keep ? "none" : "layers",
-      s.momentsOnDisk ? "disk" : "host", gib(double(t.device)),
-      gib(double(t.pinned)), gib(double(t.host)), r.stepSeconds,
-      tokens / r.stepSeconds, ok ? "yes" : "no");
+      s.fp32Link ? "fp32" : "compute", s.momentsOnDisk ? "disk" : "host",
+      gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
+      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
 }
 
 } // namespace
@@ -734,6 +750,7 @@ int main(int argc, char **argv) {
   Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
                   optimizerOverlap};
   chosen.keep = recompute == Recompute::None;
+  chosen.fp32Link = weightLink == "fp32";
   Compiler compiler(context, timing);
   if (what != Emit::Plan) {
     mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -766,6 +783,11 @@ int main(int argc, char **argv) {
   if (momentsHome != "host" && momentsHome != "disk" && momentsHome != "auto") {
     errs() << "mtc: error: --moments must be host, disk or auto, got '"
            << momentsHome << "'\n";
+    return 1;
+  }
+  if (weightLink != "compute" && weightLink != "fp32") {
+    errs() << "mtc: error: --weight-link must be compute or fp32, got '"
+           << weightLink << "'\n";
     return 1;
   }
   if (diskFormat != "raw" && diskFormat != "shuffle-zstd") {
@@ -814,7 +836,9 @@ int main(int argc, char **argv) {
     Schedule c = chosen;
     c.momentsOnDisk = onDisk;
     for (Schedule x :
-         suggest ? searchSpace(c, splittable, recompute.getNumOccurrences() > 0)
+         suggest ? searchSpace(c, splittable, recompute.getNumOccurrences() > 0,
+                               computeDtype == "bf16" &&
+                                   weightLink.getNumOccurrences() == 0)
                  : std::vector{c})
       for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8})
         for (double f : x.offload ? fractions : std::vector<double>{1.0}) {
@@ -833,8 +857,8 @@ int main(int argc, char **argv) {
   if (suggest)
     outs()
         << "micro-batch x accum  streamed  offloaded  optimizer     "
-           "recompute  moments      device      pinned   host (all)    s/step "
-           "  tokens/s  fits\n";
+           "recompute  link     moments      device      pinned   host (all)  "
+           "  s/step   tokens/s  fits\n";
   for (const Schedule &c : candidates) {
     mt::ImportOptions o = options;
     o.batch = c.batch;

@@ -113,6 +113,11 @@ struct LowerToSched
           << computeDtype << "'";
       return signalPassFailure();
     }
+    if (weightLink != "compute" && weightLink != "fp32") {
+      module.emitError("weight link must be compute or fp32, got '")
+          << weightLink << "'";
+      return signalPassFailure();
+    }
     if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
         optimizerStates != "8bit") {
       module.emitError("optimizer states must be fp32, bf16 or 8bit, got '")
@@ -403,9 +408,10 @@ struct LowerToSched
     }
     // With bf16 compute, copies to the device read a bf16 copy in pinned
     // memory (2 bytes per element over the link), which the plan converts
-    // from the master after every update.
+    // from the master after every update; or, with the fp32 link, the
+    // master itself, cast on the device (copyToDevice).
     Value computeCopy;
-    if (w.getTrainable() && compute.isBF16())
+    if (w.getTrainable() && compute.isBF16() && weightLink == "compute")
       computeCopy = buffer((w.getName() + ".compute").str(), "host_pinned",
                            deviceType(t));
     Value source = computeCopy ? computeCopy : master;
@@ -431,8 +437,7 @@ struct LowerToSched
     if (w.getTrainable() && optimizerOverlap == "next-forward") {
       deferUpdate(w, t, entry, source, copyBytes);
     } else if (!w.getValue()) {
-      exec(begin, "h2d", Kernel::CopyToDevice, source, device, {}, nullptr, 0,
-           copyBytes, w.getLoc());
+      copyToDevice(begin, source, device, {}, copyBytes, w.getLoc());
     }
     if (w.getTrainable() && optimizerOverlap != "next-forward") {
       OpBuilder fb(&getContext());
@@ -442,6 +447,28 @@ struct LowerToSched
            0, train::storageBytes(t), w.getLoc());
     }
     return device;
+  }
+
+  /// A weight's copy into its device buffer `device` from `source` (its
+  /// master or compute copy): one copy on the h2d stream; or, when the
+  /// dtypes differ (an fp32 master for a bf16 buffer), a copy into an fp32
+  /// device staging buffer and the cast into `device` on the compute
+  /// stream. The token of the last.
+  Value copyToDevice(PhaseOp phase, Value source, Value device,
+                     ValueRange waits, int64_t bytes, Location loc) {
+    auto from = cast<BufferType>(source.getType()).getTensorType();
+    auto to = cast<BufferType>(device.getType()).getTensorType();
+    if (from.getElementType() == to.getElementType())
+      return exec(phase, "h2d", Kernel::CopyToDevice, source, device, waits,
+                  nullptr, 0, bytes, loc);
+    auto name = device.getDefiningOp<BufferOp>().getName();
+    Value staging = buffer((name + ".f32").str(), "device", from);
+    Value copied = exec(phase, "h2d", Kernel::CopyToDevice, source, staging,
+                        waits, nullptr, 0, bytes, loc);
+    // Reads 4 and writes 2 bytes per element, in device memory.
+    return exec(phase, "compute", Kernel::Copy, staging, device, copied,
+                nullptr, 0, train::storageBytes(from) + train::storageBytes(to),
+                loc);
   }
 
   /// An update of `w` and, with a compute copy, its refresh right after it
@@ -512,10 +539,13 @@ struct LowerToSched
                  {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
              0, train::storageBytes(t), w.getLoc());
     first(reset.getDefiningOp());
-    Value copied =
-        exec(micro, "h2d", Kernel::CopyToDevice, source, weight.device, updated,
-             nullptr, 0, copyBytes, w.getLoc());
-    first(copied.getDefiningOp());
+    Value copied = copyToDevice(micro, source, weight.device, updated,
+                                copyBytes, w.getLoc());
+    // The copy, and the cast after it with the fp32 link.
+    Operation *last = copied.getDefiningOp();
+    if (cast<ExecOp>(last).getKernel() == Kernel::Copy)
+      first(last->getPrevNode());
+    first(last);
     copyTokens[weight.device] = copied;
     update(finish, weight, t, {}, w.getLoc());
   }

@@ -35,6 +35,11 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
       *this, "optimizer-states",
       llvm::cl::desc("fp32, bf16 or 8bit (the last two lossy)"),
       llvm::cl::init("fp32")};
+  Option<std::string> weightLink{
+      *this, "weight-link",
+      llvm::cl::desc("With bf16 compute: compute (a pinned bf16 copy of each "
+                     "weight) or fp32 (the master, cast on the device)"),
+      llvm::cl::init("compute")};
   Option<bool> streamWeights{*this, "stream-weights",
                              llvm::cl::desc("Stream the weights per layer"),
                              llvm::cl::init(false)};

@@ -45,6 +45,13 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
            "last micro-batch as soon as its gradient is accumulated; "
            "next-forward: each weight's AdamW in the next step's first "
            "micro-batch, just before its copy to the device">,
+    Option<"weightLink", "weight-link", "std::string", "\"compute\"",
+           "With bf16 compute, what a trainable weight's copy to the device "
+           "carries: compute (a bf16 copy of every weight in pinned memory, "
+           "refreshed after each update: 2 bytes per element over the link, "
+           "2 more host bytes per parameter) or fp32 (the master itself, "
+           "cast to bf16 on the device into the weight's buffer: twice the "
+           "link bytes, no copy on the host)">,
   ];
   let statistics = [
     Statistic<"numExecs", "execs", "scheduled ops">,

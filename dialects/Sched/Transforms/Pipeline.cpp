@@ -16,6 +16,7 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
   lower.computeDtype = o.computeDtype;
   lower.optimizerOverlap = o.optimizerOverlap;
   lower.optimizerStates = o.optimizerStates;
+  lower.weightLink = o.weightLink;
   pm.addPass(createLowerToSchedPass(lower));
   if (o.streamWeights) {
     StreamWeightsPassOptions stream;

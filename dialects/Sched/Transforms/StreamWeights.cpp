@@ -19,12 +19,26 @@ namespace {
 
 /// One region of uses of a weight's device copy: the ops that read it.
 struct Region {
-  Value device;              ///< the buffer the step_begin copy fills
-  ExecOp source;             ///< that copy
+  Value device;  ///< the buffer the step_begin copy fills
+  ExecOp source; ///< that copy
+  /// With the fp32 link: the cast on the device from the copy's fp32
+  /// staging buffer into `device` (else null).
+  ExecOp cast;
   StringRef suffix;          ///< ".fwd" or ".bwd"
   SmallVector<ExecOp> users; ///< in program order
   bool resident = false;     ///< small: keeps its once-per-step copy
 };
+
+/// The cast that reads `copy`'s staging buffer, when the copy fills one
+/// (LowerToSched's fp32 link: a COPY right after it in its phase).
+ExecOp castAfter(ExecOp copy) {
+  auto next = dyn_cast_or_null<ExecOp>(copy->getNextNode());
+  if (next && next.getKernel() == Kernel::Copy && next.getIns().size() == 1 &&
+      next.getIns()[0] == copy.getOuts()[0] &&
+      llvm::is_contained(next.getWaits(), copy.getDone()))
+    return next;
+  return nullptr;
+}
 
 struct StreamWeights
     : public mt::sched::impl::StreamWeightsPassBase<StreamWeights> {
@@ -60,9 +74,10 @@ struct StreamWeights
       // placed like a streamed one's: a copy in the micro-batch, in front
       // of the streamed ones, would hold them up behind its update.
       bool resident = int64_t(copy.getBytes()) < residentBelow;
-      Value device = copy.getOuts()[0];
-      Region fwd{device, copy, ".fwd", {}, resident},
-          bwd{device, copy, ".bwd", {}, resident};
+      ExecOp cast = castAfter(copy);
+      Value device = cast ? cast.getOuts()[0] : copy.getOuts()[0];
+      Region fwd{device, copy, cast, ".fwd", {}, resident},
+          bwd{device, copy, cast, ".bwd", {}, resident};
       for (ExecOp e : order)
         if (llvm::is_contained(e.getIns(), device))
           (index[e] < backward ? fwd : bwd).users.push_back(e);
@@ -82,10 +97,13 @@ struct StreamWeights
     for (auto [i, r] : llvm::enumerate(regions)) {
       size_t at = i >= size_t(lookahead) ? i - size_t(lookahead) : 0;
       Operation *before = regions[at].users.front();
-      if (!r.resident)
+      if (!r.resident) {
         streamRegion(program, r, before);
-      else if (r.source->getParentOp() == micro)
+      } else if (r.source->getParentOp() == micro) {
         r.source->moveBefore(before);
+        if (r.cast)
+          r.cast->moveBefore(r.users.front());
+      }
     }
     // The once-per-step copies of streamed weights and their buffers are
     // gone (a weight's two regions share them: erase each once).
@@ -93,28 +111,56 @@ struct StreamWeights
     for (Region &r : regions) {
       if (r.resident)
         continue;
+      // Users before the buffers they use.
+      if (r.cast)
+        dead.insert(r.cast);
       dead.insert(r.source);
+      if (r.cast)
+        dead.insert(r.source.getOuts()[0].getDefiningOp());
       dead.insert(r.device.getDefiningOp());
     }
     for (Operation *op : dead)
       op->erase();
   }
 
-  void streamRegion(ProgramOp program, Region &r, Operation *before) {
-    auto def = r.device.getDefiningOp<BufferOp>();
+  /// A buffer like `like` (a BufferOp's result), named with `suffix`.
+  static Value copyOf(Value like, StringRef suffix) {
+    auto def = like.getDefiningOp<BufferOp>();
     OpBuilder b(def);
-    auto buf = b.create<BufferOp>(
-        def.getLoc(), def.getType(),
-        b.getStringAttr((def.getName() + r.suffix).str()), def.getArenaAttr(),
-        def.getOffsetAttr(), ElementsAttr());
-    b.setInsertionPoint(before);
+    return b.create<BufferOp>(def.getLoc(), def.getType(),
+                              b.getStringAttr((def.getName() + suffix).str()),
+                              def.getArenaAttr(), def.getOffsetAttr(),
+                              ElementsAttr());
+  }
+
+  /// An exec like `like` with other operands, results and waits, before
+  /// `before`.
+  static ExecOp execLike(ExecOp like, ValueRange ins, ValueRange outs,
+                         ValueRange waits, Operation *before) {
+    OpBuilder b(before);
+    return b.create<ExecOp>(like.getLoc(), like.getDone().getType(),
+                            like.getKernelAttr(), ins, outs,
+                            like.getStreamAttr(), waits, like.getAttrsAttr(),
+                            like.getFlopsAttr(), like.getBytesAttr());
+  }
+
+  void streamRegion(ProgramOp program, Region &r, Operation *before) {
+    Value buf = copyOf(r.device, r.suffix);
     // The copy waits for what the once-per-step copy waited for (the
-    // weight's update); readers wait for the new copy instead.
-    auto copy = b.create<ExecOp>(
-        r.source.getLoc(), r.source.getDone().getType(),
-        r.source.getKernelAttr(), r.source.getIns(), ValueRange{buf},
-        r.source.getStreamAttr(), r.source.getWaits(), r.source.getAttrsAttr(),
-        r.source.getFlopsAttr(), r.source.getBytesAttr());
+    // weight's update); readers wait for the new copy instead (with the
+    // fp32 link: for its cast, on the compute stream right before the
+    // first reader, so that the compute stream does not wait for a copy
+    // issued ahead).
+    ExecOp copy;
+    if (r.cast) {
+      Value staging = copyOf(r.source.getOuts()[0], r.suffix);
+      ExecOp load = execLike(r.source, r.source.getIns(), staging,
+                             r.source.getWaits(), before);
+      copy = execLike(r.cast, staging, buf, load.getDone(), r.users.front());
+    } else {
+      copy = execLike(r.source, r.source.getIns(), buf, r.source.getWaits(),
+                      before);
+    }
     ++numCopies;
     for (ExecOp user : r.users) {
       for (OpOperand &operand : user->getOpOperands())
@@ -122,7 +168,7 @@ struct StreamWeights
           operand.set(buf);
       auto waits = user.getWaitsMutable();
       for (int i = int(user.getWaits().size()) - 1; i >= 0; --i)
-        if (user.getWaits()[i] == r.source.getDone())
+        if (user.getWaits()[i] == (r.cast ? r.cast : r.source).getDone())
           waits.erase(unsigned(i));
     }
     // Streams run in order: the first reader on each stream waits.

@@ -3,6 +3,9 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
+// RUN: mt-opt --split-input-file --mt-lower-to-sched='compute-dtype=bf16 weight-link=fp32' %s | FileCheck %s --check-prefix=LINK
+// RUN: not mt-opt --split-input-file --mt-lower-to-sched=weight-link=fp16 %s 2>&1 | FileCheck %s --check-prefix=BADLINK
+// BADLINK: error: weight link must be compute or fp32, got 'fp16'
 
 // The step becomes one program: a trainable weight gets an f32 master,
 // gradient accumulator and moments on the host and a device copy; the
@@ -76,6 +79,18 @@
 // BF16: sched.phase step_end
 // BF16-NEXT: sched.exec adamw ins(%{{.*}}) outs(%[[W]], {{.*}}) on @optimizer
 // BF16-NEXT: sched.exec copy ins(%[[W]]) outs(%[[C]]) on @optimizer
+// With the fp32 link there is no bf16 copy on the host: the master goes to
+// an fp32 staging buffer on the device and is cast there, on the compute
+// stream, into the weight's bf16 buffer.
+// LINK-NOT: "emb.compute"
+// LINK-DAG: %[[W:.+]] = sched.buffer "emb" in @host at -1 : <tensor<16x8xf32>>
+// LINK-DAG: %[[D:.+]] = sched.buffer "emb.device" in @device at -1 : <tensor<16x8xbf16>>
+// LINK-DAG: %[[S:.+]] = sched.buffer "emb.device.f32" in @device at -1 : <tensor<16x8xf32>>
+// LINK: %[[C:.+]] = sched.exec copy_to_device ins(%[[W]]) outs(%[[S]]) on @h2d {bytes = 512 : i64}
+// LINK-NEXT: sched.exec copy ins(%[[S]]) outs(%[[D]]) on @compute after(%[[C]])
+// LINK: sched.phase step_end
+// LINK-NEXT: sched.exec adamw
+// LINK-NOT: sched.exec copy ins(%[[W]])
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}) {

@@ -189,10 +189,9 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   default:
     break;
   }
-  const OpDesc *desc = ops_.find(op);
-  if (!desc)
-    return Status::error(plan::Kernel_Name(op.kernel()) +
-                         " op outside the plan");
+  const OpDesc *desc;
+  if (Status st = ops_.lookup(op, desc); !st)
+    return st;
   const OpDesc &d = *desc;
   switch (op.kernel()) {
   case Kernel::EMBEDDING: {

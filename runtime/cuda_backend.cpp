@@ -281,11 +281,19 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
           op.kernel() == Kernel::COPY_TO_HOST)
         for (uint32_t b : {op.operands(0), op.results(0)})
           copiedArena[buf(b).arena()] = true;
+  auto pinned = [&](int i) {
+    plan::Tier t = plan.arenas(i).tier();
+    return t == plan::HOST_PINNED || (t == plan::HOST && copiedArena[i]);
+  };
+  // Host arenas are whole pages, so that cudaHostRegister can lock them.
+  auto hostBytes = [&](int i) {
+    return (std::max<uint64_t>(plan.arenas(i).size_bytes(), 1) + kPage - 1) /
+           kPage * kPage;
+  };
   uint64_t toPin = 0;
   for (int i = 0; i < plan.arenas_size(); ++i)
-    if (plan.arenas(i).tier() == plan::HOST_PINNED ||
-        (plan.arenas(i).tier() == plan::HOST && copiedArena[i]))
-      toPin += plan.arenas(i).size_bytes();
+    if (pinned(i))
+      toPin += hostBytes(i);
   if (Status st = checkMemlock(toPin); !st)
     return st;
   if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
@@ -350,7 +358,6 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   }
   for (int i = 0; i < plan.arenas_size(); ++i) {
     const plan::Arena &a = plan.arenas(i);
-    size_t size = alignUp(std::max<uint64_t>(a.size_bytes(), 1));
     switch (a.tier()) {
     case plan::DEVICE:
       bases_[i] = base + arenaOffset[i];
@@ -367,7 +374,7 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       // cudaHostRegister locks below in bounded chunks (a cudaHostAlloc of
       // more than a few GiB fails on some drivers). The host state spreads
       // over the NUMA nodes; the staging arenas stay where first touched.
-      size = (size + kPage - 1) / kPage * kPage;
+      size_t size = hostBytes(i);
       bases_[i] = std::aligned_alloc(kPage, size);
       if (!bases_[i])
         return Status::error("cannot allocate arena '" + a.name() + "' (" +
@@ -386,18 +393,18 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   auto started = std::chrono::steady_clock::now();
   size_t pinnedBytes = 0, calls = registered_.size();
   for (int i = 0; i < plan.arenas_size(); ++i) {
-    plan::Tier t = plan.arenas(i).tier();
-    if (t != plan::HOST_PINNED && !(t == plan::HOST && copiedArena[i]))
+    if (!pinned(i))
       continue;
-    size_t size =
-        (std::max<uint64_t>(plan.arenas(i).size_bytes(), 1) + kPage - 1) /
-        kPage * kPage;
+    size_t size = hostBytes(i);
     if (Status st = pin(i, size); !st) {
-      if (t == plan::HOST_PINNED)
-        return Status::error(st.message() + "; the plan pins " +
-                             std::to_string(toPin) +
-                             " bytes in all: free host memory or plan with a "
-                             "smaller mtc --pinned-mem");
+      if (plan.arenas(i).tier() == plan::HOST_PINNED) {
+        char all[160];
+        std::snprintf(all, sizeof all,
+                      "; the plan pins %.2f GiB in all: free host memory or "
+                      "plan with a smaller mtc --pinned-mem",
+                      gib(toPin));
+        return Status::error(st.message() + all);
+      }
       char note[256];
       std::snprintf(note, sizeof note,
                     "cannot page-lock arena '%s' (%.2f GiB); its copies run "
@@ -711,10 +718,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   if (op.kernel() == Kernel::FILL)
     return cuda(
         kc::fill(out(result(0)), count(result(0)), float(a.value()), stream));
-  const OpDesc *desc = ops_.find(op);
-  if (!desc)
-    return Status::error(plan::Kernel_Name(op.kernel()) +
-                         " op outside the plan");
+  const OpDesc *desc;
+  if (Status st = ops_.lookup(op, desc); !st)
+    return st;
   const OpDesc &d = *desc;
   switch (op.kernel()) {
   case Kernel::EMBEDDING: {

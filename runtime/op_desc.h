@@ -75,6 +75,14 @@ public:
     auto it = index_.find(&op);
     return it == index_.end() ? nullptr : &descs_[it->second];
   }
+  /// The same for a backend about to run `op`: an op outside the plan is
+  /// an error.
+  Status lookup(const plan::Op &op, const OpDesc *&desc) const {
+    desc = find(op);
+    return desc ? Status::ok()
+                : Status::error(plan::Kernel_Name(op.kernel()) +
+                                " op outside the plan");
+  }
 
 private:
   std::vector<OpDesc> descs_;

@@ -313,19 +313,23 @@ bool masked(const AttentionShape &s, int64_t i, int64_t j) {
   return (s.causal && j > i) || (s.window > 0 && i - j >= s.window);
 }
 
+/// The additive mask's row for query i of head (b, h), broadcast over
+/// batch and heads where the mask has 1 of them; null without a mask.
+const float *maskRow(const float *mask, const AttentionShape &s, int64_t b,
+                     int64_t h, int64_t i) {
+  if (!mask)
+    return nullptr;
+  int64_t mb = s.maskBatch > 1 ? b : 0, mh = s.maskHeads > 1 ? h : 0;
+  return mask + ((mb * s.maskHeads + mh) * s.seq + i) * s.seq;
+}
+
 /// Softmax probabilities of one query row over all keys.
 void scoresRow(const float *q, const float *k, const float *mask,
                const AttentionShape &s, int64_t b, int64_t h, int64_t i,
                std::vector<double> &p) {
   int64_t d = s.headDim, g = h / (s.heads / s.kvHeads);
   const float *qi = q + (b * s.seq + i) * s.heads * d + h * d;
-  const float *rowMask =
-      mask ? mask + (((s.maskBatch > 1 ? b : 0) * s.maskHeads +
-                      (s.maskHeads > 1 ? h : 0)) *
-                         s.seq +
-                     i) *
-                        s.seq
-           : nullptr;
+  const float *rowMask = maskRow(mask, s, b, h, i);
   double maxScore = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < s.seq; ++j) {
     if (masked(s, i, j)) {
@@ -373,13 +377,7 @@ void probabilities(const float *q, const float *k, const float *mask,
   for (int64_t r = 0; r < n; ++r) {
     int64_t i = i0 + r;
     float *row = p + r * s.seq;
-    const float *rowMask =
-        mask ? mask + (((s.maskBatch > 1 ? b : 0) * s.maskHeads +
-                        (s.maskHeads > 1 ? h : 0)) *
-                           s.seq +
-                       i) *
-                          s.seq
-             : nullptr;
+    const float *rowMask = maskRow(mask, s, b, h, i);
     // The keys the causal mask and the window leave to query i: [lo, hi).
     int64_t hi = s.causal ? std::min(keys, i + 1) : keys;
     int64_t lo = s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0;

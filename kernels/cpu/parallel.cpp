@@ -13,7 +13,10 @@ namespace {
 
 /// Workers sleep on a condition variable between loops and take a loop's
 /// tasks from a shared counter, so that a kernel call costs a wake-up
-/// (microseconds), not a thread start per thread.
+/// (microseconds), not a thread start per thread. The counter carries the
+/// loop's generation in its high half: a worker that wakes after its loop
+/// ended (or is slow to claim) sees another generation and takes nothing,
+/// so no task runs twice and no loop waits for a late worker.
 class Pool {
 public:
   ~Pool() { resize(0); }
@@ -28,62 +31,75 @@ public:
   }
 
   void run(int64_t tasks, const std::function<void(int64_t)> &task) {
-    if (inPool_ || tasks <= 1) {
+    // A loop inside a task, or one the counter's low half cannot index,
+    // runs here.
+    if (inPool_ || tasks <= 1 || tasks > int64_t(kIndexMask)) {
       for (int64_t t = 0; t < tasks; ++t)
         task(t);
       return;
     }
     std::lock_guard<std::mutex> job(job_);
     resize(threads() - 1);
+    Loop loop;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      task_ = &task;
-      tasks_ = tasks;
-      next_ = 0;
-      pending_ = tasks;
-      ++generation_;
+      loop = {++generation_ & kIndexMask, &task, tasks};
+      current_ = loop;
+      finished_ = 0;
+      next_ = loop.generation << 32;
     }
     wake_.notify_all();
-    work();
-    // No worker may still be inside work() when the next loop resets the
-    // counter, or it could take a task of that loop twice.
+    work(loop);
     std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0 && active_ == 0; });
-    task_ = nullptr;
+    done_.wait(lock, [&] { return finished_ == tasks; });
   }
 
 private:
-  /// Takes tasks of the current loop until none is left.
-  void work() {
+  static constexpr uint64_t kIndexMask = 0xffffffffu;
+
+  /// What a worker needs of a loop, read under mu_ when it wakes.
+  struct Loop {
+    uint64_t generation = 0;
+    const std::function<void(int64_t)> *task = nullptr;
+    int64_t tasks = 0;
+  };
+
+  /// Takes tasks of `loop` until none is left or another loop began. A
+  /// task is claimed only while the counter still holds the loop's
+  /// generation, and the loop's caller waits for every claimed task, so
+  /// the task function is alive whenever it is called.
+  void work(const Loop &loop) {
     bool outer = inPool_;
     inPool_ = true;
+    uint64_t seen = next_.load();
     for (;;) {
-      int64_t t = next_.fetch_add(1);
-      if (t >= tasks_)
+      if ((seen >> 32) != loop.generation ||
+          int64_t(seen & kIndexMask) >= loop.tasks)
         break;
-      (*task_)(t);
+      if (!next_.compare_exchange_weak(seen, seen + 1))
+        continue; // `seen` was reloaded
+      (*loop.task)(int64_t(seen & kIndexMask));
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0)
+      if (++finished_ == loop.tasks)
         done_.notify_all();
+      seen = next_.load();
     }
     inPool_ = outer;
   }
 
-  void worker() {
-    uint64_t seen = 0;
+  /// `seen`: the generation of the last loop this worker need not join.
+  void worker(uint64_t seen) {
     for (;;) {
+      Loop loop;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        wake_.wait(lock, [&] { return stop_ || current_.generation != seen; });
         if (stop_)
           return;
-        seen = generation_;
-        ++active_;
+        loop = current_;
+        seen = loop.generation;
       }
-      work();
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--active_ == 0)
-        done_.notify_all();
+      work(loop);
     }
   }
 
@@ -101,7 +117,8 @@ private:
     workers_.clear();
     stop_ = false;
     for (int i = 0; i < workers; ++i)
-      workers_.emplace_back([this] { worker(); });
+      workers_.emplace_back(
+          [this, seen = current_.generation] { worker(seen); });
   }
 
   std::mutex job_; ///< one loop at a time
@@ -110,12 +127,11 @@ private:
   std::vector<std::thread> workers_;
   std::atomic<int> threads_{
       int(std::max(1u, std::thread::hardware_concurrency()))};
-  const std::function<void(int64_t)> *task_ = nullptr;
-  int64_t tasks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t pending_ = 0; ///< tasks of the loop not finished
-  int active_ = 0;      ///< workers inside work()
+  Loop current_;         ///< the latest loop (under mu_)
+  int64_t finished_ = 0; ///< its tasks done (under mu_)
   uint64_t generation_ = 0;
+  /// The current loop's generation (high 32 bits) and next task (low 32).
+  std::atomic<uint64_t> next_{0};
   bool stop_ = false;
   static thread_local bool inPool_;
 };

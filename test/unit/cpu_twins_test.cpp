@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -141,6 +142,20 @@ TEST(Pool, ParallelForRunsEachIndexOnceWhateverTheThreads) {
     parallelFor(1000, 1e6, [&](int64_t i) { ++hits[i]; });
     EXPECT_EQ(hits, std::vector<int>(1000, 1)) << n << " threads";
   }
+}
+
+// Loops of a few tasks back to back, as the kernels of a step issue them:
+// a worker that wakes after its loop ended must take nothing of the next.
+TEST(Pool, ShortLoopsBackToBackRunEachTaskOnce) {
+  Threads t(4);
+  std::atomic<int> wrong{0};
+  for (int loop = 0; loop < 20000; ++loop) {
+    std::atomic<int> hits[3] = {0, 0, 0};
+    runOnPool(3, [&](int64_t i) { ++hits[i]; });
+    for (auto &h : hits)
+      wrong += h != 1;
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(Pool, ALoopInsideALoopRunsSerially) {

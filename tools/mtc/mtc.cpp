@@ -117,7 +117,7 @@ cl::opt<Recompute> recompute(
     "recompute",
     cl::desc("What the backward recomputes: layers (default: each layer's "
              "forward from its input, which is all the step keeps) or none "
-             "(every activation the backward reads is kept: a third less "
+             "(every activation the backward reads is kept: a quarter less "
              "work, more device memory; exact either way)"),
     cl::init(Recompute::Layers),
     cl::values(clEnumValN(Recompute::Layers, "layers",
@@ -333,7 +333,6 @@ std::vector<Schedule> searchSpace(const Schedule &user, bool splittable,
   return out;
 }
 
-/// Imports the model and runs the passes up to `what`.
 /// The model through the front end, for `what` (up to the training step
 /// for the back end).
 mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
@@ -694,6 +693,11 @@ int main(int argc, char **argv) {
            << optimizerOverlap << "'\n";
     return 1;
   }
+  if (weightLink != "compute" && weightLink != "fp32") {
+    errs() << "mtc: error: --weight-link must be compute or fp32, got '"
+           << weightLink << "'\n";
+    return 1;
+  }
   if (lookahead != "auto" &&
       (lookahead.empty() ||
        !std::all_of(lookahead.begin(), lookahead.end(), ::isdigit) ||
@@ -783,11 +787,6 @@ int main(int argc, char **argv) {
   if (momentsHome != "host" && momentsHome != "disk" && momentsHome != "auto") {
     errs() << "mtc: error: --moments must be host, disk or auto, got '"
            << momentsHome << "'\n";
-    return 1;
-  }
-  if (weightLink != "compute" && weightLink != "fp32") {
-    errs() << "mtc: error: --weight-link must be compute or fp32, got '"
-           << weightLink << "'\n";
     return 1;
   }
   if (diskFormat != "raw" && diskFormat != "shuffle-zstd") {

@@ -19,7 +19,7 @@ namespace mt::train {
 /// `explainFusion`, the fusion says at each op why a pattern did not match.
 /// Without `outline` the layers stay inline, so that the backward the step
 /// derives reads the forward's activations instead of recomputing each
-/// layer's forward from its input (more memory, a third less work).
+/// layer's forward from its input (more memory, a quarter less work).
 void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false,
                            bool outline = true);
 

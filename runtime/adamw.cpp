@@ -189,7 +189,57 @@ void encodeBlock(const float *m, const float *v, int64_t n, int8_t *qm,
   }
 }
 
+/// A 4-bit block: m as sign and magnitude, v offset by one code (adamw.h).
+void decodeBlock4(const uint8_t *qm, float sm, const uint8_t *qv, float sv,
+                  int64_t n, float *m, float *v) {
+  for (int64_t i = 0; i < n; ++i) {
+    int cm = (qm[i / 2] >> (4 * (i % 2))) & 15;
+    int cv = (qv[i / 2] >> (4 * (i % 2))) & 15;
+    float a = float(cm & 7) / 7.0f, b = float(cv + 1) / 16.0f;
+    m[i] = sm * (cm & 8 ? -a * a : a * a);
+    b *= b;
+    v[i] = sv * b * b;
+  }
+}
+
+void encodeBlock4(const float *m, const float *v, int64_t n, uint8_t *qm,
+                  float &sm, uint8_t *qv, float &sv) {
+  sm = 0;
+  sv = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sm = std::max(sm, std::fabs(m[i]));
+    sv = std::max(sv, v[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float a = sm > 0 ? std::sqrt(std::fabs(m[i]) / sm) : 0.0f;
+    int cm = int(std::nearbyint(7.0f * a));
+    if (m[i] < 0 && cm > 0)
+      cm |= 8;
+    float b = sv > 0 ? std::sqrt(std::sqrt(v[i] / sv)) : 0.0f;
+    int cv = std::clamp(int(std::nearbyint(16.0f * b)) - 1, 0, 15);
+    int shift = 4 * int(i % 2);
+    uint8_t keep = uint8_t(0xF0 >> shift); // the other element's nibble
+    qm[i / 2] = uint8_t((qm[i / 2] & keep) | (cm << shift));
+    qv[i / 2] = uint8_t((qv[i / 2] & keep) | (cv << shift));
+  }
+}
+
 } // namespace
+
+void adamwStep4bitMoments(float *param, const float *grad, uint8_t *m,
+                          float *mScale, uint8_t *v, float *vScale,
+                          int64_t count, int64_t step, const AdamWConfig &c,
+                          float gradScale) {
+  float mb[kMomentBlock], vb[kMomentBlock];
+  static_assert(kMomentBlock % 2 == 0, "a block starts on a byte");
+  for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
+    int64_t n = std::min(kMomentBlock, count - begin);
+    decodeBlock4(m + begin / 2, mScale[b], v + begin / 2, vScale[b], n, mb, vb);
+    update(param + begin, grad + begin, F32Moments{mb, vb}, n, step, c,
+           gradScale);
+    encodeBlock4(mb, vb, n, m + begin / 2, mScale[b], v + begin / 2, vScale[b]);
+  }
+}
 
 void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
                           float *mScale, uint8_t *v, float *vScale,
@@ -257,7 +307,12 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
                        int64_t count, int64_t step, const AdamWConfig &config,
                        float gradScale, int threads) {
   auto run = [&](int64_t begin, int64_t len) {
-    if (s.m8)
+    if (s.m4)
+      adamwStep4bitMoments(param + begin, grad + begin, s.m4 + begin / 2,
+                           s.mScale + begin / kMomentBlock, s.v4 + begin / 2,
+                           s.vScale + begin / kMomentBlock, len, step, config,
+                           gradScale);
+    else if (s.m8)
       adamwStep8bitMoments(param + begin, grad + begin, s.m8 + begin,
                            s.mScale + begin / kMomentBlock, s.v8 + begin,
                            s.vScale + begin / kMomentBlock, len, step, config,
@@ -276,7 +331,7 @@ void adamwStepParallel(float *param, const float *grad, const Moments &s,
       1, std::min<int64_t>(threads, (count + kMinChunk - 1) / kMinChunk));
   if (n == 1)
     return run(0, count);
-  // Chunks start on a block of 8-bit moments.
+  // Chunks start on a block of 8-bit or 4-bit moments.
   int nodes = int(numaNodes().size());
   n = threadsOnNodes(n, nodes);
   int64_t chunk =

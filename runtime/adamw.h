@@ -36,7 +36,7 @@ void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
                           uint16_t *v, int64_t count, int64_t step,
                           const AdamWConfig &config, float gradScale = 1.0f);
 
-/// Elements per scale of 8-bit moments.
+/// Elements per scale of 8-bit and 4-bit moments.
 constexpr int64_t kMomentBlock = 256;
 
 /// The same update with 8-bit blockwise moments (lossy, opt-in). Each block
@@ -52,13 +52,31 @@ void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
                           int64_t count, int64_t step,
                           const AdamWConfig &config, float gradScale = 1.0f);
 
-/// Where the moments of a tensor are: fp32 (m, v), bf16 (m16, v16), or
-/// 8-bit blockwise (m8, v8 and their scales).
+/// The same update with 4-bit blockwise moments (lossy, opt-in), two
+/// elements per byte (element 2i in the low nibble of byte i), with the
+/// 8-bit format's fp32 scale per block of kMomentBlock elements. m is stored
+/// as sign and magnitude: bit 3 the sign, bits 0-2 round(7 sqrt(|m| /
+/// scale)); v as c = round(16 (v / scale)^(1/4)) - 1 clamped to [0, 15] and
+/// decoded as scale ((c + 1) / 16)^4, which is never zero in a block whose
+/// scale is not: a v rounded up only shortens that element's step, while a
+/// zero would divide m by eps alone. Each block is decoded to fp32,
+/// updated, and encoded again. `count` elements, `(count + 1) / 2` bytes per
+/// moment, `(count + kMomentBlock - 1) / kMomentBlock` scales; chunks must
+/// start on a block.
+void adamwStep4bitMoments(float *param, const float *grad, uint8_t *m,
+                          float *mScale, uint8_t *v, float *vScale,
+                          int64_t count, int64_t step,
+                          const AdamWConfig &config, float gradScale = 1.0f);
+
+/// Where the moments of a tensor are: fp32 (m, v), bf16 (m16, v16), 8-bit
+/// blockwise (m8, v8 and their scales) or 4-bit blockwise (m4, v4 and their
+/// scales).
 struct Moments {
   float *m = nullptr, *v = nullptr;
   uint16_t *m16 = nullptr, *v16 = nullptr;
   int8_t *m8 = nullptr;
   uint8_t *v8 = nullptr;
+  uint8_t *m4 = nullptr, *v4 = nullptr;
   float *mScale = nullptr, *vScale = nullptr;
 };
 

@@ -99,7 +99,7 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
       optimizer.push_back({p.name() + ".master", p.master()});
     optimizer.push_back({p.name() + ".exp_avg", p.exp_avg()});
     optimizer.push_back({p.name() + ".exp_avg_sq", p.exp_avg_sq()});
-    if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8) {
+    if (hasMomentScales(momentFormat(plan, p))) {
       optimizer.push_back({p.name() + ".exp_avg.scale", p.exp_avg_scale()});
       optimizer.push_back(
           {p.name() + ".exp_avg_sq.scale", p.exp_avg_sq_scale()});

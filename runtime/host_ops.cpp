@@ -58,28 +58,48 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
   case plan::ADAMW: {
     float *grad = backend.hostF32(op.operands(0));
     float *master = backend.hostF32(op.results(0));
-    if (!grad || !master)
-      return Status::error("AdamW runs on F32 masters and gradients");
+    int64_t n = count(op.results(0));
+    if (!grad || !master || count(op.operands(0)) != n)
+      return Status::error("AdamW runs on an F32 master and an F32 gradient "
+                           "of its size");
+    // Each moment's format and size, checked here: an op of a plan need not
+    // be a parameter's (the loader checked those).
+    plan::DType mt = buf(op.results(1)).dtype(),
+                vt = buf(op.results(2)).dtype();
+    int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+    auto sized = [&](int result, int64_t elements) {
+      return count(op.results(result)) == elements;
+    };
+    bool scaled = op.results_size() == 5 && sized(3, blocks) &&
+                  sized(4, blocks) && backend.hostF32(op.results(3)) &&
+                  backend.hostF32(op.results(4));
     Moments moments;
-    switch (buf(op.results(1)).dtype()) {
-    case plan::F32:
+    if (mt == plan::F32 && vt == plan::F32 && sized(1, n) && sized(2, n)) {
       moments.m = backend.hostF32(op.results(1));
       moments.v = backend.hostF32(op.results(2));
-      break;
-    case plan::BF16:
+    } else if (mt == plan::BF16 && vt == plan::BF16 && sized(1, n) &&
+               sized(2, n)) {
       moments.m16 = static_cast<uint16_t *>(ptr(op.results(1)));
       moments.v16 = static_cast<uint16_t *>(ptr(op.results(2)));
-      break;
-    default: // 8-bit, with their scales (the loader checked the shapes)
-      if (op.results_size() != 5)
-        return Status::error("8-bit moments need their two scale buffers");
+    } else if (mt == plan::I8 && vt == plan::U8 && sized(1, n) && sized(2, n) &&
+               scaled) {
       moments.m8 = static_cast<int8_t *>(ptr(op.results(1)));
       moments.v8 = static_cast<uint8_t *>(ptr(op.results(2)));
+    } else if (mt == plan::U8 && vt == plan::U8 && sized(1, (n + 1) / 2) &&
+               sized(2, (n + 1) / 2) && scaled) {
+      moments.m4 = static_cast<uint8_t *>(ptr(op.results(1)));
+      moments.v4 = static_cast<uint8_t *>(ptr(op.results(2)));
+    } else {
+      return Status::error("AdamW's moments must be F32 or BF16 of the "
+                           "master's size, or 8-bit (I8, U8) or 4-bit (U8 of "
+                           "half the size) with two F32 scales per 256");
+    }
+    if (scaled) {
       moments.mScale = backend.hostF32(op.results(3));
       moments.vScale = backend.hostF32(op.results(4));
     }
-    adamwStepParallel(master, grad, moments, count(op.results(0)), step.step,
-                      step.adamw, step.gradScale, threads);
+    adamwStepParallel(master, grad, moments, n, step.step, step.adamw,
+                      step.gradScale, threads);
     return Status::ok();
   }
   default:

@@ -339,23 +339,34 @@ private:
       return b && std::equal(b->shape().begin(), b->shape().end(),
                              master->shape().begin(), master->shape().end());
     };
-    if (!sameShape(g) || !sameShape(m) || !sameShape(v) ||
-        g->dtype() != plan::F32 || onDisk(*g))
-      return fail(w + ": the gradient (F32, in memory) and the two moments "
-                      "must have the master's shape");
+    if (!sameShape(g) || g->dtype() != plan::F32 || onDisk(*g))
+      return fail(w + ": the gradient must be F32, in memory, with the "
+                      "master's shape");
+    // 4-bit moments pack two elements a byte: U8 of ceil(n / 2) each.
+    auto packed = [&](const plan::Buffer *b) {
+      return b && b->dtype() == plan::U8 && b->shape_size() == 1 &&
+             b->shape(0) == (n + 1) / 2;
+    };
+    bool q4 = packed(m) && packed(v);
+    if (!q4 && (!sameShape(m) || !sameShape(v)))
+      return fail(w +
+                  ": the two moments must have the master's shape (or, "
+                  "4-bit, be U8 of " +
+                  std::to_string((n + 1) / 2) + " elements)");
     bool f32 = m->dtype() == plan::F32 && v->dtype() == plan::F32;
     bool bf16 = m->dtype() == plan::BF16 && v->dtype() == plan::BF16;
     bool q8 = m->dtype() == plan::I8 && v->dtype() == plan::U8;
-    if (!f32 && !bf16 && !q8)
-      return fail(w + ": the moments must be both F32, both BF16, or I8 and "
-                      "U8");
-    if (q8) {
+    if (!f32 && !bf16 && !q8 && !q4)
+      return fail(w + ": the moments must be both F32, both BF16, I8 and "
+                      "U8 (8-bit), or both packed U8 (4-bit)");
+    if (q8 || q4) {
       int64_t blocks = (n + 255) / 256;
       for (uint32_t idx : {prm.exp_avg_scale(), prm.exp_avg_sq_scale()}) {
         const plan::Buffer *sc = buffer(idx);
         if (!sc || sc->dtype() != plan::F32 ||
             elementsOf(sc->shape()) != blocks || onDisk(*sc))
-          return fail(w + ": 8-bit moments need two F32 scale buffers of " +
+          return fail(w + (q8 ? ": 8-bit" : ": 4-bit") +
+                      " moments need two F32 scale buffers of " +
                       std::to_string(blocks) + " elements in memory");
       }
     }
@@ -483,15 +494,30 @@ uint64_t bufferBytes(const plan::Plan &plan, uint32_t buffer) {
          uint64_t(dtypeBytes(plan.buffers(int(buffer)).dtype()));
 }
 
+MomentFormat momentFormat(const plan::Plan &plan, const plan::Parameter &p) {
+  switch (plan.buffers(int(p.exp_avg())).dtype()) {
+  case plan::BF16:
+    return MomentFormat::BF16;
+  case plan::I8:
+    return MomentFormat::Q8;
+  case plan::U8:
+    return MomentFormat::Q4;
+  default:
+    return MomentFormat::F32;
+  }
+}
+
 std::string lossyMoments(const plan::Plan &plan) {
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
-    switch (plan.buffers(int(p.exp_avg())).dtype()) {
-    case plan::BF16:
+    switch (momentFormat(plan, p)) {
+    case MomentFormat::BF16:
       return "bf16";
-    case plan::I8:
+    case MomentFormat::Q8:
       return "8-bit blockwise";
+    case MomentFormat::Q4:
+      return "4-bit blockwise";
     default:
       return "";
     }
@@ -505,7 +531,7 @@ uint64_t momentBytes(const plan::Plan &plan) {
     if (!p.trainable())
       continue;
     total += bufferBytes(plan, p.exp_avg()) + bufferBytes(plan, p.exp_avg_sq());
-    if (plan.buffers(int(p.exp_avg())).dtype() == plan::I8)
+    if (hasMomentScales(momentFormat(plan, p)))
       total += bufferBytes(plan, p.exp_avg_scale()) +
                bufferBytes(plan, p.exp_avg_sq_scale());
   }

@@ -17,8 +17,17 @@ int dtypeBytes(plan::DType dtype);
 int64_t bufferElements(const plan::Plan &plan, uint32_t buffer);
 uint64_t bufferBytes(const plan::Plan &plan, uint32_t buffer);
 
+/// How a trainable parameter of a validated plan stores its AdamW moments:
+/// fp32 (exact), bf16, or blockwise 8 or 4 bits with a scale per block
+/// (exp_avg_scale and exp_avg_sq_scale; runtime/adamw.h has the codes).
+enum class MomentFormat { F32, BF16, Q8, Q4 };
+MomentFormat momentFormat(const plan::Plan &plan, const plan::Parameter &p);
+inline bool hasMomentScales(MomentFormat f) {
+  return f == MomentFormat::Q8 || f == MomentFormat::Q4;
+}
+
 /// How a plan stores the AdamW moments when it is lossy ("bf16",
-/// "8-bit blockwise"), or "" when they are fp32 (exact).
+/// "8-bit blockwise", "4-bit blockwise"), or "" when they are fp32 (exact).
 std::string lossyMoments(const plan::Plan &plan);
 
 /// Bytes of the AdamW moments (and their scales) of all trainable weights.

@@ -2,6 +2,7 @@
 // round trip of a valid plan, one test per kind of invalid field, framing
 // errors, and mutated plans that must be refused (byte flips) or, for
 // re-framed field mutations, refused or accepted but never crash.
+#include "runtime/host_ops.h"
 #include "runtime/plan_io.h"
 
 #include <google/protobuf/descriptor.h>
@@ -190,12 +191,35 @@ INSTANTIATE_TEST_SUITE_P(
                 "data file 'a/../../b' is refused: it has a '..' component"},
         BadCase{"moments",
                 [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
-                "the gradient (F32, in memory) and the two moments must have "
-                "the master's shape"},
+                "the two moments must have the master's shape (or, 4-bit, be "
+                "U8 of 16 elements)"},
         BadCase{
             "moment_dtypes",
             [](Plan &p) { p.mutable_buffers(2)->set_dtype(mt::plan::BF16); },
-            "the moments must be both F32, both BF16, or I8 and U8"},
+            "the moments must be both F32, both BF16, I8 and U8 (8-bit), or "
+            "both packed U8 (4-bit)"},
+        BadCase{"grad", [](Plan &p) { p.mutable_parameters(0)->set_grad(5); },
+                "the gradient must be F32, in memory, with the master's "
+                "shape"},
+        BadCase{"moment_packed",
+                [](Plan &p) {
+                  // 4-bit moments of 15 bytes for 32 elements.
+                  for (int b : {2, 3}) {
+                    p.mutable_buffers(b)->set_dtype(mt::plan::U8);
+                    p.mutable_buffers(b)->clear_shape();
+                    p.mutable_buffers(b)->add_shape(15);
+                  }
+                },
+                "be U8 of 16 elements"},
+        BadCase{"moment_scales_4bit",
+                [](Plan &p) {
+                  for (int b : {2, 3}) {
+                    p.mutable_buffers(b)->set_dtype(mt::plan::U8);
+                    p.mutable_buffers(b)->clear_shape();
+                    p.mutable_buffers(b)->add_shape(16);
+                  }
+                },
+                "4-bit moments need two F32 scale buffers of 1 elements"},
         BadCase{"moment_scales",
                 [](Plan &p) {
                   p.mutable_buffers(2)->set_dtype(mt::plan::I8);
@@ -444,3 +468,62 @@ TEST(PlanIo, FieldMutationsNeverCrashTheValidator) {
 }
 
 } // namespace
+
+namespace {
+/// Host memory for every buffer of a plan (the host ops under test).
+class HostBackend : public Backend {
+public:
+  explicit HostBackend(const Plan &p) : plan_(p), bytes_(p.buffers_size()) {
+    for (int b = 0; b < p.buffers_size(); ++b)
+      bytes_[b].resize(bufferBytes(p, uint32_t(b)) + 1);
+  }
+  Status allocate(const Plan &) override { return Status::ok(); }
+  Status run(const mt::plan::Op &, const StepConfig &) override {
+    return Status::ok();
+  }
+  Status write(uint32_t, const void *, size_t) override { return Status::ok(); }
+  Status read(uint32_t, void *, size_t) override { return Status::ok(); }
+  float *hostF32(uint32_t b) override {
+    return plan_.buffers(int(b)).dtype() == mt::plan::F32
+               ? reinterpret_cast<float *>(bytes_[b].data())
+               : nullptr;
+  }
+  void *ptr(uint32_t b) { return bytes_[b].data(); }
+  uint64_t diskStoredBytes() const override { return 0; }
+
+private:
+  const Plan &plan_;
+  std::vector<std::vector<char>> bytes_;
+};
+} // namespace
+
+TEST(HostOps, AdamWRefusesMomentsThatDoNotFitItsMaster) {
+  // The loader checks each parameter's buffers, but an ADAMW op may name
+  // others: an F32 moment smaller than the master (here the scalar loss
+  // for a [8, 4] master: 31 floats past its end), or a 4-bit moment without
+  // its scales, is refused before anything is written.
+  Plan p = validPlan();
+  ASSERT_TRUE(validatePlan(p, "p").isOk());
+  auto run = [&](const Plan &plan) {
+    HostBackend backend(plan);
+    const mt::plan::Op &op = plan.phases(1).ops(0);
+    return runHostOp(
+        plan, op, StepConfig{}, backend,
+        [&](uint32_t b) { return backend.ptr(b); }, 1);
+  };
+  EXPECT_TRUE(run(p).isOk()) << run(p).message();
+  Plan small = p;
+  small.mutable_phases(1)->mutable_ops(0)->set_results(1, 6);
+  ASSERT_TRUE(validatePlan(small, "p").isOk());
+  Status st = run(small);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("AdamW's moments must be"), std::string::npos)
+      << st.message();
+  Plan q4 = p;
+  for (int b : {2, 3}) {
+    q4.mutable_buffers(b)->set_dtype(mt::plan::U8);
+    q4.mutable_buffers(b)->clear_shape();
+    q4.mutable_buffers(b)->add_shape(16);
+  }
+  EXPECT_FALSE(run(q4).isOk());
+}

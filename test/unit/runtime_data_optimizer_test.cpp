@@ -170,6 +170,72 @@ TEST(AdamW, EightBitMomentsFollowTheFp32Update) {
     ASSERT_EQ(p8[i], p0[i]);
 }
 
+TEST(AdamW, FourBitMomentsFollowTheFp32Update) {
+  // As the 8-bit test: the first step matches fp32 exactly; over 20 steps
+  // with a 100x scale from block to block the parameters stay within 15%
+  // of the fp32 path's total movement (7 magnitudes and 16 levels of v
+  // against 127 and 255); a block of zero gradients stays put, and the odd
+  // last element shares its byte with its neighbour without disturbing it.
+  int64_t n = 3 * kMomentBlock + 17; // a partial last block, an odd count
+  int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d;
+  std::vector<float> p0(n);
+  for (float &x : p0)
+    x = d(rng);
+  std::vector<float> p32 = p0, p4 = p0, m(n, 0.0f), v(n, 0.0f);
+  std::vector<uint8_t> m4((n + 1) / 2, 0), v4((n + 1) / 2, 0);
+  std::vector<float> ms(blocks, 0.0f), vs(blocks, 0.0f);
+  AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.0};
+  const float scale[] = {0.0f, 1.0f, 1e-2f, 0.1f};
+  for (int t = 1; t <= 20; ++t) {
+    std::vector<float> g(n);
+    for (int64_t i = 0; i < n; ++i)
+      g[i] = (d(rng) + 0.5f) * scale[i / kMomentBlock];
+    adamwStep(p32.data(), g.data(), m.data(), v.data(), n, t, c);
+    adamwStep4bitMoments(p4.data(), g.data(), m4.data(), ms.data(), v4.data(),
+                         vs.data(), n, t, c);
+    if (t == 1)
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(p4[i], p32[i]) << i;
+  }
+  double moved = 0, diff = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    moved += std::fabs(p32[i] - p0[i]);
+    diff += std::fabs(p4[i] - p32[i]);
+  }
+  EXPECT_LT(diff, 0.15 * moved) << diff << " vs " << moved;
+  EXPECT_EQ(ms[0], 0.0f);
+  EXPECT_EQ(vs[0], 0.0f);
+  for (int64_t i = 0; i < kMomentBlock; ++i)
+    ASSERT_EQ(p4[i], p0[i]);
+}
+
+TEST(AdamW, FourBitCodes) {
+  // One element at the block's largest magnitude decodes exactly (code 7,
+  // sign bit for a negative m; v at code 15); a v far below the block's
+  // largest decodes to the smallest level, (1/16)^4 of it, not zero, so
+  // that its element's step stays bounded by m / sqrt(v).
+  int64_t n = 3;
+  std::vector<uint8_t> m4(2, 0), v4(2, 0);
+  float ms = 0, vs = 0;
+  std::vector<float> p = {0, 0, 0};
+  // From zero moments with beta1 = beta2 = 0: m = g and v = g^2 after one
+  // step, which the encoding then stores.
+  std::vector<float> g = {-2.0f, 1e-6f, 0.0f};
+  AdamWConfig c{1e-3, 0.0, 0.0, 1e-8, 0.0};
+  adamwStep4bitMoments(p.data(), g.data(), m4.data(), &ms, v4.data(), &vs, n, 1,
+                       c);
+  EXPECT_EQ(ms, 2.0f);
+  EXPECT_EQ(vs, 4.0f);
+  EXPECT_EQ(m4[0] & 15, 8 | 7) << "-2: the sign and the largest magnitude";
+  EXPECT_EQ(v4[0] & 15, 15);
+  EXPECT_EQ(m4[0] >> 4, 0) << "1e-6 of 2 rounds to zero";
+  EXPECT_EQ(v4[0] >> 4, 0) << "the smallest level, 4 / 16^4";
+  EXPECT_EQ(m4[1], 0) << "the third element, and nothing beyond it";
+  EXPECT_EQ(v4[1], 0);
+}
+
 TEST(AdamW, VectorPathsGiveTheScalarBits) {
   // Odd length: the vector loops and their scalar tails both run.
   int64_t n = 1000 + 13;
@@ -271,6 +337,29 @@ TEST(AdamW, ThreadCountDoesNotChangeTheResult) {
   EXPECT_EQ(std::memcmp(q1.data(), q4.data(), n * sizeof(float)), 0);
   EXPECT_EQ(ms1, ms4);
   EXPECT_EQ(v81, v84);
+  // 4-bit moments: whole blocks too, so no byte is shared by two threads.
+  std::vector<float> r1 = p, r4 = p;
+  std::vector<uint8_t> n41((n + 1) / 2, 0), w41((n + 1) / 2, 0),
+      n44((n + 1) / 2, 0), w44((n + 1) / 2, 0);
+  std::vector<float> ns1(blocks, 0), ws1(blocks, 0), ns4(blocks, 0),
+      ws4(blocks, 0);
+  Moments f1, f4;
+  f1.m4 = n41.data();
+  f1.v4 = w41.data();
+  f1.mScale = ns1.data();
+  f1.vScale = ws1.data();
+  f4.m4 = n44.data();
+  f4.v4 = w44.data();
+  f4.mScale = ns4.data();
+  f4.vScale = ws4.data();
+  for (int step = 1; step <= 2; ++step) {
+    adamwStepParallel(r1.data(), g.data(), f1, n, step, c, 0.5f, 1);
+    adamwStepParallel(r4.data(), g.data(), f4, n, step, c, 0.5f, 4);
+  }
+  EXPECT_EQ(std::memcmp(r1.data(), r4.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(ws1, ws4);
+  EXPECT_EQ(n41, n44);
+  EXPECT_EQ(w41, w44);
   EXPECT_NE(p1[0], p[0]);
 }
 

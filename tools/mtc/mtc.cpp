@@ -201,8 +201,10 @@ cl::opt<bool> explain(
 cl::opt<std::string> optimizerStates(
     "optimizer-states",
     cl::desc("AdamW moments: fp32 (default, exact), bf16 (LOSSY: half the "
-             "bytes) or 8bit (LOSSY: blockwise 8-bit with a scale per 256 "
-             "elements, about a quarter); lossy formats only when asked for"),
+             "bytes), 8bit (LOSSY: blockwise 8-bit with a scale per 256 "
+             "elements, about a quarter) or 4bit (LOSSY: blockwise 4-bit, "
+             "two a byte, the same scales: about an eighth); lossy formats "
+             "only when asked for"),
     cl::init("fp32"), cl::cat(category));
 cl::opt<std::string> optimizerOverlap(
     "optimizer-overlap",
@@ -681,8 +683,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
-      optimizerStates != "8bit") {
-    errs() << "mtc: error: --optimizer-states must be fp32, bf16 or 8bit, got '"
+      optimizerStates != "8bit" && optimizerStates != "4bit") {
+    errs() << "mtc: error: --optimizer-states must be fp32, bf16, 8bit or "
+              "4bit, got '"
            << optimizerStates << "'\n";
     return 1;
   }

@@ -57,28 +57,39 @@ LogicalResult ParameterOp::verify() {
     return success();
   if (state.size() != 3 && state.size() != 5)
     return emitOpError("a trainable parameter has a gradient, two moments "
-                       "and, for 8-bit moments, their two scales; a frozen "
-                       "one none");
-  for (Value v : state.take_front(3))
-    if (typeOf(v).getShape() != master.getShape())
-      return emitOpError("the gradient and moments must have the master's "
-                         "shape");
+                       "and, for 8-bit or 4-bit moments, their two scales; a "
+                       "frozen one none");
   Type g = typeOf(state[0]).getElementType(),
        m = typeOf(state[1]).getElementType(),
        v = typeOf(state[2]).getElementType();
+  int64_t n = master.getNumElements();
+  // 4-bit moments pack two elements a byte: ui8 of ceil(n / 2) each.
+  auto packed = [&](Value x) {
+    return typeOf(x).getElementType().isUnsignedInteger(8) &&
+           typeOf(x).getShape() == ArrayRef<int64_t>{(n + 1) / 2};
+  };
+  bool q4 = packed(state[1]) && packed(state[2]);
+  if (typeOf(state[0]).getShape() != master.getShape() ||
+      (!q4 && (typeOf(state[1]).getShape() != master.getShape() ||
+               typeOf(state[2]).getShape() != master.getShape())))
+    return emitOpError("the gradient and moments must have the master's "
+                       "shape (4-bit moments: ui8 of ")
+           << (n + 1) / 2 << " elements)";
   bool q8 = m.isSignedInteger(8) && v.isUnsignedInteger(8);
-  if (!g.isF32() || !((m == v && (m.isF32() || m.isBF16())) || q8))
+  if (!g.isF32() || !((m == v && (m.isF32() || m.isBF16())) || q8 || q4))
     return emitOpError("the gradient must be f32 and the moments both f32, "
-                       "both bf16, or si8 and ui8");
-  if (q8 != (state.size() == 5))
-    return emitOpError("8-bit moments, and only they, have two scales");
-  if (q8) {
-    int64_t blocks = (master.getNumElements() + 255) / 256;
+                       "both bf16, si8 and ui8, or packed ui8");
+  if ((q8 || q4) != (state.size() == 5))
+    return emitOpError("8-bit and 4-bit moments, and only they, have two "
+                       "scales");
+  if (q8 || q4) {
+    int64_t blocks = (n + 255) / 256;
     for (Value s : state.drop_front(3))
       if (!typeOf(s).getElementType().isF32() ||
           typeOf(s).getShape() != ArrayRef<int64_t>{blocks})
-        return emitOpError("8-bit moments have f32 scales of ")
-               << blocks << " elements (one per 256)";
+        return emitOpError(q8 ? "8-bit" : "4-bit")
+               << " moments have f32 scales of " << blocks
+               << " elements (one per 256)";
   }
   return success();
 }

@@ -119,8 +119,9 @@ struct LowerToSched
       return signalPassFailure();
     }
     if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
-        optimizerStates != "8bit") {
-      module.emitError("optimizer states must be fp32, bf16 or 8bit, got '")
+        optimizerStates != "8bit" && optimizerStates != "4bit") {
+      module.emitError(
+          "optimizer states must be fp32, bf16, 8bit or 4bit, got '")
           << optimizerStates << "'";
       return signalPassFailure();
     }
@@ -373,7 +374,7 @@ struct LowerToSched
     Value master = buffer(w.getName(), "host", t);
     SmallVector<Value> state;
     if (w.getTrainable()) {
-      // Moments in bf16 or 8 bits only when asked for: it is lossy.
+      // Moments in bf16, 8 or 4 bits only when asked for: it is lossy.
       MLIRContext *ctx = &getContext();
       auto like = [&](Type e) {
         return RankedTensorType::get(t.getShape(), e);
@@ -385,10 +386,14 @@ struct LowerToSched
         m = like(IntegerType::get(ctx, 8, IntegerType::Signed));
         v = like(IntegerType::get(ctx, 8, IntegerType::Unsigned));
       }
+      if (optimizerStates == "4bit") // two elements a byte (runtime/adamw.h)
+        m = v = RankedTensorType::get(
+            {(t.getNumElements() + 1) / 2},
+            IntegerType::get(ctx, 8, IntegerType::Unsigned));
       state.push_back(buffer((w.getName() + ".grad").str(), "host", t));
       state.push_back(buffer((w.getName() + ".exp_avg").str(), "host", m));
       state.push_back(buffer((w.getName() + ".exp_avg_sq").str(), "host", v));
-      if (optimizerStates == "8bit") {
+      if (optimizerStates == "8bit" || optimizerStates == "4bit") {
         // One fp32 scale per block of kMomentBlock elements (runtime/adamw.h).
         auto scales = RankedTensorType::get(
             {(t.getNumElements() + kMomentBlock - 1) / kMomentBlock},

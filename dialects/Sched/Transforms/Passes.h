@@ -33,7 +33,7 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
       llvm::cl::init("after")};
   Option<std::string> optimizerStates{
       *this, "optimizer-states",
-      llvm::cl::desc("fp32, bf16 or 8bit (the last two lossy)"),
+      llvm::cl::desc("fp32, bf16, 8bit or 4bit (all but fp32 lossy)"),
       llvm::cl::init("fp32")};
   Option<std::string> weightLink{
       *this, "weight-link",

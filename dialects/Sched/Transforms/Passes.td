@@ -38,8 +38,8 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
     Option<"computeDtype", "compute-dtype", "std::string", "\"fp32\"",
            "Storage of device tensors: fp32 or bf16 (fp32 math either way)">,
     Option<"optimizerStates", "optimizer-states", "std::string", "\"fp32\"",
-           "AdamW moments: fp32 (exact), bf16 or 8bit (blockwise; both "
-           "lossy, opt-in)">,
+           "AdamW moments: fp32 (exact), bf16, 8bit or 4bit (blockwise; "
+           "all lossy, opt-in)">,
     Option<"optimizerOverlap", "optimizer-overlap", "std::string", "\"after\"",
            "after: AdamW in step_end; backward: each weight's AdamW in the "
            "last micro-batch as soon as its gradient is accumulated; "

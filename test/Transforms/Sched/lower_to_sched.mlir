@@ -3,6 +3,9 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=4bit %s | FileCheck %s --check-prefix=Q4
+// RUN: not mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=2bit %s 2>&1 | FileCheck %s --check-prefix=BADSTATES
+// BADSTATES: error: optimizer states must be fp32, bf16, 8bit or 4bit, got '2bit'
 // RUN: mt-opt --split-input-file --mt-lower-to-sched='compute-dtype=bf16 weight-link=fp32' %s | FileCheck %s --check-prefix=LINK
 // RUN: not mt-opt --split-input-file --mt-lower-to-sched=weight-link=fp16 %s 2>&1 | FileCheck %s --check-prefix=BADLINK
 // BADLINK: error: weight link must be compute or fp32, got 'fp16'
@@ -67,6 +70,14 @@
 // Q8-DAG: %[[VS:.+]] = sched.buffer "emb.exp_avg_sq.scale" in @host at -1 : <tensor<1xf32>>
 // Q8: sched.parameter "emb" master(%{{.*}}) state(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]])
 // Q8: sched.exec adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
+// 4-bit moments (opt-in, lossy): two elements a byte, 128 elements in 64
+// bytes each, with the 8-bit format's scales.
+// Q4-DAG: %[[M:.+]] = sched.buffer "emb.exp_avg" in @host at -1 : <tensor<64xui8>>
+// Q4-DAG: %[[V:.+]] = sched.buffer "emb.exp_avg_sq" in @host at -1 : <tensor<64xui8>>
+// Q4-DAG: %[[MS:.+]] = sched.buffer "emb.exp_avg.scale" in @host at -1 : <tensor<1xf32>>
+// Q4-DAG: %[[VS:.+]] = sched.buffer "emb.exp_avg_sq.scale" in @host at -1 : <tensor<1xf32>>
+// Q4: sched.parameter "emb" master(%{{.*}}) state(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]])
+// Q4: sched.exec adamw ins(%{{.*}}) outs(%{{.*}}, %[[M]], %[[V]], %[[MS]], %[[VS]]) on @optimizer
 // With bf16 compute the device copy is bf16 and is copied from a bf16 copy
 // in pinned memory (half the bytes over the link), which the optimizer
 // stream converts from the master right after each update.

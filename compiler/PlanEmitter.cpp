@@ -115,6 +115,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   shapes->set_batch(int64_t(program.getBatch()));
   shapes->set_seq(int64_t(program.getSeq()));
   shapes->set_grad_accum(int64_t(program.getGradAccum()));
+  shapes->set_layer_major(program.getLayerMajor());
   shapes->set_vocab(int64_t(program.getVocab()));
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
   // Each dialect enum has the plan value of its name (PlanEnums.h); one
@@ -225,8 +226,16 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         return noValue(in, in.getRole());
       pi->set_role(*role);
       pi->set_buffer(buffers[in.getBuffer()]);
+      pi->set_micro_batch(uint32_t(in.getMicroBatch()));
     } else if (auto l = dyn_cast<LossOp>(op)) {
-      out.set_loss(buffers[l.getBuffer()]);
+      // Layer-major: each micro-batch's, in order (the verifier saw one
+      // each); `loss` is the first.
+      if (program.getLayerMajor()) {
+        out.mutable_losses()->Resize(int(program.getGradAccum()), 0);
+        out.set_losses(int(l.getMicroBatch()), buffers[l.getBuffer()]);
+      }
+      if (l.getMicroBatch() == 0)
+        out.set_loss(buffers[l.getBuffer()]);
     } else if (auto phase = dyn_cast<PhaseOp>(op)) {
       auto *pp = out.add_phases();
       auto kind = toPlan(phase.getKind());

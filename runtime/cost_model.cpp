@@ -143,7 +143,7 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
     if (phase.kind() == plan::FINISH)
       continue; // once per run, not per step
     int repeats =
-        phase.kind() == plan::MICRO_BATCH ? int(p.shapes().grad_accum()) : 1;
+        phase.kind() == plan::MICRO_BATCH ? int(microBatchPhaseRuns(p)) : 1;
     for (int rep = 0; rep < repeats; ++rep) {
       // Ops are listed in an order their waits respect, and each stream
       // runs its ops in list order: one pass in list order times them all.

@@ -211,6 +211,8 @@ public:
                     std::to_string(c.data().size()) + " bytes for a " +
                     std::to_string(bytes[c.buffer()]) + "-byte buffer");
     }
+    // Layer-major plans have inputs and a loss for each micro-batch.
+    int64_t sets = s.layer_major() ? s.grad_accum() : 1;
     for (int i = 0; i < p.inputs_size(); ++i) {
       const auto &in = p.inputs(i);
       std::string w = where("input", i, in.name());
@@ -220,11 +222,26 @@ public:
       if (!b || b->dtype() != plan::I64 || b->shape_size() != 2 ||
           b->shape(0) != s.batch() || b->shape(1) != s.seq() || onDisk(*b))
         return fail(w + ": needs an I64 buffer of [batch, seq] in memory");
+      if (int64_t(in.micro_batch()) >= sets)
+        return fail(w + ": micro_batch " + std::to_string(in.micro_batch()) +
+                    " is not below " + std::to_string(sets) +
+                    (s.layer_major() ? " (grad_accum)"
+                                     : " (a micro-batch-major plan has one "
+                                       "set of inputs)"));
     }
-    const plan::Buffer *loss = buffer(p.loss());
-    if (!loss || loss->dtype() != plan::F32 || elementsOf(loss->shape()) != 1 ||
-        onDisk(*loss))
-      return fail("loss: needs an F32 scalar buffer in memory");
+    if (s.layer_major() ? p.losses_size() != sets || p.losses(0) != p.loss()
+                        : p.losses_size() != 0)
+      return fail("losses: a layer-major plan has one loss per micro-batch "
+                  "(the first is `loss`), any other plan none");
+    std::vector<uint32_t> losses(p.losses().begin(), p.losses().end());
+    if (losses.empty())
+      losses.push_back(p.loss());
+    for (uint32_t l : losses) {
+      const plan::Buffer *loss = buffer(l);
+      if (!loss || loss->dtype() != plan::F32 ||
+          elementsOf(loss->shape()) != 1 || onDisk(*loss))
+        return fail("loss: needs an F32 scalar buffer in memory");
+    }
     for (int i = 0; i < p.streams_size(); ++i)
       if (!plan::StreamKind_IsValid(p.streams(i).kind()) ||
           p.streams(i).kind() == plan::STREAM_KIND_UNSPECIFIED)
@@ -525,6 +542,10 @@ std::string lossyMoments(const plan::Plan &plan) {
   return "";
 }
 
+int64_t microBatchPhaseRuns(const plan::Plan &plan) {
+  return plan.shapes().layer_major() ? 1 : plan.shapes().grad_accum();
+}
+
 uint64_t momentBytes(const plan::Plan &plan) {
   uint64_t total = 0;
   for (const auto &p : plan.parameters()) {
@@ -555,7 +576,7 @@ Crossings weightCrossings(const plan::Plan &plan) {
       bool everyMicroBatch = phase.kind() == plan::MICRO_BATCH &&
                              !op.first_micro_batch_only() &&
                              !op.last_micro_batch_only();
-      it->second += everyMicroBatch ? plan.shapes().grad_accum() : 1;
+      it->second += everyMicroBatch ? microBatchPhaseRuns(plan) : 1;
     }
   }
   Crossings c;
@@ -570,7 +591,7 @@ Crossings weightCrossings(const plan::Plan &plan) {
 
 std::string describeCrossings(const plan::Plan &plan) {
   Crossings c = weightCrossings(plan);
-  int64_t k = plan.shapes().grad_accum();
+  int64_t k = microBatchPhaseRuns(plan);
   if (c.most == 0)
     return "weights: none is copied to the device";
   if (c.most == 1)
@@ -584,7 +605,13 @@ std::string describeCrossings(const plan::Plan &plan) {
       "weights: each crosses to the device " + times + " times per step";
   if (c.most == 2 * k)
     text += " (" + std::string(k > 1 ? "in each micro-batch, " : "") +
-            "before its forward and before its backward with its recompute)";
+            "before its forward and before its backward with its recompute" +
+            (plan.shapes().layer_major() && plan.shapes().grad_accum() > 1
+                 ? ", each time for all " +
+                       std::to_string(plan.shapes().grad_accum()) +
+                       " micro-batches (layer-major)"
+                 : "") +
+            ")";
   return text;
 }
 

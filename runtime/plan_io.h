@@ -30,6 +30,10 @@ inline bool hasMomentScales(MomentFormat f) {
 /// "8-bit blockwise", "4-bit blockwise"), or "" when they are fp32 (exact).
 std::string lossyMoments(const plan::Plan &plan);
 
+/// How many times a step runs the MICRO_BATCH phase: once per micro-batch,
+/// or once for all of them in a layer-major plan (Shapes.layer_major).
+int64_t microBatchPhaseRuns(const plan::Plan &plan);
+
 /// Bytes of the AdamW moments (and their scales) of all trainable weights.
 uint64_t momentBytes(const plan::Plan &plan);
 

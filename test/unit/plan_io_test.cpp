@@ -230,6 +230,28 @@ INSTANTIATE_TEST_SUITE_P(
                 "needs an I64 buffer of [batch, seq]"},
         BadCase{"loss", [](Plan &p) { p.set_loss(0); },
                 "needs an F32 scalar buffer"},
+        BadCase{"layer_major_losses",
+                [](Plan &p) {
+                  p.mutable_shapes()->set_layer_major(true);
+                  p.mutable_shapes()->set_grad_accum(2);
+                  p.add_losses(p.loss());
+                },
+                "losses: a layer-major plan has one loss per micro-batch"},
+        BadCase{"layer_major_loss_buffer",
+                [](Plan &p) {
+                  p.mutable_shapes()->set_layer_major(true);
+                  p.mutable_shapes()->set_grad_accum(2);
+                  p.add_losses(p.loss());
+                  p.add_losses(5); // the token ids
+                },
+                "loss: needs an F32 scalar buffer"},
+        BadCase{"losses_not_layer_major",
+                [](Plan &p) { p.add_losses(p.loss()); },
+                "any other plan none"},
+        BadCase{"input_micro_batch",
+                [](Plan &p) { p.mutable_inputs(0)->set_micro_batch(1); },
+                "micro_batch 1 is not below 1 (a micro-batch-major plan has "
+                "one set of inputs)"},
         BadCase{
             "stream",
             [](Plan &p) { p.mutable_phases(0)->mutable_ops(0)->set_stream(9); },

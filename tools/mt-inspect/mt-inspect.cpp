@@ -222,6 +222,7 @@ int main(int argc, char **argv) {
         {"batch", p.shapes().batch()},
         {"seq", p.shapes().seq()},
         {"grad_accum", p.shapes().grad_accum()},
+        {"layer_major", p.shapes().layer_major()},
         {"compute_dtype", plan::DType_Name(p.compute_dtype())},
         {"optimizer_overlap",
          plan::OptimizerOverlap_Name(p.optimizer_overlap())},
@@ -237,11 +238,12 @@ int main(int argc, char **argv) {
   const auto &s = p.shapes();
   std::printf("plan %s (version %u) of %s\n", path.c_str(), p.version(),
               p.model().c_str());
-  std::printf("batch %lld x seq %lld, %lld micro-batch(es) per step, vocab "
-              "%lld, compute %s\n",
-              (long long)s.batch(), (long long)s.seq(),
-              (long long)s.grad_accum(), (long long)s.vocab(),
-              plan::DType_Name(p.compute_dtype()).c_str());
+  std::printf(
+      "batch %lld x seq %lld, %lld micro-batch(es) per step%s, "
+      "vocab %lld, compute %s\n",
+      (long long)s.batch(), (long long)s.seq(), (long long)s.grad_accum(),
+      s.layer_major() ? " (layer-major: each layer over all of them)" : "",
+      (long long)s.vocab(), plan::DType_Name(p.compute_dtype()).c_str());
   int trainable = 0;
   int64_t params = 0;
   for (const auto &prm : p.parameters()) {

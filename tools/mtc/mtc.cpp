@@ -90,6 +90,23 @@ cl::opt<int64_t>
 cl::opt<int64_t> gradAccum("grad-accum",
                            cl::desc("Micro-batches per optimizer step"),
                            cl::init(1), cl::cat(category));
+enum class Order { MicroBatch, Layer };
+cl::opt<Order> microBatchOrder(
+    "micro-batch-order",
+    cl::desc("With --grad-accum K > 1, the order of the step's work: "
+             "micro-batch (default: the whole forward and backward of one "
+             "micro-batch, then the next: streamed weights cross 2K times, "
+             "gradients leave K times) or layer (each layer over all K "
+             "micro-batches before the next: weights cross at most twice, "
+             "each gradient is summed on the device and leaves once, for "
+             "K sets of layer checkpoints). Exact either way: the same "
+             "losses to the bit"),
+    cl::init(Order::MicroBatch),
+    cl::values(clEnumValN(Order::MicroBatch, "micro-batch",
+                          "one micro-batch after another"),
+               clEnumValN(Order::Layer, "layer",
+                          "each layer over all micro-batches")),
+    cl::cat(category));
 cl::opt<bool> streamWeights(
     "stream-weights",
     cl::desc("Copy each layer's weights to the device just before its "
@@ -283,6 +300,7 @@ struct Schedule {
   double offloadFraction = 1.0;
   bool keep = false;     ///< --recompute none: the backward recomputes nothing
   bool fp32Link = false; ///< --weight-link fp32
+  bool layerMajor = false; ///< --micro-batch-order layer
   std::string flags() const {
     std::string f;
     if (batch)
@@ -297,6 +315,8 @@ struct Schedule {
     f += keep ? " --recompute none" : " --recompute layers";
     if (fp32Link)
       f += " --weight-link fp32";
+    if (layerMajor)
+      f += " --micro-batch-order layer";
     return f + (momentsOnDisk ? " --moments disk" : " --moments host");
   }
 };
@@ -375,6 +395,7 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.optimizerOverlap = s.overlap;
   o.optimizerStates = optimizerStates.getValue();
   o.weightLink = s.fp32Link ? "fp32" : "compute";
+  o.layerMajor = s.layerMajor && s.gradAccum > 1;
   o.streamWeights = s.stream;
   o.lookahead = s.lookahead;
   o.residentBelow = parseSize(residentBelow);
@@ -701,6 +722,12 @@ int main(int argc, char **argv) {
            << weightLink << "'\n";
     return 1;
   }
+  if (microBatchOrder == Order::Layer && recompute == Recompute::None) {
+    errs() << "mtc: error: --micro-batch-order layer orders the step by its "
+              "outlined layers, which --recompute none does not have; use "
+              "--recompute layers\n";
+    return 1;
+  }
   if (lookahead != "auto" &&
       (lookahead.empty() ||
        !std::all_of(lookahead.begin(), lookahead.end(), ::isdigit) ||
@@ -758,6 +785,7 @@ int main(int argc, char **argv) {
                   optimizerOverlap};
   chosen.keep = recompute == Recompute::None;
   chosen.fp32Link = weightLink == "fp32";
+  chosen.layerMajor = microBatchOrder == Order::Layer;
   Compiler compiler(context, timing);
   if (what != Emit::Plan) {
     mlir::OwningOpRef<mlir::ModuleOp> module =

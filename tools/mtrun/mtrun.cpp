@@ -334,9 +334,11 @@ public:
         StepConfig run = deferred ? pendingConfig() : config;
         if (!deferred)
           run.gradScale = float(scale);
-        for (int64_t m = 0; m < micro; ++m) {
+        // A layer-major plan runs the phase once for all micro-batches.
+        int64_t runs = microBatchPhaseRuns(plan);
+        for (int64_t m = 0; m < runs; ++m) {
           run.firstMicroBatch = m == 0;
-          run.lastMicroBatch = m == micro - 1;
+          run.lastMicroBatch = m == runs - 1;
           if (Status st = microBatch(t, m, ph, phase, run, r.loss); !st)
             return st;
         }
@@ -379,28 +381,43 @@ public:
   }
 
 private:
+  /// One run of the micro-batch phase: one micro-batch, or all of the
+  /// step's in a layer-major plan (each input names its micro-batch, each
+  /// has its loss).
   Status microBatch(int64_t t, int64_t m, int phaseIndex,
                     const mt::plan::Phase &phase, const StepConfig &config,
                     double &loss) {
-    TokenBatch batch;
-    data.next(batch);
-    for (const auto &in : plan.inputs()) {
-      const auto &ids =
-          in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
-      if (Status st = backend.write(in.buffer(), ids.data(),
-                                    ids.size() * sizeof(int64_t));
-          !st)
-        return st;
+    bool layerMajor = plan.shapes().layer_major();
+    int64_t sets = layerMajor ? plan.shapes().grad_accum() : 1;
+    for (int64_t k = 0; k < sets; ++k) {
+      TokenBatch batch;
+      data.next(batch);
+      for (const auto &in : plan.inputs()) {
+        if (int64_t(in.micro_batch()) != k)
+          continue;
+        const auto &ids =
+            in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
+        if (Status st = backend.write(in.buffer(), ids.data(),
+                                      ids.size() * sizeof(int64_t));
+            !st)
+          return st;
+      }
     }
     if (Status st =
             runPhase(plan, phase, backend, config, tracing ? &trace : nullptr,
                      phaseIndex, int(m), monitor);
         !st)
       return st;
-    float l;
-    if (Status st = backend.read(plan.loss(), &l, sizeof l); !st)
-      return st;
-    loss += l; // a non-finite loss is dealt with after the micro-batches
+    std::vector<uint32_t> losses(plan.losses().begin(), plan.losses().end());
+    if (!layerMajor)
+      losses = {plan.loss()};
+    // In micro-batch order: the sum is the one micro-batch-major runs make.
+    for (uint32_t b : losses) {
+      float l;
+      if (Status st = backend.read(b, &l, sizeof l); !st)
+        return st;
+      loss += l; // a non-finite loss is dealt with after the micro-batches
+    }
     return Status::ok();
   }
 

@@ -37,6 +37,28 @@ LogicalResult ProgramOp::verify() {
   Type dt = getComputeDtype();
   if (!dt.isF32() && !dt.isBF16())
     return emitOpError("compute_dtype must be f32 or bf16, got ") << dt;
+  // Layer-major: one loss per micro-batch and inputs of each; otherwise
+  // the one set, refilled for every micro-batch.
+  int64_t k = getLayerMajor() ? int64_t(getGradAccum()) : 1;
+  SmallVector<int> losses(k, 0);
+  for (Operation &op : getBody().front()) {
+    int64_t m = -1;
+    if (auto in = dyn_cast<InputOp>(op))
+      m = in.getMicroBatch();
+    else if (auto loss = dyn_cast<LossOp>(op))
+      m = loss.getMicroBatch();
+    else
+      continue;
+    if (m < 0 || m >= k)
+      return op.emitOpError("micro_batch ")
+             << m << " is outside the program's " << k
+             << (getLayerMajor() ? " (layer-major)" : " (one set of inputs)");
+    if (isa<LossOp>(op))
+      ++losses[m];
+  }
+  for (int64_t m = 0; m < k; ++m)
+    if (losses[m] > 1 || (getLayerMajor() && losses[m] != 1))
+      return emitOpError("needs one loss for micro-batch ") << m;
   return success();
 }
 

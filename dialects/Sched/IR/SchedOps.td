@@ -163,7 +163,8 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
   let arguments = (ins I64Attr:$batch, I64Attr:$seq, I64Attr:$grad_accum,
                    I64Attr:$vocab, TypeAttr:$compute_dtype, StrAttr:$model,
                    DefaultValuedAttr<Sched_OptimizerOverlapAttr,
-                       "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap);
+                       "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap,
+                   DefaultValuedAttr<BoolAttr, "false">:$layer_major);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -222,15 +223,23 @@ def Sched_ParameterOp : Sched_Op<"parameter", [HasParent<"ProgramOp">,
 
 def Sched_InputOp : Sched_Op<"input", [HasParent<"ProgramOp">]> {
   let summary = "A graph input filled with token ids for each micro-batch";
-  let description = "`sched.input \"input_ids\" role <tokens> (%ids) : !sched.buffer<tensor<2x16xi64>>`";
-  let arguments = (ins StrAttr:$name, Sched_RoleAttr:$role, Sched_BufferType:$buffer);
+  let description = [{
+    `sched.input "input_ids" role <tokens> (%ids) : !sched.buffer<tensor<2x16xi64>>`;
+    a layer-major program has one per role and micro-batch (`micro_batch`).
+  }];
+  let arguments = (ins StrAttr:$name, Sched_RoleAttr:$role, Sched_BufferType:$buffer,
+                   DefaultValuedAttr<I64Attr, "0">:$micro_batch);
   let assemblyFormat = "$name `role` custom<EnumKeyword>($role) `(` $buffer `)` attr-dict `:` type($buffer)";
 }
 
 def Sched_LossOp : Sched_Op<"loss", [HasParent<"ProgramOp">]> {
   let summary = "The buffer that holds the loss of a micro-batch";
-  let description = "`sched.loss(%l) : !sched.buffer<tensor<f32>>`";
-  let arguments = (ins Sched_BufferType:$buffer);
+  let description = [{
+    `sched.loss(%l) : !sched.buffer<tensor<f32>>`; a layer-major program has
+    one per micro-batch (`micro_batch`).
+  }];
+  let arguments = (ins Sched_BufferType:$buffer,
+                   DefaultValuedAttr<I64Attr, "0">:$micro_batch);
   let assemblyFormat = "`(` $buffer `)` attr-dict `:` type($buffer)";
 }
 

@@ -172,7 +172,8 @@ struct LowerToSched
                                            ? OptimizerOverlap::Backward
                                        : optimizerOverlap == "next-forward"
                                            ? OptimizerOverlap::NextForward
-                                           : OptimizerOverlap::After));
+                                           : OptimizerOverlap::After),
+        b.getBoolAttr(layerMajor));
     Block *body = new Block();
     program.getBody().push_back(body);
     b.setInsertionPointToEnd(body);
@@ -195,24 +196,54 @@ struct LowerToSched
       finish = addPhase(b, PhaseKind::Finish);
     this->compute = compute;
 
-    for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
-      auto name = step.getArgAttrOfType<StringAttr>(i, "train.name");
-      auto role = step.getArgAttrOfType<train::InputRoleAttr>(i, "train.role");
-      if (!role || role.getValue() == train::InputRole::Other)
-        return step.emitError("input ")
-               << i << " has no role (tokens, labels or targets)";
-      Value buf =
-          buffer(name ? name.getValue() : "input", "device", tensorOf(arg));
-      Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
-               : role.getValue() == train::InputRole::Labels ? Role::Labels
-                                                             : Role::Targets;
-      OpBuilder(begin).create<InputOp>(loc, name ? name.getValue() : "input", r,
-                                       buf);
-      buffers[arg] = buf;
+    // Layer-major: the step's values once per micro-batch, each with its
+    // own inputs.
+    buffers.resize(layerMajor ? size_t(gradAccum) : 1);
+    for (auto [k, bufs] : llvm::enumerate(buffers))
+      for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
+        auto name = step.getArgAttrOfType<StringAttr>(i, "train.name");
+        auto role =
+            step.getArgAttrOfType<train::InputRoleAttr>(i, "train.role");
+        if (!role || role.getValue() == train::InputRole::Other)
+          return step.emitError("input ")
+                 << i << " has no role (tokens, labels or targets)";
+        std::string label = name ? name.getValue().str() : "input";
+        Value buf = buffer(microPrefix(k) + label, "device", tensorOf(arg));
+        Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
+                 : role.getValue() == train::InputRole::Labels ? Role::Labels
+                                                               : Role::Targets;
+        OpBuilder(begin).create<InputOp>(loc, label, r, buf, int64_t(k));
+        bufs[arg] = buf;
+      }
+    Block &stepBody = step.getBody().front();
+    if (!layerMajor) {
+      if (failed(lowerOps(stepBody.begin(), stepBody.end(), buffers[0])))
+        return failure();
+      return lowerResults(step);
     }
-    if (failed(lowerBlock(step.getBody().front(), buffers)))
-      return failure();
+    // Each call (an outlined layer's forward, or its backward with its
+    // recompute) and each stretch of ops between calls is one group, run
+    // over every micro-batch before the next group.
+    for (auto it = stepBody.begin(); it != stepBody.end();) {
+      auto end = std::next(it);
+      if (!isa<func::CallOp>(*it))
+        while (end != stepBody.end() && !isa<func::CallOp>(*end))
+          ++end;
+      for (auto [k, bufs] : llvm::enumerate(buffers)) {
+        loweredMicroBatch = int64_t(k);
+        if (failed(lowerOps(it, end, bufs)))
+          return failure();
+      }
+      loweredMicroBatch = 0;
+      it = end;
+    }
     return lowerResults(step);
+  }
+
+  /// The prefix of the names of micro-batch `k`'s buffers in a layer-major
+  /// program (the first's have none).
+  std::string microPrefix(int64_t k) const {
+    return k ? "mb" + std::to_string(k) + "." : "";
   }
 
   PhaseOp addPhase(OpBuilder &b, PhaseKind kind) {
@@ -254,9 +285,10 @@ struct LowerToSched
         b.getI64IntegerAttr(bytes));
   }
 
-  /// Lowers the ops of a block; calls inline their callee.
-  LogicalResult lowerBlock(Block &block, DenseMap<Value, Value> &bufs) {
-    for (Operation &op : block) {
+  /// Lowers ops of a block; calls inline their callee.
+  LogicalResult lowerOps(Block::iterator from, Block::iterator to,
+                         DenseMap<Value, Value> &bufs) {
+    for (Operation &op : llvm::make_range(from, to)) {
       if (auto w = dyn_cast<train::WeightOp>(op)) {
         bufs[w] = weight(w);
         continue;
@@ -284,7 +316,8 @@ struct LowerToSched
                                                    .getInt()) +
                                 "."
                           : "";
-        if (failed(lowerBlock(callee.getBody().front(), inner)))
+        Block &calleeBody = callee.getBody().front();
+        if (failed(lowerOps(calleeBody.begin(), calleeBody.end(), inner)))
           return failure();
         auto ret =
             cast<func::ReturnOp>(callee.getBody().front().getTerminator());
@@ -320,7 +353,8 @@ struct LowerToSched
                 tensorOf(h.getInput()).getShape().back())
           fp32Sum = op.getResult(1);
       for (Value r : op.getResults()) {
-        std::string name = layerPrefix + op.getName().stripDialect().str();
+        std::string name = microPrefix(loweredMicroBatch) + layerPrefix +
+                           op.getName().stripDialect().str();
         Value buf = buffer(name, "device",
                            deviceType(tensorOf(r), isLoss || r == fp32Sum));
         bufs[r] = buf;
@@ -338,10 +372,11 @@ struct LowerToSched
                        tensorOf(op.getOperand(0)).getShape().back();
         int64_t chunk = std::min<int64_t>(
             rows, op.getAttrOfType<IntegerAttr>("chunk_rows").getInt());
-        outs.push_back(
-            buffer(layerPrefix + "head.scratch", "device",
-                   RankedTensorType::get({chunk, vocab},
-                                         Float32Type::get(&getContext()))));
+        outs.push_back(buffer(
+            microPrefix(loweredMicroBatch) + layerPrefix + "head.scratch",
+            "device",
+            RankedTensorType::get({chunk, vocab},
+                                  Float32Type::get(&getContext()))));
       }
       int64_t bytes = 0;
       for (Value r : op.getResults())
@@ -562,7 +597,8 @@ struct LowerToSched
     OpBuilder b(begin);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       if (step.getResultAttr(i, "train.loss")) {
-        b.create<LossOp>(step.getLoc(), buffers.lookup(v));
+        for (auto [k, bufs] : llvm::enumerate(buffers))
+          b.create<LossOp>(step.getLoc(), bufs.lookup(v), int64_t(k));
         continue;
       }
       auto of = step.getResultAttrOfType<StringAttr>(i, "train.grad_of");
@@ -572,10 +608,15 @@ struct LowerToSched
       if (w.state.empty())
         return step.emitError("gradient of frozen weight '")
                << of.getValue() << "'";
-      Value grad = buffers.lookup(v);
-      if (!grad)
+      SmallVector<Value> grads;
+      for (DenseMap<Value, Value> &bufs : buffers)
+        grads.push_back(bufs.lookup(v));
+      if (llvm::is_contained(grads, Value()))
         return step.emitError("gradient of '")
                << of.getValue() << "' has no buffer";
+      // Layer-major: summed on the device, leaving once.
+      Value grad =
+          grads.size() > 1 ? sumOnDevice(of.getValue(), grads) : grads[0];
       auto t = tensorOf(v);
       // The staging buffer holds the gradient as the device has it (the
       // compute dtype, or fp32 where an op keeps a sum in fp32).
@@ -622,14 +663,62 @@ struct LowerToSched
     return success();
   }
 
+  /// Layer-major: the micro-batches' gradients of one weight summed on the
+  /// device in micro-batch order and in fp32, as the host accumulates them
+  /// (0 + g0 + g1 + ...: the same bits), each add on the compute stream
+  /// right after the op that completes its addend. The sum's buffer (the
+  /// first gradient's when it is fp32), its last writer in `tokens`.
+  Value sumOnDevice(StringRef name, ArrayRef<Value> grads) {
+    auto type = cast<BufferType>(grads[0].getType()).getTensorType();
+    auto f32 =
+        RankedTensorType::get(type.getShape(), Float32Type::get(&getContext()));
+    bool wide = type.getElementType().isF32();
+    Value sum =
+        wide ? grads[0] : buffer((name + ".grad.sum").str(), "device", f32);
+    int64_t bytes = train::storageBytes(f32);
+    Location loc = sum.getLoc();
+    for (auto [k, g] : llvm::enumerate(grads)) {
+      Value token = tokens.lookup(g);
+      Operation *after = token ? token.getDefiningOp() : nullptr;
+      auto place = [&](Value done) {
+        if (after)
+          done.getDefiningOp()->moveAfter(after);
+        after = done.getDefiningOp();
+        return done;
+      };
+      Value addend = g;
+      if (!wide) {
+        // Widened exactly, as the host's accumulate widens.
+        Value to =
+            k == 0
+                ? sum
+                : buffer(
+                      (name + ".grad." + microPrefix(int64_t(k)) + "f32").str(),
+                      "device", f32);
+        addend = to;
+        tokens[sum] =
+            place(exec(micro, "compute", Kernel::Copy, g, to, {}, nullptr, 0,
+                       train::storageBytes(type) + bytes, loc));
+      }
+      if (k == 0)
+        continue;
+      tokens[sum] = place(exec(micro, "compute", Kernel::Add, {sum, addend},
+                               sum, {}, nullptr, 0, 3 * bytes, loc));
+    }
+    return sum;
+  }
+
   ProgramOp program;
   PhaseOp begin, micro, end, finish;
+  int64_t loweredMicroBatch =
+      0; ///< the micro-batch being lowered (layer-major)
   Operation *updatesEnd = nullptr;   ///< the last deferred update's op
   DenseMap<Value, Value> copyTokens; ///< device weight -> its unread copy
   DenseMap<Value, ParameterOp> parameterOfDevice;
   Type compute;
   std::string layerPrefix;
-  DenseMap<Value, Value> buffers;
+  /// Step value -> buffer, per micro-batch (one set unless layer-major).
+  SmallVector<DenseMap<Value, Value>> buffers;
   DenseMap<Attribute, Value> constants;
   DenseMap<Value, Value> tokens; ///< buffer -> token of the op writing it
   llvm::StringMap<Weight> weights;

@@ -40,6 +40,10 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
       llvm::cl::desc("With bf16 compute: compute (a pinned bf16 copy of each "
                      "weight) or fp32 (the master, cast on the device)"),
       llvm::cl::init("compute")};
+  Option<bool> layerMajor{
+      *this, "layer-major",
+      llvm::cl::desc("Each layer over every micro-batch before the next"),
+      llvm::cl::init(false)};
   Option<bool> streamWeights{*this, "stream-weights",
                              llvm::cl::desc("Stream the weights per layer"),
                              llvm::cl::init(false)};

@@ -52,6 +52,13 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
            "2 more host bytes per parameter) or fp32 (the master itself, "
            "cast to bf16 on the device into the weight's buffer: twice the "
            "link bytes, no copy on the host)">,
+    Option<"layerMajor", "layer-major", "bool", "false",
+           "With grad-accum > 1: one micro_batch phase per step that runs "
+           "each layer (each call of an outlined layer, and each stretch of "
+           "ops between them) over every micro-batch before the next, each "
+           "micro-batch with its own inputs and loss; each weight's "
+           "gradients are summed on the device in micro-batch order, in "
+           "fp32 (the host's order and precision), and leave once">,
   ];
   let statistics = [
     Statistic<"numExecs", "execs", "scheduled ops">,

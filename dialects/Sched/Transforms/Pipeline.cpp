@@ -17,6 +17,7 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
   lower.optimizerOverlap = o.optimizerOverlap;
   lower.optimizerStates = o.optimizerStates;
   lower.weightLink = o.weightLink;
+  lower.layerMajor = o.layerMajor;
   pm.addPass(createLowerToSchedPass(lower));
   if (o.streamWeights) {
     StreamWeightsPassOptions stream;

@@ -64,3 +64,23 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
   // expected-error @+1 {{8-bit and 4-bit moments, and only they, have two scales}}
   sched.parameter "w" master(%w) state(%g, %m, %v) {file = "m.onnx", offset = 0 : i64, length = 1200 : i64} : !sched.buffer<tensor<300xf32>>, !sched.buffer<tensor<300xf32>>, !sched.buffer<tensor<150xui8>>, !sched.buffer<tensor<150xui8>>
 }
+
+// -----
+
+// A layer-major program has one loss per micro-batch.
+// expected-error @+1 {{needs one loss for micro-batch 1}}
+sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 2 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m", layer_major = true} {
+  sched.arena @device tier device size 0
+  %l = sched.buffer "loss" in @device at -1 : !sched.buffer<tensor<f32>>
+  sched.loss(%l) : !sched.buffer<tensor<f32>>
+}
+
+// -----
+
+// Only a layer-major program has inputs of more than one micro-batch.
+sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 2 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
+  sched.arena @device tier device size 0
+  %i = sched.buffer "ids" in @device at -1 : !sched.buffer<tensor<1x1xi64>>
+  // expected-error @+1 {{micro_batch 1 is outside the program's 1 (one set of inputs)}}
+  sched.input "ids" role tokens(%i) {micro_batch = 1 : i64} : !sched.buffer<tensor<1x1xi64>>
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""Compiles a model with each of a set of schedules in both micro-batch
+orders, trains each plan for 4 steps and compares the two runs' losses,
+gradient norms and saved weights, one line per schedule.
+
+  order_matrix.py WORKDIR MODEL TOKENS MTC MTRUN
+"""
+import json
+import subprocess
+import sys
+
+work, model, tokens, mtc, mtrun = sys.argv[1:6]
+SCHEDULES = [
+    "--grad-accum 2",
+    "--grad-accum 4 --stream-weights --resident-below 0",
+    "--grad-accum 3 --stream-weights --offload-activations "
+    "--optimizer-overlap backward",
+    "--grad-accum 2 --compute-dtype bf16 --stream-weights "
+    "--optimizer-overlap next-forward --grad-clip 0.5",
+    "--grad-accum 2 --compute-dtype bf16 --weight-link fp32 --stream-weights "
+    "--resident-below 0 --optimizer-overlap backward",
+    "--grad-accum 4 --chunk-head-rows 8 --compute-dtype bf16 --grad-clip 0.5",
+]
+
+
+def run(i, flags, order):
+    compile_flags = [f for f in flags.split() if f not in ("--grad-clip", "0.5")]
+    train_flags = ["--grad-clip", "0.5"] if "--grad-clip" in flags else []
+    plan = f"{work}/s{i}-{order}.mtp"
+    subprocess.run([mtc, model, "-o", plan, "--micro-batch-order", order]
+                   + compile_flags, check=True)
+    metrics, save = f"{work}/s{i}-{order}.jsonl", f"{work}/s{i}-{order}.ck"
+    subprocess.run([mtrun, plan, "--data", tokens, "--steps", "4", "--lr",
+                    "1e-3", "--metrics", metrics, "--save", save] + train_flags,
+                   check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    losses = [(m["loss"], m["grad_norm"]) for m in map(json.loads, open(metrics))]
+    weights = open(f"{save}/step-00000004/model.safetensors", "rb").read()
+    return losses, weights
+
+
+for i, flags in enumerate(SCHEDULES):
+    a, b = run(i, flags, "micro-batch"), run(i, flags, "layer")
+    same = ("same losses" if a[0] == b[0] else f"DIFFERENT losses {a[0]} {b[0]}")
+    same += ", same weights" if a[1] == b[1] else ", DIFFERENT weights"
+    print(f"{flags}: {same}")

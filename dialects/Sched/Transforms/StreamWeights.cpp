@@ -62,6 +62,12 @@ struct StreamWeights
     // Regions of the weights copied once per step: at its beginning, or in
     // the first micro-batch after their update (next-forward overlap).
     SmallVector<Region> regions;
+    // The readers of each buffer, in program order.
+    DenseMap<Value, SmallVector<ExecOp>> readers;
+    for (ExecOp e : order)
+      for (Value in : e.getIns())
+        if (readers[in].empty() || readers[in].back() != e)
+          readers[in].push_back(e);
     SmallVector<ExecOp> once(begin.getOps<ExecOp>());
     for (ExecOp e : order)
       if (e.getFirstMicroBatch())
@@ -78,9 +84,8 @@ struct StreamWeights
       Value device = cast ? cast.getOuts()[0] : copy.getOuts()[0];
       Region fwd{device, copy, cast, ".fwd", {}, resident},
           bwd{device, copy, cast, ".bwd", {}, resident};
-      for (ExecOp e : order)
-        if (llvm::is_contained(e.getIns(), device))
-          (index[e] < backward ? fwd : bwd).users.push_back(e);
+      for (ExecOp e : readers.lookup(device))
+        (index[e] < backward ? fwd : bwd).users.push_back(e);
       // A resident weight's one copy goes where its first region's would.
       for (Region *r : {&fwd, &bwd})
         if (!r->users.empty()) {

@@ -4,6 +4,8 @@
 
 #include "llvm/Support/Debug.h"
 
+#include <map>
+
 #define DEBUG_TYPE "mt-verify-schedule"
 
 namespace mt::sched {
@@ -103,10 +105,13 @@ struct VerifySchedule
       }
     }
     // (2) Buffers that share bytes: the later one's accesses all happen
-    // after the earlier one's.
+    // after the earlier one's. Taken in order of first access, each buffer
+    // is checked against the buffers that last held its bytes: with those
+    // orders proved, the order of any earlier holder follows.
     struct Span {
       int64_t begin, end;
       BufferOp buf;
+      ArrayRef<std::pair<int64_t, bool>> list;
     };
     llvm::StringMap<std::vector<Span>> byArena;
     for (auto &[v, list] : accesses) {
@@ -118,47 +123,78 @@ struct VerifySchedule
           {offset,
            offset + mt::train::storageBytes(
                         cast<BufferType>(buf.getType()).getTensorType()),
-           buf});
+           buf, list});
     }
     for (auto &entry : byArena) {
       auto &spans = entry.second;
       llvm::sort(spans, [](const Span &a, const Span &b) {
-        return a.begin < b.begin;
+        return a.list.front().first < b.list.front().first;
       });
-      for (size_t a = 0; a < spans.size(); ++a)
-        for (size_t b = a + 1;
-             b < spans.size() && spans[b].begin < spans[a].end; ++b) {
+      // begin -> (end, span): the last holder of each byte range.
+      std::map<int64_t, std::pair<int64_t, Span *>> holder;
+      for (Span &second : spans) {
+        SmallVector<Span *> earlier;
+        auto it = holder.upper_bound(second.begin);
+        if (it != holder.begin())
+          it = std::prev(it);
+        while (it != holder.end() && it->first < second.end) {
+          auto [from, rest] = *it;
+          auto [to, span] = rest;
+          if (to <= second.begin) {
+            ++it;
+            continue;
+          }
+          if (!llvm::is_contained(earlier, span))
+            earlier.push_back(span);
+          it = holder.erase(it);
+          if (from < second.begin)
+            holder[from] = {second.begin, span};
+          if (to > second.end)
+            holder[second.end] = {to, span};
+        }
+        holder[second.begin] = {second.end, &second};
+        for (Span *first : earlier) {
           ++numChecked;
           // Between two runs of the phase the order above does not hold: a
           // buffer written in one micro-batch and read in another needs
           // bytes of its own.
-          for (BufferOp p : {spans[a].buf, spans[b].buf})
+          for (BufferOp p : {first->buf, second.buf})
             if (llvm::popcount(repeats.lookup(p)) > 1)
               return p.emitError("'")
                      << p.getName() << "' is touched in only some micro-"
                      << "batches but shares bytes of arena @" << entry.first()
                      << " with '"
-                     << (p == spans[a].buf ? spans[b].buf : spans[a].buf)
-                            .getName()
+                     << (p == first->buf ? second.buf : first->buf).getName()
                      << "'";
-          auto &la = accesses[spans[a].buf], &lb = accesses[spans[b].buf];
-          // Order the pair by first access.
-          auto *first = &la, *second = &lb;
-          BufferOp fb = spans[a].buf, sb = spans[b].buf;
-          if (lb.front().first < la.front().first) {
-            std::swap(first, second);
-            std::swap(fb, sb);
+          auto fail = [&](int64_t i, int64_t j) {
+            return ops[j].emitError("buffers '")
+                   << first->buf.getName() << "' and '" << second.buf.getName()
+                   << "' share bytes of arena @" << entry.first() << ", but "
+                   << describe(j) << " may run before " << describe(i)
+                   << " is done with '" << first->buf.getName() << "'";
+          };
+          // By (1), when the second buffer's first access is a write every
+          // later access of it comes after that write, and every access of
+          // the first buffer comes before its last write or is a read after
+          // it: those (its tail) before the second's first write is the
+          // whole check. Otherwise every pair of accesses.
+          if (second.list.front().second) {
+            int64_t j = second.list.front().first;
+            for (auto it = first->list.rbegin(); it != first->list.rend();
+                 ++it) {
+              if (!before(it->first, j))
+                return fail(it->first, j);
+              if (it->second)
+                break; // the last write: everything earlier precedes it
+            }
+            continue;
           }
-          for (auto [i, w1] : *first)
-            for (auto [j, w2] : *second)
+          for (auto [i, w1] : first->list)
+            for (auto [j, w2] : second.list)
               if (!before(i, j))
-                return ops[j].emitError("buffers '")
-                       << fb.getName() << "' and '" << sb.getName()
-                       << "' share bytes of arena @" << entry.first()
-                       << ", but " << describe(j) << " may run before "
-                       << describe(i) << " is done with '" << fb.getName()
-                       << "'";
+                return fail(i, j);
         }
+      }
     }
     return success();
   }

@@ -211,6 +211,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
                                                   : plan::INIT_NORMAL);
       if (!p.getState().empty()) {
         pp->set_grad(buffers[p.getState()[0]]);
+        pp->set_grad_transient(p->hasAttr("transient_grad"));
         pp->set_exp_avg(buffers[p.getState()[1]]);
         pp->set_exp_avg_sq(buffers[p.getState()[2]]);
         if (p.getState().size() == 5) {

@@ -1,6 +1,8 @@
 // The stream/token executor (see executor.h).
 #include "runtime/executor.h"
 
+#include <cmath>
+
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -172,6 +174,13 @@ std::string PhaseMonitor::describe() const {
     out += line;
   }
   return out;
+}
+
+void GradientStats::add(double squares, const std::string &buffer) {
+  std::lock_guard<std::mutex> lock(mutex);
+  sumOfSquares += squares;
+  if (!std::isfinite(squares) && firstNotFinite.empty())
+    firstNotFinite = buffer;
 }
 
 bool runsIn(const plan::Op &op, const StepConfig &step) {

@@ -34,6 +34,19 @@ struct StepConfig {
   /// plan, whose ADAMW ops apply the previous step's gradients, they are
   /// done at once.
   bool applyUpdates = true;
+  /// When set, each ADAMW adds its gradient's squared norm here (before
+  /// gradScale) and names the first weight whose gradient is not finite:
+  /// how a plan with transient gradients (Parameter.grad_transient) learns
+  /// the step's gradient norm.
+  struct GradientStats *gradients = nullptr;
+};
+
+/// The gradient norm of a step as its updates see it (StepConfig).
+struct GradientStats {
+  std::mutex mutex;
+  double sumOfSquares = 0;
+  std::string firstNotFinite; ///< the parameter's master buffer's name
+  void add(double squares, const std::string &buffer);
 };
 
 /// Whether `op` runs under `step` (or is done at once, tokens signalled).

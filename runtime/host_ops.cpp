@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace mt::runtime {
 
@@ -24,6 +25,26 @@ bool isHostOp(plan::Kernel kernel) {
   return kernel == plan::ACCUMULATE || kernel == plan::ADAMW ||
          kernel == plan::READ_DISK || kernel == plan::WRITE_DISK;
 }
+
+namespace {
+/// sum x[i]^2 in double, in blocks of 64 Ki elements summed in block order:
+/// the same bits whatever the thread count.
+double sumOfSquares(const float *x, int64_t n) {
+  constexpr int64_t kBlock = int64_t(1) << 16;
+  std::vector<double> partial((n + kBlock - 1) / kBlock, 0.0);
+  kernels::cpu::parallelFor(
+      int64_t(partial.size()), double(kBlock), [&](int64_t b) {
+        double s = 0;
+        for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i)
+          s += double(x[i]) * x[i];
+        partial[b] = s;
+      });
+  double total = 0;
+  for (double s : partial)
+    total += s;
+  return total;
+}
+} // namespace
 
 Status runHostOp(const plan::Plan &plan, const plan::Op &op,
                  const StepConfig &step, Backend &backend,
@@ -98,6 +119,9 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
       moments.mScale = backend.hostF32(op.results(3));
       moments.vScale = backend.hostF32(op.results(4));
     }
+    if (step.gradients)
+      step.gradients->add(sumOfSquares(grad, n),
+                          plan.buffers(int(op.results(0))).name());
     adamwStepParallel(master, grad, moments, n, step.step, step.adamw,
                       step.gradScale, threads);
     return Status::ok();

@@ -348,6 +348,13 @@ private:
         return fail(w + ": the compute copy must be a BF16 buffer of the "
                         "master's shape in memory");
     }
+    if (prm.grad_transient() &&
+        (!prm.trainable() || p.optimizer_overlap() != plan::BACKWARD ||
+         (p.shapes().grad_accum() > 1 && !p.shapes().layer_major())))
+      return fail(w + ": a transient gradient needs a trainable weight "
+                      "updated during the backward in a plan whose "
+                      "micro-batch phase runs once per step (one micro-batch "
+                      "or layer-major)");
     if (!prm.trainable())
       return Status::ok();
     const plan::Buffer *g = buffer(prm.grad()), *m = buffer(prm.exp_avg()),

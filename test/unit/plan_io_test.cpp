@@ -248,6 +248,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"losses_not_layer_major",
                 [](Plan &p) { p.add_losses(p.loss()); },
                 "any other plan none"},
+        BadCase{"grad_transient",
+                [](Plan &p) {
+                  p.mutable_parameters(0)->set_grad_transient(true);
+                },
+                "a transient gradient needs a trainable weight updated "
+                "during the backward"},
         BadCase{"input_micro_batch",
                 [](Plan &p) { p.mutable_inputs(0)->set_micro_batch(1); },
                 "micro_batch 1 is not below 1 (a micro-batch-major plan has "

@@ -322,6 +322,11 @@ public:
     config.adamw = {r.lr, o.beta1, o.beta2, o.eps, o.weightDecay};
     bool deferred = plan.optimizer_overlap() == mt::plan::NEXT_FORWARD;
     int64_t micro = plan.shapes().grad_accum();
+    // Transient gradients are gone by the end of the phase: the updates
+    // measure the norm.
+    GradientStats gradients;
+    if (transientGradients())
+      config.gradients = &gradients;
     double scale = 1.0 / double(micro);
     for (int ph = 0; ph < plan.phases_size(); ++ph) {
       const auto &phase = plan.phases(ph);
@@ -344,13 +349,16 @@ public:
         }
         r.loss /= double(micro);
         // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
-        r.gradNorm = gradientNorm() * scale;
+        r.gradNorm = (config.gradients ? std::sqrt(gradients.sumOfSquares)
+                                       : gradientNorm()) *
+                     scale;
         double coef = o.gradClip > 0 && r.gradNorm > o.gradClip
                           ? o.gradClip / (r.gradNorm + 1e-6)
                           : 1.0;
         config.gradScale = float(coef * scale);
+        config.gradients = nullptr; // the later phases' ops see none
         if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
-          if (Status st = skip(t, r); !st)
+          if (Status st = skip(t, r, gradients.firstNotFinite); !st)
             return st;
           // The accumulators are reset before the next step's gradients.
           state.pending = false;
@@ -432,13 +440,15 @@ private:
   /// skipped and counted; past --max-skips, or when the plan has already
   /// updated the weights during the backward, the run stops, naming the
   /// first weight whose gradient is not finite.
-  Status skip(int64_t t, StepResult &r) {
+  Status skip(int64_t t, StepResult &r, const std::string &notFinite) {
     r.skipped = true;
     ++state.skipped;
     stoppedNonFinite = true; // until the step is found skippable
     std::string where = "the loss is " + std::to_string(r.loss);
+    if (!notFinite.empty())
+      where += ", and the gradient of '" + notFinite + "' is not finite";
     for (const auto &p : plan.parameters()) {
-      if (!p.trainable())
+      if (!p.trainable() || !notFinite.empty() || p.grad_transient())
         continue;
       const float *g = backend.hostF32(p.grad());
       int64_t n = bufferElements(plan, p.grad());
@@ -466,6 +476,11 @@ private:
   }
 
   /// L2 norm of the accumulated (summed) gradients of every trainable weight.
+  bool transientGradients() const {
+    return std::any_of(plan.parameters().begin(), plan.parameters().end(),
+                       [](const auto &p) { return p.grad_transient(); });
+  }
+
   double gradientNorm() {
     double sq = 0;
     for (const auto &p : plan.parameters()) {

@@ -98,7 +98,8 @@ struct LowerToSched
   struct Weight {
     Value device, master;
     SmallVector<Value> state;
-    Value computeCopy; ///< bf16 in pinned memory, or null
+    Value computeCopy;          ///< bf16 in pinned memory, or null
+    Operation *reset = nullptr; ///< the step's zeroing of the accumulator
   };
 
   void runOnOperation() override {
@@ -481,10 +482,12 @@ struct LowerToSched
     }
     if (w.getTrainable() && optimizerOverlap != "next-forward") {
       OpBuilder fb(&getContext());
-      exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
-           fb.getDictionaryAttr(
-               {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
-           0, train::storageBytes(t), w.getLoc());
+      entry.reset =
+          exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
+               fb.getDictionaryAttr(
+                   {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
+               0, train::storageBytes(t), w.getLoc())
+              .getDefiningOp();
     }
     return device;
   }
@@ -634,13 +637,38 @@ struct LowerToSched
       Value copied =
           exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
                0, train::storageBytes(onDevice), step.getLoc());
+      if (producer)
+        copied.getDefiningOp()->moveAfter(producer);
+      // When the gradient arrives once per step, complete and in fp32, and
+      // is applied at once, the update reads it where it arrived: no
+      // accumulator in host memory (4 bytes per parameter), no zeroing,
+      // no accumulation; the staging buffer lives only until the update.
+      bool oneRun = layerMajor || gradAccum == 1;
+      if (oneRun && optimizerOverlap == "backward" &&
+          onDevice.getElementType().isF32()) {
+        ParameterOp param = parameterOfDevice.lookup(w.device);
+        Value accumulator = w.state[0];
+        staging.getDefiningOp()->moveBefore(param);
+        param->setOperand(1, staging); // state[0], after the master
+        param->setAttr("transient_grad", UnitAttr::get(&getContext()));
+        w.state[0] = staging;
+        w.reset->erase();
+        accumulator.getDefiningOp()->erase();
+        Value updated = update(micro, w, t, copied, step.getLoc());
+        Operation *previous = copied.getDefiningOp();
+        SmallVector<Operation *> ops = {updated.getDefiningOp()};
+        if (w.computeCopy)
+          ops.insert(ops.begin(), updated.getDefiningOp()->getPrevNode());
+        for (Operation *op : ops) {
+          op->moveAfter(previous);
+          previous = op;
+        }
+        continue;
+      }
       Value added =
           exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0],
                copied, nullptr, 0, train::storageBytes(t), step.getLoc());
-      if (producer) {
-        copied.getDefiningOp()->moveAfter(producer);
-        added.getDefiningOp()->moveAfter(copied.getDefiningOp());
-      }
+      added.getDefiningOp()->moveAfter(copied.getDefiningOp());
       if (optimizerOverlap == "next-forward")
         continue; // updated in the next step (deferUpdate)
       if (optimizerOverlap == "after") {

@@ -148,10 +148,14 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     for (auto &[v, bits] : repeats)
       if (llvm::popcount(bits) > 1)
         wholeStep.insert(v);
-    // Parameters' masters, gradients and moments carry values across steps.
+    // Parameters' masters, gradients and moments carry values across steps
+    // (a transient gradient, read where it arrives, only within one).
     for (auto p : program.getOps<ParameterOp>()) {
       wholeStep.insert(p.getMaster());
-      wholeStep.insert(p.getState().begin(), p.getState().end());
+      auto state = p.getState();
+      if (p->hasAttr("transient_grad") && !state.empty())
+        state = state.drop_front();
+      wholeStep.insert(state.begin(), state.end());
       if (Value c = p.getCompute())
         wholeStep.insert(c);
     }

@@ -1,6 +1,7 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched %s | FileCheck %s
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
-// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=OVERLAP
+// RUN: mt-opt --split-input-file --mt-lower-to-sched='optimizer-overlap=backward grad-accum=2' %s | FileCheck %s --check-prefix=OVERLAP
+// RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=ONCE
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=4bit %s | FileCheck %s --check-prefix=Q4
@@ -45,6 +46,18 @@
 // OVERLAP-NEXT: sched.exec adamw {{.*}} on @optimizer after(%[[A]]) {{{.*}}last_micro_batch
 // OVERLAP: sched.phase step_end {
 // OVERLAP-NEXT: }
+// With one micro-batch, the fp32 gradient arrives complete and is applied
+// at once: AdamW reads it in its pinned staging buffer, which is the
+// parameter's (transient) gradient; no accumulator, no zeroing.
+// ONCE-DAG: %[[S:.+]] = sched.buffer "emb.grad.staging" in @host_pinned
+// ONCE-DAG: sched.parameter "emb" master(%{{.*}}) state(%[[S]], %{{.*}}, %{{.*}}) {{{.*}}transient_grad}
+// ONCE-NOT: "emb.grad" in @host
+// ONCE: sched.phase step_begin {
+// ONCE-NEXT: copy_to_device
+// ONCE-NEXT: {{^ *}$}}
+// ONCE: %[[C:.+]] = sched.exec copy_to_host {{.*}} outs(%[[S]]) on @d2h
+// ONCE-NEXT: sched.exec adamw ins(%[[S]]) {{.*}} on @optimizer after(%[[C]]) {bytes
+// ONCE-NOT: accumulate
 // With next-forward overlap, the first micro-batch of a step begins with
 // each weight's update from the previous step, the reset of its gradient
 // accumulator and its copy to the device, which waits for the update; the

@@ -6,8 +6,9 @@
 # OpenBLAS when libopenblas-dev is installed, which bootstrap.sh does), and
 # of current torch from PyPI (.venv-export: scripts/export-venv.sh), the
 # ratios, and the rate of floating-point work each does. mtrun runs two
-# plans of the model: the default, which recomputes each layer's forward in
-# the backward (a third more work), and --recompute none.
+# plans of the model: --recompute layers, which recomputes each layer's
+# forward in the backward (a third more work), and --recompute none; the
+# optimizer runs after the backward in both, as torch's does.
 # Usage: bench/cpu_step.sh [THREADS [STEPS [BATCH SEQ]]]
 #        (default: nproc, 10, 8 x 128)
 set -euo pipefail
@@ -22,11 +23,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 echo "machine: $(nproc) cores, $threads threads, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u '+%F %H:%M UTC'); libblas.so.3: $blas"
 model=$(/usr/bin/python3 "$root/bench/cpu_step.py" export "$work" "$batch" "$seq" 2>/dev/null | tail -1)
-# Two plans: the default, whose backward recomputes each layer's forward,
-# and --recompute none, which keeps the activations instead.
+# Two plans: one whose backward recomputes each layer's forward, and
+# --recompute none, which keeps the activations instead.
 flopsOf() { "$bin/mt-inspect" "$1" --summary | awk '/^  compute / {gsub(/[(]/, ""); for (i = 1; i <= NF; ++i) if ($(i+1) == "FLOP)") print $i}' | head -1; }
-"$bin/mtc" "$work/model.onnx" -o "$work/plan.mtp"
-"$bin/mtc" "$work/model.onnx" --recompute none -o "$work/keep.mtp"
+"$bin/mtc" "$work/model.onnx" --recompute layers --optimizer-overlap after -o "$work/plan.mtp"
+"$bin/mtc" "$work/model.onnx" --recompute none --optimizer-overlap after -o "$work/keep.mtp"
 planFlops=$(flopsOf "$work/plan.mtp") keepFlops=$(flopsOf "$work/keep.mtp")
 for p in plan keep; do
   "$bin/mtrun" "$work/$p.mtp" --data "$root/examples/data/corpus.u16" --steps $((steps + 2)) \
@@ -51,9 +52,9 @@ model, flops = json.loads(sys.argv[2]), {"plan": float(sys.argv[3]), "keep": flo
 tokens = int(sys.argv[7]) * int(sys.argv[8])
 print(f"model: {model['params']:,} parameters, {tokens} tokens a step; "
       f"{model['flops']:.3g} FLOP a step without recompute (torch's); mtrun's plans: "
-      f"{flops['plan']:.3g} (default, recomputes each layer), {flops['keep']:.3g} (--recompute none)")
-print(f"{'':28} {'step':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'/ default':>10} {'/ none':>8}")
-for key, label in (("plan", "mtrun (default plan)"), ("keep", "mtrun (--recompute none)")):
+      f"{flops['plan']:.3g} (--recompute layers), {flops['keep']:.3g} (--recompute none)")
+print(f"{'':28} {'step':>9} {'tokens/s':>9} {'GFLOP/s':>8} {'/ layers':>10} {'/ none':>8}")
+for key, label in (("plan", "mtrun (--recompute layers)"), ("keep", "mtrun (--recompute none)")):
     t = mt[key]
     print(f"{label:28} {t * 1e3:7.1f}ms {tokens / t:9.0f} {flops[key] / t / 1e9:8.2f}")
 for name, raw in (("Debian torch", sys.argv[5]), ("PyPI torch", sys.argv[6])):
@@ -65,6 +66,6 @@ for name, raw in (("Debian torch", sys.argv[5]), ("PyPI torch", sys.argv[6])):
     label = f"{name} {r['torch']}"
     print(f"{label:28} {t * 1e3:7.1f}ms {tokens / t:9.0f} {model['flops'] / t / 1e9:8.2f} "
           f"{t / mt['plan']:9.2f}x {t / mt['keep']:7.2f}x")
-print("/ default, / none: torch's step over mtrun's with that plan (above 1: mtrun is faster); "
+print("/ layers, / none: torch's step over mtrun's with that plan (above 1: mtrun is faster); "
       "GFLOP/s: the work each does")
 PY

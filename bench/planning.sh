@@ -3,6 +3,8 @@
 # whole pipeline: import, front end, training step, streamed schedule,
 # memory plan, verification, cost model, plan file) and its peak memory, and
 # prints the plan's device peak and predicted step on the H200 target.
+# Then plans the 121B and 405B graphs from budgets alone (the planner
+# choosing the schedule) and prints what it chose.
 # Usage: bench/planning.sh [presets...]   (default: 1b 8b 120b 405b)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,10 +25,46 @@ for p in "${presets[@]}"; do
   layers=$(echo "$info" | sed -E 's/.*: ([0-9.]+B) parameters, ([0-9]+) layers.*/\2/')
   /usr/bin/time -f "%e %M" -o "$work/t" "$mtc" "$work/$p.onnx" --batch 1 --seq 2048 \
     --stream-weights --compute-dtype bf16 --optimizer-overlap backward --target h200 \
-    --gpu-mem 1TiB --host-mem 8TiB -o "$work/$p.mtp"
+    --gpu-mem 1TiB --host-mem 8TiB -o "$work/$p.mtp" 2> >(grep -v '^mtc: note: planned' >&2)
   read -r wall rss < "$work/t"
   json=$("$inspect" "$work/$p.mtp" --json)
   device=$(echo "$json" | /usr/bin/python3 -c 'import json,sys; print("%.1f GiB" % (json.load(sys.stdin)["arena_peak_bytes"]["device"] / 2**30))')
   step=$(echo "$json" | /usr/bin/python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["predicted_step_seconds"])')
   printf '| %-6s | %-10s | %-6s | %-9s | %-13s | %-11s | %-15s |\n' "$p" "$params" "$layers" "$wall" "$((rss / 1024))" "$device" "$step"
+done
+
+# The planner deciding from a target and budgets alone: 8 micro-batches of
+# 4 x 2048 tokens a step, bf16 compute (the user's choice of numerics), fp32
+# masters and moments, one H200's 80 GiB and the host memory given, no disk.
+# The last column: host-to-device bytes per step against the same schedule
+# at one micro-batch (compiled with host memory to spare).
+echo
+echo "command: mtc MODEL --batch 4 --seq 2048 --grad-accum 8 --compute-dtype bf16 --target h200 --gpu-mem 80GiB --host-mem HOST -o PLAN.mtp --explain"
+printf '| %-6s | %-7s | %-9s | %-13s | %-25s | %-11s | %-12s | %-16s | %-11s | %-14s |\n' model host "plan (s)" "peak RSS (MB)" "host bytes / parameter" "device peak" "s/step" "bottleneck" "schedules" "h2d vs 1 mb"
+printf '|--------|---------|-----------|---------------|---------------------------|-------------|--------------|------------------|-------------|----------------|\n'
+for spec in 120b:1.5TiB 405b:6TiB; do
+  p=${spec%%:*} host=${spec#*:}
+  [ -f "$work/$p.onnx" ] || /usr/bin/python3 "$root/examples/big/make_graph.py" "$work/$p.onnx" --preset "$p" > /dev/null
+  /usr/bin/time -f "%e %M" -o "$work/t" "$mtc" "$work/$p.onnx" --batch 4 --seq 2048 --grad-accum 8 \
+    --compute-dtype bf16 --target h200 --gpu-mem 80GiB --host-mem "$host" -o "$work/$p-auto.mtp" \
+    --explain > "$work/$p-explain.txt"
+  read -r wall rss < "$work/t"
+  perParam=$(sed -nE 's/.*host, in all .*\(([0-9.]+) bytes per trainable parameter, ([0-9.]+) outside pinned memory\).*/\1 (\2 unpinned)/p' "$work/$p-explain.txt")
+  device=$(awk '$1 == "device" && $3 == "GiB" {print $2 " GiB"; exit}' "$work/$p-explain.txt")
+  step=$(sed -nE 's/^predicted on [a-z0-9]+: ([0-9.]+) s\/step.*/\1/p' "$work/$p-explain.txt")
+  bottleneck=$(sed -nE 's/^bottleneck: the ([a-z0-9_]+) stream \(([0-9]+)%.*/\1 (\2%)/p' "$work/$p-explain.txt")
+  counts=$(sed -nE 's/.*the fastest of ([0-9]+) schedules that fit \(([0-9]+) compiled.*/\1 fit, \2 built/p' "$work/$p-explain.txt")
+  chosen=$(sed -nE 's/^chosen: (.*)/\1/p' "$work/$p-explain.txt")
+  # The same schedule at one micro-batch of the same size.
+  one=$(echo "$chosen" | sed -E 's/--grad-accum 8/--grad-accum 1/; s/ --micro-batch-order layer//')
+  # shellcheck disable=SC2086
+  "$mtc" "$work/$p.onnx" --seq 2048 --compute-dtype bf16 --target h200 --gpu-mem 80GiB \
+    --host-mem 16TiB $one -o "$work/$p-one.mtp" 2> /dev/null
+  ratio=$("$inspect" "$work/$p-auto.mtp" --json | /usr/bin/python3 -c '
+import json, subprocess, sys
+eight = json.load(sys.stdin)["h2d_bytes"]
+one = json.loads(subprocess.run([sys.argv[1], sys.argv[2], "--json"], capture_output=True, text=True).stdout)["h2d_bytes"]
+print("%.2fx (%.0f / %.0f GiB)" % (eight / one, eight / 2**30, one / 2**30))' "$inspect" "$work/$p-one.mtp")
+  printf '| %-6s | %-7s | %-9s | %-13s | %-25s | %-11s | %-12s | %-16s | %-11s | %-14s |\n' "$p" "$host" "$wall" "$((rss / 1024))" "$perParam" "$device" "$step" "$bottleneck" "$counts" "$ratio"
+  echo "  $p chose: $chosen"
 done

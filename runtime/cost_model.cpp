@@ -22,25 +22,34 @@ struct Builtin {
       diskRead, diskWrite;
 };
 
+/// The host AdamW rate of a host with `triad` bytes/s of STREAM triad
+/// bandwidth, in parameters/s: mt's update moves 28 bytes per fp32
+/// parameter (master, gradient and moments read; master and moments
+/// written) and reached 97% of the triad on the development machine
+/// (README, "The host optimizer"). Not torch's rate (27% of the triad on
+/// the H200 machine): the plans run mt's optimizer.
+constexpr double adamwRate(double triad) { return triad * 0.97 / 28; }
+
 // The H200 row is what ../shared/TOOLCHAIN.md measured on the machine this
-// project borrows (pinned copies, bf16 GEMM via cuBLAS, STREAM triad, torch's
-// CPU AdamW, O_DIRECT disk), except its fp32 matmul rate: the CUDA backend's
-// fp32 GEMMs are exact fp32 (no TF32), so every row takes the part's nominal
-// fp32 (non-tensor-core) peak. The other rows are nominal figures of those
-// parts with PCIe hosts; calibrate a target file on the machine itself
-// (mtrun --calibrate) for real numbers.
+// project borrows (pinned copies, bf16 GEMM via cuBLAS, STREAM triad,
+// O_DIRECT disk), except its fp32 matmul rate: the CUDA backend's fp32
+// GEMMs are exact fp32 (no TF32), so every row takes the part's nominal
+// fp32 (non-tensor-core) peak; and its host AdamW rate, derived from its
+// triad (adamwRate) until bench/gpu-bench.sh measures mt's there. The
+// other rows are nominal figures of those parts with PCIe hosts; calibrate
+// a target file on the machine itself (mtrun --calibrate) for real numbers.
 constexpr Builtin kBuiltins[] = {
     {"h200", 141 * GB, 4.8e12, 60e12, 690e12, 55.5 * GB, 55.3 * GB, 101.6 * GB,
-     125 * GiB, 108 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+     125 * GiB, 108 * GB, adamwRate(108 * GB), 2.0 * GB, 1.8 * GB},
     {"h100", 80 * GB, 3.35e12, 51e12, 600e12, 55 * GB, 55 * GB, 100 * GB,
-     512 * GiB, 100 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+     512 * GiB, 100 * GB, adamwRate(100 * GB), 2.0 * GB, 1.8 * GB},
     {"a100", 80 * GB, 2.0e12, 19.5e12, 250e12, 25 * GB, 25 * GB, 45 * GB,
-     512 * GiB, 80 * GB, 1.0e9, 2.0 * GB, 1.8 * GB},
+     512 * GiB, 80 * GB, adamwRate(80 * GB), 2.0 * GB, 1.8 * GB},
     {"rtx4090", 24 * GB, 1.0e12, 82e12, 150e12, 25 * GB, 25 * GB, 40 * GB,
-     128 * GiB, 60 * GB, 0.5e9, 2.0 * GB, 1.8 * GB},
+     128 * GiB, 60 * GB, adamwRate(60 * GB), 2.0 * GB, 1.8 * GB},
     // The CPU backend: "device" memory is host memory.
     {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB, 24 * GiB,
-     20 * GB, 0.2e9, 1.0 * GB, 1.0 * GB},
+     20 * GB, adamwRate(20 * GB), 1.0 * GB, 1.0 * GB},
 };
 
 void fill(const Builtin &b, plan::Target &t) {

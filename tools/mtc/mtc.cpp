@@ -1,13 +1,18 @@
 //===- mtc.cpp - the mt compiler driver -----------------------------------===//
 //
-// mtc MODEL.onnx -o PLAN.mtp [--batch B --seq S --grad-accum K
-//     --compute-dtype fp32|bf16] [--weights FILE.safetensors]
-//     [--trainable REGEX] [--frozen REGEX]
+// mtc MODEL.onnx -o PLAN.mtp [--target T --gpu-mem G --host-mem H --disk D]
+//     [--batch B --seq S --grad-accum K] [--compute-dtype fp32|bf16]
+//     [--optimizer-states ...] [schedule flags] [--explain] [--suggest]
 // mtc MODEL.onnx --emit=summary|import|mlir|step|sched
+//
+// Flag parsing and printing; the search for the fastest schedule that fits
+// is compiler/Planner.h, each candidate's back end one pipeline
+// (mt::sched::buildBackendPipeline) on a copy of the training step.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/OnnxImporter.h"
 #include "compiler/PlanEmitter.h"
+#include "compiler/Planner.h"
 #include "compiler/Summary.h"
 #include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/Transforms/Passes.h"
@@ -93,14 +98,14 @@ cl::opt<int64_t> gradAccum("grad-accum",
 enum class Order { MicroBatch, Layer };
 cl::opt<Order> microBatchOrder(
     "micro-batch-order",
-    cl::desc("With --grad-accum K > 1, the order of the step's work: "
-             "micro-batch (default: the whole forward and backward of one "
+    cl::desc("With K > 1 micro-batches per step, the order of the step's "
+             "work: micro-batch (the whole forward and backward of one "
              "micro-batch, then the next: streamed weights cross 2K times, "
              "gradients leave K times) or layer (each layer over all K "
              "micro-batches before the next: weights cross at most twice, "
              "each gradient is summed on the device and leaves once, for "
              "K sets of layer checkpoints). Exact either way: the same "
-             "losses to the bit"),
+             "losses to the bit. Unless given, the planner chooses"),
     cl::init(Order::MicroBatch),
     cl::values(clEnumValN(Order::MicroBatch, "micro-batch",
                           "one micro-batch after another"),
@@ -111,7 +116,7 @@ cl::opt<bool> streamWeights(
     "stream-weights",
     cl::desc("Copy each layer's weights to the device just before its "
              "forward and again before its backward, instead of keeping all "
-             "weights on the device"),
+             "weights on the device (unless given, the planner chooses)"),
     cl::init(false), cl::cat(category));
 cl::opt<std::string> lookahead(
     "lookahead",
@@ -132,10 +137,11 @@ cl::opt<int64_t> chunkHeadRows(
 enum class Recompute { Layers, None };
 cl::opt<Recompute> recompute(
     "recompute",
-    cl::desc("What the backward recomputes: layers (default: each layer's "
-             "forward from its input, which is all the step keeps) or none "
-             "(every activation the backward reads is kept: a quarter less "
-             "work, more device memory; exact either way)"),
+    cl::desc("What the backward recomputes: layers (each layer's forward "
+             "from its input, which is all the step keeps) or none (every "
+             "activation the backward reads is kept: a quarter less work, "
+             "more device memory; exact either way). Unless given, the "
+             "planner chooses"),
     cl::init(Recompute::Layers),
     cl::values(clEnumValN(Recompute::Layers, "layers",
                           "recompute each layer from its input"),
@@ -144,24 +150,26 @@ cl::opt<Recompute> recompute(
 cl::opt<std::string> weightLink(
     "weight-link",
     cl::desc("With --compute-dtype bf16, what a trainable weight's copy to "
-             "the device carries: compute (default: a bf16 copy of every "
-             "weight in pinned memory, refreshed after each update: 2 more "
-             "host bytes per parameter) or fp32 (the master itself, cast to "
-             "bf16 on the device: twice the bytes over the link, no copy on "
-             "the host). Exact either way: the same bf16 values"),
+             "the device carries: compute (a bf16 copy of every weight in "
+             "pinned memory, refreshed after each update: 2 more host bytes "
+             "per parameter) or fp32 (the master itself, cast to bf16 on the "
+             "device: twice the bytes over the link, no copy on the host). "
+             "Exact either way: the same bf16 values. Unless given, the "
+             "planner chooses"),
     cl::init("compute"), cl::cat(category));
 cl::opt<bool> offloadActivations(
     "offload-activations",
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
-             "inputs) in pinned host memory between forward and backward"),
+             "inputs) in pinned host memory between forward and backward "
+             "(unless given, the planner chooses)"),
     cl::init(false), cl::cat(category));
 cl::opt<std::string> offloadFraction(
     "offload-fraction",
     cl::desc("With --offload-activations: offload this fraction of the "
              "checkpoints (those away from the device longest; the rest stay "
-             "on it), or auto: plan with 0.25, 0.5, 0.75 and 1 and keep the "
-             "fastest that fits (fewer offloads when equally fast)"),
-    cl::init("1"), cl::cat(category));
+             "on it), or auto (default): 1, then 0.75, 0.5 and 0.25 while "
+             "they fit, the fastest kept (fewer offloads when equally fast)"),
+    cl::init("auto"), cl::cat(category));
 cl::opt<std::string> target(
     "target",
     cl::desc("The machine to plan for: h200, h100, a100, rtx4090, cpu, or a "
@@ -205,9 +213,15 @@ cl::opt<std::string> pinnedMem(
     cl::cat(category));
 cl::opt<bool> suggest(
     "suggest",
-    cl::desc("Search micro-batch size (with --batch), weight streaming, "
-             "activation offload and optimizer overlap for the fastest plan "
-             "that fits the budgets; print the candidates and write the best"),
+    cl::desc("Print every schedule the planner compiled (with its peaks and "
+             "predicted step) and how many it did not (over a memory bound); "
+             "the plan written is the same"),
+    cl::init(false), cl::cat(category));
+cl::opt<bool> clipping(
+    "clipping",
+    cl::desc("The plan must allow mtrun --grad-clip: the planner does not "
+             "update weights during the backward (before the global gradient "
+             "norm is known); --optimizer-overlap after or next-forward"),
     cl::init(false), cl::cat(category));
 cl::opt<bool> explain(
     "explain",
@@ -228,7 +242,8 @@ cl::opt<std::string> optimizerOverlap(
     cl::desc("When AdamW runs: after (the whole backward), backward (each "
              "weight as soon as its gradient is complete; exact without "
              "clipping) or next-forward (each weight in the next step, just "
-             "before its copy to the device; exact with clipping)"),
+             "before its copy to the device; exact with clipping). Unless "
+             "given, the planner chooses (not backward with --clipping)"),
     cl::init("after"), cl::cat(category));
 cl::opt<std::string> computeDtype(
     "compute-dtype",
@@ -281,79 +296,8 @@ int64_t parseSize(StringRef text) {
   return int64_t(value * scale);
 }
 
-/// Bytes in GiB, or in MiB or KiB below one of the larger unit.
-std::string gib(double bytes) {
-  if (bytes >= 1073741824.0)
-    return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
-  if (bytes >= 1048576.0)
-    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
-  return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
-}
-
-/// What --suggest searches over (and what the flags choose without it).
-struct Schedule {
-  int64_t batch, gradAccum;
-  bool stream, offload;
-  std::string overlap;
-  bool momentsOnDisk = false;
-  int64_t lookahead = 8;
-  double offloadFraction = 1.0;
-  bool keep = false;     ///< --recompute none: the backward recomputes nothing
-  bool fp32Link = false; ///< --weight-link fp32
-  bool layerMajor = false; ///< --micro-batch-order layer
-  std::string flags() const {
-    std::string f;
-    if (batch)
-      f += "--batch " + std::to_string(batch) + " ";
-    f += "--grad-accum " + std::to_string(gradAccum);
-    if (stream)
-      f += " --stream-weights --lookahead " + std::to_string(lookahead);
-    if (offload)
-      f += " --offload-activations --offload-fraction " +
-           llvm::formatv("{0}", offloadFraction).str();
-    f += " --optimizer-overlap " + overlap;
-    f += keep ? " --recompute none" : " --recompute layers";
-    if (fp32Link)
-      f += " --weight-link fp32";
-    if (layerMajor)
-      f += " --micro-batch-order layer";
-    return f + (momentsOnDisk ? " --moments disk" : " --moments host");
-  }
-};
-
-/// Schedules around `user`: micro-batches of the user's batch split 1, 2, 4
-/// or 8 ways (when the model's batch is dynamic: `splittable`), weights
-/// resident or streamed, activations kept or offloaded, the optimizer after
-/// the backward, during it, or during the next forward, and (unless the
-/// user gave --recompute) each layer recomputed in the backward or nothing
-/// recomputed. Precision and state formats are never changed: every
-/// candidate is as exact as the user's.
-std::vector<Schedule> searchSpace(const Schedule &user, bool splittable,
-                                  bool recomputeGiven, bool linkChoice) {
-  std::vector<bool> keeps = {user.keep}, links = {user.fp32Link};
-  if (!recomputeGiven)
-    keeps = {false, true};
-  if (linkChoice)
-    links = {false, true};
-  std::vector<Schedule> out;
-  for (int64_t split : {1, 2, 4, 8}) {
-    if (split > 1 && (!splittable || user.batch == 0 || user.batch % split))
-      continue;
-    for (bool keep : keeps)
-      for (bool link : links)
-        for (bool stream : {false, true})
-          for (bool offload : {false, true})
-            for (const char *overlap : {"after", "backward", "next-forward"}) {
-              // Without recompute there are no layer checkpoints to offload.
-              if (keep && offload)
-                continue;
-              out.push_back({user.batch / split, user.gradAccum * split, stream,
-                             offload, overlap, user.momentsOnDisk,
-                             user.lookahead, user.offloadFraction, keep, link});
-            }
-  }
-  return out;
-}
+using mt::planner::Overlap;
+using mt::planner::Schedule;
 
 /// The model through the front end, for `what` (up to the training step
 /// for the back end).
@@ -392,7 +336,7 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.chunkHeadRows = chunkHeadRows.getValue();
   o.gradAccum = s.gradAccum;
   o.computeDtype = computeDtype.getValue();
-  o.optimizerOverlap = s.overlap;
+  o.optimizerOverlap = mt::planner::overlapName(s.overlap);
   o.optimizerStates = optimizerStates.getValue();
   o.weightLink = s.fp32Link ? "fp32" : "compute";
   o.layerMajor = s.layerMajor && s.gradAccum > 1;
@@ -450,14 +394,9 @@ private:
   std::map<std::pair<int64_t, bool>, mlir::OwningOpRef<mlir::ModuleOp>> steps_;
 };
 
-/// Memory budgets per tier, in bytes.
-struct Budgets {
-  int64_t device, pinned, host, disk;
-};
-
 /// The flags, or the target's memories (pinned: a quarter of the host's;
 /// disk: the free space of --disk).
-bool readBudgets(const mt::plan::Target &t, Budgets &b) {
+bool readBudgets(const mt::plan::Target &t, mt::planner::Budgets &b) {
   b.device = int64_t(t.gpu_memory_bytes());
   b.host = int64_t(t.host_memory_bytes());
   b.disk = 0;
@@ -487,178 +426,6 @@ bool readBudgets(const mt::plan::Target &t, Budgets &b) {
     return false;
   }
   return true;
-}
-
-/// Bytes of the plan's arenas of each tier; host counts pinned memory too.
-struct TierBytes {
-  int64_t device = 0, pinned = 0, host = 0, disk = 0;
-};
-
-TierBytes tierBytes(const mt::plan::Plan &plan) {
-  TierBytes t;
-  for (const auto &a : plan.arenas()) {
-    int64_t n = int64_t(a.size_bytes());
-    switch (a.tier()) {
-    case mt::plan::DEVICE:
-      t.device += n;
-      break;
-    case mt::plan::HOST_PINNED:
-      t.pinned += n;
-      t.host += n;
-      break;
-    case mt::plan::DISK:
-      t.disk += n;
-      break;
-    default:
-      t.host += n;
-    }
-  }
-  return t;
-}
-
-/// The plan's peaks are exact: whether every tier fits, and if not, the
-/// reason with the smallest budget that would.
-bool fits(const mt::plan::Plan &plan, const Budgets &b, const Schedule &s,
-          std::string &why) {
-  TierBytes need = tierBytes(plan);
-  double moments = double(mt::runtime::momentBytes(plan));
-  struct Check {
-    const char *tier, *flag, *byDefault;
-    int64_t need, budget;
-    std::string hint;
-  };
-  std::string hostHint =
-      s.momentsOnDisk
-          ? "the moments are on disk already; host memory holds the fp32 "
-            "master weights and gradient accumulators (8 bytes per "
-            "parameter) and, with bf16 compute, the weights' pinned bf16 "
-            "copy (2 bytes), which stay there"
-      : diskDir.empty() ? "--disk DIR lets the AdamW moments (" + gib(moments) +
-                              ") live on disk"
-                        : "--moments disk keeps the AdamW moments (" +
-                              gib(moments) + ") on disk";
-  Check checks[] = {
-      {"device", "--gpu-mem", "the target's", need.device, b.device,
-       !s.stream               ? "--stream-weights lowers it"
-       : !s.offload            ? "--offload-activations lowers it"
-       : s.offloadFraction < 1 ? "a larger --offload-fraction lowers it"
-                               : "a smaller --batch or --seq lowers it"},
-      {"host (pinned included)", "--host-mem", "the target's", need.host,
-       b.host, hostHint},
-      {"pinned host", "--pinned-mem", "a quarter of the host budget",
-       need.pinned, b.pinned,
-       "pinned memory is host memory: raise --pinned-mem"},
-      {"disk", diskDir.empty() ? "--disk" : "--disk-mem",
-       "the free space of --disk", need.disk, b.disk,
-       diskDir.empty() ? "--disk DIR names where it goes"
-                       : "free space on --disk or a raised --disk-mem"},
-  };
-  for (const Check &c : checks) {
-    if (c.need <= c.budget)
-      continue;
-    why = "the plan needs " + gib(double(c.need)) + " of " + c.tier +
-          " memory but the budget is " + gib(double(c.budget)) + " (" + c.flag +
-          " or " + c.byDefault + "); the smallest budget that fits this plan " +
-          "is " + std::to_string(c.need) + " bytes; " + c.hint;
-    return false;
-  }
-  return true;
-}
-
-/// The --explain table of a plan on its target.
-void printExplain(const mt::plan::Plan &plan, const mt::runtime::Prediction &r,
-                  const Budgets &budgets, raw_ostream &os) {
-  const auto &t = plan.target();
-  const auto &s = plan.shapes();
-  double tokens = double(s.batch() * s.seq() * s.grad_accum());
-  std::string lossy = mt::runtime::lossyMoments(plan);
-  if (!lossy.empty())
-    os << "LOSSY: AdamW moments are stored in " << lossy
-       << " (--optimizer-states " << optimizerStates << ")\n";
-  os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
-                      "{3:F1} TFLOP/s of model math\n",
-                      t.name(), r.stepSeconds, tokens / r.stepSeconds,
-                      r.flops / r.stepSeconds / 1e12);
-  os << "\nstream            busy (s)   share of step\n";
-  for (int i = 0; i < plan.streams_size(); ++i)
-    os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",
-                        plan.streams(i).name(), r.streamBusySeconds[i],
-                        100 * r.streamBusySeconds[i] / r.stepSeconds);
-  os << "\nlink              bytes/step     at bandwidth\n";
-  os << llvm::formatv("  host->device   {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                      gib(r.h2dBytes), r.h2dBytes / t.h2d_bytes_per_s(),
-                      t.h2d_bytes_per_s() / 1e9);
-  os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                      gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
-                      t.d2h_bytes_per_s() / 1e9);
-  if (r.diskReadBytes > 0 || r.diskWriteBytes > 0) {
-    os << llvm::formatv("  disk->host     {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                        gib(r.diskReadBytes),
-                        r.diskReadBytes / t.disk_read_bytes_per_s(),
-                        t.disk_read_bytes_per_s() / 1e9);
-    os << llvm::formatv("  host->disk     {0,12}   {1:F3} s at {2:F1} GB/s\n",
-                        gib(r.diskWriteBytes),
-                        r.diskWriteBytes / t.disk_write_bytes_per_s(),
-                        t.disk_write_bytes_per_s() / 1e9);
-  }
-  os << "\ntier              peak           budget\n";
-  for (const auto &a : plan.arenas()) {
-    std::string budget =
-        a.tier() == mt::plan::DEVICE ? gib(double(budgets.device))
-        : a.tier() == mt::plan::HOST_PINNED
-            ? gib(double(budgets.pinned)) + " pinned"
-        : a.tier() == mt::plan::DISK ? gib(double(budgets.disk)) + " disk"
-                                     : "";
-    os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
-                        gib(double(a.size_bytes())), budget);
-  }
-  os << llvm::formatv("  {0,-14} {1,12}   {2}\n", "host, in all",
-                      gib(double(tierBytes(plan).host)),
-                      gib(double(budgets.host)));
-  int b = r.bottleneckStream;
-  os << "\n" << mt::runtime::describeCrossings(plan) << "\n";
-  os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
-     << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
-     << "% of the step busy)";
-  switch (plan.streams(b).kind()) {
-  case mt::plan::COMPUTE:
-    os << (plan.compute_dtype() == mt::plan::F32
-               ? ": compute-bound; bf16 compute (--compute-dtype bf16) raises "
-                 "the matmul rate\n"
-               : ": compute-bound, as it should be: the transfers and the "
-                 "optimizer hide behind the math\n");
-    break;
-  case mt::plan::HOST_TO_DEVICE:
-  case mt::plan::DEVICE_TO_HOST:
-    os << ": transfer-bound; a larger batch gives each copied byte more "
-          "math to hide behind\n";
-    break;
-  case mt::plan::DISK_IO:
-    os << ": disk-bound: every step reads and writes all the moments; "
-          "host memory for them (--moments host), bf16 moments "
-          "(--optimizer-states bf16, lossy) or more micro-batches per step "
-          "(--grad-accum) help\n";
-    break;
-  default:
-    os << ": optimizer-bound; more host threads or fewer optimizer steps "
-          "(--grad-accum) help\n";
-  }
-}
-
-void printCandidate(const mt::plan::Plan &plan,
-                    const mt::runtime::Prediction &r, const Schedule &s,
-                    bool ok, raw_ostream &os) {
-  TierBytes t = tierBytes(plan);
-  double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
-                         plan.shapes().grad_accum());
-  os << llvm::formatv(
-      "{0,5} x {1,-11}  {2,-8}  {3,-9}  {4,-12}  {5,-9}  {6,-7}  {7,-7}  "
-      "{8,10}  {9,10}  {10,10}  {11,8:F3}  {12,9:F0}  {13}\n",
-      plan.shapes().batch(), s.gradAccum, s.stream ? "yes" : "no",
-      s.offload ? "yes" : "no", s.overlap, s.keep ? "none" : "layers",
-      s.fp32Link ? "fp32" : "compute", s.momentsOnDisk ? "disk" : "host",
-      gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
-      r.stepSeconds, tokens / r.stepSeconds, ok ? "yes" : "no");
 }
 
 } // namespace
@@ -781,11 +548,23 @@ int main(int argc, char **argv) {
   // about the plan.
   if (suggest || (explain && emit.getNumOccurrences() == 0))
     what = Emit::Plan;
-  Schedule chosen{batch, gradAccum, streamWeights, offloadActivations,
-                  optimizerOverlap};
+  // The schedule the flags describe (their defaults for the rest): what
+  // --emit=step and --emit=sched show; a plan is searched for around it.
+  Schedule chosen;
+  chosen.batch = batch;
+  chosen.gradAccum = gradAccum;
+  chosen.stream = streamWeights;
+  chosen.offload = offloadActivations;
+  chosen.overlap = optimizerOverlap == "backward"       ? Overlap::Backward
+                   : optimizerOverlap == "next-forward" ? Overlap::NextForward
+                                                        : Overlap::After;
   chosen.keep = recompute == Recompute::None;
   chosen.fp32Link = weightLink == "fp32";
   chosen.layerMajor = microBatchOrder == Order::Layer;
+  chosen.offloadFraction =
+      offloadFraction == "auto" ? 1.0 : std::stod(offloadFraction);
+  chosen.lookahead = lookahead == "auto" ? 8 : std::stoll(lookahead);
+  chosen.momentsOnDisk = momentsHome == "disk";
   Compiler compiler(context, timing);
   if (what != Emit::Plan) {
     mlir::OwningOpRef<mlir::ModuleOp> module =
@@ -806,7 +585,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  Budgets budgets;
+  mt::planner::Budgets budgets;
   mt::plan::Target targetDesc;
   if (mt::runtime::Status st = mt::runtime::loadTarget(target, targetDesc);
       !st) {
@@ -829,151 +608,108 @@ int main(int argc, char **argv) {
     errs() << "mtc: error: --moments disk needs a directory: --disk DIR\n";
     return 1;
   }
-  // auto: host first (faster), disk as well when there is a disk.
-  std::vector<bool> homes = {momentsHome == "disk"};
-  if (momentsHome == "auto" && !diskDir.empty())
-    homes = {false, true};
-  // --offload-fraction auto: fewer offloads first (kept when as fast).
-  std::vector<double> fractions = {1.0};
-  if (offloadFraction == "auto")
-    fractions = {0.25, 0.5, 0.75, 1.0};
-  else
-    fractions = {std::stod(offloadFraction)};
-  // --lookahead auto: each streamed schedule with every prefetch distance.
-  std::vector<int64_t> lookaheads = {8};
-  if (lookahead == "auto")
-    lookaheads = {2, 4, 8, 16, 32};
-  else
-    lookaheads = {std::stoll(lookahead)};
+  // Every planning flag given is a constraint; the planner searches the
+  // rest. Precision and state formats are the user's alone.
+  mt::planner::Constraints c;
+  auto given = [](const cl::Option &o) { return o.getNumOccurrences() > 0; };
+  if (given(streamWeights))
+    c.stream = chosen.stream;
+  if (given(offloadActivations))
+    c.offload = chosen.offload;
+  if (offloadFraction != "auto" && given(offloadFraction))
+    c.offloadFraction = chosen.offloadFraction;
+  if (given(optimizerOverlap))
+    c.overlap = chosen.overlap;
+  if (given(recompute))
+    c.keep = chosen.keep;
+  if (given(weightLink))
+    c.fp32Link = chosen.fp32Link;
+  if (given(microBatchOrder))
+    c.layerMajor = chosen.layerMajor;
+  if (momentsHome != "auto")
+    c.momentsOnDisk = chosen.momentsOnDisk;
+  c.lookaheads = lookahead == "auto" ? std::vector<int64_t>{2, 4, 8, 16, 32}
+                                     : std::vector<int64_t>{chosen.lookahead};
+  c.clipping = clipping;
+  c.bf16 = computeDtype == "bf16";
+  c.diskGiven = !diskDir.empty();
+  // The model itself must compile (with the user's batch): its errors are
+  // reported as such, not as refused candidates.
+  mlir::ModuleOp userStep = compiler.step(options, chosen.keep);
+  if (!userStep)
+    return 1;
   // The micro-batch can be split only when the export leaves the batch
-  // dynamic.
-  bool splittable = false;
-  if (suggest) {
-    // The model itself must compile (with the user's batch): its errors
-    // are reported as such, not as 48 skipped candidates.
-    if (!compiler.step(options, chosen.keep))
-      return 1;
+  // dynamic, and only when the user gave the batch but not the count.
+  if (batch > 1 && !given(gradAccum)) {
     auto fixed = mt::fixedBatchOf(context, inputPath);
     if (failed(fixed))
       return 1;
-    splittable = !fixed->has_value();
-    if (!splittable && batch > 1)
+    c.splitBatch = !fixed->has_value();
+    if (!c.splitBatch && suggest)
       errs() << "mtc: note: the model fixes the batch at " << **fixed
-             << ", so --suggest does not split it into micro-batches\n";
+             << ", so it is not split into micro-batches\n";
   }
-  std::vector<Schedule> candidates;
-  for (bool onDisk : homes) {
-    Schedule c = chosen;
-    c.momentsOnDisk = onDisk;
-    for (Schedule x :
-         suggest ? searchSpace(c, splittable, recompute.getNumOccurrences() > 0,
-                               computeDtype == "bf16" &&
-                                   weightLink.getNumOccurrences() == 0)
-                 : std::vector{c})
-      for (int64_t ahead : x.stream ? lookaheads : std::vector<int64_t>{8})
-        for (double f : x.offload ? fractions : std::vector<double>{1.0}) {
-          x.lookahead = ahead;
-          x.offloadFraction = f;
-          candidates.push_back(x);
-        }
-  }
+  mt::planner::ModelSize size = mt::planner::modelSize(userStep);
+  size.momentBytes = optimizerStates == "bf16"   ? 4.0
+                     : optimizerStates == "8bit" ? 2.0 + 8.0 / 256
+                     : optimizerStates == "4bit" ? 1.0 + 8.0 / 256
+                                                 : 8.0;
   SmallString<256> diskPath(diskDir);
   if (!diskDir.empty())
     llvm::sys::fs::make_absolute(diskPath);
-  mt::plan::Plan best;
-  mt::runtime::Prediction bestPrediction;
-  std::optional<Schedule> bestSchedule;
-  std::string why;
-  if (suggest)
-    outs()
-        << "micro-batch x accum  streamed  offloaded  optimizer     "
-           "recompute  link     moments      device      pinned   host (all)  "
-           "  s/step   tokens/s  fits\n";
-  for (const Schedule &c : candidates) {
+  // Each candidate on a copy of its micro-batch size's training step; a
+  // candidate the back end refuses (a split batch the model's shapes
+  // refuse) is dropped with its first error, and the search goes on.
+  auto compileOne = [&](const Schedule &s, mt::plan::Plan &plan,
+                        std::string &error) {
     mt::ImportOptions o = options;
-    o.batch = c.batch;
-    // With --suggest, a candidate that does not compile (a split batch the
-    // model's shapes refuse) is skipped with its reason (the first error),
-    // and the search goes on.
-    std::string failure;
-    std::optional<mlir::ScopedDiagnosticHandler> capture;
-    if (suggest)
-      capture.emplace(&context, [&](mlir::Diagnostic &d) {
-        if (failure.empty() &&
-            d.getSeverity() == mlir::DiagnosticSeverity::Error)
-          failure = d.str();
-        return mlir::success();
-      });
+    o.batch = s.batch;
+    mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
+      if (error.empty() && d.getSeverity() == mlir::DiagnosticSeverity::Error)
+        error = d.str();
+      return mlir::success();
+    });
     mlir::OwningOpRef<mlir::ModuleOp> module =
-        compiler.compile(o, Emit::Plan, c);
-    capture.reset();
-    if (!module && suggest) {
-      outs() << "  skipped " << c.flags() << ": " << failure << "\n";
-      if (why.empty())
-        why = failure;
-      continue;
+        compiler.compile(o, Emit::Plan, s);
+    if (!module || failed(mt::emitPlan(*module, plan))) {
+      if (error.empty())
+        error = "the back end refused it";
+      return false;
     }
-    if (!module)
-      return 1;
-    mt::plan::Plan plan;
-    if (failed(mt::emitPlan(*module, plan)))
-      return 1;
     *plan.mutable_target() = targetDesc;
-    if (c.momentsOnDisk)
+    if (s.momentsOnDisk)
       plan.set_disk_dir(diskPath.str().str());
-    mt::runtime::Prediction prediction =
-        mt::runtime::simulate(plan, targetDesc);
-    plan.set_predicted_step_seconds(prediction.stepSeconds);
-    std::string reason;
-    bool ok = fits(plan, budgets, c, reason);
-    if (suggest)
-      printCandidate(plan, prediction, c, ok, outs());
-    if (!ok) {
-      // Without --suggest, the last refusal is the one with the least host
-      // memory (the moments on disk when auto tried both).
-      if (homes.size() > 1)
-        reason = std::string(c.momentsOnDisk ? "with the AdamW moments on "
-                                               "disk, "
-                                             : "with the AdamW moments in "
-                                               "host memory, ") +
-                 reason;
-      if (why.empty() || !suggest)
-        why = reason;
-      continue;
-    }
-    double tokens = double(plan.shapes().batch() * plan.shapes().seq() *
-                           plan.shapes().grad_accum());
-    double bestTokens =
-        bestSchedule ? double(best.shapes().batch() * best.shapes().seq() *
-                              best.shapes().grad_accum()) /
-                           bestPrediction.stepSeconds
-                     : 0;
-    if (!bestSchedule || tokens / prediction.stepSeconds > bestTokens) {
-      best = plan;
-      bestPrediction = prediction;
-      bestSchedule = c;
-    }
+    return true;
+  };
+  mt::planner::Result result =
+      mt::planner::search(chosen, c, budgets, size, targetDesc, compileOne);
+  if (suggest) {
+    mt::planner::printCandidateHeader(outs());
+    for (const auto &cand : result.candidates)
+      mt::planner::printCandidate(cand, outs());
+    for (const auto &d : result.failed)
+      outs() << "  skipped " << d.schedule.flags() << ": " << d.why << "\n";
+    outs() << "  (not compiled: " << result.overBound()
+           << " over a memory bound, "
+           << result.pruned.size() - result.overBound()
+           << " offloaded variants of schedules that fit without offload)\n";
   }
-  if (!bestSchedule) {
-    if (suggest)
-      errs() << "mtc: error: no schedule fits the budgets; the first "
-                "refusal: "
-             << why << "\n";
-    else
-      errs() << "mtc: error: " << why << "\n";
+  if (!result.best) {
+    std::string closest = mt::planner::closestRefusal(result, budgets);
+    errs() << "mtc: error: no schedule fits the budgets ("
+           << result.candidates.size() << " compiled, " << result.overBound()
+           << " over a memory bound); " << closest << "\n";
     return 1;
   }
+  const mt::planner::Candidate &bestCandidate = result.candidates[*result.best];
+  mt::plan::Plan best = bestCandidate.plan;
   if (suggest)
-    outs() << "fastest that fits: " << bestSchedule->flags() << "\n";
-  else if (lookaheads.size() > 1 && bestSchedule->stream)
-    errs() << "mtc: note: --lookahead auto chose " << bestSchedule->lookahead
-           << " (the fastest that fits)\n";
-  if (!suggest && fractions.size() > 1 && bestSchedule->offload)
-    errs() << "mtc: note: --offload-fraction auto chose "
-           << llvm::formatv("{0}", bestSchedule->offloadFraction)
-           << " (the fastest that fits)\n";
+    outs() << "fastest that fits: " << bestCandidate.schedule.flags() << "\n";
+  else if (!explain && result.candidates.size() + result.pruned.size() > 1)
+    errs() << "mtc: note: planned " << bestCandidate.schedule.flags()
+           << " (the fastest of the schedules that fit; --explain says why)\n";
   if (explain)
-    printExplain(best, bestPrediction, budgets, outs());
+    mt::planner::explain(bestCandidate, budgets, &result, outs());
   if (outputPath == "-") {
     if (suggest || explain)
       return 0;

@@ -842,7 +842,8 @@ int main(int argc, char **argv) {
     return fail(o.plan +
                 " updates each weight during the backward, before "
                 "the global gradient norm is known; clipping needs a "
-                "plan compiled with --optimizer-overlap after or next-forward");
+                "plan compiled with mtc --clipping (or --optimizer-overlap "
+                "after or next-forward)");
   const auto &shapes = plan.shapes();
   TargetKind kind = TargetKind::Targets;
   for (const auto &in : plan.inputs())

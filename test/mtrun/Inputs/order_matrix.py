@@ -29,8 +29,15 @@ SCHEDULES = sys.argv[6:] or [
 
 
 def run(i, flags, order, tag):
+    # The planner searches what is not given: the recompute choice is
+    # pinned (the layer order needs layers), clipping asks for a plan that
+    # allows it.
     compile_flags = [f for f in flags.split() if f not in ("--grad-clip", "0.5")]
-    train_flags = ["--grad-clip", "0.5"] if "--grad-clip" in flags else []
+    compile_flags += ["--recompute", "layers"]
+    train_flags = []
+    if "--grad-clip" in flags:
+        compile_flags.append("--clipping")
+        train_flags = ["--grad-clip", "0.5"]
     plan = f"{work}/s{i}-{tag}.mtp"
     subprocess.run([mtc, model, "-o", plan, "--micro-batch-order", order]
                    + compile_flags, check=True)

@@ -1,0 +1,530 @@
+//===- Planner.cpp - the fastest schedule that fits the budgets -----------===//
+#include "compiler/Planner.h"
+
+#include "dialects/Train/IR/TrainOps.h"
+#include "runtime/plan_io.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+namespace mt::planner {
+
+ModelSize modelSize(mlir::ModuleOp module) {
+  ModelSize m;
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  if (!step)
+    return m;
+  step.walk([&](train::WeightOp w) {
+    int64_t n =
+        mlir::cast<mlir::RankedTensorType>(w.getType()).getNumElements();
+    if (w.getTrainable())
+      m.trainable += n;
+    else if (!w.getValue())
+      m.frozen += n;
+  });
+  return m;
+}
+
+const char *overlapName(Overlap o) {
+  switch (o) {
+  case Overlap::Backward:
+    return "backward";
+  case Overlap::NextForward:
+    return "next-forward";
+  default:
+    return "after";
+  }
+}
+
+bool Schedule::transientGradients(bool bf16) const {
+  bool oneRun = gradAccum == 1 || layerMajor;
+  return overlap == Overlap::Backward && oneRun &&
+         (!bf16 || (layerMajor && gradAccum > 1));
+}
+
+std::string Schedule::flags() const {
+  std::string f;
+  if (batch)
+    f += "--batch " + std::to_string(batch) + " ";
+  f += "--grad-accum " + std::to_string(gradAccum);
+  if (stream)
+    f += " --stream-weights --lookahead " + std::to_string(lookahead);
+  if (offload)
+    f += " --offload-activations --offload-fraction " +
+         llvm::formatv("{0}", offloadFraction).str();
+  f += std::string(" --optimizer-overlap ") + overlapName(overlap);
+  f += keep ? " --recompute none" : " --recompute layers";
+  if (fp32Link)
+    f += " --weight-link fp32";
+  if (layerMajor)
+    f += " --micro-batch-order layer";
+  return f + (momentsOnDisk ? " --moments disk" : " --moments host");
+}
+
+namespace {
+
+/// Bytes in GiB, or in MiB or KiB below one of the larger unit.
+std::string gib(double bytes) {
+  if (bytes >= 1073741824.0)
+    return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
+  if (bytes >= 1048576.0)
+    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
+  return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
+}
+
+double tokensOf(const plan::Plan &p) {
+  return double(p.shapes().batch() * p.shapes().seq() *
+                p.shapes().grad_accum());
+}
+
+} // namespace
+
+size_t Result::overBound() const {
+  size_t n = 0;
+  for (const Dropped &d : pruned)
+    n += d.overflow > 0;
+  return n;
+}
+
+double Candidate::tokensPerSecond() const {
+  return tokensOf(plan) / prediction.stepSeconds;
+}
+
+TierBytes tierBytes(const plan::Plan &plan) {
+  TierBytes t;
+  for (const auto &a : plan.arenas()) {
+    int64_t n = int64_t(a.size_bytes());
+    switch (a.tier()) {
+    case plan::DEVICE:
+      t.device += n;
+      break;
+    case plan::HOST_PINNED:
+      t.pinned += n;
+      t.host += n;
+      break;
+    case plan::DISK:
+      t.disk += n;
+      break;
+    default:
+      t.host += n;
+    }
+  }
+  return t;
+}
+
+int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16) {
+  // Per trainable element: the fp32 master (4), the moments unless on
+  // disk, the fp32 accumulator unless the gradient is certainly read
+  // where it arrives (a bound: only where no gradient can be transient),
+  // the pinned bf16 copy with the compute link (2); per frozen element its
+  // fp32 master.
+  bool maybeTransient =
+      s.overlap == Overlap::Backward && (s.gradAccum == 1 || s.layerMajor);
+  double perElement = 4.0 + (s.momentsOnDisk ? 0.0 : m.momentBytes) +
+                      (maybeTransient ? 0.0 : 4.0) +
+                      (bf16 && !s.fp32Link ? 2.0 : 0.0);
+  return int64_t(perElement * double(m.trainable)) + 4 * m.frozen;
+}
+
+int64_t residentDeviceLowerBound(const ModelSize &m, bool bf16) {
+  return (bf16 ? 2 : 4) * m.trainable;
+}
+
+bool fits(const plan::Plan &plan, const Budgets &b, const Schedule &s,
+          bool diskGiven, std::string &why) {
+  TierBytes need = tierBytes(plan);
+  double moments = double(runtime::momentBytes(plan));
+  struct Check {
+    const char *tier, *flag, *byDefault;
+    int64_t need, budget;
+    std::string hint;
+  };
+  std::string hostHint =
+      s.momentsOnDisk
+          ? "the moments are on disk already; host memory holds the fp32 "
+            "master weights and, unless each gradient is applied where it "
+            "arrives (--optimizer-overlap backward with one micro-batch or "
+            "--micro-batch-order layer), their accumulators (4 bytes per "
+            "parameter each) and, with bf16 compute and --weight-link "
+            "compute, the weights' pinned bf16 copy (2 bytes)"
+      : !diskGiven ? "--disk DIR lets the AdamW moments (" + gib(moments) +
+                         ") live on disk"
+                   : "--moments disk keeps the AdamW moments (" + gib(moments) +
+                         ") on disk";
+  Check checks[] = {
+      {"device", "--gpu-mem", "the target's", need.device, b.device,
+       !s.stream               ? "--stream-weights lowers it"
+       : s.keep                ? "--recompute layers lowers it"
+       : !s.offload            ? "--offload-activations lowers it"
+       : s.offloadFraction < 1 ? "a larger --offload-fraction lowers it"
+                               : "a smaller --batch or --seq lowers it"},
+      {"host (pinned included)", "--host-mem", "the target's", need.host,
+       b.host, hostHint},
+      {"pinned host", "--pinned-mem", "a quarter of the host budget",
+       need.pinned, b.pinned,
+       "pinned memory is host memory: raise --pinned-mem"},
+      {"disk", diskGiven ? "--disk-mem" : "--disk", "the free space of --disk",
+       need.disk, b.disk,
+       diskGiven ? "free space on --disk or a raised --disk-mem"
+                 : "--disk DIR names where it goes"},
+  };
+  for (const Check &c : checks) {
+    if (c.need <= c.budget)
+      continue;
+    why = "the plan needs " + gib(double(c.need)) + " of " + c.tier +
+          " memory but the budget is " + gib(double(c.budget)) + " (" + c.flag +
+          " or " + c.byDefault + "); the smallest budget that fits this plan " +
+          "is " + std::to_string(c.need) + " bytes; " + c.hint;
+    return false;
+  }
+  return true;
+}
+
+std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
+  auto choices = [](std::optional<bool> fixed) {
+    return fixed ? std::vector<bool>{*fixed} : std::vector<bool>{false, true};
+  };
+  std::vector<Overlap> overlaps = {Overlap::After, Overlap::Backward,
+                                   Overlap::NextForward};
+  if (c.overlap)
+    overlaps = {*c.overlap};
+  else if (c.clipping)
+    overlaps = {Overlap::After, Overlap::NextForward};
+  // Keeping everything leaves no layers to order and no checkpoints to
+  // offload: a user who asked for either asked for recompute.
+  std::vector<bool> keeps = choices(c.keep);
+  if (!c.keep && (c.layerMajor.value_or(false) || c.offload.value_or(false)))
+    keeps = {false};
+  std::vector<bool> links = c.bf16
+                                ? choices(c.fp32Link)
+                                : std::vector<bool>{c.fp32Link.value_or(false)};
+  std::vector<bool> homes = c.momentsOnDisk
+                                ? std::vector<bool>{*c.momentsOnDisk}
+                            : c.diskGiven ? std::vector<bool>{false, true}
+                                          : std::vector<bool>{false};
+  std::vector<Schedule> out;
+  for (int64_t split : {1, 2, 4, 8}) {
+    if (split > 1 && (!c.splitBatch || base.batch % split))
+      continue;
+    int64_t k = base.gradAccum * split;
+    for (bool keep : keeps) {
+      // The layer order needs layers (recompute) and micro-batches.
+      std::vector<bool> orders =
+          keep || k == 1 ? std::vector<bool>{false} : choices(c.layerMajor);
+      if (c.layerMajor && *c.layerMajor && (keep || k == 1))
+        orders = {false}; // nothing to order: the same plan
+      for (bool layerMajor : orders)
+        for (bool link : links)
+          for (Overlap overlap : overlaps)
+            for (bool onDisk : homes)
+              for (bool stream : choices(c.stream))
+                for (int64_t ahead :
+                     stream ? c.lookaheads : std::vector<int64_t>{8})
+                  for (bool offload :
+                       keep ? std::vector<bool>{false} : choices(c.offload)) {
+                    Schedule s = base;
+                    s.batch = base.batch / split;
+                    s.gradAccum = k;
+                    s.keep = keep;
+                    s.layerMajor = layerMajor;
+                    s.fp32Link = link;
+                    s.overlap = overlap;
+                    s.momentsOnDisk = onDisk;
+                    s.stream = stream;
+                    s.lookahead = ahead;
+                    s.offload = offload;
+                    s.offloadFraction = c.offloadFraction.value_or(1.0);
+                    out.push_back(s);
+                  }
+    }
+  }
+  return out;
+}
+
+namespace {
+bool sameExceptOffload(const Schedule &a, const Schedule &b) {
+  return a.batch == b.batch && a.gradAccum == b.gradAccum &&
+         a.stream == b.stream && a.lookahead == b.lookahead &&
+         a.overlap == b.overlap && a.keep == b.keep &&
+         a.fp32Link == b.fp32Link && a.layerMajor == b.layerMajor &&
+         a.momentsOnDisk == b.momentsOnDisk;
+}
+} // namespace
+
+Result search(const Schedule &base, const Constraints &c, const Budgets &b,
+              const ModelSize &m, const plan::Target &target,
+              const CompileFn &compile) {
+  Result r;
+  auto evaluate = [&](const Schedule &s) -> const Candidate * {
+    Candidate cand{s, {}, {}, false, {}};
+    std::string error;
+    if (!compile(s, cand.plan, error)) {
+      r.failed.push_back({s, error});
+      if (r.firstRefusal.empty())
+        r.firstRefusal = error;
+      return nullptr;
+    }
+    cand.prediction = runtime::simulate(cand.plan, target);
+    cand.plan.set_predicted_step_seconds(cand.prediction.stepSeconds);
+    cand.fits = fits(cand.plan, b, s, c.diskGiven, cand.why);
+    if (!cand.fits && r.firstRefusal.empty())
+      r.firstRefusal = cand.why;
+    r.candidates.push_back(std::move(cand));
+    return &r.candidates.back();
+  };
+  int64_t hostBound = 0;
+  std::vector<Schedule> space = searchSpace(base, c);
+  for (size_t i = 0; i < space.size(); ++i) {
+    const Schedule &s = space[i];
+    if ((hostBound = hostLowerBound(s, m, c.bf16)) > b.host) {
+      r.pruned.push_back(
+          {s,
+           "host memory: at least " + gib(double(hostBound)) + " of " +
+               gib(double(b.host)),
+           double(hostBound) / double(std::max<int64_t>(1, b.host))});
+      continue;
+    }
+    int64_t resident = residentDeviceLowerBound(m, c.bf16);
+    if (!s.stream && resident > b.device) {
+      r.pruned.push_back(
+          {s,
+           "device memory: its resident weights alone are " +
+               gib(double(resident)) + " of " + gib(double(b.device)),
+           double(resident) / double(std::max<int64_t>(1, b.device))});
+      continue;
+    }
+    // An offloaded variant is worth compiling only when the same schedule
+    // without offload did not fit the device.
+    if (s.offload && !c.offload) {
+      bool fitWithout = false;
+      for (const Candidate &x : r.candidates)
+        if (!x.schedule.offload && sameExceptOffload(x.schedule, s) &&
+            tierBytes(x.plan).device <= b.device)
+          fitWithout = true;
+      if (fitWithout) {
+        r.pruned.push_back({s,
+                            "offload: the schedule fits the device "
+                            "without it",
+                            0.0});
+        continue;
+      }
+    }
+    const Candidate *cand = evaluate(s);
+    // Fewer offloads, while they fit: each moves fewer bytes.
+    if (cand && cand->fits && s.offload && !c.offloadFraction)
+      for (double f : {0.75, 0.5, 0.25}) {
+        Schedule fewer = s;
+        fewer.offloadFraction = f;
+        cand = evaluate(fewer);
+        if (!cand || !cand->fits)
+          break;
+      }
+  }
+  // Nothing compiled: the schedule least over its bound, for exact needs.
+  if (r.candidates.empty() && !r.pruned.empty()) {
+    const Dropped *least = &r.pruned.front();
+    for (const Dropped &d : r.pruned)
+      if (d.overflow > 0 &&
+          (least->overflow == 0 || d.overflow < least->overflow))
+        least = &d;
+    Schedule s = least->schedule;
+    evaluate(s);
+  }
+  if (r.firstRefusal.empty() && !r.pruned.empty())
+    r.firstRefusal = r.pruned.front().why;
+  // The most tokens per second; among equals the first, except that a
+  // smaller offload fraction of the same schedule (tried after it) wins a
+  // tie: it moves fewer bytes for the same time.
+  auto better = [&](const Candidate &x, const Candidate &y) {
+    return x.tokensPerSecond() > y.tokensPerSecond() ||
+           (x.tokensPerSecond() == y.tokensPerSecond() && x.schedule.offload &&
+            y.schedule.offload && sameExceptOffload(x.schedule, y.schedule) &&
+            x.schedule.offloadFraction < y.schedule.offloadFraction);
+  };
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const Candidate &x = r.candidates[i];
+    if (!x.fits)
+      continue;
+    if (!r.best || better(x, r.candidates[*r.best])) {
+      r.runnerUp = r.best;
+      r.best = i;
+    } else if (!r.runnerUp || better(x, r.candidates[*r.runnerUp])) {
+      r.runnerUp = i;
+    }
+  }
+  return r;
+}
+
+std::string closestRefusal(const Result &r, const Budgets &b) {
+  // The worst ratio of need to budget over the tiers, per candidate.
+  auto overflow = [&](const Candidate &x) {
+    TierBytes t = tierBytes(x.plan);
+    double worst = 0;
+    for (auto [need, budget] : {std::pair{t.device, b.device},
+                                {t.host, b.host},
+                                {t.pinned, b.pinned},
+                                {t.disk, b.disk}})
+      if (need > 0)
+        worst = std::max(worst,
+                         double(need) / double(std::max<int64_t>(1, budget)));
+    return worst;
+  };
+  const Candidate *closest = nullptr;
+  for (const Candidate &x : r.candidates)
+    if (!x.fits && (!closest || overflow(x) < overflow(*closest)))
+      closest = &x;
+  if (closest)
+    return "the closest, " + closest->schedule.flags() + ": " + closest->why;
+  if (!r.failed.empty())
+    return "the back end refused " + r.failed.front().schedule.flags() + ": " +
+           r.failed.front().why;
+  return r.firstRefusal.empty() ? "the search space is empty" : r.firstRefusal;
+}
+
+void explain(const Candidate &chosen, const Budgets &budgets,
+             const Result *search, llvm::raw_ostream &os) {
+  const plan::Plan &plan = chosen.plan;
+  const runtime::Prediction &r = chosen.prediction;
+  const auto &t = plan.target();
+  std::string lossy = runtime::lossyMoments(plan);
+  if (!lossy.empty())
+    os << "LOSSY: AdamW moments are stored in " << lossy
+       << " (mtc --optimizer-states)\n";
+  os << llvm::formatv("predicted on {0}: {1:F3} s/step, {2:F0} tokens/s, "
+                      "{3:F1} TFLOP/s of model math\n",
+                      t.name(), r.stepSeconds, tokensOf(plan) / r.stepSeconds,
+                      r.flops / r.stepSeconds / 1e12);
+  os << "\nstream            busy (s)   share of step\n";
+  for (int i = 0; i < plan.streams_size(); ++i)
+    os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",
+                        plan.streams(i).name(), r.streamBusySeconds[i],
+                        100 * r.streamBusySeconds[i] / r.stepSeconds);
+  os << "\nlink              bytes/step     at bandwidth\n";
+  os << llvm::formatv("  host->device   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.h2dBytes), r.h2dBytes / t.h2d_bytes_per_s(),
+                      t.h2d_bytes_per_s() / 1e9);
+  os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                      gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
+                      t.d2h_bytes_per_s() / 1e9);
+  if (r.diskReadBytes > 0 || r.diskWriteBytes > 0) {
+    os << llvm::formatv("  disk->host     {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                        gib(r.diskReadBytes),
+                        r.diskReadBytes / t.disk_read_bytes_per_s(),
+                        t.disk_read_bytes_per_s() / 1e9);
+    os << llvm::formatv("  host->disk     {0,12}   {1:F3} s at {2:F1} GB/s\n",
+                        gib(r.diskWriteBytes),
+                        r.diskWriteBytes / t.disk_write_bytes_per_s(),
+                        t.disk_write_bytes_per_s() / 1e9);
+  }
+  os << "\ntier              peak           budget\n";
+  for (const auto &a : plan.arenas()) {
+    std::string budget = a.tier() == plan::DEVICE ? gib(double(budgets.device))
+                         : a.tier() == plan::HOST_PINNED
+                             ? gib(double(budgets.pinned)) + " pinned"
+                         : a.tier() == plan::DISK
+                             ? gib(double(budgets.disk)) + " disk"
+                             : "";
+    os << llvm::formatv("  {0,-14} {1,12}   {2}\n", a.name(),
+                        gib(double(a.size_bytes())), budget);
+  }
+  TierBytes all = tierBytes(plan);
+  int64_t params = 0;
+  for (const auto &p : plan.parameters())
+    if (p.trainable())
+      params += runtime::bufferElements(plan, p.master());
+  os << llvm::formatv("  {0,-14} {1,12}   {2}", "host, in all",
+                      gib(double(all.host)), gib(double(budgets.host)));
+  if (params > 0)
+    os << llvm::formatv("   ({0:F2} bytes per trainable parameter, {1:F2} "
+                        "outside pinned memory)",
+                        double(all.host) / double(params),
+                        double(all.host - all.pinned) / double(params));
+  os << "\n\n" << runtime::describeCrossings(plan) << "\n";
+  int b = r.bottleneckStream;
+  os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
+     << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)
+     << "% of the step busy)";
+  switch (plan.streams(b).kind()) {
+  case plan::COMPUTE:
+    os << (plan.compute_dtype() == plan::F32
+               ? ": compute-bound; bf16 compute (--compute-dtype bf16) raises "
+                 "the matmul rate\n"
+               : ": compute-bound, as it should be: the transfers and the "
+                 "optimizer hide behind the math\n");
+    break;
+  case plan::HOST_TO_DEVICE:
+  case plan::DEVICE_TO_HOST:
+    os << ": transfer-bound; a larger batch gives each copied byte more "
+          "math to hide behind\n";
+    break;
+  case plan::DISK_IO:
+    os << ": disk-bound: every step reads and writes all the moments; "
+          "host memory for them (--moments host), bf16 moments "
+          "(--optimizer-states bf16, lossy) or more micro-batches per step "
+          "(--grad-accum) help\n";
+    break;
+  default:
+    os << ": optimizer-bound; more host threads or fewer optimizer steps "
+          "(--grad-accum) help\n";
+  }
+  if (!search)
+    return;
+  size_t fitting = 0;
+  for (const Candidate &x : search->candidates)
+    fitting += x.fits;
+  os << "\nchosen: " << chosen.schedule.flags() << "\n";
+  os << llvm::formatv("  the fastest of {0} schedules that fit ({1} "
+                      "compiled; not compiled: {2} over a memory bound, {3} "
+                      "offloaded where nothing needed it; {4} refused by "
+                      "the back end)\n",
+                      fitting, search->candidates.size(), search->overBound(),
+                      search->pruned.size() - search->overBound(),
+                      search->failed.size());
+  // Why not faster: the fastest compiled schedule that did not fit.
+  const Candidate *faster = nullptr;
+  for (const Candidate &x : search->candidates)
+    if (!x.fits && x.tokensPerSecond() > chosen.tokensPerSecond() &&
+        (!faster || x.tokensPerSecond() > faster->tokensPerSecond()))
+      faster = &x;
+  if (faster)
+    os << llvm::formatv("  faster but over budget: {0} ({1:F3} s/step): ",
+                        faster->schedule.flags(),
+                        faster->prediction.stepSeconds)
+       << faster->why << "\n";
+  if (search->runnerUp) {
+    const Candidate &next = search->candidates[*search->runnerUp];
+    os << llvm::formatv(
+        "runner-up: {0} ({1:F3} s/step, {2:F1}% slower)\n",
+        next.schedule.flags(), next.prediction.stepSeconds,
+        100 * (chosen.tokensPerSecond() / next.tokensPerSecond() - 1));
+  } else {
+    os << "runner-up: none (no other schedule fits)\n";
+  }
+}
+
+void printCandidateHeader(llvm::raw_ostream &os) {
+  os << "micro-batch x accum  order  streamed  offloaded  optimizer     "
+        "recompute  link     moments      device      pinned   host (all)  "
+        "  s/step   tokens/s  fits\n";
+}
+
+void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
+  const Schedule &s = c.schedule;
+  TierBytes t = tierBytes(c.plan);
+  std::string offload =
+      s.offload ? llvm::formatv("{0}", s.offloadFraction).str() : "no";
+  os << llvm::formatv(
+      "{0,5} x {1,-11}  {2,-5}  {3,-8}  {4,-9}  {5,-12}  {6,-9}  {7,-7}  "
+      "{8,-7}  {9,10}  {10,10}  {11,10}  {12,8:F3}  {13,9:F0}  {14}\n",
+      c.plan.shapes().batch(), s.gradAccum, s.layerMajor ? "layer" : "mb",
+      s.stream ? "yes" : "no", offload, overlapName(s.overlap),
+      s.keep ? "none" : "layers", s.fp32Link ? "fp32" : "compute",
+      s.momentsOnDisk ? "disk" : "host", gib(double(t.device)),
+      gib(double(t.pinned)), gib(double(t.host)), c.prediction.stepSeconds,
+      c.tokensPerSecond(), c.fits ? "yes" : "no");
+}
+
+} // namespace mt::planner

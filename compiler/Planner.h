@@ -1,0 +1,181 @@
+//===- Planner.h - the fastest schedule that fits the budgets -------------===//
+//
+// The planner searches the schedules of one model (how the step is ordered
+// and where its bytes live: never its precision or state format, which are
+// the user's) for the fastest that fits the memory budgets of a target.
+// Every choice the user made is a constraint; every other is searched.
+// Schedules that cannot fit are pruned by lower bounds on their memory
+// before anything is compiled; the others are compiled by the caller (mtc
+// runs the back end on a copy of the training step), proved to fit by their
+// plan's exact peaks, and timed by the cost model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MT_COMPILER_PLANNER_H
+#define MT_COMPILER_PLANNER_H
+
+#include "runtime/cost_model.h"
+#include "runtime/schema/plan.pb.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mt::planner {
+
+/// When AdamW runs (mtc --optimizer-overlap).
+enum class Overlap { After, Backward, NextForward };
+const char *overlapName(Overlap o);
+
+/// One schedule: what the back end builds for a model.
+struct Schedule {
+  int64_t batch = 0; ///< sequences per micro-batch (0: the model's own)
+  int64_t gradAccum = 1;
+  bool stream = false;  ///< weights streamed per layer
+  bool offload = false; ///< layer checkpoints in pinned host memory
+  double offloadFraction = 1.0;
+  int64_t lookahead = 8;
+  Overlap overlap = Overlap::After;
+  bool keep = false;       ///< nothing recomputed (mtc --recompute none)
+  bool fp32Link = false;   ///< bf16 compute: the fp32 master crosses
+  bool layerMajor = false; ///< each layer over all micro-batches
+  bool momentsOnDisk = false;
+
+  /// Whether the schedule reads each trainable gradient where it arrives
+  /// (no host accumulator): the rule LowerToSched applies. Exact for fp32
+  /// compute; with bf16 only where the device sums in fp32 (layer-major).
+  bool transientGradients(bool bf16) const;
+  /// The mtc flags that build it.
+  std::string flags() const;
+};
+
+/// What the user fixed; every field left unset is searched.
+struct Constraints {
+  /// The batch may be split into micro-batches (the model's batch is
+  /// dynamic, --batch was given and --grad-accum was not): 1, 2, 4 or 8
+  /// ways, the tokens per step unchanged.
+  bool splitBatch = false;
+  std::optional<bool> stream, offload, keep, fp32Link, layerMajor,
+      momentsOnDisk;
+  std::optional<Overlap> overlap;
+  /// Unset: 1, then 0.75, 0.5 and 0.25 while they fit (fewer offloads
+  /// free less memory but move fewer bytes).
+  std::optional<double> offloadFraction;
+  std::vector<int64_t> lookaheads = {8};
+  /// mtrun --grad-clip must work: the optimizer never runs during the
+  /// backward (it would update before the global norm is known).
+  bool clipping = false;
+  bool bf16 = false;      ///< the compute dtype is bf16 (the user's)
+  bool diskGiven = false; ///< a disk tier exists (mtc --disk)
+};
+
+/// Memory budgets per tier, in bytes (host includes pinned).
+struct Budgets {
+  int64_t device = 0, pinned = 0, host = 0, disk = 0;
+};
+
+/// What the model needs whatever its schedule: the bounds' inputs.
+struct ModelSize {
+  int64_t trainable = 0; ///< elements of trainable weights
+  int64_t frozen = 0;    ///< elements of frozen weights with data
+  /// Bytes per element of both AdamW moments with their scales (8 for
+  /// fp32, 4 for bf16, 2 + 8 / 256 for 8 bits, 1 + 8 / 256 for 4 bits).
+  double momentBytes = 8;
+};
+
+/// Bytes of a plan's arenas by tier; host counts pinned memory too.
+struct TierBytes {
+  int64_t device = 0, pinned = 0, host = 0, disk = 0;
+};
+TierBytes tierBytes(const plan::Plan &plan);
+
+/// The least host memory the schedule can need (masters, the moments it
+/// keeps in host memory, accumulators, bf16 weight copies), and the least
+/// device memory a schedule with resident weights can need (every
+/// trainable weight in the compute dtype): a schedule over either budget
+/// is not compiled.
+int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16);
+int64_t residentDeviceLowerBound(const ModelSize &m, bool bf16);
+
+/// Whether the plan's exact peaks fit every budget; if not, `why` names
+/// the tier, the smallest budget that fits and what would lower the need.
+bool fits(const plan::Plan &plan, const Budgets &b, const Schedule &s,
+          bool diskGiven, std::string &why);
+
+/// One compiled schedule.
+struct Candidate {
+  Schedule schedule;
+  plan::Plan plan;
+  runtime::Prediction prediction;
+  bool fits = false;
+  std::string why; ///< why it does not fit
+  double tokensPerSecond() const;
+};
+
+/// A schedule that was not compiled or did not compile, and why.
+struct Dropped {
+  Schedule schedule;
+  std::string why;
+  double overflow = 0; ///< pruned: its bound over the budget (> 1)
+};
+
+struct Result {
+  std::vector<Candidate> candidates; ///< compiled, in search order
+  /// Not compiled: over a memory bound (overflow > 1), or an offloaded
+  /// variant of a schedule that fits the device without it (overflow 0).
+  std::vector<Dropped> pruned;
+  std::vector<Dropped> failed;          ///< the back end refused them
+  std::optional<size_t> best, runnerUp; ///< indices into candidates
+  /// The first refusal: of the first compiled candidate that did not fit,
+  /// else of the first pruned one.
+  std::string firstRefusal;
+  /// How many pruned schedules were over a memory bound.
+  size_t overBound() const;
+};
+
+/// Compiles one schedule into `plan` (its target filled in), or returns
+/// false with the first error in `error`.
+using CompileFn =
+    std::function<bool(const Schedule &, plan::Plan &plan, std::string &error)>;
+
+/// The schedules of `constraints` around `base` (the user's batch and
+/// micro-batches, disk and lookahead), in search order.
+std::vector<Schedule> searchSpace(const Schedule &base,
+                                  const Constraints &constraints);
+
+/// Searches the space: bounds first, then each survivor compiled and
+/// timed on `target`. Per schedule, checkpoints are offloaded only when the
+/// same schedule without offload does not fit the device (offloading adds
+/// copies and saves nothing else), and lower offload fractions are tried
+/// only while they fit. The best is the most tokens per second; the
+/// runner-up the next distinct schedule. When every schedule is over a
+/// bound, the one least over it is compiled, so that the refusal can name
+/// exact needs.
+Result search(const Schedule &base, const Constraints &constraints,
+              const Budgets &budgets, const ModelSize &model,
+              const plan::Target &target, const CompileFn &compile);
+
+/// Why nothing fits, from the compiled candidate least over its budgets:
+/// "the closest: FLAGS: the plan needs ...".
+std::string closestRefusal(const Result &result, const Budgets &budgets);
+
+/// The trainable and frozen weights of a training step (train.weight ops
+/// of @train_step); momentBytes is left for the caller.
+ModelSize modelSize(mlir::ModuleOp step);
+
+/// The --explain report of a chosen plan: time per stream, bytes per link,
+/// each tier's peak against its budget, the bottleneck; with a search, the
+/// choice, why, and the runner-up.
+void explain(const Candidate &chosen, const Budgets &budgets,
+             const Result *search, llvm::raw_ostream &os);
+
+/// One row of the --suggest table, and its header.
+void printCandidateHeader(llvm::raw_ostream &os);
+void printCandidate(const Candidate &c, llvm::raw_ostream &os);
+
+} // namespace mt::planner
+
+#endif // MT_COMPILER_PLANNER_H

@@ -1,0 +1,299 @@
+// The planner's decisions, each on its own: the search space under the
+// user's constraints, the memory bounds that prune without compiling, the
+// offload rule, the offload-fraction walk, the choice, its runner-up and
+// ties, and the refusal when nothing fits. Plans are synthetic: a fake back
+// end gives each schedule arenas and one op whose time the test decides.
+#include "compiler/Planner.h"
+#include "runtime/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+using namespace mt::planner;
+using mt::plan::Plan;
+
+namespace {
+
+constexpr int64_t KiB = 1024;
+
+/// A plan with device, pinned and host arenas of the given sizes and one
+/// compute op of `flops` on the target.
+Plan fakePlan(int64_t device, int64_t pinned, int64_t host, double flops) {
+  Plan p;
+  p.mutable_shapes()->set_batch(1);
+  p.mutable_shapes()->set_seq(1);
+  p.mutable_shapes()->set_grad_accum(1);
+  p.set_compute_dtype(mt::plan::F32);
+  for (auto [name, tier, size] :
+       {std::tuple{"device", mt::plan::DEVICE, device},
+        {"host_pinned", mt::plan::HOST_PINNED, pinned},
+        {"host", mt::plan::HOST, host}}) {
+    auto *a = p.add_arenas();
+    a->set_name(name);
+    a->set_tier(tier);
+    a->set_size_bytes(uint64_t(size));
+  }
+  auto *s = p.add_streams();
+  s->set_name("compute");
+  s->set_kind(mt::plan::COMPUTE);
+  auto *phase = p.add_phases();
+  phase->set_kind(mt::plan::MICRO_BATCH);
+  auto *op = phase->add_ops();
+  op->set_kernel(mt::plan::FILL);
+  op->set_flops(flops);
+  return p;
+}
+
+mt::plan::Target target() {
+  mt::plan::Target t;
+  EXPECT_TRUE(mt::runtime::loadTarget("cpu", t).isOk());
+  return t;
+}
+
+/// A back end whose plans' device bytes and step time are functions of
+/// the schedule; it counts what it compiled.
+struct FakeBackEnd {
+  std::function<int64_t(const Schedule &)> device = [](const Schedule &) {
+    return 10 * KiB;
+  };
+  std::function<double(const Schedule &)> flops = [](const Schedule &) {
+    return 1e9;
+  };
+  std::vector<Schedule> compiled;
+  CompileFn fn() {
+    return [this](const Schedule &s, Plan &plan, std::string &) {
+      compiled.push_back(s);
+      plan = fakePlan(device(s), KiB, 64 * KiB, flops(s));
+      *plan.mutable_target() = target();
+      return true;
+    };
+  }
+};
+
+Budgets roomy() { return {1 << 30, 1 << 30, int64_t(1) << 32, 0}; }
+
+ModelSize small() { return {1000, 0, 8.0}; }
+
+size_t count(const std::vector<Schedule> &v,
+             const std::function<bool(const Schedule &)> &f) {
+  return size_t(std::count_if(v.begin(), v.end(), f));
+}
+
+TEST(PlannerSpace, EveryGivenChoiceIsAConstraint) {
+  Schedule base;
+  Constraints free;
+  // fp32: 2 recompute choices; layers: stream x offload x 3 overlaps, none:
+  // stream x 3 overlaps; one micro-batch, so no order to choose.
+  std::vector<Schedule> all = searchSpace(base, free);
+  EXPECT_EQ(all.size(), 12u + 6u);
+  EXPECT_EQ(count(all, [](auto &s) { return s.keep && s.offload; }), 0u)
+      << "nothing recomputed: no checkpoints to offload";
+  EXPECT_EQ(count(all, [](auto &s) { return s.fp32Link; }), 0u)
+      << "the link is a choice only with bf16 compute";
+  Constraints fixed;
+  fixed.overlap = Overlap::NextForward;
+  fixed.stream = true;
+  fixed.keep = false;
+  std::vector<Schedule> one = searchSpace(base, fixed);
+  EXPECT_EQ(one.size(), 2u); // offload or not
+  for (const Schedule &s : one)
+    EXPECT_TRUE(s.stream && !s.keep && s.overlap == Overlap::NextForward);
+}
+
+TEST(PlannerSpace, ClippingRulesOutTheBackwardOverlap) {
+  Constraints c;
+  c.clipping = true;
+  for (const Schedule &s : searchSpace(Schedule{}, c))
+    EXPECT_NE(s.overlap, Overlap::Backward) << s.flags();
+}
+
+TEST(PlannerSpace, LayerOrderAndOffloadNeedRecompute) {
+  Schedule base;
+  base.gradAccum = 4;
+  Constraints c;
+  std::vector<Schedule> all = searchSpace(base, c);
+  EXPECT_GT(count(all, [](auto &s) { return s.layerMajor; }), 0u);
+  EXPECT_EQ(count(all, [](auto &s) { return s.layerMajor && s.keep; }), 0u);
+  c.layerMajor = true;
+  for (const Schedule &s : searchSpace(base, c))
+    EXPECT_TRUE(s.layerMajor && !s.keep) << s.flags();
+  Constraints offload;
+  offload.offload = true;
+  for (const Schedule &s : searchSpace(base, offload))
+    EXPECT_FALSE(s.keep) << s.flags();
+  // One micro-batch has no order: the flag asks for nothing.
+  Constraints lone;
+  lone.layerMajor = true;
+  for (const Schedule &s : searchSpace(Schedule{}, lone))
+    EXPECT_FALSE(s.layerMajor);
+}
+
+TEST(PlannerSpace, BatchSplitsKeepTheTokensPerStep) {
+  Schedule base;
+  base.batch = 6;
+  Constraints c;
+  c.keep = false;
+  c.stream = false;
+  c.offload = false;
+  c.overlap = Overlap::After;
+  c.layerMajor = false;
+  EXPECT_EQ(searchSpace(base, c).size(), 1u) << "not splittable";
+  c.splitBatch = true;
+  std::vector<Schedule> split = searchSpace(base, c);
+  ASSERT_EQ(split.size(), 2u); // 6 = 6 x 1 = 3 x 2; 4 and 8 do not divide
+  EXPECT_EQ(split[1].batch, 3);
+  EXPECT_EQ(split[1].gradAccum, 2);
+}
+
+TEST(PlannerSpace, Bf16SearchesTheLinkAndDiskTheMoments) {
+  Constraints c;
+  c.bf16 = true;
+  c.diskGiven = true;
+  std::vector<Schedule> all = searchSpace(Schedule{}, c);
+  EXPECT_EQ(all.size(), 18u * 2 * 2);
+  c.fp32Link = true;
+  c.momentsOnDisk = false;
+  for (const Schedule &s : searchSpace(Schedule{}, c))
+    EXPECT_TRUE(s.fp32Link && !s.momentsOnDisk);
+}
+
+TEST(PlannerBounds, HostBytesPerParameter) {
+  ModelSize m{1000, 100, 8.0};
+  Schedule s; // after: master 4, moments 8, accumulator 4
+  EXPECT_EQ(hostLowerBound(s, m, false), 16 * 1000 + 4 * 100);
+  s.momentsOnDisk = true;
+  EXPECT_EQ(hostLowerBound(s, m, false), 8 * 1000 + 4 * 100);
+  s.momentsOnDisk = false;
+  EXPECT_EQ(hostLowerBound(s, m, true), 18 * 1000 + 4 * 100)
+      << "bf16 with the compute link: the pinned bf16 copy";
+  s.fp32Link = true;
+  s.overlap = Overlap::Backward;
+  s.gradAccum = 8;
+  s.layerMajor = true; // transient gradients: 12 bytes
+  EXPECT_EQ(hostLowerBound(s, m, true), 12 * 1000 + 4 * 100);
+  s.layerMajor = false; // 8 micro-batches accumulate on the host
+  EXPECT_EQ(hostLowerBound(s, m, true), 16 * 1000 + 4 * 100);
+  EXPECT_EQ(residentDeviceLowerBound(m, true), 2 * 1000);
+}
+
+TEST(PlannerSearch, OverABoundIsNotCompiled) {
+  FakeBackEnd be;
+  Budgets b = roomy();
+  b.host = 13 * 1000; // only transient gradients fit: 12 bytes a parameter
+  b.device = 1000;    // resident weights need 4000
+  Schedule base;
+  Constraints c;
+  Result r = search(base, c, b, small(), target(), be.fn());
+  for (const Schedule &s : be.compiled) {
+    EXPECT_EQ(s.overlap, Overlap::Backward) << s.flags();
+    EXPECT_TRUE(s.stream) << s.flags();
+  }
+  EXPECT_GT(r.overBound(), 0u);
+}
+
+TEST(PlannerSearch, OffloadOnlyWhereTheDeviceNeedsIt) {
+  FakeBackEnd be;
+  Budgets b = roomy();
+  b.device = 100 * KiB;
+  // Streamed schedules need 200 KiB without offload, 50 KiB with it.
+  be.device = [](const Schedule &s) {
+    return s.offload ? 50 * KiB : s.stream ? 200 * KiB : 20 * KiB;
+  };
+  Constraints c;
+  c.keep = false;
+  c.overlap = Overlap::After;
+  search(Schedule{}, c, b, small(), target(), be.fn());
+  // Resident fits: its offloaded variant is not compiled; streamed does
+  // not: offloaded at 1, 0.75, 0.5 and 0.25 (all fit).
+  EXPECT_EQ(count(be.compiled, [](auto &s) { return s.offload && !s.stream; }),
+            0u);
+  EXPECT_EQ(count(be.compiled, [](auto &s) { return s.offload && s.stream; }),
+            4u);
+}
+
+TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
+  FakeBackEnd be;
+  Budgets b = roomy();
+  b.device = 100 * KiB;
+  // Fewer offloads need more device memory: 0.5 and below do not fit.
+  be.device = [](const Schedule &s) {
+    return !s.offload ? 1000 * KiB
+                      : int64_t(200 * KiB * (1.0 - s.offloadFraction)) + KiB;
+  };
+  Constraints c;
+  c.keep = false;
+  c.stream = true;
+  c.overlap = Overlap::After;
+  Result r = search(Schedule{}, c, b, small(), target(), be.fn());
+  std::vector<double> fractions;
+  for (const Schedule &s : be.compiled)
+    if (s.offload)
+      fractions.push_back(s.offloadFraction);
+  EXPECT_EQ(fractions, (std::vector<double>{1.0, 0.75, 0.5}))
+      << "0.5 does not fit: 0.25 is not tried";
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.candidates[*r.best].schedule.offloadFraction, 0.75)
+      << "as fast as 1 and fewer offloads";
+}
+
+TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
+  FakeBackEnd be;
+  be.flops = [](const Schedule &s) {
+    return s.overlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
+  };
+  Constraints c;
+  c.stream = false;
+  c.offload = false;
+  Result r = search(Schedule{}, c, roomy(), small(), target(), be.fn());
+  ASSERT_TRUE(r.best && r.runnerUp);
+  const Schedule &best = r.candidates[*r.best].schedule;
+  EXPECT_EQ(best.overlap, Overlap::Backward);
+  EXPECT_GE(r.candidates[*r.best].tokensPerSecond(),
+            r.candidates[*r.runnerUp].tokensPerSecond());
+  EXPECT_NE(*r.best, *r.runnerUp);
+}
+
+TEST(PlannerSearch, NothingFitsNamesTheClosest) {
+  FakeBackEnd be;
+  Budgets b = roomy();
+  b.device = KiB; // every plan needs 10 KiB
+  Result r = search(Schedule{}, Constraints{}, b, small(), target(), be.fn());
+  EXPECT_FALSE(r.best);
+  std::string why = closestRefusal(r, b);
+  EXPECT_NE(why.find("the closest, --grad-accum 1"), std::string::npos) << why;
+  EXPECT_NE(why.find("of device memory but the budget is 1.00 KiB"),
+            std::string::npos)
+      << why;
+  // Everything over a bound: the least over it is compiled for its exact
+  // needs.
+  FakeBackEnd none;
+  Budgets tiny = roomy();
+  tiny.host = 100; // every schedule needs at least 12000
+  Result pruned =
+      search(Schedule{}, Constraints{}, tiny, small(), target(), none.fn());
+  ASSERT_EQ(none.compiled.size(), 1u);
+  EXPECT_EQ(none.compiled[0].overlap, Overlap::Backward)
+      << "12 bytes a parameter: the least over the bound";
+  EXPECT_NE(closestRefusal(pruned, tiny).find("of host (pinned included)"),
+            std::string::npos);
+}
+
+TEST(PlannerFits, TheRefusalNamesTheTierAndTheSmallestBudget) {
+  Plan p = fakePlan(5000, 10, 100, 1);
+  Budgets b{4096, 1 << 20, 1 << 20, 0};
+  std::string why;
+  Schedule s;
+  EXPECT_FALSE(fits(p, b, s, false, why));
+  EXPECT_NE(why.find("the plan needs 4.88 KiB of device memory but the budget "
+                     "is 4.00 KiB (--gpu-mem or the target's); the smallest "
+                     "budget that fits this plan is 5000 bytes; "
+                     "--stream-weights lowers it"),
+            std::string::npos)
+      << why;
+  b.device = 5000;
+  EXPECT_TRUE(fits(p, b, s, false, why));
+}
+
+} // namespace

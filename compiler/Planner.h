@@ -13,6 +13,7 @@
 #ifndef MT_COMPILER_PLANNER_H
 #define MT_COMPILER_PLANNER_H
 
+#include "dialects/Sched/IR/SchedOps.h"
 #include "runtime/cost_model.h"
 #include "runtime/schema/plan.pb.h"
 
@@ -26,8 +27,8 @@
 
 namespace mt::planner {
 
-/// When AdamW runs (mtc --optimizer-overlap).
-enum class Overlap { After, Backward, NextForward };
+/// When AdamW runs (mtc --optimizer-overlap), and its flag's spelling.
+using Overlap = mt::sched::OptimizerOverlap;
 const char *overlapName(Overlap o);
 
 /// One schedule: what the back end builds for a model.

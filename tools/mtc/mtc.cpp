@@ -42,6 +42,28 @@ namespace {
 
 enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
 
+/// An enum flag whose refusal of a value names the ones it takes
+/// ("must be fp32 or bf16, got 'fp16'"), not only the one it does not.
+template <typename T> class Choice : public cl::parser<T> {
+public:
+  using cl::parser<T>::parser;
+  bool parse(cl::Option &o, StringRef name, StringRef arg, T &value) {
+    std::string names;
+    for (unsigned i = 0, n = this->getNumOptions(); i < n; ++i) {
+      if (arg == this->getOption(i)) {
+        value = this->Values[i].V.getValue();
+        return false;
+      }
+      names += std::string(i == 0       ? ""
+                           : i + 1 == n ? " or "
+                                        : ", ") +
+               this->getOption(i).str();
+    }
+    return o.error("must be " + names + ", got '" + arg + "'", name);
+  }
+};
+template <typename T> using ChoiceOpt = cl::opt<T, false, Choice<T>>;
+
 cl::OptionCategory category("mtc options");
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
                                cl::Required, cl::cat(category));
@@ -50,7 +72,7 @@ cl::opt<std::string> outputPath("o",
                                          "name ending in .mtp gets the plan"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(category));
-cl::opt<Emit> emit(
+ChoiceOpt<Emit> emit(
     "emit", cl::desc("What to print"), cl::init(Emit::Summary),
     cl::values(clEnumValN(Emit::Summary, "summary",
                           "JSON: parameters, trainable/frozen names, layers, "
@@ -96,7 +118,7 @@ cl::opt<int64_t> gradAccum("grad-accum",
                            cl::desc("Micro-batches per optimizer step"),
                            cl::init(1), cl::cat(category));
 enum class Order { MicroBatch, Layer };
-cl::opt<Order> microBatchOrder(
+ChoiceOpt<Order> microBatchOrder(
     "micro-batch-order",
     cl::desc("With K > 1 micro-batches per step, the order of the step's "
              "work: micro-batch (the whole forward and backward of one "
@@ -135,7 +157,7 @@ cl::opt<int64_t> chunkHeadRows(
              "that the whole batch's logits never exist (0: in one piece)"),
     cl::init(4096), cl::cat(category));
 enum class Recompute { Layers, None };
-cl::opt<Recompute> recompute(
+ChoiceOpt<Recompute> recompute(
     "recompute",
     cl::desc("What the backward recomputes: layers (each layer's forward "
              "from its input, which is all the step keeps) or none (every "
@@ -147,7 +169,7 @@ cl::opt<Recompute> recompute(
                           "recompute each layer from its input"),
                clEnumValN(Recompute::None, "none", "keep the activations")),
     cl::cat(category));
-cl::opt<std::string> weightLink(
+ChoiceOpt<mt::sched::WeightLink> weightLink(
     "weight-link",
     cl::desc("With --compute-dtype bf16, what a trainable weight's copy to "
              "the device carries: compute (a bf16 copy of every weight in "
@@ -156,7 +178,8 @@ cl::opt<std::string> weightLink(
              "device: twice the bytes over the link, no copy on the host). "
              "Exact either way: the same bf16 values. Unless given, the "
              "planner chooses"),
-    cl::init("compute"), cl::cat(category));
+    cl::init(mt::sched::WeightLink::Compute), mt::sched::weightLinkValues(),
+    cl::cat(category));
 cl::opt<bool> offloadActivations(
     "offload-activations",
     cl::desc("Keep the checkpoints the backward recomputes from (layer "
@@ -200,12 +223,13 @@ cl::opt<std::string> momentsHome(
              "auto (host when it fits the host budget, else disk when --disk "
              "is given)"),
     cl::init("auto"), cl::cat(category));
-cl::opt<std::string> diskFormat(
+ChoiceOpt<mt::sched::DiskFormat> diskFormat(
     "disk-format",
     cl::desc("How the disk tier stores moments: raw, or shuffle-zstd "
              "(lossless: bytes regrouped by position, then zstd; fewer "
              "bytes written for host CPU time)"),
-    cl::init("raw"), cl::cat(category));
+    cl::init(mt::sched::DiskFormat::Raw), mt::sched::diskFormatValues(),
+    cl::cat(category));
 cl::opt<std::string> pinnedMem(
     "pinned-mem",
     cl::desc("Pinned host memory budget (default: a quarter of the host "
@@ -229,27 +253,30 @@ cl::opt<bool> explain(
              "writing a plan): time per stream, bytes per link, memory per "
              "tier against its budget, the bottleneck"),
     cl::init(false), cl::cat(category));
-cl::opt<std::string> optimizerStates(
+ChoiceOpt<mt::sched::MomentFormat> optimizerStates(
     "optimizer-states",
     cl::desc("AdamW moments: fp32 (default, exact), bf16 (LOSSY: half the "
              "bytes), 8bit (LOSSY: blockwise 8-bit with a scale per 256 "
              "elements, about a quarter) or 4bit (LOSSY: blockwise 4-bit, "
              "two a byte, the same scales: about an eighth); lossy formats "
              "only when asked for"),
-    cl::init("fp32"), cl::cat(category));
-cl::opt<std::string> optimizerOverlap(
+    cl::init(mt::sched::MomentFormat::F32), mt::sched::momentFormatValues(),
+    cl::cat(category));
+ChoiceOpt<mt::sched::OptimizerOverlap> optimizerOverlap(
     "optimizer-overlap",
     cl::desc("When AdamW runs: after (the whole backward), backward (each "
              "weight as soon as its gradient is complete; exact without "
              "clipping) or next-forward (each weight in the next step, just "
              "before its copy to the device; exact with clipping). Unless "
              "given, the planner chooses (not backward with --clipping)"),
-    cl::init("after"), cl::cat(category));
-cl::opt<std::string> computeDtype(
+    cl::init(mt::sched::OptimizerOverlap::After),
+    mt::sched::optimizerOverlapValues(), cl::cat(category));
+ChoiceOpt<mt::sched::ComputeDtype> computeDtype(
     "compute-dtype",
     cl::desc("Storage of activations and device weights: fp32 or bf16 "
              "(fp32 math, fp32 master weights and moments either way)"),
-    cl::init("fp32"), cl::cat(category));
+    cl::init(mt::sched::ComputeDtype::F32), mt::sched::computeDtypeValues(),
+    cl::cat(category));
 
 /// Prints diagnostics as "mtc: error: <file>: node '<name>': <message>".
 /// Importer messages already name the file and node; others get them from
@@ -336,9 +363,10 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.chunkHeadRows = chunkHeadRows.getValue();
   o.gradAccum = s.gradAccum;
   o.computeDtype = computeDtype.getValue();
-  o.optimizerOverlap = mt::planner::overlapName(s.overlap);
+  o.optimizerOverlap = s.overlap;
   o.optimizerStates = optimizerStates.getValue();
-  o.weightLink = s.fp32Link ? "fp32" : "compute";
+  o.weightLink =
+      s.fp32Link ? mt::sched::WeightLink::F32 : mt::sched::WeightLink::Compute;
   o.layerMajor = s.layerMajor && s.gradAccum > 1;
   o.streamWeights = s.stream;
   o.lookahead = s.lookahead;
@@ -465,30 +493,6 @@ int main(int argc, char **argv) {
   options.frozenRegex = frozenRe;
   options.batch = batch;
   options.seq = seqLen;
-  if (computeDtype != "fp32" && computeDtype != "bf16") {
-    errs() << "mtc: error: --compute-dtype must be fp32 or bf16, got '"
-           << computeDtype << "'\n";
-    return 1;
-  }
-  if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
-      optimizerStates != "8bit" && optimizerStates != "4bit") {
-    errs() << "mtc: error: --optimizer-states must be fp32, bf16, 8bit or "
-              "4bit, got '"
-           << optimizerStates << "'\n";
-    return 1;
-  }
-  if (optimizerOverlap != "after" && optimizerOverlap != "backward" &&
-      optimizerOverlap != "next-forward") {
-    errs() << "mtc: error: --optimizer-overlap must be after, backward or "
-              "next-forward, got '"
-           << optimizerOverlap << "'\n";
-    return 1;
-  }
-  if (weightLink != "compute" && weightLink != "fp32") {
-    errs() << "mtc: error: --weight-link must be compute or fp32, got '"
-           << weightLink << "'\n";
-    return 1;
-  }
   if (microBatchOrder == Order::Layer && recompute == Recompute::None) {
     errs() << "mtc: error: --micro-batch-order layer orders the step by its "
               "outlined layers, which --recompute none does not have; use "
@@ -555,11 +559,9 @@ int main(int argc, char **argv) {
   chosen.gradAccum = gradAccum;
   chosen.stream = streamWeights;
   chosen.offload = offloadActivations;
-  chosen.overlap = optimizerOverlap == "backward"       ? Overlap::Backward
-                   : optimizerOverlap == "next-forward" ? Overlap::NextForward
-                                                        : Overlap::After;
+  chosen.overlap = optimizerOverlap;
   chosen.keep = recompute == Recompute::None;
-  chosen.fp32Link = weightLink == "fp32";
+  chosen.fp32Link = weightLink == mt::sched::WeightLink::F32;
   chosen.layerMajor = microBatchOrder == Order::Layer;
   chosen.offloadFraction =
       offloadFraction == "auto" ? 1.0 : std::stod(offloadFraction);
@@ -599,11 +601,6 @@ int main(int argc, char **argv) {
            << momentsHome << "'\n";
     return 1;
   }
-  if (diskFormat != "raw" && diskFormat != "shuffle-zstd") {
-    errs() << "mtc: error: --disk-format must be raw or shuffle-zstd, got '"
-           << diskFormat << "'\n";
-    return 1;
-  }
   if (momentsHome == "disk" && diskDir.empty()) {
     errs() << "mtc: error: --moments disk needs a directory: --disk DIR\n";
     return 1;
@@ -631,7 +628,7 @@ int main(int argc, char **argv) {
   c.lookaheads = lookahead == "auto" ? std::vector<int64_t>{2, 4, 8, 16, 32}
                                      : std::vector<int64_t>{chosen.lookahead};
   c.clipping = clipping;
-  c.bf16 = computeDtype == "bf16";
+  c.bf16 = computeDtype == mt::sched::ComputeDtype::BF16;
   c.diskGiven = !diskDir.empty();
   // The model itself must compile (with the user's batch): its errors are
   // reported as such, not as refused candidates.
@@ -650,10 +647,20 @@ int main(int argc, char **argv) {
              << ", so it is not split into micro-batches\n";
   }
   mt::planner::ModelSize size = mt::planner::modelSize(userStep);
-  size.momentBytes = optimizerStates == "bf16"   ? 4.0
-                     : optimizerStates == "8bit" ? 2.0 + 8.0 / 256
-                     : optimizerStates == "4bit" ? 1.0 + 8.0 / 256
-                                                 : 8.0;
+  // Both moments, with their scales (one fp32 each per 256 elements).
+  switch (optimizerStates) {
+  case mt::sched::MomentFormat::BF16:
+    size.momentBytes = 4.0;
+    break;
+  case mt::sched::MomentFormat::Q8:
+    size.momentBytes = 2.0 + 8.0 / 256;
+    break;
+  case mt::sched::MomentFormat::Q4:
+    size.momentBytes = 1.0 + 8.0 / 256;
+    break;
+  default:
+    size.momentBytes = 8.0;
+  }
   SmallString<256> diskPath(diskDir);
   if (!diskDir.empty())
     llvm::sys::fs::make_absolute(diskPath);

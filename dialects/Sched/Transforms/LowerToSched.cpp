@@ -109,30 +109,6 @@ struct LowerToSched
       module.emitError("no @train_step: run mt-derive-training-step first");
       return signalPassFailure();
     }
-    if (computeDtype != "fp32" && computeDtype != "bf16") {
-      module.emitError("compute dtype must be fp32 or bf16, got '")
-          << computeDtype << "'";
-      return signalPassFailure();
-    }
-    if (weightLink != "compute" && weightLink != "fp32") {
-      module.emitError("weight link must be compute or fp32, got '")
-          << weightLink << "'";
-      return signalPassFailure();
-    }
-    if (optimizerStates != "fp32" && optimizerStates != "bf16" &&
-        optimizerStates != "8bit" && optimizerStates != "4bit") {
-      module.emitError(
-          "optimizer states must be fp32, bf16, 8bit or 4bit, got '")
-          << optimizerStates << "'";
-      return signalPassFailure();
-    }
-    if (optimizerOverlap != "after" && optimizerOverlap != "backward" &&
-        optimizerOverlap != "next-forward") {
-      module.emitError(
-          "optimizer overlap must be after, backward or next-forward, got '")
-          << optimizerOverlap << "'";
-      return signalPassFailure();
-    }
     if (gradAccum < 1) {
       module.emitError("grad-accum must be at least 1");
       return signalPassFailure();
@@ -147,8 +123,8 @@ struct LowerToSched
     MLIRContext *ctx = &getContext();
     OpBuilder b(ctx);
     b.setInsertionPointToEnd(module.getBody());
-    Type compute =
-        computeDtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF32Type());
+    Type compute = computeDtype == ComputeDtype::BF16 ? Type(b.getBF16Type())
+                                                      : Type(b.getF32Type());
     int64_t batch = 0, seq = 0, vocab = 0;
     for (BlockArgument arg : step.getArguments()) {
       auto t = tensorOf(arg);
@@ -169,11 +145,7 @@ struct LowerToSched
         b.getI64IntegerAttr(gradAccum), b.getI64IntegerAttr(vocab),
         TypeAttr::get(compute),
         b.getStringAttr(modelAttr ? modelAttr.getValue() : ""),
-        OptimizerOverlapAttr::get(ctx, optimizerOverlap == "backward"
-                                           ? OptimizerOverlap::Backward
-                                       : optimizerOverlap == "next-forward"
-                                           ? OptimizerOverlap::NextForward
-                                           : OptimizerOverlap::After),
+        OptimizerOverlapAttr::get(ctx, optimizerOverlap),
         b.getBoolAttr(layerMajor));
     Block *body = new Block();
     program.getBody().push_back(body);
@@ -193,7 +165,7 @@ struct LowerToSched
     begin = addPhase(b, PhaseKind::StepBegin);
     micro = addPhase(b, PhaseKind::MicroBatch);
     end = addPhase(b, PhaseKind::StepEnd);
-    if (optimizerOverlap == "next-forward")
+    if (optimizerOverlap == OptimizerOverlap::NextForward)
       finish = addPhase(b, PhaseKind::Finish);
     this->compute = compute;
 
@@ -416,20 +388,22 @@ struct LowerToSched
         return RankedTensorType::get(t.getShape(), e);
       };
       RankedTensorType m = t, v = t;
-      if (optimizerStates == "bf16")
+      if (optimizerStates == MomentFormat::BF16)
         m = v = like(BFloat16Type::get(ctx));
-      if (optimizerStates == "8bit") {
+      if (optimizerStates == MomentFormat::Q8) {
         m = like(IntegerType::get(ctx, 8, IntegerType::Signed));
         v = like(IntegerType::get(ctx, 8, IntegerType::Unsigned));
       }
-      if (optimizerStates == "4bit") // two elements a byte (runtime/adamw.h)
+      if (optimizerStates ==
+          MomentFormat::Q4) // two elements a byte (runtime/adamw.h)
         m = v = RankedTensorType::get(
             {(t.getNumElements() + 1) / 2},
             IntegerType::get(ctx, 8, IntegerType::Unsigned));
       state.push_back(buffer((w.getName() + ".grad").str(), "host", t));
       state.push_back(buffer((w.getName() + ".exp_avg").str(), "host", m));
       state.push_back(buffer((w.getName() + ".exp_avg_sq").str(), "host", v));
-      if (optimizerStates == "8bit" || optimizerStates == "4bit") {
+      if (optimizerStates == MomentFormat::Q8 ||
+          optimizerStates == MomentFormat::Q4) {
         // One fp32 scale per block of kMomentBlock elements (runtime/adamw.h).
         auto scales = RankedTensorType::get(
             {(t.getNumElements() + kMomentBlock - 1) / kMomentBlock},
@@ -452,7 +426,8 @@ struct LowerToSched
     // from the master after every update; or, with the fp32 link, the
     // master itself, cast on the device (copyToDevice).
     Value computeCopy;
-    if (w.getTrainable() && compute.isBF16() && weightLink == "compute")
+    if (w.getTrainable() && compute.isBF16() &&
+        weightLink == WeightLink::Compute)
       computeCopy = buffer((w.getName() + ".compute").str(), "host_pinned",
                            deviceType(t));
     Value source = computeCopy ? computeCopy : master;
@@ -475,12 +450,12 @@ struct LowerToSched
     Weight &entry = weights[w.getName()];
     entry = {device, master, state, computeCopy};
     parameterOfDevice[device] = param;
-    if (w.getTrainable() && optimizerOverlap == "next-forward") {
+    if (w.getTrainable() && optimizerOverlap == OptimizerOverlap::NextForward) {
       deferUpdate(w, t, entry, source, copyBytes);
     } else if (!w.getValue()) {
       copyToDevice(begin, source, device, {}, copyBytes, w.getLoc());
     }
-    if (w.getTrainable() && optimizerOverlap != "next-forward") {
+    if (w.getTrainable() && optimizerOverlap != OptimizerOverlap::NextForward) {
       OpBuilder fb(&getContext());
       entry.reset =
           exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
@@ -644,7 +619,7 @@ struct LowerToSched
       // accumulator in host memory (4 bytes per parameter), no zeroing,
       // no accumulation; the staging buffer lives only until the update.
       bool oneRun = layerMajor || gradAccum == 1;
-      if (oneRun && optimizerOverlap == "backward" &&
+      if (oneRun && optimizerOverlap == OptimizerOverlap::Backward &&
           onDevice.getElementType().isF32()) {
         ParameterOp param = parameterOfDevice.lookup(w.device);
         Value accumulator = w.state[0];
@@ -669,9 +644,9 @@ struct LowerToSched
           exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0],
                copied, nullptr, 0, train::storageBytes(t), step.getLoc());
       added.getDefiningOp()->moveAfter(copied.getDefiningOp());
-      if (optimizerOverlap == "next-forward")
+      if (optimizerOverlap == OptimizerOverlap::NextForward)
         continue; // updated in the next step (deferUpdate)
-      if (optimizerOverlap == "after") {
+      if (optimizerOverlap == OptimizerOverlap::After) {
         update(end, w, t, {}, step.getLoc());
         continue;
       }

@@ -27,12 +27,6 @@ struct OffloadOptimizerState
   using Base::Base;
 
   void runOnOperation() override {
-    if (format != "raw" && format != "shuffle-zstd") {
-      getOperation().emitError("the disk format must be raw or shuffle-zstd, "
-                               "got '")
-          << format << "'";
-      return signalPassFailure();
-    }
     if (lookahead < 0) {
       getOperation().emitError("lookahead must not be negative");
       return signalPassFailure();
@@ -88,9 +82,8 @@ struct OffloadOptimizerState
       b.setInsertionPointAfter(lastArena);
     else
       b.setInsertionPointToStart(&body);
-    auto fmt = format == "raw" ? DiskFormat::Raw : DiskFormat::ShuffleZstd;
     b.create<ArenaOp>(program.getLoc(), kDiskArena, Tier::Disk, 0,
-                      DiskFormatAttr::get(&getContext(), fmt));
+                      DiskFormatAttr::get(&getContext(), format));
     b.create<ArenaOp>(program.getLoc(), kStageArena, Tier::Host, 0,
                       DiskFormatAttr());
     if (lastStream)

@@ -9,6 +9,50 @@
 
 namespace mt::sched {
 
+/// What the back end's options choose from, typed: each enum's spellings
+/// are given once, in its `...Values()` (llvm::cl refuses any other), and
+/// used by the passes, the back-end pipeline and mtc alike.
+enum class ComputeDtype { F32, BF16 };
+enum class MomentFormat { F32, BF16, Q8, Q4 };
+enum class WeightLink { Compute, F32 };
+
+inline llvm::cl::ValuesClass computeDtypeValues() {
+  return llvm::cl::values(
+      clEnumValN(ComputeDtype::F32, "fp32", "fp32 activations and weights"),
+      clEnumValN(ComputeDtype::BF16, "bf16",
+                 "bf16 activations and device weights (fp32 math)"));
+}
+inline llvm::cl::ValuesClass momentFormatValues() {
+  return llvm::cl::values(
+      clEnumValN(MomentFormat::F32, "fp32", "exact"),
+      clEnumValN(MomentFormat::BF16, "bf16", "LOSSY: half the bytes"),
+      clEnumValN(MomentFormat::Q8, "8bit",
+                 "LOSSY: blockwise 8-bit, a scale per 256"),
+      clEnumValN(MomentFormat::Q4, "4bit",
+                 "LOSSY: blockwise 4-bit, two a byte, a scale per 256"));
+}
+inline llvm::cl::ValuesClass optimizerOverlapValues() {
+  return llvm::cl::values(
+      clEnumValN(OptimizerOverlap::After, "after", "after the whole backward"),
+      clEnumValN(OptimizerOverlap::Backward, "backward",
+                 "each weight as soon as its gradient is complete"),
+      clEnumValN(OptimizerOverlap::NextForward, "next-forward",
+                 "each weight in the next step, before its copy"));
+}
+inline llvm::cl::ValuesClass weightLinkValues() {
+  return llvm::cl::values(
+      clEnumValN(WeightLink::Compute, "compute",
+                 "a pinned bf16 copy of each weight crosses"),
+      clEnumValN(WeightLink::F32, "fp32",
+                 "the fp32 master crosses, cast on the device"));
+}
+inline llvm::cl::ValuesClass diskFormatValues() {
+  return llvm::cl::values(
+      clEnumValN(DiskFormat::Raw, "raw", "the bytes as they are"),
+      clEnumValN(DiskFormat::ShuffleZstd, "shuffle-zstd",
+                 "bytes regrouped by position, then zstd (lossless)"));
+}
+
 #define GEN_PASS_DECL
 #include "dialects/Sched/Transforms/Passes.h.inc"
 
@@ -24,22 +68,19 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("Micro-batches per step"),
                             llvm::cl::init(1)};
-  Option<std::string> computeDtype{*this, "compute-dtype",
-                                   llvm::cl::desc("fp32 or bf16 (lossy)"),
-                                   llvm::cl::init("fp32")};
-  Option<std::string> optimizerOverlap{
-      *this, "optimizer-overlap",
-      llvm::cl::desc("after, backward or next-forward"),
-      llvm::cl::init("after")};
-  Option<std::string> optimizerStates{
-      *this, "optimizer-states",
-      llvm::cl::desc("fp32, bf16, 8bit or 4bit (all but fp32 lossy)"),
-      llvm::cl::init("fp32")};
-  Option<std::string> weightLink{
+  Option<ComputeDtype> computeDtype{
+      *this, "compute-dtype", llvm::cl::desc("Storage of device tensors"),
+      llvm::cl::init(ComputeDtype::F32), computeDtypeValues()};
+  Option<OptimizerOverlap> optimizerOverlap{
+      *this, "optimizer-overlap", llvm::cl::desc("When AdamW runs"),
+      llvm::cl::init(OptimizerOverlap::After), optimizerOverlapValues()};
+  Option<MomentFormat> optimizerStates{
+      *this, "optimizer-states", llvm::cl::desc("The AdamW moments' format"),
+      llvm::cl::init(MomentFormat::F32), momentFormatValues()};
+  Option<WeightLink> weightLink{
       *this, "weight-link",
-      llvm::cl::desc("With bf16 compute: compute (a pinned bf16 copy of each "
-                     "weight) or fp32 (the master, cast on the device)"),
-      llvm::cl::init("compute")};
+      llvm::cl::desc("With bf16 compute, what a weight's copy carries"),
+      llvm::cl::init(WeightLink::Compute), weightLinkValues()};
   Option<bool> layerMajor{
       *this, "layer-major",
       llvm::cl::desc("Each layer over every micro-batch before the next"),
@@ -66,9 +107,9 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
   Option<bool> momentsOnDisk{*this, "moments-on-disk",
                              llvm::cl::desc("AdamW moments on the disk tier"),
                              llvm::cl::init(false)};
-  Option<std::string> diskFormat{*this, "disk-format",
-                                 llvm::cl::desc("raw or shuffle-zstd"),
-                                 llvm::cl::init("raw")};
+  Option<DiskFormat> diskFormat{
+      *this, "disk-format", llvm::cl::desc("How the disk tier stores"),
+      llvm::cl::init(DiskFormat::Raw), diskFormatValues()};
 };
 
 /// The back end: from the training step (after mt-derive-training-step)

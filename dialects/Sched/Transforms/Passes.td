@@ -35,23 +35,31 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
   let options = [
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "Micro-batches per optimizer step">,
-    Option<"computeDtype", "compute-dtype", "std::string", "\"fp32\"",
-           "Storage of device tensors: fp32 or bf16 (fp32 math either way)">,
-    Option<"optimizerStates", "optimizer-states", "std::string", "\"fp32\"",
+    Option<"computeDtype", "compute-dtype", "::mt::sched::ComputeDtype",
+           "::mt::sched::ComputeDtype::F32",
+           "Storage of device tensors: fp32 or bf16 (fp32 math either way)",
+           "::mt::sched::computeDtypeValues()">,
+    Option<"optimizerStates", "optimizer-states", "::mt::sched::MomentFormat",
+           "::mt::sched::MomentFormat::F32",
            "AdamW moments: fp32 (exact), bf16, 8bit or 4bit (blockwise; "
-           "all lossy, opt-in)">,
-    Option<"optimizerOverlap", "optimizer-overlap", "std::string", "\"after\"",
+           "all lossy, opt-in)", "::mt::sched::momentFormatValues()">,
+    Option<"optimizerOverlap", "optimizer-overlap",
+           "::mt::sched::OptimizerOverlap",
+           "::mt::sched::OptimizerOverlap::After",
            "after: AdamW in step_end; backward: each weight's AdamW in the "
            "last micro-batch as soon as its gradient is accumulated; "
            "next-forward: each weight's AdamW in the next step's first "
-           "micro-batch, just before its copy to the device">,
-    Option<"weightLink", "weight-link", "std::string", "\"compute\"",
+           "micro-batch, just before its copy to the device",
+           "::mt::sched::optimizerOverlapValues()">,
+    Option<"weightLink", "weight-link", "::mt::sched::WeightLink",
+           "::mt::sched::WeightLink::Compute",
            "With bf16 compute, what a trainable weight's copy to the device "
            "carries: compute (a bf16 copy of every weight in pinned memory, "
            "refreshed after each update: 2 bytes per element over the link, "
            "2 more host bytes per parameter) or fp32 (the master itself, "
            "cast to bf16 on the device into the weight's buffer: twice the "
-           "link bytes, no copy on the host)">,
+           "link bytes, no copy on the host)",
+           "::mt::sched::weightLinkValues()">,
     Option<"layerMajor", "layer-major", "bool", "false",
            "With grad-accum > 1: one micro_batch phase per step that runs "
            "each layer (each call of an outlined layer, and each stretch of "
@@ -168,8 +176,10 @@ def OffloadOptimizerStatePass : Pass<"mt-offload-optimizer-state", "mlir::Module
   let options = [
     Option<"lookahead", "lookahead", "int64_t", "1",
            "Read each weight's moments this many updates ahead">,
-    Option<"format", "format", "std::string", "\"raw\"",
-           "How the disk arena stores them: raw, or shuffle-zstd (lossless)">,
+    Option<"format", "format", "::mt::sched::DiskFormat",
+           "::mt::sched::DiskFormat::Raw",
+           "How the disk arena stores them: raw, or shuffle-zstd (lossless)",
+           "::mt::sched::diskFormatValues()">,
   ];
   let statistics = [
     Statistic<"numStaged", "staged", "AdamW ops whose moments are on disk">,

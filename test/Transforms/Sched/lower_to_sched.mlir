@@ -6,10 +6,10 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=4bit %s | FileCheck %s --check-prefix=Q4
 // RUN: not mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=2bit %s 2>&1 | FileCheck %s --check-prefix=BADSTATES
-// BADSTATES: error: optimizer states must be fp32, bf16, 8bit or 4bit, got '2bit'
+// BADSTATES: mt-opt: for the --optimizer-states option: Cannot find option named '2bit'!
 // RUN: mt-opt --split-input-file --mt-lower-to-sched='compute-dtype=bf16 weight-link=fp32' %s | FileCheck %s --check-prefix=LINK
 // RUN: not mt-opt --split-input-file --mt-lower-to-sched=weight-link=fp16 %s 2>&1 | FileCheck %s --check-prefix=BADLINK
-// BADLINK: error: weight link must be compute or fp32, got 'fp16'
+// BADLINK: mt-opt: for the --weight-link option: Cannot find option named 'fp16'!
 
 // The step becomes one program: a trainable weight gets an f32 master,
 // gradient accumulator and moments on the host and a device copy; the

@@ -42,7 +42,7 @@
 // WINDOW: %[[A:.+]] = sched.exec adamw
 // WINDOW: read_disk {{.*}} after(%[[A]])
 
-// BAD: the disk format must be raw or shuffle-zstd, got 'lz4'
+// BAD: mt-opt: for the --format option: Cannot find option named 'lz4'!
 sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 2 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
   sched.arena @device tier device size 0
   sched.arena @host tier host size 0

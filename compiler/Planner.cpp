@@ -28,6 +28,17 @@ ModelSize modelSize(mlir::ModuleOp module) {
   return m;
 }
 
+int64_t layerCount(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
+  llvm::SmallDenseSet<int64_t> layers;
+  if (step)
+    step.walk([&](mlir::func::CallOp call) {
+      if (auto l = call->getAttrOfType<mlir::IntegerAttr>("train.layer"))
+        layers.insert(l.getInt());
+    });
+  return int64_t(layers.size());
+}
+
 const char *overlapName(Overlap o) {
   switch (o) {
   case Overlap::Backward:
@@ -57,6 +68,8 @@ std::string Schedule::flags() const {
          llvm::formatv("{0}", offloadFraction).str();
   f += std::string(" --optimizer-overlap ") + overlapName(overlap);
   f += keep ? " --recompute none" : " --recompute layers";
+  if (!keep && keepLast > 0)
+    f += " --keep-layers " + std::to_string(keepLast);
   if (fp32Link)
     f += " --weight-link fp32";
   if (layerMajor)
@@ -193,11 +206,21 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
     overlaps = {*c.overlap};
   else if (c.clipping)
     overlaps = {Overlap::After, Overlap::NextForward};
-  // Keeping everything leaves no layers to order and no checkpoints to
-  // offload: a user who asked for either asked for recompute.
+  // Keeping everything leaves no layers to order, no checkpoints to offload
+  // and no count of kept layers: a user who asked for any asked for
+  // recompute.
   std::vector<bool> keeps = choices(c.keep);
-  if (!c.keep && (c.layerMajor.value_or(false) || c.offload.value_or(false)))
+  if (!c.keep &&
+      (c.layerMajor.value_or(false) || c.offload.value_or(false) || c.keepLast))
     keeps = {false};
+  // Layers kept while recomputing the others: fewer first.
+  std::vector<int64_t> partial = {0};
+  if (c.keepLast)
+    partial = {*c.keepLast};
+  else
+    for (int64_t q : {1, 2, 3})
+      if (int64_t n = c.layers * q / 4; n > partial.back() && n < c.layers)
+        partial.push_back(n);
   std::vector<bool> links = c.bf16
                                 ? choices(c.fp32Link)
                                 : std::vector<bool>{c.fp32Link.value_or(false)};
@@ -210,36 +233,38 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
     if (split > 1 && (!c.splitBatch || base.batch % split))
       continue;
     int64_t k = base.gradAccum * split;
-    for (bool keep : keeps) {
-      // The layer order needs layers (recompute) and micro-batches.
-      std::vector<bool> orders =
-          keep || k == 1 ? std::vector<bool>{false} : choices(c.layerMajor);
-      if (c.layerMajor && *c.layerMajor && (keep || k == 1))
-        orders = {false}; // nothing to order: the same plan
-      for (bool layerMajor : orders)
-        for (bool link : links)
-          for (Overlap overlap : overlaps)
-            for (bool onDisk : homes)
-              for (bool stream : choices(c.stream))
-                for (int64_t ahead :
-                     stream ? c.lookaheads : std::vector<int64_t>{8})
-                  for (bool offload :
-                       keep ? std::vector<bool>{false} : choices(c.offload)) {
-                    Schedule s = base;
-                    s.batch = base.batch / split;
-                    s.gradAccum = k;
-                    s.keep = keep;
-                    s.layerMajor = layerMajor;
-                    s.fp32Link = link;
-                    s.overlap = overlap;
-                    s.momentsOnDisk = onDisk;
-                    s.stream = stream;
-                    s.lookahead = ahead;
-                    s.offload = offload;
-                    s.offloadFraction = c.offloadFraction.value_or(1.0);
-                    out.push_back(s);
-                  }
-    }
+    for (bool keep : keeps)
+      for (int64_t kept : keep ? std::vector<int64_t>{0} : partial) {
+        // The layer order needs layers (recompute) and micro-batches.
+        std::vector<bool> orders =
+            keep || k == 1 ? std::vector<bool>{false} : choices(c.layerMajor);
+        if (c.layerMajor && *c.layerMajor && (keep || k == 1))
+          orders = {false}; // nothing to order: the same plan
+        for (bool layerMajor : orders)
+          for (bool link : links)
+            for (Overlap overlap : overlaps)
+              for (bool onDisk : homes)
+                for (bool stream : choices(c.stream))
+                  for (int64_t ahead :
+                       stream ? c.lookaheads : std::vector<int64_t>{8})
+                    for (bool offload :
+                         keep ? std::vector<bool>{false} : choices(c.offload)) {
+                      Schedule s = base;
+                      s.batch = base.batch / split;
+                      s.gradAccum = k;
+                      s.keep = keep;
+                      s.keepLast = kept;
+                      s.layerMajor = layerMajor;
+                      s.fp32Link = link;
+                      s.overlap = overlap;
+                      s.momentsOnDisk = onDisk;
+                      s.stream = stream;
+                      s.lookahead = ahead;
+                      s.offload = offload;
+                      s.offloadFraction = c.offloadFraction.value_or(1.0);
+                      out.push_back(s);
+                    }
+      }
   }
   return out;
 }
@@ -249,8 +274,19 @@ bool sameExceptOffload(const Schedule &a, const Schedule &b) {
   return a.batch == b.batch && a.gradAccum == b.gradAccum &&
          a.stream == b.stream && a.lookahead == b.lookahead &&
          a.overlap == b.overlap && a.keep == b.keep &&
-         a.fp32Link == b.fp32Link && a.layerMajor == b.layerMajor &&
-         a.momentsOnDisk == b.momentsOnDisk;
+         a.keepLast == b.keepLast && a.fp32Link == b.fp32Link &&
+         a.layerMajor == b.layerMajor && a.momentsOnDisk == b.momentsOnDisk;
+}
+
+/// The same schedule with fewer kept layers (or with recompute where `b`
+/// keeps everything).
+bool keepsFewer(const Schedule &a, const Schedule &b) {
+  Schedule x = a;
+  x.keep = b.keep;
+  x.keepLast = b.keepLast;
+  bool fewer = b.keep ? !a.keep : (!a.keep && a.keepLast < b.keepLast);
+  return fewer && sameExceptOffload(x, b) && a.offload == b.offload &&
+         (!a.offload || a.offloadFraction == b.offloadFraction);
 }
 } // namespace
 
@@ -295,6 +331,21 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
                gib(double(resident)) + " of " + gib(double(b.device)),
            double(resident) / double(std::max<int64_t>(1, b.device))});
       continue;
+    }
+    // Keeping more layers needs more device memory: not when the same
+    // schedule keeping fewer did not fit.
+    if (s.keep || s.keepLast > 0) {
+      bool fewerDidNotFit = false;
+      for (const Candidate &x : r.candidates)
+        if (keepsFewer(x.schedule, s) && tierBytes(x.plan).device > b.device)
+          fewerDidNotFit = true;
+      if (fewerDidNotFit) {
+        r.pruned.push_back({s,
+                            "device memory: the same schedule keeping fewer "
+                            "layers did not fit",
+                            1.0});
+        continue;
+      }
     }
     // An offloaded variant is worth compiling only when the same schedule
     // without offload did not fit the device.
@@ -521,10 +572,12 @@ void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
       "{8,-7}  {9,10}  {10,10}  {11,10}  {12,8:F3}  {13,9:F0}  {14}\n",
       c.plan.shapes().batch(), s.gradAccum, s.layerMajor ? "layer" : "mb",
       s.stream ? "yes" : "no", offload, overlapName(s.overlap),
-      s.keep ? "none" : "layers", s.fp32Link ? "fp32" : "compute",
-      s.momentsOnDisk ? "disk" : "host", gib(double(t.device)),
-      gib(double(t.pinned)), gib(double(t.host)), c.prediction.stepSeconds,
-      c.tokensPerSecond(), c.fits ? "yes" : "no");
+      s.keep           ? "none"
+      : s.keepLast > 0 ? "keep " + std::to_string(s.keepLast)
+                       : "layers",
+      s.fp32Link ? "fp32" : "compute", s.momentsOnDisk ? "disk" : "host",
+      gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
+      c.prediction.stepSeconds, c.tokensPerSecond(), c.fits ? "yes" : "no");
 }
 
 } // namespace mt::planner

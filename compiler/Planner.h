@@ -40,7 +40,10 @@ struct Schedule {
   double offloadFraction = 1.0;
   int64_t lookahead = 8;
   Overlap overlap = Overlap::After;
-  bool keep = false;       ///< nothing recomputed (mtc --recompute none)
+  bool keep = false; ///< nothing recomputed (mtc --recompute none)
+  /// Without `keep`: the last this many layers keep their activations, the
+  /// others are recomputed from their input (mtc --keep-layers).
+  int64_t keepLast = 0;
   bool fp32Link = false;   ///< bf16 compute: the fp32 master crosses
   bool layerMajor = false; ///< each layer over all micro-batches
   bool momentsOnDisk = false;
@@ -61,6 +64,11 @@ struct Constraints {
   bool splitBatch = false;
   std::optional<bool> stream, offload, keep, fp32Link, layerMajor,
       momentsOnDisk;
+  /// The kept layers, when given (--keep-layers); else, unless `keep` says
+  /// otherwise, 0, a quarter, half and three quarters of `layers`, more
+  /// only while the same schedule with fewer fit the device.
+  std::optional<int64_t> keepLast;
+  int64_t layers = 0; ///< the model's outlined layers
   std::optional<Overlap> overlap;
   /// Unset: 1, then 0.75, 0.5 and 0.25 while they fit (fewer offloads
   /// free less memory but move fewer bytes).
@@ -166,6 +174,9 @@ std::string closestRefusal(const Result &result, const Budgets &budgets);
 /// The trainable and frozen weights of a training step (train.weight ops
 /// of @train_step); momentBytes is left for the caller.
 ModelSize modelSize(mlir::ModuleOp step);
+/// The outlined layers of a training step (the train.layer calls of its
+/// forward).
+int64_t layerCount(mlir::ModuleOp step);
 
 /// The --explain report of a chosen plan: time per stream, bytes per link,
 /// each tier's peak against its budget, the bottleneck; with a search, the

@@ -159,6 +159,48 @@ TEST(PlannerSpace, Bf16SearchesTheLinkAndDiskTheMoments) {
     EXPECT_TRUE(s.fp32Link && !s.momentsOnDisk);
 }
 
+TEST(PlannerSpace, KeptLayersAQuarterAtATime) {
+  Constraints c;
+  c.layers = 8;
+  c.stream = false;
+  c.offload = false;
+  c.overlap = Overlap::After;
+  std::vector<int64_t> kept;
+  for (const Schedule &s : searchSpace(Schedule{}, c))
+    kept.push_back(s.keep ? -1 : s.keepLast);
+  EXPECT_EQ(kept, (std::vector<int64_t>{0, 2, 4, 6, -1}));
+  c.keepLast = 3; // given: that and nothing else
+  for (const Schedule &s : searchSpace(Schedule{}, c))
+    EXPECT_EQ(s.keepLast, 3);
+}
+
+TEST(PlannerSearch, MoreKeptLayersOnlyWhileFewerFit) {
+  FakeBackEnd be;
+  Budgets b = roomy();
+  b.device = 100 * KiB;
+  // 30 KiB per kept layer (everything for --recompute none).
+  be.device = [](const Schedule &s) {
+    return 10 * KiB + 30 * KiB * (s.keep ? 8 : s.keepLast);
+  };
+  be.flops = [](const Schedule &s) {
+    return 1e9 * (1.0 - 0.03 * double(s.keep ? 8 : s.keepLast));
+  };
+  Constraints c;
+  c.layers = 8;
+  c.stream = false;
+  c.offload = false;
+  c.overlap = Overlap::After;
+  Result r = search(Schedule{}, c, b, small(), target(), be.fn());
+  std::vector<int64_t> compiled;
+  for (const Schedule &s : be.compiled)
+    compiled.push_back(s.keep ? -1 : s.keepLast);
+  // 4 kept layers need 130 KiB: 6 and all are not compiled.
+  EXPECT_EQ(compiled, (std::vector<int64_t>{0, 2, 4}));
+  ASSERT_TRUE(r.best);
+  EXPECT_EQ(r.candidates[*r.best].schedule.keepLast, 2)
+      << "the most kept layers that fit: the least recompute";
+}
+
 TEST(PlannerBounds, HostBytesPerParameter) {
   ModelSize m{1000, 100, 8.0};
   Schedule s; // after: master 4, moments 8, accumulator 4

@@ -169,6 +169,13 @@ ChoiceOpt<Recompute> recompute(
                           "recompute each layer from its input"),
                clEnumValN(Recompute::None, "none", "keep the activations")),
     cl::cat(category));
+cl::opt<int64_t> keepLayers(
+    "keep-layers",
+    cl::desc("With --recompute layers (or unless --recompute none): the last "
+             "this many layers keep their activations for the backward, the "
+             "others are recomputed from their input (unless given, the "
+             "planner chooses 0, a quarter, half or three quarters)"),
+    cl::init(0), cl::cat(category));
 ChoiceOpt<mt::sched::WeightLink> weightLink(
     "weight-link",
     cl::desc("With --compute-dtype bf16, what a trainable weight's copy to "
@@ -330,7 +337,7 @@ using mt::planner::Schedule;
 /// for the back end).
 mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
                                            const mt::ImportOptions &options,
-                                           Emit what, bool keep,
+                                           Emit what, int64_t keepLast,
                                            mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   {
@@ -343,7 +350,7 @@ mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
   pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm, explainFusion, /*outline=*/!keep);
+  mt::train::buildFrontendPipeline(pm, explainFusion, keepLast);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (failed(pm.run(*module)))
@@ -381,6 +388,10 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   return module;
 }
 
+/// The front end's kept layers for a schedule: -1 keeps them all (none is
+/// outlined).
+int64_t keptOf(const Schedule &s) { return s.keep ? -1 : s.keepLast; }
+
 /// The front end of each micro-batch size once (importing is most of a
 /// compile on a large model), then each schedule's back end on a copy.
 class Compiler {
@@ -389,13 +400,14 @@ public:
       : context_(context), timing_(timing) {}
 
   /// The training step of `options`' micro-batch size, with or without
-  /// recompute (`keep`), or null (said).
-  mlir::ModuleOp step(const mt::ImportOptions &options, bool keep) {
-    auto key = std::make_pair(options.batch, keep);
+  /// recompute of its layers but the last `keepLast` (all with -1), or null
+  /// (said).
+  mlir::ModuleOp step(const mt::ImportOptions &options, int64_t keepLast) {
+    auto key = std::make_pair(options.batch, keepLast);
     auto it = steps_.find(key);
     if (it == steps_.end()) {
       mlir::OwningOpRef<mlir::ModuleOp> step =
-          frontEnd(context_, options, Emit::Step, keep, timing_);
+          frontEnd(context_, options, Emit::Step, keepLast, timing_);
       if (!step)
         return nullptr; // not kept: the next try says it again
       it = steps_.emplace(key, std::move(step)).first;
@@ -406,8 +418,8 @@ public:
   mlir::OwningOpRef<mlir::ModuleOp> compile(const mt::ImportOptions &options,
                                             Emit what, const Schedule &s) {
     if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan)
-      return frontEnd(context_, options, what, s.keep, timing_);
-    mlir::ModuleOp trainStep = step(options, s.keep);
+      return frontEnd(context_, options, what, keptOf(s), timing_);
+    mlir::ModuleOp trainStep = step(options, keptOf(s));
     if (!trainStep)
       return nullptr;
     if (what == Emit::Step)
@@ -418,8 +430,9 @@ public:
 private:
   mlir::MLIRContext &context_;
   mlir::TimingScope &timing_;
-  /// By micro-batch size and whether nothing is recomputed.
-  std::map<std::pair<int64_t, bool>, mlir::OwningOpRef<mlir::ModuleOp>> steps_;
+  /// By micro-batch size and kept layers (-1: all).
+  std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
+      steps_;
 };
 
 /// The flags, or the target's memories (pinned: a quarter of the host's;
@@ -493,6 +506,14 @@ int main(int argc, char **argv) {
   options.frozenRegex = frozenRe;
   options.batch = batch;
   options.seq = seqLen;
+  if (keepLayers.getNumOccurrences() &&
+      (recompute == Recompute::None || keepLayers < 0 ||
+       keepLayers > kMaxDim)) {
+    errs() << "mtc: error: --keep-layers takes a count of layers from 0 "
+              "(and recomputes the others): not with --recompute none, got "
+           << int64_t(keepLayers) << "\n";
+    return 1;
+  }
   if (microBatchOrder == Order::Layer && recompute == Recompute::None) {
     errs() << "mtc: error: --micro-batch-order layer orders the step by its "
               "outlined layers, which --recompute none does not have; use "
@@ -561,6 +582,7 @@ int main(int argc, char **argv) {
   chosen.offload = offloadActivations;
   chosen.overlap = optimizerOverlap;
   chosen.keep = recompute == Recompute::None;
+  chosen.keepLast = keepLayers;
   chosen.fp32Link = weightLink == mt::sched::WeightLink::F32;
   chosen.layerMajor = microBatchOrder == Order::Layer;
   chosen.offloadFraction =
@@ -617,8 +639,12 @@ int main(int argc, char **argv) {
     c.offloadFraction = chosen.offloadFraction;
   if (given(optimizerOverlap))
     c.overlap = chosen.overlap;
-  if (given(recompute))
+  // --recompute layers alone recomputes every layer; --keep-layers N all
+  // but the last N.
+  if (given(recompute) || given(keepLayers)) {
     c.keep = chosen.keep;
+    c.keepLast = chosen.keepLast;
+  }
   if (given(weightLink))
     c.fp32Link = chosen.fp32Link;
   if (given(microBatchOrder))
@@ -632,9 +658,10 @@ int main(int argc, char **argv) {
   c.diskGiven = !diskDir.empty();
   // The model itself must compile (with the user's batch): its errors are
   // reported as such, not as refused candidates.
-  mlir::ModuleOp userStep = compiler.step(options, chosen.keep);
+  mlir::ModuleOp userStep = compiler.step(options, keptOf(chosen));
   if (!userStep)
     return 1;
+  c.layers = mt::planner::layerCount(userStep);
   // The micro-batch can be split only when the export leaves the batch
   // dynamic, and only when the user gave the batch but not the count.
   if (batch > 1 && !given(gradAccum)) {

@@ -104,10 +104,14 @@ struct OutlineLayers
       if (!collectInterface(index, layer))
         return;
 
-    // Outline, sharing one function per distinct structure.
+    // Outline, sharing one function per distinct structure; the last
+    // `keepLast` layers stay inline.
     OpBuilder b(&getContext());
     std::map<std::string, func::FuncOp> templates;
+    int64_t outlined = int64_t(layers.size()) - std::max<int64_t>(0, keepLast);
     for (auto &[index, layer] : layers) {
+      if (outlined-- <= 0)
+        break;
       // Recomputed: the previous layer's outputs are now call results.
       collectInterface(index, layer);
       func::FuncOp fn = outline(b, module, model, index, layer);

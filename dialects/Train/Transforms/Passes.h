@@ -17,11 +17,12 @@ namespace mt::train {
 
 /// The front-end pipeline: fold, fuse, fold again, outline layers. With
 /// `explainFusion`, the fusion says at each op why a pattern did not match.
-/// Without `outline` the layers stay inline, so that the backward the step
-/// derives reads the forward's activations instead of recomputing each
-/// layer's forward from its input (more memory, a quarter less work).
+/// The last `keepLast` layers stay inline (all with a negative count, the
+/// pass not run), so that the backward the step derives reads their
+/// forward's activations instead of recomputing each from its input (more
+/// memory, a quarter less work for each).
 void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false,
-                           bool outline = true);
+                           int64_t keepLast = 0);
 
 } // namespace mt::train
 

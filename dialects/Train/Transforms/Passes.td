@@ -99,6 +99,11 @@ def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {
   let options = [
     Option<"minLayers", "min-layers", "int64_t", "2",
            "Outline only when at least this many layers are found">,
+    Option<"keepLast", "keep-last", "int64_t", "0",
+           "Leave the last this many layers inline: the backward keeps "
+           "their activations instead of recomputing them from the layer "
+           "input (the first to be needed by the backward, so they are "
+           "held the shortest)">,
   ];
   let statistics = [
     Statistic<"numLayers", "layers", "layer calls created">,

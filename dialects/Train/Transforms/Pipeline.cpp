@@ -4,7 +4,7 @@
 #include "mlir/Pass/PassManager.h"
 
 void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
-                                      bool explainFusion, bool outline) {
+                                      bool explainFusion, int64_t keepLast) {
   // CSE is not used: it erases unused weights, which are part of the model's
   // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
@@ -13,6 +13,9 @@ void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFuseOpsPass(fuse));
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
   pm.addPass(createFoldConstantsPass());
-  if (outline)
-    pm.addPass(createOutlineLayersPass());
+  if (keepLast >= 0) {
+    OutlineLayersPassOptions o;
+    o.keepLast = keepLast;
+    pm.addPass(createOutlineLayersPass(o));
+  }
 }

@@ -1,5 +1,6 @@
 // RUN: mt-opt --split-input-file --mt-outline-layers %s | FileCheck %s
 // RUN: mt-opt --split-input-file --mt-outline-layers=min-layers=3 %s | FileCheck %s --check-prefix=MIN
+// RUN: mt-opt --mt-outline-layers=keep-last=1 %s --split-input-file | FileCheck %s --check-prefix=KEEP
 
 // Two layers of one structure share one template; the embedding stays
 // before the calls and the final norm and head after them.
@@ -17,6 +18,15 @@
 // CHECK: train.linear
 // CHECK: train.cross_entropy
 // MIN-NOT: call @layer
+// keep-last=1: the last layer stays inline (the backward keeps its
+// activations); the first is still a call.
+// KEEP-LABEL: func.func @model
+// KEEP: %[[K0:.+]] = call @layer(%{{.*}}) {train.layer = 0 : i64}
+// KEEP-NOT: call @layer
+// KEEP: train.rms_norm %[[K0]]
+// KEEP: train.linear
+// KEEP: train.add
+// KEEP: train.cross_entropy
 func.func @model(%ids: tensor<2xi64>, %t: tensor<2xi64>) -> tensor<f32> {
   %emb = train.weight "embed.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
   %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>

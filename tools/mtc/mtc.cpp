@@ -85,7 +85,8 @@ ChoiceOpt<Emit> emit(
                           "the training step: forward, backward and the "
                           "gradient of every trainable weight"),
                clEnumValN(Emit::Sched, "sched",
-                          "the schedule: streams, tokens, placed buffers"),
+                          "the planned schedule: streams, tokens, placed "
+                          "buffers"),
                clEnumValN(Emit::Plan, "plan",
                           "the plan file for mtrun (the default for -o "
                           "*.mtp)")),
@@ -573,8 +574,8 @@ int main(int argc, char **argv) {
   // about the plan.
   if (suggest || (explain && emit.getNumOccurrences() == 0))
     what = Emit::Plan;
-  // The schedule the flags describe (their defaults for the rest): what
-  // --emit=step and --emit=sched show; a plan is searched for around it.
+  // The schedule the flags describe (their defaults for the rest): the
+  // step --emit=step shows, and the base the planner searches around.
   Schedule chosen;
   chosen.batch = batch;
   chosen.gradAccum = gradAccum;
@@ -590,9 +591,9 @@ int main(int argc, char **argv) {
   chosen.lookahead = lookahead == "auto" ? 8 : std::stoll(lookahead);
   chosen.momentsOnDisk = momentsHome == "disk";
   Compiler compiler(context, timing);
-  if (what != Emit::Plan) {
-    mlir::OwningOpRef<mlir::ModuleOp> module =
-        compiler.compile(options, what, chosen);
+  // The module of `s` (or the summary) to -o.
+  auto printModule = [&](const mt::ImportOptions &o, const Schedule &s) {
+    mlir::OwningOpRef<mlir::ModuleOp> module = compiler.compile(o, what, s);
     if (!module)
       return 1;
     std::string error;
@@ -607,7 +608,10 @@ int main(int argc, char **argv) {
       module->print(output->os());
     output->keep();
     return 0;
-  }
+  };
+  // --emit=sched shows the planned schedule: it is searched like a plan.
+  if (what != Emit::Plan && what != Emit::Sched)
+    return printModule(options, chosen);
 
   mt::planner::Budgets budgets;
   mt::plan::Target targetDesc;
@@ -744,6 +748,11 @@ int main(int argc, char **argv) {
            << " (the fastest of the schedules that fit; --explain says why)\n";
   if (explain)
     mt::planner::explain(bestCandidate, budgets, &result, outs());
+  if (what == Emit::Sched) {
+    mt::ImportOptions o = options;
+    o.batch = bestCandidate.schedule.batch;
+    return printModule(o, bestCandidate.schedule);
+  }
   if (outputPath == "-") {
     if (suggest || explain)
       return 0;

@@ -483,7 +483,10 @@ int main(int argc, char **argv) {
       "mtc: compile an ONNX export of a decoder-only LLM for training\n\n"
       "Imports the model into the train dialect (never reading weight data),\n"
       "folds constants, fuses what exporters emit into fused ops, outlines\n"
-      "the repeated decoder layers, and prints what it understood.\n");
+      "the repeated decoder layers, and prints what it understood. With\n"
+      "-o PLAN.mtp it derives the training step and plans it: the fastest\n"
+      "schedule that fits the target's memory budgets, every schedule flag\n"
+      "given a constraint (--explain says what it chose and why).\n");
 
   mlir::MLIRContext context;
   context.printOpOnDiagnostic(false);

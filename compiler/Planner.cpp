@@ -106,6 +106,19 @@ double Candidate::tokensPerSecond() const {
   return tokensOf(plan) / prediction.stepSeconds;
 }
 
+double momentBytesPerElement(mt::sched::MomentFormat format) {
+  switch (format) {
+  case mt::sched::MomentFormat::BF16:
+    return 4.0;
+  case mt::sched::MomentFormat::Q8:
+    return 2.0 + 8.0 / 256;
+  case mt::sched::MomentFormat::Q4:
+    return 1.0 + 8.0 / 256;
+  default:
+    return 8.0;
+  }
+}
+
 TierBytes tierBytes(const plan::Plan &plan) {
   TierBytes t;
   for (const auto &a : plan.arenas()) {
@@ -196,6 +209,25 @@ bool fits(const plan::Plan &plan, const Budgets &b, const Schedule &s,
   return true;
 }
 
+namespace {
+/// Each schedule of `space` replaced, in place and in order, by one copy
+/// per value of `values(schedule)`, `set` giving it the value: expanding
+/// the dimensions one after another orders the space with the first
+/// outermost.
+template <typename T, typename Values, typename Set>
+void expand(std::vector<Schedule> &space, const Values &values,
+            const Set &set) {
+  std::vector<Schedule> out;
+  for (const Schedule &s : space)
+    for (T v : values(s)) {
+      Schedule x = s;
+      set(x, v);
+      out.push_back(x);
+    }
+  space = std::move(out);
+}
+} // namespace
+
 std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
   auto choices = [](std::optional<bool> fixed) {
     return fixed ? std::vector<bool>{*fixed} : std::vector<bool>{false, true};
@@ -228,45 +260,55 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
                                 ? std::vector<bool>{*c.momentsOnDisk}
                             : c.diskGiven ? std::vector<bool>{false, true}
                                           : std::vector<bool>{false};
-  std::vector<Schedule> out;
-  for (int64_t split : {1, 2, 4, 8}) {
-    if (split > 1 && (!c.splitBatch || base.batch % split))
-      continue;
-    int64_t k = base.gradAccum * split;
-    for (bool keep : keeps)
-      for (int64_t kept : keep ? std::vector<int64_t>{0} : partial) {
-        // The layer order needs layers (recompute) and micro-batches.
-        std::vector<bool> orders =
-            keep || k == 1 ? std::vector<bool>{false} : choices(c.layerMajor);
-        if (c.layerMajor && *c.layerMajor && (keep || k == 1))
-          orders = {false}; // nothing to order: the same plan
-        for (bool layerMajor : orders)
-          for (bool link : links)
-            for (Overlap overlap : overlaps)
-              for (bool onDisk : homes)
-                for (bool stream : choices(c.stream))
-                  for (int64_t ahead :
-                       stream ? c.lookaheads : std::vector<int64_t>{8})
-                    for (bool offload :
-                         keep ? std::vector<bool>{false} : choices(c.offload)) {
-                      Schedule s = base;
-                      s.batch = base.batch / split;
-                      s.gradAccum = k;
-                      s.keep = keep;
-                      s.keepLast = kept;
-                      s.layerMajor = layerMajor;
-                      s.fp32Link = link;
-                      s.overlap = overlap;
-                      s.momentsOnDisk = onDisk;
-                      s.stream = stream;
-                      s.lookahead = ahead;
-                      s.offload = offload;
-                      s.offloadFraction = c.offloadFraction.value_or(1.0);
-                      out.push_back(s);
-                    }
-      }
-  }
-  return out;
+  std::vector<int64_t> splits = {1};
+  for (int64_t split : {2, 4, 8})
+    if (c.splitBatch && base.batch % split == 0)
+      splits.push_back(split);
+  Schedule first = base;
+  first.offloadFraction = c.offloadFraction.value_or(1.0);
+  std::vector<Schedule> space = {first};
+  auto all = [](auto values) {
+    return [values](const Schedule &) { return values; };
+  };
+  expand<int64_t>(space, all(splits), [&](Schedule &s, int64_t split) {
+    s.batch = base.batch / split;
+    s.gradAccum = base.gradAccum * split;
+  });
+  expand<bool>(space, all(keeps), [](Schedule &s, bool v) { s.keep = v; });
+  expand<int64_t>(
+      space,
+      [&](const Schedule &s) {
+        return s.keep ? std::vector<int64_t>{0} : partial;
+      },
+      [](Schedule &s, int64_t v) { s.keepLast = v; });
+  // The layer order needs layers (recompute) and micro-batches.
+  expand<bool>(
+      space,
+      [&](const Schedule &s) {
+        return s.keep || s.gradAccum == 1 ? std::vector<bool>{false}
+                                          : choices(c.layerMajor);
+      },
+      [](Schedule &s, bool v) { s.layerMajor = v; });
+  expand<bool>(space, all(links), [](Schedule &s, bool v) { s.fp32Link = v; });
+  expand<Overlap>(space, all(overlaps),
+                  [](Schedule &s, Overlap v) { s.overlap = v; });
+  expand<bool>(space, all(homes),
+               [](Schedule &s, bool v) { s.momentsOnDisk = v; });
+  expand<bool>(space, all(choices(c.stream)),
+               [](Schedule &s, bool v) { s.stream = v; });
+  expand<int64_t>(
+      space,
+      [&](const Schedule &s) {
+        return s.stream ? c.lookaheads : std::vector<int64_t>{8};
+      },
+      [](Schedule &s, int64_t v) { s.lookahead = v; });
+  expand<bool>(
+      space,
+      [&](const Schedule &s) {
+        return s.keep ? std::vector<bool>{false} : choices(c.offload);
+      },
+      [](Schedule &s, bool v) { s.offload = v; });
+  return space;
 }
 
 namespace {

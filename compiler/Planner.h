@@ -14,6 +14,7 @@
 #define MT_COMPILER_PLANNER_H
 
 #include "dialects/Sched/IR/SchedOps.h"
+#include "dialects/Sched/Transforms/Passes.h"
 #include "runtime/cost_model.h"
 #include "runtime/schema/plan.pb.h"
 
@@ -94,6 +95,10 @@ struct ModelSize {
   /// fp32, 4 for bf16, 2 + 8 / 256 for 8 bits, 1 + 8 / 256 for 4 bits).
   double momentBytes = 8;
 };
+
+/// Bytes per element of both AdamW moments with their scales in `format`
+/// (one fp32 scale each per 256 elements for the blockwise formats).
+double momentBytesPerElement(mt::sched::MomentFormat format);
 
 /// Bytes of a plan's arenas by tier; host counts pinned memory too.
 struct TierBytes {

@@ -162,65 +162,98 @@ void update(float *param, const float *grad, Moments moments, int64_t count,
   updateScalar(param, grad, moments, count, coefsOf(step, c, gradScale));
 }
 
-void decodeBlock(const int8_t *qm, float sm, const uint8_t *qv, float sv,
-                 int64_t n, float *m, float *v) {
-  for (int64_t i = 0; i < n; ++i) {
-    float a = float(qm[i]) / 127.0f, b = float(qv[i]) / 255.0f;
-    m[i] = sm * (a < 0 ? -a * a : a * a);
-    b *= b;
-    v[i] = sv * b * b;
-  }
-}
-
-void encodeBlock(const float *m, const float *v, int64_t n, int8_t *qm,
-                 float &sm, uint8_t *qv, float &sv) {
+/// The scales of a block of moments: the largest |m| and the largest v.
+void blockScales(const float *m, const float *v, int64_t n, float &sm,
+                 float &sv) {
   sm = 0;
   sv = 0;
   for (int64_t i = 0; i < n; ++i) {
     sm = std::max(sm, std::fabs(m[i]));
     sv = std::max(sv, v[i]);
   }
-  for (int64_t i = 0; i < n; ++i) {
-    float a = sm > 0 ? std::sqrt(std::fabs(m[i]) / sm) : 0.0f;
-    float q = std::nearbyint(127.0f * a);
-    qm[i] = int8_t(m[i] < 0 ? -q : q);
-    float b = sv > 0 ? std::sqrt(std::sqrt(v[i] / sv)) : 0.0f;
-    qv[i] = uint8_t(std::nearbyint(255.0f * b));
-  }
 }
 
-/// A 4-bit block: m as sign and magnitude, v offset by one code (adamw.h).
-void decodeBlock4(const uint8_t *qm, float sm, const uint8_t *qv, float sv,
-                  int64_t n, float *m, float *v) {
-  for (int64_t i = 0; i < n; ++i) {
-    int cm = (qm[i / 2] >> (4 * (i % 2))) & 15;
-    int cv = (qv[i / 2] >> (4 * (i % 2))) & 15;
-    float a = float(cm & 7) / 7.0f, b = float(cv + 1) / 16.0f;
-    m[i] = sm * (cm & 8 ? -a * a : a * a);
-    b *= b;
-    v[i] = sv * b * b;
-  }
+/// Both blockwise formats code sqrt(|m| / sm) and (v / sv)^(1/4), in [0, 1].
+float mCode(float m, float sm) {
+  return sm > 0 ? std::sqrt(std::fabs(m) / sm) : 0.0f;
 }
+float vCode(float v, float sv) {
+  return sv > 0 ? std::sqrt(std::sqrt(v / sv)) : 0.0f;
+}
+/// And decode a code a in [-1, 1] of m and b in [0, 1] of v.
+float mOf(float a, float sm) { return sm * (a < 0 ? -a * a : a * a); }
+float vOf(float b, float sv) { return sv * (b * b) * (b * b); }
 
-void encodeBlock4(const float *m, const float *v, int64_t n, uint8_t *qm,
-                  float &sm, uint8_t *qv, float &sv) {
-  sm = 0;
-  sv = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    sm = std::max(sm, std::fabs(m[i]));
-    sv = std::max(sv, v[i]);
+/// 8 bits: m as int8 of 127 a, v as uint8 of 255 b.
+struct Codec8 {
+  int8_t *qm;
+  uint8_t *qv;
+  void decode(int64_t begin, float sm, float sv, int64_t n, float *m,
+              float *v) const {
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = mOf(float(qm[begin + i]) / 127.0f, sm);
+      v[i] = vOf(float(qv[begin + i]) / 255.0f, sv);
+    }
   }
-  for (int64_t i = 0; i < n; ++i) {
-    float a = sm > 0 ? std::sqrt(std::fabs(m[i]) / sm) : 0.0f;
-    int cm = int(std::nearbyint(7.0f * a));
-    if (m[i] < 0 && cm > 0)
-      cm |= 8;
-    float b = sv > 0 ? std::sqrt(std::sqrt(v[i] / sv)) : 0.0f;
-    int cv = std::clamp(int(std::nearbyint(16.0f * b)) - 1, 0, 15);
+  void encode(int64_t begin, const float *m, const float *v, float sm, float sv,
+              int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) {
+      float q = std::nearbyint(127.0f * mCode(m[i], sm));
+      qm[begin + i] = int8_t(m[i] < 0 ? -q : q);
+      qv[begin + i] = uint8_t(std::nearbyint(255.0f * vCode(v[i], sv)));
+    }
+  }
+};
+
+/// 4 bits, two a byte (element 2i in the low nibble): m as sign (bit 3) and
+/// magnitude round(7 a); v as round(16 b) - 1 in [0, 15], decoded as
+/// (c + 1) / 16 so that it is never zero (adamw.h).
+struct Codec4 {
+  uint8_t *qm, *qv;
+  static int nibble(const uint8_t *q, int64_t i) {
+    return (q[i / 2] >> (4 * (i % 2))) & 15;
+  }
+  static void setNibble(uint8_t *q, int64_t i, int c) {
     int shift = 4 * int(i % 2);
-    uint8_t keep = uint8_t(0xF0 >> shift); // the other element's nibble
-    qm[i / 2] = uint8_t((qm[i / 2] & keep) | (cm << shift));
-    qv[i / 2] = uint8_t((qv[i / 2] & keep) | (cv << shift));
+    q[i / 2] = uint8_t((q[i / 2] & (0xF0 >> shift)) | (c << shift));
+  }
+  void decode(int64_t begin, float sm, float sv, int64_t n, float *m,
+              float *v) const {
+    for (int64_t i = 0; i < n; ++i) {
+      int cm = nibble(qm, begin + i), cv = nibble(qv, begin + i);
+      float a = float(cm & 7) / 7.0f;
+      m[i] = mOf(cm & 8 ? -a : a, sm);
+      v[i] = vOf(float(cv + 1) / 16.0f, sv);
+    }
+  }
+  void encode(int64_t begin, const float *m, const float *v, float sm, float sv,
+              int64_t n) const {
+    for (int64_t i = 0; i < n; ++i) {
+      int cm = int(std::nearbyint(7.0f * mCode(m[i], sm)));
+      if (m[i] < 0 && cm > 0)
+        cm |= 8;
+      int cv =
+          std::clamp(int(std::nearbyint(16.0f * vCode(v[i], sv))) - 1, 0, 15);
+      setNibble(qm, begin + i, cm);
+      setNibble(qv, begin + i, cv);
+    }
+  }
+};
+
+/// A blockwise step: each block of kMomentBlock decoded to fp32, updated,
+/// its scales taken again and the block encoded.
+template <typename Codec>
+void blockwiseStep(float *param, const float *grad, const Codec &codec,
+                   float *mScale, float *vScale, int64_t count, int64_t step,
+                   const AdamWConfig &c, float gradScale) {
+  float mb[kMomentBlock], vb[kMomentBlock];
+  for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
+    int64_t n = std::min(kMomentBlock, count - begin);
+    codec.decode(begin, mScale[b], vScale[b], n, mb, vb);
+    update(param + begin, grad + begin, F32Moments{mb, vb}, n, step, c,
+           gradScale);
+    blockScales(mb, vb, n, mScale[b], vScale[b]);
+    codec.encode(begin, mb, vb, mScale[b], vScale[b], n);
   }
 }
 
@@ -230,29 +263,17 @@ void adamwStep4bitMoments(float *param, const float *grad, uint8_t *m,
                           float *mScale, uint8_t *v, float *vScale,
                           int64_t count, int64_t step, const AdamWConfig &c,
                           float gradScale) {
-  float mb[kMomentBlock], vb[kMomentBlock];
   static_assert(kMomentBlock % 2 == 0, "a block starts on a byte");
-  for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
-    int64_t n = std::min(kMomentBlock, count - begin);
-    decodeBlock4(m + begin / 2, mScale[b], v + begin / 2, vScale[b], n, mb, vb);
-    update(param + begin, grad + begin, F32Moments{mb, vb}, n, step, c,
-           gradScale);
-    encodeBlock4(mb, vb, n, m + begin / 2, mScale[b], v + begin / 2, vScale[b]);
-  }
+  blockwiseStep(param, grad, Codec4{m, v}, mScale, vScale, count, step, c,
+                gradScale);
 }
 
 void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
                           float *mScale, uint8_t *v, float *vScale,
                           int64_t count, int64_t step, const AdamWConfig &c,
                           float gradScale) {
-  float mb[kMomentBlock], vb[kMomentBlock];
-  for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
-    int64_t n = std::min(kMomentBlock, count - begin);
-    decodeBlock(m + begin, mScale[b], v + begin, vScale[b], n, mb, vb);
-    update(param + begin, grad + begin, F32Moments{mb, vb}, n, step, c,
-           gradScale);
-    encodeBlock(mb, vb, n, m + begin, mScale[b], v + begin, vScale[b]);
-  }
+  blockwiseStep(param, grad, Codec8{m, v}, mScale, vScale, count, step, c,
+                gradScale);
 }
 
 AdamWIsa adamwIsa() {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <vector>
@@ -127,23 +128,25 @@ TEST(AdamW, Bf16MomentsRoundTheFp32Update) {
   }
 }
 
-TEST(AdamW, EightBitMomentsFollowTheFp32Update) {
-  // The first step from zero moments computes in fp32 and matches the fp32
-  // update exactly. Over 20 steps of gradients whose scale differs by 100x
-  // from block to block (and is alike within one, as in a weight matrix),
-  // the parameters stay within 5% of the fp32 path's total movement (a
-  // block mixing magnitudes 1e4 apart does worse: its small values round
-  // to the smallest codes). A block of zero gradients stays put.
-  int64_t n = 3 * kMomentBlock + 17; // a partial last block
+/// 20 steps of a blockwise format's update beside the fp32 one, over
+/// gradients whose scale differs by 100x from block to block (and is alike
+/// within one, as in a weight matrix), the first block's zero: the first
+/// step from zero moments computes in fp32 and matches exactly; the
+/// parameters then stay within `tolerance` of the fp32 path's total
+/// movement; the zero block's scales stay 0 and its parameters put.
+/// `step(p, g, ms, vs, n, t, c)` runs the format's update on moments of its
+/// own, scales `ms` and `vs`.
+void followsTheFp32Update(
+    const std::function<void(float *, const float *, float *, float *, int64_t,
+                             int, const AdamWConfig &)> &step,
+    int64_t n, double tolerance) {
   int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
   std::mt19937 rng(5);
   std::normal_distribution<float> d;
   std::vector<float> p0(n);
   for (float &x : p0)
     x = d(rng);
-  std::vector<float> p32 = p0, p8 = p0, m(n, 0.0f), v(n, 0.0f);
-  std::vector<int8_t> m8(n, 0);
-  std::vector<uint8_t> v8(n, 0);
+  std::vector<float> p32 = p0, pq = p0, m(n, 0.0f), v(n, 0.0f);
   std::vector<float> ms(blocks, 0.0f), vs(blocks, 0.0f);
   AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.0};
   const float scale[] = {0.0f, 1.0f, 1e-2f, 0.1f};
@@ -152,63 +155,49 @@ TEST(AdamW, EightBitMomentsFollowTheFp32Update) {
     for (int64_t i = 0; i < n; ++i)
       g[i] = (d(rng) + 0.5f) * scale[i / kMomentBlock];
     adamwStep(p32.data(), g.data(), m.data(), v.data(), n, t, c);
-    adamwStep8bitMoments(p8.data(), g.data(), m8.data(), ms.data(), v8.data(),
-                         vs.data(), n, t, c);
+    step(pq.data(), g.data(), ms.data(), vs.data(), n, t, c);
     if (t == 1)
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(p8[i], p32[i]) << i;
+        ASSERT_EQ(pq[i], p32[i]) << i;
   }
   double moved = 0, diff = 0;
   for (int64_t i = 0; i < n; ++i) {
     moved += std::fabs(p32[i] - p0[i]);
-    diff += std::fabs(p8[i] - p32[i]);
+    diff += std::fabs(pq[i] - p32[i]);
   }
-  EXPECT_LT(diff, 0.05 * moved) << diff << " vs " << moved;
+  EXPECT_LT(diff, tolerance * moved) << diff << " vs " << moved;
   EXPECT_EQ(ms[0], 0.0f);
   EXPECT_EQ(vs[0], 0.0f);
   for (int64_t i = 0; i < kMomentBlock; ++i)
-    ASSERT_EQ(p8[i], p0[i]);
+    ASSERT_EQ(pq[i], p0[i]);
+}
+
+TEST(AdamW, EightBitMomentsFollowTheFp32Update) {
+  // Within 5% (a block mixing magnitudes 1e4 apart does worse: its small
+  // values round to the smallest codes).
+  int64_t n = 3 * kMomentBlock + 17; // a partial last block
+  std::vector<int8_t> m8(n, 0);
+  std::vector<uint8_t> v8(n, 0);
+  followsTheFp32Update(
+      [&](float *p, const float *g, float *ms, float *vs, int64_t count, int t,
+          const AdamWConfig &c) {
+        adamwStep8bitMoments(p, g, m8.data(), ms, v8.data(), vs, count, t, c);
+      },
+      n, 0.05);
 }
 
 TEST(AdamW, FourBitMomentsFollowTheFp32Update) {
-  // As the 8-bit test: the first step matches fp32 exactly; over 20 steps
-  // with a 100x scale from block to block the parameters stay within 15%
-  // of the fp32 path's total movement (7 magnitudes and 16 levels of v
-  // against 127 and 255); a block of zero gradients stays put, and the odd
-  // last element shares its byte with its neighbour without disturbing it.
+  // Within 15% (7 magnitudes and 16 levels of v against 127 and 255); the
+  // odd last element shares its byte with its neighbour without disturbing
+  // it.
   int64_t n = 3 * kMomentBlock + 17; // a partial last block, an odd count
-  int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
-  std::mt19937 rng(5);
-  std::normal_distribution<float> d;
-  std::vector<float> p0(n);
-  for (float &x : p0)
-    x = d(rng);
-  std::vector<float> p32 = p0, p4 = p0, m(n, 0.0f), v(n, 0.0f);
   std::vector<uint8_t> m4((n + 1) / 2, 0), v4((n + 1) / 2, 0);
-  std::vector<float> ms(blocks, 0.0f), vs(blocks, 0.0f);
-  AdamWConfig c{1e-3, 0.9, 0.95, 1e-8, 0.0};
-  const float scale[] = {0.0f, 1.0f, 1e-2f, 0.1f};
-  for (int t = 1; t <= 20; ++t) {
-    std::vector<float> g(n);
-    for (int64_t i = 0; i < n; ++i)
-      g[i] = (d(rng) + 0.5f) * scale[i / kMomentBlock];
-    adamwStep(p32.data(), g.data(), m.data(), v.data(), n, t, c);
-    adamwStep4bitMoments(p4.data(), g.data(), m4.data(), ms.data(), v4.data(),
-                         vs.data(), n, t, c);
-    if (t == 1)
-      for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(p4[i], p32[i]) << i;
-  }
-  double moved = 0, diff = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    moved += std::fabs(p32[i] - p0[i]);
-    diff += std::fabs(p4[i] - p32[i]);
-  }
-  EXPECT_LT(diff, 0.15 * moved) << diff << " vs " << moved;
-  EXPECT_EQ(ms[0], 0.0f);
-  EXPECT_EQ(vs[0], 0.0f);
-  for (int64_t i = 0; i < kMomentBlock; ++i)
-    ASSERT_EQ(p4[i], p0[i]);
+  followsTheFp32Update(
+      [&](float *p, const float *g, float *ms, float *vs, int64_t count, int t,
+          const AdamWConfig &c) {
+        adamwStep4bitMoments(p, g, m4.data(), ms, v4.data(), vs, count, t, c);
+      },
+      n, 0.15);
 }
 
 TEST(AdamW, FourBitCodes) {
@@ -314,52 +303,41 @@ TEST(AdamW, ThreadCountDoesNotChangeTheResult) {
   }
   EXPECT_EQ(std::memcmp(p1.data(), p4.data(), n * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(v1.data(), v4.data(), n * sizeof(float)), 0);
-  // 8-bit moments: threads take whole blocks.
+  // 8-bit and 4-bit moments: threads take whole blocks (so that no 4-bit
+  // byte is shared by two threads).
   int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
-  std::vector<float> q1 = p, q4 = p;
-  std::vector<int8_t> m81(n, 0), m84(n, 0);
-  std::vector<uint8_t> v81(n, 0), v84(n, 0);
-  std::vector<float> ms1(blocks, 0), vs1(blocks, 0), ms4(blocks, 0),
-      vs4(blocks, 0);
-  Moments e1, e4;
-  e1.m8 = m81.data();
-  e1.v8 = v81.data();
-  e1.mScale = ms1.data();
-  e1.vScale = vs1.data();
-  e4.m8 = m84.data();
-  e4.v8 = v84.data();
-  e4.mScale = ms4.data();
-  e4.vScale = vs4.data();
-  for (int step = 1; step <= 2; ++step) {
-    adamwStepParallel(q1.data(), g.data(), e1, n, step, c, 0.5f, 1);
-    adamwStepParallel(q4.data(), g.data(), e4, n, step, c, 0.5f, 4);
+  for (bool four : {false, true}) {
+    int64_t bytes = four ? (n + 1) / 2 : n;
+    std::vector<float> q1 = p, q4 = p;
+    std::vector<uint8_t> m1q(bytes, 0), v1q(bytes, 0), m4q(bytes, 0),
+        v4q(bytes, 0);
+    std::vector<float> ms1(blocks, 0), vs1(blocks, 0), ms4(blocks, 0),
+        vs4(blocks, 0);
+    auto moments = [&](std::vector<uint8_t> &m, std::vector<uint8_t> &v,
+                       std::vector<float> &ms, std::vector<float> &vs) {
+      Moments e;
+      if (four) {
+        e.m4 = m.data();
+        e.v4 = v.data();
+      } else {
+        e.m8 = reinterpret_cast<int8_t *>(m.data());
+        e.v8 = v.data();
+      }
+      e.mScale = ms.data();
+      e.vScale = vs.data();
+      return e;
+    };
+    Moments e1 = moments(m1q, v1q, ms1, vs1), e4 = moments(m4q, v4q, ms4, vs4);
+    for (int step = 1; step <= 2; ++step) {
+      adamwStepParallel(q1.data(), g.data(), e1, n, step, c, 0.5f, 1);
+      adamwStepParallel(q4.data(), g.data(), e4, n, step, c, 0.5f, 4);
+    }
+    EXPECT_EQ(std::memcmp(q1.data(), q4.data(), n * sizeof(float)), 0) << four;
+    EXPECT_EQ(ms1, ms4) << four;
+    EXPECT_EQ(vs1, vs4) << four;
+    EXPECT_EQ(m1q, m4q) << four;
+    EXPECT_EQ(v1q, v4q) << four;
   }
-  EXPECT_EQ(std::memcmp(q1.data(), q4.data(), n * sizeof(float)), 0);
-  EXPECT_EQ(ms1, ms4);
-  EXPECT_EQ(v81, v84);
-  // 4-bit moments: whole blocks too, so no byte is shared by two threads.
-  std::vector<float> r1 = p, r4 = p;
-  std::vector<uint8_t> n41((n + 1) / 2, 0), w41((n + 1) / 2, 0),
-      n44((n + 1) / 2, 0), w44((n + 1) / 2, 0);
-  std::vector<float> ns1(blocks, 0), ws1(blocks, 0), ns4(blocks, 0),
-      ws4(blocks, 0);
-  Moments f1, f4;
-  f1.m4 = n41.data();
-  f1.v4 = w41.data();
-  f1.mScale = ns1.data();
-  f1.vScale = ws1.data();
-  f4.m4 = n44.data();
-  f4.v4 = w44.data();
-  f4.mScale = ns4.data();
-  f4.vScale = ws4.data();
-  for (int step = 1; step <= 2; ++step) {
-    adamwStepParallel(r1.data(), g.data(), f1, n, step, c, 0.5f, 1);
-    adamwStepParallel(r4.data(), g.data(), f4, n, step, c, 0.5f, 4);
-  }
-  EXPECT_EQ(std::memcmp(r1.data(), r4.data(), n * sizeof(float)), 0);
-  EXPECT_EQ(ws1, ws4);
-  EXPECT_EQ(n41, n44);
-  EXPECT_EQ(w41, w44);
   EXPECT_NE(p1[0], p[0]);
 }
 

@@ -681,20 +681,7 @@ int main(int argc, char **argv) {
              << ", so it is not split into micro-batches\n";
   }
   mt::planner::ModelSize size = mt::planner::modelSize(userStep);
-  // Both moments, with their scales (one fp32 each per 256 elements).
-  switch (optimizerStates) {
-  case mt::sched::MomentFormat::BF16:
-    size.momentBytes = 4.0;
-    break;
-  case mt::sched::MomentFormat::Q8:
-    size.momentBytes = 2.0 + 8.0 / 256;
-    break;
-  case mt::sched::MomentFormat::Q4:
-    size.momentBytes = 1.0 + 8.0 / 256;
-    break;
-  default:
-    size.momentBytes = 8.0;
-  }
+  size.momentBytes = mt::planner::momentBytesPerElement(optimizerStates);
   SmallString<256> diskPath(diskDir);
   if (!diskDir.empty())
     llvm::sys::fs::make_absolute(diskPath);

@@ -304,7 +304,10 @@ class Trainer {
 public:
   Trainer(const Options &o, const mt::plan::Plan &plan, Backend &backend,
           TokenData &data, RunState &state)
-      : o(o), plan(plan), backend(backend), data(data), state(state) {}
+      : o(o), plan(plan), backend(backend), data(data), state(state),
+        transientGradients(
+            std::any_of(plan.parameters().begin(), plan.parameters().end(),
+                        [](const auto &p) { return p.grad_transient(); })) {}
 
   /// The measured ops of the last step (when tracing).
   std::vector<OpRecord> trace;
@@ -325,7 +328,7 @@ public:
     // Transient gradients are gone by the end of the phase: the updates
     // measure the norm.
     GradientStats gradients;
-    if (transientGradients())
+    if (transientGradients)
       config.gradients = &gradients;
     double scale = 1.0 / double(micro);
     for (int ph = 0; ph < plan.phases_size(); ++ph) {
@@ -476,11 +479,6 @@ private:
   }
 
   /// L2 norm of the accumulated (summed) gradients of every trainable weight.
-  bool transientGradients() const {
-    return std::any_of(plan.parameters().begin(), plan.parameters().end(),
-                       [](const auto &p) { return p.grad_transient(); });
-  }
-
   double gradientNorm() {
     double sq = 0;
     for (const auto &p : plan.parameters()) {
@@ -498,6 +496,9 @@ private:
   Backend &backend;
   TokenData &data;
   RunState &state;
+  /// Whether the updates measure the gradient norm (a plan whose gradients
+  /// are gone by the end of the micro-batch phase).
+  const bool transientGradients;
 };
 
 /// The measured ops of one step in Chrome trace format: one lane per

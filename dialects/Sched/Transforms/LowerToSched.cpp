@@ -624,7 +624,7 @@ struct LowerToSched
         ParameterOp param = parameterOfDevice.lookup(w.device);
         Value accumulator = w.state[0];
         staging.getDefiningOp()->moveBefore(param);
-        param->setOperand(1, staging); // state[0], after the master
+        param.getStateMutable()[0].set(staging);
         param->setAttr("transient_grad", UnitAttr::get(&getContext()));
         w.state[0] = staging;
         w.reset->erase();

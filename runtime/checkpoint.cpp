@@ -114,7 +114,11 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
 /// Each tensor is read from the backend just before it is written, into
 /// one reused buffer: a checkpoint needs the memory of its largest tensor
 /// (twice that for one converted from F32), not of all of them.
-Status writeFile(const plan::Plan &plan, Backend &backend,
+/// Reads a buffer's bytes for a checkpoint: from the backend, or from the
+/// rank that owns it.
+using Reader = std::function<Status(uint32_t buffer, void *out, size_t bytes)>;
+
+Status writeFile(const plan::Plan &plan, const Reader &read,
                  const std::vector<Item> &items, const std::string &path,
                  uint32_t &crc) {
   std::vector<TensorView> views;
@@ -122,16 +126,16 @@ Status writeFile(const plan::Plan &plan, Backend &backend,
     const auto &buf = plan.buffers(int(item.buffer));
     uint64_t bytes = bufferBytes(plan, item.buffer);
     uint32_t b = item.buffer;
-    std::function<Status(void *)> fill = [&backend, b, bytes](void *out) {
-      return backend.read(b, out, bytes);
+    std::function<Status(void *)> fill = [&read, b, bytes](void *out) {
+      return read(b, out, bytes);
     };
     if (item.saved) {
       // An F32 master stored in the user's 16-bit dtype, rounded to nearest
       // even.
       plan::DType to = item.saved;
-      fill = [&backend, b, bytes, to](void *out) {
+      fill = [&read, b, bytes, to](void *out) {
         std::vector<float> master(bytes / sizeof(float));
-        if (Status st = backend.read(b, master.data(), bytes); !st)
+        if (Status st = read(b, master.data(), bytes); !st)
           return st;
         auto *half = static_cast<uint16_t *>(out);
         for (size_t i = 0; i < master.size(); ++i) {
@@ -195,14 +199,122 @@ StepConfig configOf(const nlohmann::json &j) {
 } // namespace
 
 uint32_t planFingerprint(const plan::Plan &plan) {
-  std::string bytes;
-  plan.SerializeToString(&bytes);
-  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef *>(bytes.data()),
-                          uInt(bytes.size())));
+  // What the state means, not how a step is scheduled or split among
+  // ranks: the model, the step's tokens (all ranks' micro-batches), the
+  // precision, when updates happen, and every weight's state buffers.
+  std::string id = plan.model();
+  auto add = [&id](auto v) { id += "|" + std::to_string(v); };
+  const auto &s = plan.shapes();
+  add(s.batch());
+  add(s.seq());
+  add(s.grad_accum() * int64_t(planRanks(plan)));
+  add(s.vocab());
+  add(int(plan.compute_dtype()));
+  add(int(plan.optimizer_overlap() == plan::NEXT_FORWARD));
+  for (const auto &p : plan.parameters()) {
+    id += "|" + p.name();
+    add(int(p.trainable()));
+    std::vector<uint32_t> state = {p.master()};
+    if (p.trainable())
+      state.insert(state.end(), {p.grad(), p.exp_avg(), p.exp_avg_sq()});
+    for (uint32_t b : state) {
+      add(int(plan.buffers(int(b)).dtype()));
+      for (int64_t d : plan.buffers(int(b)).shape())
+        add(d);
+    }
+  }
+  return uint32_t(
+      ::crc32(0L, reinterpret_cast<const Bytef *>(id.data()), uInt(id.size())));
 }
+
+namespace {
+
+/// Rank 0's requests in a collective save: the next buffer it needs from
+/// its owner, or one of these.
+constexpr int64_t kSaveDone = -1;
+
+/// A rank other than 0 in a collective save: sends each buffer it owns that
+/// rank 0 asks for, until rank 0 is done; then rank 0's outcome.
+Status serveCheckpoint(const plan::Plan &plan, Backend &backend,
+                       Communicator &comm) {
+  std::vector<char> bytes;
+  for (;;) {
+    int64_t b = 0;
+    if (Status st = comm.broadcast(0, &b, sizeof b); !st)
+      return st;
+    if (b == kSaveDone)
+      break;
+    if (b < 0 || b >= plan.buffers_size())
+      return Status::error("rank 0 asked for buffer " + std::to_string(b) +
+                           ", which the plan does not have");
+    const auto &arena = plan.arenas(int(plan.buffers(int(b)).arena()));
+    if (!arena.has_rank() || arena.rank() != uint32_t(comm.rank()))
+      continue; // another rank's, or rank 0 has it too
+    bytes.resize(bufferBytes(plan, uint32_t(b)));
+    if (Status st = backend.read(uint32_t(b), bytes.data(), bytes.size()); !st)
+      return st;
+    if (Status st = comm.send(0, bytes.data(), bytes.size()); !st)
+      return st;
+  }
+  int32_t ok = 0;
+  if (Status st = comm.broadcast(0, &ok, sizeof ok); !st)
+    return st;
+  return ok ? Status::ok()
+            : Status::error("checkpoint not written (rank 0 says why)");
+}
+
+Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
+                         Backend &backend, const RunState &state, int keep);
+
+} // namespace
 
 Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
                       Backend &backend, const RunState &state, int keep) {
+  Communicator *comm = backend.communicator();
+  if (!comm || planRanks(plan) < 2)
+    return saveCheckpointAs0(root, plan, backend, state, keep);
+  if (comm->rank() != 0)
+    return serveCheckpoint(plan, backend, *comm);
+  // Rank 0 writes every file, asking each tensor of another rank's arenas
+  // from its owner just before it is written.
+  Status st = saveCheckpointAs0(root, plan, backend, state, keep);
+  int64_t done = kSaveDone;
+  int32_t ok = st ? 1 : 0;
+  if (Status sent = comm->broadcast(0, &done, sizeof done); !sent)
+    return sent;
+  if (Status sent = comm->broadcast(0, &ok, sizeof ok); !sent)
+    return sent;
+  return st;
+}
+
+Status broadcastWeights(const plan::Plan &plan, Backend &backend) {
+  Communicator *comm = backend.communicator();
+  if (!comm || planRanks(plan) < 2)
+    return Status::ok();
+  std::vector<char> bytes;
+  for (const auto &p : plan.parameters()) {
+    int64_t owner = ownerOf(plan, p);
+    if (owner < 0)
+      continue;
+    uint32_t b = p.has_compute() ? p.compute() : p.master();
+    bytes.resize(bufferBytes(plan, b));
+    bool mine = owner == comm->rank();
+    if (mine)
+      if (Status st = backend.read(b, bytes.data(), bytes.size()); !st)
+        return st;
+    if (Status st = comm->broadcast(int(owner), bytes.data(), bytes.size());
+        !st)
+      return st;
+    if (!mine)
+      if (Status st = backend.write(b, bytes.data(), bytes.size()); !st)
+        return st;
+  }
+  return Status::ok();
+}
+
+namespace {
+Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
+                         Backend &backend, const RunState &state, int keep) {
   std::error_code ec;
   fs::create_directories(root, ec);
   std::string final = root + "/" + stepName(state.step);
@@ -219,6 +331,16 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
   };
   std::vector<Item> model, optimizer;
   itemsOf(plan, state.pending, /*loading=*/false, model, optimizer);
+  Communicator *comm = backend.communicator();
+  Reader read = [&](uint32_t b, void *out, size_t bytes) -> Status {
+    if (onRank(plan, b, backend.rank()))
+      return backend.read(b, out, bytes);
+    int64_t request = b;
+    const auto &arena = plan.arenas(int(plan.buffers(int(b)).arena()));
+    if (Status st = comm->broadcast(0, &request, sizeof request); !st)
+      return st;
+    return comm->receive(int(arena.rank()), out, bytes);
+  };
   // The model in the files the user's weights were in (one, or the shards
   // of a sharded checkpoint with its index), then the optimizer's state.
   nlohmann::json crcs = nlohmann::json::object();
@@ -226,7 +348,7 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
   files[kOptimizerFile] = optimizer;
   for (const auto &[file, items] : files) {
     uint32_t crc = 0;
-    if (Status st = writeFile(plan, backend, items, tmp + "/" + file, crc); !st)
+    if (Status st = writeFile(plan, read, items, tmp + "/" + file, crc); !st)
       return fail(st);
     crcs[file] = crc;
   }
@@ -260,6 +382,7 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
                       {"data_position", state.dataPosition},
                       {"skipped_steps", state.skipped},
                       {"pending_update", state.pending},
+                      {"ranks", planRanks(plan)},
                       {"crc32", crcs}};
   if (state.pending)
     j["pending_config"] = configJson(state.pendingConfig);
@@ -296,6 +419,8 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
   }
   return Status::ok();
 }
+
+} // namespace
 
 Status findCheckpoint(const std::string &path, std::string &out) {
   std::error_code ec;
@@ -401,6 +526,8 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
       return Status::error(dir + "/" + file + " does not match the plan (" +
                            std::to_string(count) + " differences): " + diffs);
     for (const Item &item : *items) {
+      if (!onRank(plan, item.buffer, backend.rank()))
+        continue; // another rank's state
       std::vector<char> bytes;
       if (Status st = readSafetensorsData(header, *byName[item.name], bytes);
           !st)
@@ -411,9 +538,10 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
     }
   }
   for (const auto &p : plan.parameters())
-    if (Status st = refreshComputeCopy(plan, p, backend); !st)
-      return st;
-  return Status::ok();
+    if (onRank(plan, p.master(), backend.rank()))
+      if (Status st = refreshComputeCopy(plan, p, backend); !st)
+        return st;
+  return broadcastWeights(plan, backend);
 }
 
 Status refreshComputeCopy(const plan::Plan &plan, const plan::Parameter &p,

@@ -41,11 +41,18 @@ struct RunState {
   StepConfig pendingConfig;
 };
 
-/// A fingerprint of the plan: the CRC-32 of its serialized bytes.
+/// A fingerprint of what a checkpoint of the plan holds and means: the
+/// model, the tokens of a step, the compute dtype, whether updates are
+/// deferred, and every weight's state buffers (names, dtypes, shapes).
+/// Schedules of one model that agree on these share it, whatever their
+/// rank counts, so that a run saved by N ranks resumes on M.
 uint32_t planFingerprint(const plan::Plan &plan);
 
 /// Writes ROOT/step-NNNNNNNN atomically, then removes all but the newest
-/// `keep` checkpoints of ROOT (0: keep all).
+/// `keep` checkpoints of ROOT (0: keep all). With several ranks every rank
+/// calls it: rank 0 writes the files (the same files as one process
+/// writes), asking each other rank for the tensors it owns as it needs
+/// them; every rank returns whether the checkpoint was written.
 Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
                       Backend &backend, const RunState &state, int keep);
 
@@ -53,13 +60,19 @@ Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
 /// newest complete step-* directory under it.
 Status findCheckpoint(const std::string &path, std::string &out);
 
+/// With several ranks: each trainable weight's owner sends what the devices
+/// read of it (its compute copy, else its master) to every rank, in the
+/// plan's order (every rank calls it; at load and at resume).
+Status broadcastWeights(const plan::Plan &plan, Backend &backend);
+
 /// Converts a parameter's master into its bf16 compute copy, if it has one,
 /// as the plan does after each update (at load and at resume).
 Status refreshComputeCopy(const plan::Plan &plan, const plan::Parameter &p,
                           Backend &backend);
 
 /// Checks the checkpoint at `dir` against `plan` (fingerprint, every file's
-/// CRC-32, every tensor's name, dtype and shape), then loads it.
+/// CRC-32, every tensor's name, dtype and shape), then loads it: with
+/// several ranks, each rank what it holds, then broadcastWeights.
 Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
                       Backend &backend, RunState &state);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 
@@ -19,7 +20,7 @@ constexpr double GiB = double(1ull << 30);
 struct Builtin {
   const char *name;
   double gpuMem, hbm, f32, bf16, h2d, d2h, duplex, hostMem, hostBw, optimizer,
-      diskRead, diskWrite;
+      diskRead, diskWrite, network, latency;
 };
 
 /// The host AdamW rate of a host with `triad` bytes/s of STREAM triad
@@ -38,18 +39,26 @@ constexpr double adamwRate(double triad) { return triad * 0.97 / 28; }
 // triad (adamwRate) until bench/gpu-bench.sh measures mt's there. The
 // other rows are nominal figures of those parts with PCIe hosts; calibrate
 // a target file on the machine itself (mtrun --calibrate) for real numbers.
+// The network between ranks is nominal everywhere (nothing here has two
+// GPU hosts to measure): one 400 Gb/s InfiniBand NDR link per GPU for the
+// data-centre parts, 100 Gb/s Ethernet for the desktop one, and for the
+// CPU backend what `mpirun -np 2 mtrun --calibrate` measured between two
+// ranks of the development machine (shared memory).
 constexpr Builtin kBuiltins[] = {
     {"h200", 141 * GB, 4.8e12, 60e12, 690e12, 55.5 * GB, 55.3 * GB, 101.6 * GB,
-     125 * GiB, 108 * GB, adamwRate(108 * GB), 2.0 * GB, 1.8 * GB},
+     125 * GiB, 108 * GB, adamwRate(108 * GB), 2.0 * GB, 1.8 * GB, 50 * GB,
+     5e-6},
     {"h100", 80 * GB, 3.35e12, 51e12, 600e12, 55 * GB, 55 * GB, 100 * GB,
-     512 * GiB, 100 * GB, adamwRate(100 * GB), 2.0 * GB, 1.8 * GB},
+     512 * GiB, 100 * GB, adamwRate(100 * GB), 2.0 * GB, 1.8 * GB, 50 * GB,
+     5e-6},
     {"a100", 80 * GB, 2.0e12, 19.5e12, 250e12, 25 * GB, 25 * GB, 45 * GB,
-     512 * GiB, 80 * GB, adamwRate(80 * GB), 2.0 * GB, 1.8 * GB},
+     512 * GiB, 80 * GB, adamwRate(80 * GB), 2.0 * GB, 1.8 * GB, 25 * GB, 5e-6},
     {"rtx4090", 24 * GB, 1.0e12, 82e12, 150e12, 25 * GB, 25 * GB, 40 * GB,
-     128 * GiB, 60 * GB, adamwRate(60 * GB), 2.0 * GB, 1.8 * GB},
+     128 * GiB, 60 * GB, adamwRate(60 * GB), 2.0 * GB, 1.8 * GB, 12.5 * GB,
+     10e-6},
     // The CPU backend: "device" memory is host memory.
     {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB, 24 * GiB,
-     20 * GB, adamwRate(20 * GB), 1.0 * GB, 1.0 * GB},
+     20 * GB, adamwRate(20 * GB), 1.0 * GB, 1.0 * GB, 8 * GB, 0.3e-6},
 };
 
 void fill(const Builtin &b, plan::Target &t) {
@@ -66,6 +75,8 @@ void fill(const Builtin &b, plan::Target &t) {
   t.set_optimizer_params_per_s(b.optimizer);
   t.set_disk_read_bytes_per_s(b.diskRead);
   t.set_disk_write_bytes_per_s(b.diskWrite);
+  t.set_network_bytes_per_s(b.network);
+  t.set_network_latency_s(b.latency);
 }
 
 } // namespace
@@ -102,6 +113,10 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
     const auto *f = desc->field(i);
     if (f->name() == "name")
       continue;
+    // The network between ranks: a target of one rank needs none.
+    bool network = f->name().rfind("network_", 0) == 0;
+    if (network && !json.contains(f->name()))
+      continue;
     if (!json.contains(f->name()) || !json[f->name()].is_number() ||
         json[f->name()].get<double>() <= 0)
       return Status::error(nameOrFile + ": field '" + f->name() +
@@ -130,6 +145,16 @@ double opSeconds(const plan::Plan &p, const plan::Op &op,
   case plan::DISK_IO:
     return op.kernel() == K::READ_DISK ? bytes / t.disk_read_bytes_per_s()
                                        : bytes / t.disk_write_bytes_per_s();
+  case plan::NETWORK: {
+    // The owner of a reduction receives every other rank's bytes in turn;
+    // a broadcast is about a scatter and an all-gather (2 (n - 1) / n of
+    // the bytes through each rank) after log2(n) latencies.
+    double n = double(planRanks(p)), lat = t.network_latency_s();
+    double bw = t.network_bytes_per_s();
+    if (op.kernel() == K::REDUCE_TO_OWNER)
+      return (n - 1) * (lat + bytes / bw);
+    return std::ceil(std::log2(n)) * lat + 2 * (n - 1) / n * bytes / bw;
+  }
   case plan::HOST_OPTIMIZER:
     if (op.kernel() == K::ADAMW)
       return double(bufferElements(p, op.operands(0))) /
@@ -143,7 +168,11 @@ double opSeconds(const plan::Plan &p, const plan::Op &op,
   }
 }
 
-Prediction simulate(const plan::Plan &p, const plan::Target &t) {
+namespace {
+/// One step as rank `rank` runs it (the ops of other ranks alone take no
+/// time).
+Prediction simulateRank(const plan::Plan &p, const plan::Target &t,
+                        uint32_t rank) {
   Prediction r;
   r.streamBusySeconds.assign(p.streams_size(), 0.0);
   double now = 0; // end of the previous phase
@@ -169,7 +198,8 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
         StepConfig when;
         when.firstMicroBatch = rep == 0;
         when.lastMicroBatch = rep == repeats - 1;
-        bool skipped = !runsIn(op, when);
+        bool skipped =
+            !runsIn(op, when) || (op.has_rank() && op.rank() != rank);
         double end = start + (skipped ? 0.0 : opSeconds(p, op, t));
         streamFree[op.stream()] = end;
         for (uint32_t s : op.signals())
@@ -186,6 +216,8 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
           r.h2dBytes += double(op.bytes());
         if (kind == plan::DEVICE_TO_HOST)
           r.d2hBytes += double(op.bytes());
+        if (kind == plan::NETWORK)
+          r.networkBytes += double(op.bytes());
         if (op.kernel() == plan::READ_DISK)
           r.diskReadBytes += double(op.bytes());
         if (op.kernel() == plan::WRITE_DISK)
@@ -200,6 +232,19 @@ Prediction simulate(const plan::Plan &p, const plan::Target &t) {
       std::max_element(r.streamBusySeconds.begin(), r.streamBusySeconds.end()) -
       r.streamBusySeconds.begin());
   return r;
+}
+} // namespace
+
+Prediction simulate(const plan::Plan &p, const plan::Target &t) {
+  // Every rank runs the same ops but its own updates: the slowest rank's
+  // step is the step.
+  Prediction slowest;
+  for (uint32_t rank = 0; rank < planRanks(p); ++rank) {
+    Prediction r = simulateRank(p, t, rank);
+    if (rank == 0 || r.stepSeconds > slowest.stepSeconds)
+      slowest = std::move(r);
+  }
+  return slowest;
 }
 
 } // namespace mt::runtime

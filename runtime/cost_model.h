@@ -33,15 +33,17 @@ struct Prediction {
   std::vector<double> streamBusySeconds;        ///< by stream index
   double h2dBytes = 0, d2hBytes = 0;            ///< per step
   double diskReadBytes = 0, diskWriteBytes = 0; ///< per step (uncompressed)
-  double flops = 0;                             ///< per step
-  int bottleneckStream = -1;                    ///< the busiest stream
-  std::vector<OpTime> timeline;                 ///< every op of one step
+  /// Bytes of the collectives' buffers per step, on the slowest rank.
+  double networkBytes = 0;
+  double flops = 0;             ///< per step
+  int bottleneckStream = -1;    ///< the busiest stream
+  std::vector<OpTime> timeline; ///< every op of one step
 };
 
 /// Simulates one step of `plan` on `target`: every stream runs its ops in
 /// order, each op starts when its stream is free and its tokens are
 /// signalled, phases follow one another, the micro-batch phase runs
-/// grad_accum times.
+/// grad_accum times; with several ranks, the slowest rank's step.
 Prediction simulate(const plan::Plan &plan, const plan::Target &target);
 
 /// Seconds one op takes on the target (the roofline of its FLOPs and bytes

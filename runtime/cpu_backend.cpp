@@ -42,6 +42,8 @@ public:
     arenas_ = std::vector<Arena>(plan.arenas_size());
     disks_.resize(plan.arenas_size());
     for (int i = 0; i < plan.arenas_size(); ++i) {
+      if (!mine(plan.arenas(i)))
+        continue; // another rank's state
       if (plan.arenas(i).tier() == plan::DISK) {
         if (diskDir_.empty())
           return Status::error("the plan keeps arena '" +
@@ -70,6 +72,8 @@ public:
   }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (Status st = here(b); !st)
+      return st;
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
@@ -82,6 +86,8 @@ public:
   }
 
   Status read(uint32_t b, void *data, size_t bytes) override {
+    if (Status st = here(b); !st)
+      return st;
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
@@ -94,7 +100,8 @@ public:
   }
 
   float *hostF32(uint32_t b) override {
-    return buf(b).dtype() == plan::F32 && !disks_[buf(b).arena()]
+    return buf(b).dtype() == plan::F32 && !disks_[buf(b).arena()] &&
+                   arenas_[buf(b).arena()].base
                ? static_cast<float *>(ptr(b))
                : nullptr;
   }
@@ -105,6 +112,12 @@ public:
 
 private:
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
+  Status here(uint32_t b) const {
+    return mine(plan_->arenas(int(buf(b).arena())))
+               ? Status::ok()
+               : Status::error("buffer '" + buf(b).name() +
+                               "' is another rank's");
+  }
   void *ptr(uint32_t b) const {
     return static_cast<char *>(arenas_[buf(b).arena()].base) + buf(b).offset();
   }
@@ -183,6 +196,8 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::READ_DISK:
   case Kernel::WRITE_DISK:
   case Kernel::ADAMW:
+  case Kernel::REDUCE_TO_OWNER:
+  case Kernel::BROADCAST:
     return runHostOp(
         *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
         threads_);

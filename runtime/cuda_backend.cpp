@@ -125,15 +125,19 @@ public:
   }
 
   Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (!mine(plan_->arenas(int(buf(b).arena()))))
+      return Status::error("buffer '" + buf(b).name() + "' is another rank's");
     return transfer(b, const_cast<void *>(data), bytes, true);
   }
   Status read(uint32_t b, void *data, size_t bytes) override {
+    if (!mine(plan_->arenas(int(buf(b).arena()))))
+      return Status::error("buffer '" + buf(b).name() + "' is another rank's");
     return transfer(b, data, bytes, false);
   }
 
   float *hostF32(uint32_t b) override {
     plan::Tier t = tier(b);
-    return buf(b).dtype() == plan::F32 &&
+    return buf(b).dtype() == plan::F32 && bases_[buf(b).arena()] &&
                    (t == plan::HOST || t == plan::HOST_PINNED)
                ? static_cast<float *>(ptr(b))
                : nullptr;
@@ -283,6 +287,8 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
           copiedArena[buf(b).arena()] = true;
   auto pinned = [&](int i) {
     plan::Tier t = plan.arenas(i).tier();
+    if (!mine(plan.arenas(i)))
+      return false; // another rank's state: not allocated here
     return t == plan::HOST_PINNED || (t == plan::HOST && copiedArena[i]);
   };
   // Host arenas are whole pages, so that cudaHostRegister can lock them.
@@ -358,6 +364,8 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
   }
   for (int i = 0; i < plan.arenas_size(); ++i) {
     const plan::Arena &a = plan.arenas(i);
+    if (!mine(a))
+      continue; // another rank's state
     switch (a.tier()) {
     case plan::DEVICE:
       bases_[i] = base + arenaOffset[i];

@@ -225,9 +225,10 @@ Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
         return;
       report(op.stream(), State::Running, i);
       double start = trace ? now() : 0;
-      Status st = runsIn(op, step)    ? backend.run(op, step)
-                  : op.signals_size() ? backend.skip(op)
-                                      : Status::ok();
+      bool here = !op.has_rank() || op.rank() == backend.rank();
+      Status st = here && runsIn(op, step) ? backend.run(op, step)
+                  : op.signals_size()      ? backend.skip(op)
+                                           : Status::ok();
       if (trace) {
         std::lock_guard<std::mutex> lock(traceMutex);
         trace->push_back({phaseIndex, i, repeat, start, now()});

@@ -6,6 +6,7 @@
 #define MT_RUNTIME_EXECUTOR_H
 
 #include "runtime/adamw.h"
+#include "runtime/comm.h"
 #include "runtime/op_desc.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
@@ -90,9 +91,24 @@ public:
   /// slower path it fell back to), one sentence each, for the caller to
   /// print: the runtime itself never writes to the terminal.
   const std::vector<std::string> &notes() const { return notes_; }
+  /// Joins a data-parallel run as `comm`'s rank, before `allocate`: only
+  /// the arenas of every rank and of this one are allocated, only ops of
+  /// every rank and of this one run, and the collectives go through `comm`.
+  void joinRanks(Communicator *comm) {
+    comm_ = comm;
+    rank_ = comm ? uint32_t(comm->rank()) : 0;
+  }
+  uint32_t rank() const { return rank_; }
+  Communicator *communicator() const { return comm_; }
 
 protected:
+  /// Whether this rank allocates `arena`.
+  bool mine(const plan::Arena &arena) const {
+    return !arena.has_rank() || arena.rank() == rank_;
+  }
   std::vector<std::string> notes_;
+  Communicator *comm_ = nullptr;
+  uint32_t rank_ = 0;
   /// Each op's kernel arguments, built by `allocate` (op_desc.h).
   OpTable ops_;
 };

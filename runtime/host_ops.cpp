@@ -23,12 +23,10 @@ void placeOnNodes(const plan::Plan &plan, int arena, void *base) {
 
 bool isHostOp(plan::Kernel kernel) {
   return kernel == plan::ACCUMULATE || kernel == plan::ADAMW ||
-         kernel == plan::READ_DISK || kernel == plan::WRITE_DISK;
+         kernel == plan::READ_DISK || kernel == plan::WRITE_DISK ||
+         kernel == plan::REDUCE_TO_OWNER || kernel == plan::BROADCAST;
 }
 
-namespace {
-/// sum x[i]^2 in double, in blocks of 64 Ki elements summed in block order:
-/// the same bits whatever the thread count.
 double sumOfSquares(const float *x, int64_t n) {
   constexpr int64_t kBlock = int64_t(1) << 16;
   std::vector<double> partial((n + kBlock - 1) / kBlock, 0.0);
@@ -44,7 +42,6 @@ double sumOfSquares(const float *x, int64_t n) {
     total += s;
   return total;
 }
-} // namespace
 
 Status runHostOp(const plan::Plan &plan, const plan::Op &op,
                  const StepConfig &step, Backend &backend,
@@ -68,6 +65,38 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
         type == plan::BF16 ? static_cast<const uint16_t *>(ptr(from)) : nullptr,
         count(to), threads);
     return Status::ok();
+  }
+  // Collectives: each rank's bytes where its stream's ops left them.
+  case plan::REDUCE_TO_OWNER:
+  case plan::BROADCAST: {
+    Communicator *comm = backend.communicator();
+    if (!comm)
+      return Status::error("a collective, and this process is no rank of a "
+                           "data-parallel run");
+    int owner = int(op.attrs().owner());
+    uint32_t from = op.operands(0);
+    if (op.kernel() == plan::BROADCAST)
+      return comm->broadcast(owner, ptr(from), bufferBytes(plan, from));
+    float *dst =
+        comm->rank() == owner ? backend.hostF32(op.results(0)) : nullptr;
+    plan::DType type = buf(from).dtype();
+    if (comm->rank() == owner && (!dst || count(from) != count(op.results(0))))
+      return Status::error("reduces into an F32 host buffer of the "
+                           "operand's size");
+    size_t width = size_t(dtypeBytes(type));
+    // Each rank's part added in rank order, as one process adds its
+    // micro-batches: the same bits.
+    return comm->reduceToOwner(
+        owner, ptr(from), bufferBytes(plan, from),
+        [&](const void *part, size_t offset, size_t bytes) {
+          size_t at = offset / width;
+          accumulateParallel(
+              dst + at,
+              type == plan::F32 ? static_cast<const float *>(part) : nullptr,
+              type == plan::BF16 ? static_cast<const uint16_t *>(part)
+                                 : nullptr,
+              int64_t(bytes / width), threads);
+        });
   }
   // The host reads and writes of a DISK buffer, as the loader's.
   case plan::READ_DISK:

@@ -14,6 +14,10 @@ namespace mt::runtime {
 /// parts run (numa.h); nothing on one node.
 void placeOnNodes(const plan::Plan &plan, int arena, void *base);
 
+/// sum x[i]^2 in double, in blocks of 64 Ki elements summed in block order:
+/// the same bits whatever the thread count.
+double sumOfSquares(const float *x, int64_t n);
+
 /// Whether `kernel` is one of the host ops below.
 bool isHostOp(plan::Kernel kernel);
 

@@ -126,6 +126,8 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::ACCUMULATE:
   case K::READ_DISK:
   case K::WRITE_DISK:
+  case K::REDUCE_TO_OWNER:
+  case K::BROADCAST:
     a = {1, 1, 1, 1};
     return true;
   case K::CONCAT:
@@ -191,6 +193,10 @@ public:
       if (a.tier() == plan::DISK && !plainName)
         return fail(where("arena", i, a.name()) +
                     ": a DISK arena's name must be a plain file name");
+      if (a.has_rank() && a.rank() >= ranks())
+        return fail(where("arena", i, a.name()) + ": rank " +
+                    std::to_string(a.rank()) + " is not below the plan's " +
+                    std::to_string(ranks()) + " rank(s)");
     }
     for (int i = 0; i < p.buffers_size(); ++i)
       if (Status st = checkBuffer(i); !st)
@@ -357,6 +363,19 @@ private:
                       "or layer-major)");
     if (!prm.trainable())
       return Status::ok();
+    // A weight's state is on every rank or on its owner's alone; what the
+    // devices read of it (the compute copy, else the master) on every rank.
+    for (uint32_t b : {prm.exp_avg(), prm.exp_avg_sq()})
+      if (buffer(b) && buffer(prm.grad()) && rankOf(b) != rankOf(prm.grad()))
+        return fail(w + ": its gradient and moments must be on the same "
+                        "rank's arenas");
+    if (buffer(prm.grad()) &&
+        rankOf(prm.has_compute() ? prm.compute() : prm.master()) >= 0)
+      return fail(w + ": what the devices read of it (its compute copy, "
+                      "else its master) must be on every rank");
+    if (buffer(prm.grad()) && prm.has_compute() &&
+        rankOf(prm.master()) != rankOf(prm.grad()))
+      return fail(w + ": its master must be with its gradient");
     const plan::Buffer *g = buffer(prm.grad()), *m = buffer(prm.exp_avg()),
                        *v = buffer(prm.exp_avg_sq());
     auto sameShape = [&](const plan::Buffer *b) {
@@ -432,6 +451,8 @@ private:
         if (!buffer(b))
           return fail(ow + ": result buffer " + std::to_string(b) +
                       " does not exist");
+      if (Status st = checkRanks(op, ow); !st)
+        return st;
       // Only the disk kernels touch DISK buffers, and they move bytes
       // between one DISK and one other buffer of the same size.
       auto onDisk = [&](uint32_t b) { return this->onDisk(p.buffers(int(b))); };
@@ -477,6 +498,71 @@ private:
                       " is signalled twice in the phase");
       }
     }
+    return Status::ok();
+  }
+
+  uint32_t ranks() const { return std::max<uint32_t>(p.ranks(), 1); }
+
+  /// The rank whose arena holds buffer `b`, or -1 for one every rank has.
+  int64_t rankOf(uint32_t b) const {
+    const auto &a = p.arenas(int(p.buffers(int(b)).arena()));
+    return a.has_rank() ? int64_t(a.rank()) : -1;
+  }
+
+  /// Where a data-parallel op runs and what it touches: an op of one rank
+  /// touches only what every rank has and what that rank owns; an op of
+  /// every rank only what every rank has, except a collective's result on
+  /// its owner; collectives run on a NETWORK stream.
+  Status checkRanks(const plan::Op &op, const std::string &ow) const {
+    bool collective =
+        op.kernel() == plan::REDUCE_TO_OWNER || op.kernel() == plan::BROADCAST;
+    bool network = p.streams(int(op.stream())).kind() == plan::NETWORK;
+    if (collective != network)
+      return fail(ow + (collective ? ": a collective runs on a NETWORK stream"
+                                   : ": only collectives run on a NETWORK "
+                                     "stream"));
+    if (collective && ranks() < 2)
+      return fail(ow + ": a collective in a plan of one rank");
+    if (op.has_rank() && (op.rank() >= ranks() || collective))
+      return fail(ow + ": rank " + std::to_string(op.rank()) +
+                  (collective ? ": a collective runs on every rank"
+                              : " is not below the plan's " +
+                                    std::to_string(ranks()) + " rank(s)"));
+    if (collective && op.attrs().owner() >= ranks())
+      return fail(ow + ": owner " + std::to_string(op.attrs().owner()) +
+                  " is not below the plan's " + std::to_string(ranks()) +
+                  " rank(s)");
+    int64_t runsOn = op.has_rank() ? int64_t(op.rank()) : -1;
+    auto reachable = [&](uint32_t b, bool ownedResult) {
+      int64_t r = rankOf(b);
+      return r < 0 || r == runsOn ||
+             (ownedResult && r == int64_t(op.attrs().owner()));
+    };
+    for (uint32_t b : op.operands())
+      if (!reachable(b, false))
+        return fail(ow + ": operand buffer " + std::to_string(b) + " is rank " +
+                    std::to_string(rankOf(b)) +
+                    "'s, which this op does not run on alone");
+    for (uint32_t b : op.results())
+      if (!reachable(b, op.kernel() == plan::REDUCE_TO_OWNER))
+        return fail(ow + ": result buffer " + std::to_string(b) + " is rank " +
+                    std::to_string(rankOf(b)) +
+                    "'s, which this op does not run on alone");
+    if (op.kernel() == plan::REDUCE_TO_OWNER) {
+      const auto &from = p.buffers(int(op.operands(0))),
+                 &to = p.buffers(int(op.results(0)));
+      if (to.dtype() != plan::F32 ||
+          (from.dtype() != plan::F32 && from.dtype() != plan::BF16) ||
+          elementsOf(from.shape()) != elementsOf(to.shape()) || onDisk(from) ||
+          onDisk(to))
+        return fail(ow + ": reduces an F32 or BF16 buffer into an F32 "
+                         "buffer of the same size, in memory");
+    }
+    if (op.kernel() == plan::BROADCAST &&
+        (op.operands(0) != op.results(0) ||
+         onDisk(p.buffers(int(op.operands(0))))))
+      return fail(ow + ": broadcasts one buffer in memory (its operand is "
+                       "its result)");
     return Status::ok();
   }
 
@@ -547,6 +633,18 @@ std::string lossyMoments(const plan::Plan &plan) {
     }
   }
   return "";
+}
+
+int64_t ownerOf(const plan::Plan &plan, const plan::Parameter &p) {
+  if (!p.trainable())
+    return -1;
+  const auto &a = plan.arenas(int(plan.buffers(int(p.grad())).arena()));
+  return a.has_rank() ? int64_t(a.rank()) : -1;
+}
+
+bool onRank(const plan::Plan &plan, uint32_t b, uint32_t rank) {
+  const auto &a = plan.arenas(int(plan.buffers(int(b)).arena()));
+  return !a.has_rank() || a.rank() == rank;
 }
 
 int64_t microBatchPhaseRuns(const plan::Plan &plan) {

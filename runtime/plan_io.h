@@ -30,6 +30,19 @@ inline bool hasMomentScales(MomentFormat f) {
 /// "8-bit blockwise", "4-bit blockwise"), or "" when they are fp32 (exact).
 std::string lossyMoments(const plan::Plan &plan);
 
+/// Data-parallel ranks of a plan (at least 1).
+inline uint32_t planRanks(const plan::Plan &plan) {
+  return plan.ranks() > 1 ? plan.ranks() : 1;
+}
+
+/// The rank that owns trainable parameter `p` of a validated plan (its
+/// gradient's arena's), or -1 when every rank has its state.
+int64_t ownerOf(const plan::Plan &plan, const plan::Parameter &p);
+
+/// Whether buffer `b` exists on rank `rank` (its arena is every rank's or
+/// that rank's).
+bool onRank(const plan::Plan &plan, uint32_t b, uint32_t rank);
+
 /// How many times a step runs the MICRO_BATCH phase: once per micro-batch,
 /// or once for all of them in a layer-major plan (Shapes.layer_major).
 int64_t microBatchPhaseRuns(const plan::Plan &plan);

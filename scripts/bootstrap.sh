@@ -9,7 +9,7 @@ packages=(cmake ninja-build g++ pkg-config ccache lld
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
   libonnx-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libzstd-dev
-  libopenblas-dev
+  libopenblas-dev libopenmpi-dev openmpi-bin
   python3 python3-onnx python3-numpy
   clang libclang-rt-14-dev clang-format)
 missing=()

@@ -21,7 +21,7 @@ nvcc=/usr/local/cuda/bin/nvcc
 # Without OpenBLAS (MT_CPU_BLAS=OFF: the CPU kernels' GEMMs in plain loops):
 # it would add about 25 MB to each binary, past what the device tool carries
 # (64 MiB); the GPU machine uses the CPU kernels only as the reference.
-cmake -S . -B build-cuda -G Ninja -DMT_BUILD_COMPILER=OFF -DMT_CPU_BLAS=OFF \
+cmake -S . -B build-cuda -G Ninja -DMT_BUILD_COMPILER=OFF -DMT_CPU_BLAS=OFF -DMT_WITH_MPI=OFF \
   -DMT_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" > build-cuda-configure.log 2>&1 \
   || { cat build-cuda-configure.log; exit 1; }
 cmake --build build-cuda --target mtrun mt-inspect mt_cuda_kernel_tests mt-bench-attention \

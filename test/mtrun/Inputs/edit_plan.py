@@ -15,6 +15,10 @@ EDIT:
                than its input (it still fits its arena)
   head-scratch the head's chunk scratch holds one row of logits fewer than
                its chunk needs
+  adamw-rank=N the first ADAMW op runs on rank N alone (a plan of ranks)
+  adamw-everywhere  the first ADAMW op of a plan of ranks runs on every
+               rank, though its state is its owner's alone
+  reduce-stream the first REDUCE_TO_OWNER runs on the optimizer stream
 """
 import importlib
 import os
@@ -64,6 +68,18 @@ elif edit == "head-scratch":
     scratch = plan.buffers[op.results[-1]]
     scratch.shape[0] -= 1
     print(f"scratch {scratch.name} is now {list(scratch.shape)}")
+elif edit.startswith("adamw-rank=") or edit == "adamw-everywhere":
+    op = next(op for ph in plan.phases for op in ph.ops
+              if op.kernel == pb.ADAMW)
+    if edit == "adamw-everywhere":
+        op.ClearField("rank")
+    else:
+        op.rank = int(edit[len("adamw-rank="):])
+elif edit == "reduce-stream":
+    op = next(op for ph in plan.phases for op in ph.ops
+              if op.kernel == pb.REDUCE_TO_OWNER)
+    op.stream = next(i for i, s in enumerate(plan.streams)
+                     if s.kind == pb.HOST_OPTIMIZER)
 elif edit != "utf8":
     sys.exit(f"unknown edit {edit}")
 

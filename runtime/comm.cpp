@@ -1,0 +1,26 @@
+// What does not need MPI itself (see comm.h).
+#include "runtime/comm.h"
+
+#include <cstdlib>
+
+namespace mt::runtime {
+
+bool launchedByMpi() {
+  // Open MPI's mpirun, and the PMI/PMIx launchers (MPICH's, Slurm's).
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name))
+      return true;
+  return false;
+}
+
+#ifndef MT_HAVE_MPI
+std::unique_ptr<Communicator> makeMpiCommunicator(int &, char **&,
+                                                  std::string &why) {
+  if (launchedByMpi())
+    why = "this mtrun was built without MPI (install libopenmpi-dev and "
+          "rebuild: scripts/bootstrap.sh)";
+  return nullptr;
+}
+#endif
+
+} // namespace mt::runtime

@@ -76,6 +76,8 @@ void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
       a.set_value(cast<FloatAttr>(v).getValueAsDouble());
     else if (k == "chunk_rows")
       a.set_chunk_rows(i64());
+    else if (k == "owner")
+      a.set_owner(uint32_t(i64()));
   }
 }
 
@@ -117,6 +119,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   shapes->set_grad_accum(int64_t(program.getGradAccum()));
   shapes->set_layer_major(program.getLayerMajor());
   shapes->set_vocab(int64_t(program.getVocab()));
+  if (int64_t(program.getRanks()) > 1)
+    out.set_ranks(uint32_t(program.getRanks()));
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
   // Each dialect enum has the plan value of its name (PlanEnums.h); one
   // without is a schema that lags the dialect.
@@ -141,6 +145,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         return noValue(a, a.getTier());
       pa->set_tier(*tier);
       pa->set_size_bytes(uint64_t(a.getSize()));
+      if (auto rank = a.getRank())
+        pa->set_rank(uint32_t(*rank));
       if (auto format = a.getDiskFormat()) {
         auto value = toPlan(*format);
         if (!value)
@@ -266,6 +272,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         po->set_bytes(uint64_t(exec.getBytes()));
         po->set_first_micro_batch_only(exec.getFirstMicroBatch());
         po->set_last_micro_batch_only(exec.getLastMicroBatch());
+        if (auto rank = exec.getRank())
+          po->set_rank(uint32_t(*rank));
       }
     }
   }

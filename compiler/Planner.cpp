@@ -74,10 +74,21 @@ std::string Schedule::flags() const {
     f += " --weight-link fp32";
   if (layerMajor)
     f += " --micro-batch-order layer";
-  return f + (momentsOnDisk ? " --moments disk" : " --moments host");
+  f += momentsOnDisk ? " --moments disk" : " --moments host";
+  if (ranks > 1)
+    f += " --ranks " + std::to_string(ranks);
+  return f;
 }
 
 namespace {
+
+/// The plan's network stream (mt-shard-state's), or its first stream.
+int networkStream(const plan::Plan &plan) {
+  for (int i = 0; i < plan.streams_size(); ++i)
+    if (plan.streams(i).kind() == plan::NETWORK)
+      return i;
+  return 0;
+}
 
 /// Bytes in GiB, or in MiB or KiB below one of the larger unit.
 std::string gib(double bytes) {
@@ -88,9 +99,11 @@ std::string gib(double bytes) {
   return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
 }
 
+/// The tokens of a step: every rank's micro-batches.
 double tokensOf(const plan::Plan &p) {
   return double(p.shapes().batch() * p.shapes().seq() *
-                p.shapes().grad_accum());
+                p.shapes().grad_accum()) *
+         double(runtime::planRanks(p));
 }
 
 } // namespace
@@ -121,7 +134,15 @@ double momentBytesPerElement(mt::sched::MomentFormat format) {
 
 TierBytes tierBytes(const plan::Plan &plan) {
   TierBytes t;
+  // The ranks' own arenas are host memory (mt-shard-state): the largest.
+  std::vector<int64_t> owned(runtime::planRanks(plan), 0);
+  for (const auto &a : plan.arenas())
+    if (a.has_rank() && a.rank() < owned.size())
+      owned[a.rank()] += int64_t(a.size_bytes());
+  t.host = *std::max_element(owned.begin(), owned.end());
   for (const auto &a : plan.arenas()) {
+    if (a.has_rank())
+      continue;
     int64_t n = int64_t(a.size_bytes());
     switch (a.tier()) {
     case plan::DEVICE:
@@ -147,11 +168,15 @@ int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16) {
   // where it arrives (a bound: only where no gradient can be transient),
   // the pinned bf16 copy with the compute link (2); per frozen element its
   // fp32 master.
-  bool maybeTransient =
-      s.overlap == Overlap::Backward && (s.gradAccum == 1 || s.layerMajor);
-  double perElement = 4.0 + (s.momentsOnDisk ? 0.0 : m.momentBytes) +
-                      (maybeTransient ? 0.0 : 4.0) +
-                      (bf16 && !s.fp32Link ? 2.0 : 0.0);
+  // With ranks, the accumulator, the moments and (beside a compute copy)
+  // the master are split among them: a rank holds at least the average.
+  bool maybeTransient = s.overlap == Overlap::Backward && s.ranks == 1 &&
+                        (s.gradAccum == 1 || s.layerMajor);
+  bool computeCopy = bf16 && !s.fp32Link;
+  double shared = computeCopy ? 2.0 : 4.0;
+  double split = (s.momentsOnDisk ? 0.0 : m.momentBytes) +
+                 (maybeTransient ? 0.0 : 4.0) + (computeCopy ? 4.0 : 0.0);
+  double perElement = shared + split / double(std::max<int64_t>(1, s.ranks));
   return int64_t(perElement * double(m.trainable)) + 4 * m.frozen;
 }
 
@@ -238,6 +263,12 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
     overlaps = {*c.overlap};
   else if (c.clipping)
     overlaps = {Overlap::After, Overlap::NextForward};
+  // Data-parallel ranks (mt-shard-state) update within the step, in the
+  // micro-batch order, from host memory.
+  bool ranked = base.ranks > 1;
+  if (ranked && !c.overlap)
+    llvm::erase_if(overlaps,
+                   [](Overlap o) { return o == Overlap::NextForward; });
   // Keeping everything leaves no layers to order, no checkpoints to offload
   // and no count of kept layers: a user who asked for any asked for
   // recompute.
@@ -256,10 +287,10 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
   std::vector<bool> links = c.bf16
                                 ? choices(c.fp32Link)
                                 : std::vector<bool>{c.fp32Link.value_or(false)};
-  std::vector<bool> homes = c.momentsOnDisk
-                                ? std::vector<bool>{*c.momentsOnDisk}
-                            : c.diskGiven ? std::vector<bool>{false, true}
-                                          : std::vector<bool>{false};
+  std::vector<bool> homes =
+      c.momentsOnDisk          ? std::vector<bool>{*c.momentsOnDisk}
+      : c.diskGiven && !ranked ? std::vector<bool>{false, true}
+                               : std::vector<bool>{false};
   std::vector<int64_t> splits = {1};
   for (int64_t split : {2, 4, 8})
     if (c.splitBatch && base.batch % split == 0)
@@ -285,8 +316,9 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
   expand<bool>(
       space,
       [&](const Schedule &s) {
-        return s.keep || s.gradAccum == 1 ? std::vector<bool>{false}
-                                          : choices(c.layerMajor);
+        return s.keep || s.gradAccum == 1 || (ranked && !c.layerMajor)
+                   ? std::vector<bool>{false}
+                   : choices(c.layerMajor);
       },
       [](Schedule &s, bool v) { s.layerMajor = v; });
   expand<bool>(space, all(links), [](Schedule &s, bool v) { s.fp32Link = v; });
@@ -317,7 +349,8 @@ bool sameExceptOffload(const Schedule &a, const Schedule &b) {
          a.stream == b.stream && a.lookahead == b.lookahead &&
          a.overlap == b.overlap && a.keep == b.keep &&
          a.keepLast == b.keepLast && a.fp32Link == b.fp32Link &&
-         a.layerMajor == b.layerMajor && a.momentsOnDisk == b.momentsOnDisk;
+         a.layerMajor == b.layerMajor && a.momentsOnDisk == b.momentsOnDisk &&
+         a.ranks == b.ranks;
 }
 
 /// The same schedule with fewer kept layers (or with recompute where `b`
@@ -502,6 +535,14 @@ void explain(const Candidate &chosen, const Budgets &budgets,
   os << llvm::formatv("  device->host   {0,12}   {1:F3} s at {2:F1} GB/s\n",
                       gib(r.d2hBytes), r.d2hBytes / t.d2h_bytes_per_s(),
                       t.d2h_bytes_per_s() / 1e9);
+  if (uint32_t ranks = runtime::planRanks(plan); ranks > 1)
+    os << llvm::formatv(
+        "  network        {0,12}   {1:F3} s busy at {2:F1} "
+        "GB/s, {3:F1} us latency ({4} ranks: each "
+        "micro-batch's gradients reduced to their owners in "
+        "rank order, updated weights broadcast)\n",
+        gib(r.networkBytes), r.streamBusySeconds[networkStream(plan)],
+        t.network_bytes_per_s() / 1e9, t.network_latency_s() * 1e6, ranks);
   if (r.diskReadBytes > 0 || r.diskWriteBytes > 0) {
     os << llvm::formatv("  disk->host     {0,12}   {1:F3} s at {2:F1} GB/s\n",
                         gib(r.diskReadBytes),
@@ -528,7 +569,23 @@ void explain(const Candidate &chosen, const Budgets &budgets,
   for (const auto &p : plan.parameters())
     if (p.trainable())
       params += runtime::bufferElements(plan, p.master());
-  os << llvm::formatv("  {0,-14} {1,12}   {2}", "host, in all",
+  uint32_t ranks = runtime::planRanks(plan);
+  if (ranks > 1) {
+    // What each rank owns of the state, beside what every rank has.
+    std::vector<int64_t> owned(ranks, 0);
+    for (const auto &p : plan.parameters())
+      if (int64_t o = runtime::ownerOf(plan, p); o >= 0)
+        owned[size_t(o)] += runtime::bufferElements(plan, p.master());
+    for (const auto &a : plan.arenas())
+      if (a.has_rank())
+        os << llvm::formatv("    rank {0}: owns {1:F1}% of the trainable "
+                            "weights' state\n",
+                            a.rank(),
+                            100.0 * double(owned[a.rank()]) /
+                                double(std::max<int64_t>(1, params)));
+  }
+  os << llvm::formatv("  {0,-14} {1,12}   {2}",
+                      ranks > 1 ? "host, per rank" : "host, in all",
                       gib(double(all.host)), gib(double(budgets.host)));
   if (params > 0)
     os << llvm::formatv("   ({0:F2} bytes per trainable parameter, {1:F2} "
@@ -552,6 +609,11 @@ void explain(const Candidate &chosen, const Budgets &budgets,
   case plan::DEVICE_TO_HOST:
     os << ": transfer-bound; a larger batch gives each copied byte more "
           "math to hide behind\n";
+    break;
+  case plan::NETWORK:
+    os << ": network-bound: every micro-batch's gradients go to their "
+          "owners (the exact order); more tokens per micro-batch (--batch, "
+          "--seq) give each byte more math to hide behind\n";
     break;
   case plan::DISK_IO:
     os << ": disk-bound: every step reads and writes all the moments; "

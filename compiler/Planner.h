@@ -48,6 +48,9 @@ struct Schedule {
   bool fp32Link = false;   ///< bf16 compute: the fp32 master crosses
   bool layerMajor = false; ///< each layer over all micro-batches
   bool momentsOnDisk = false;
+  /// Data-parallel ranks (mtc --ranks; the user's, never searched): each
+  /// holds about 1/ranks of the host state (mt-shard-state).
+  int64_t ranks = 1;
 
   /// Whether the schedule reads each trainable gradient where it arrives
   /// (no host accumulator): the rule LowerToSched applies. Exact for fp32
@@ -100,7 +103,9 @@ struct ModelSize {
 /// (one fp32 scale each per 256 elements for the blockwise formats).
 double momentBytesPerElement(mt::sched::MomentFormat format);
 
-/// Bytes of a plan's arenas by tier; host counts pinned memory too.
+/// Bytes of a plan's arenas by tier, on its rank that needs the most (the
+/// arenas of every rank, plus the largest rank's own); host counts pinned
+/// memory too.
 struct TierBytes {
   int64_t device = 0, pinned = 0, host = 0, disk = 0;
 };

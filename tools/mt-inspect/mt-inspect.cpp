@@ -268,6 +268,25 @@ int main(int argc, char **argv) {
                   : "after the backward");
   std::printf("parameters: %d trainable (%lld elements), %d frozen\n",
               trainable, (long long)params, p.parameters_size() - trainable);
+  if (uint32_t ranks = mt::runtime::planRanks(p); ranks > 1) {
+    // Each rank's own host state, in bytes and elements of weights owned.
+    std::vector<uint64_t> bytes(ranks, 0);
+    std::vector<int64_t> owned(ranks, 0);
+    for (const auto &a : p.arenas())
+      if (a.has_rank())
+        bytes[a.rank()] += a.size_bytes();
+    for (const auto &prm : p.parameters())
+      if (int64_t o = mt::runtime::ownerOf(p, prm); o >= 0)
+        owned[o] += mt::runtime::bufferElements(p, prm.master());
+    std::printf("ranks: %u data-parallel; each reads micro-batches r, r + "
+                "%u, ... of the step's %lld\n",
+                ranks, ranks, (long long)(s.grad_accum() * ranks));
+    for (uint32_t r = 0; r < ranks; ++r)
+      std::printf("  rank %u owns %lld elements (%.1f%%): %s of host state\n",
+                  r, (long long)owned[r],
+                  params ? 100.0 * double(owned[r]) / double(params) : 0.0,
+                  bytesText(bytes[r]).c_str());
+  }
   std::printf("\narenas (peak bytes):\n");
   for (const auto &a : p.arenas())
     std::printf("  %-12s %-12s %s\n", a.name().c_str(),
@@ -320,6 +339,11 @@ int main(int argc, char **argv) {
         std::printf(" [first micro-batch]");
       if (op.last_micro_batch_only())
         std::printf(" [last micro-batch]");
+      if (op.kernel() == plan::REDUCE_TO_OWNER ||
+          op.kernel() == plan::BROADCAST)
+        std::printf(" [owner %u]", op.attrs().owner());
+      if (op.has_rank())
+        std::printf(" [rank %u]", op.rank());
       std::printf("\n");
     }
   }

@@ -118,6 +118,17 @@ cl::opt<int64_t>
 cl::opt<int64_t> gradAccum("grad-accum",
                            cl::desc("Micro-batches per optimizer step"),
                            cl::init(1), cl::cat(category));
+cl::opt<int64_t> ranks(
+    "ranks",
+    cl::desc("Data-parallel ranks that run the plan together (mpirun -np N "
+             "mtrun PLAN): each reads its share of every step's micro-batches "
+             "(N x --grad-accum of them, the order one process with that many "
+             "reads), owns about 1/N of the host state (fp32 masters, "
+             "gradient accumulators, AdamW moments), receives every rank's "
+             "gradients of the weights it owns in rank order, updates them "
+             "and broadcasts them: the losses and weights of one process "
+             "with N x --grad-accum micro-batches, to the bit"),
+    cl::init(1), cl::cat(category));
 enum class Order { MicroBatch, Layer };
 ChoiceOpt<Order> microBatchOrder(
     "micro-batch-order",
@@ -376,6 +387,7 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.weightLink =
       s.fp32Link ? mt::sched::WeightLink::F32 : mt::sched::WeightLink::Compute;
   o.layerMajor = s.layerMajor && s.gradAccum > 1;
+  o.ranks = s.ranks;
   o.streamWeights = s.stream;
   o.lookahead = s.lookahead;
   o.residentBelow = parseSize(residentBelow);
@@ -558,7 +570,8 @@ int main(int argc, char **argv) {
   for (auto [flag, option] :
        {std::pair<const char *, cl::opt<int64_t> *>{"--batch", &batch},
         {"--seq", &seqLen},
-        {"--grad-accum", &gradAccum}}) {
+        {"--grad-accum", &gradAccum},
+        {"--ranks", &ranks}}) {
     if (option->getNumOccurrences() && (*option < 1 || *option > kMaxDim)) {
       errs() << "mtc: error: " << flag << " must be from 1 to " << kMaxDim
              << ", got " << int64_t(*option) << "\n";
@@ -593,6 +606,7 @@ int main(int argc, char **argv) {
       offloadFraction == "auto" ? 1.0 : std::stod(offloadFraction);
   chosen.lookahead = lookahead == "auto" ? 8 : std::stoll(lookahead);
   chosen.momentsOnDisk = momentsHome == "disk";
+  chosen.ranks = ranks;
   Compiler compiler(context, timing);
   // The module of `s` (or the summary) to -o.
   auto printModule = [&](const mt::ImportOptions &o, const Schedule &s) {
@@ -625,6 +639,34 @@ int main(int argc, char **argv) {
   }
   if (!readBudgets(targetDesc, budgets))
     return 1;
+  // What data-parallel ranks are not built for yet, said before searching.
+  if (ranks > 1) {
+    const char *unsupported =
+        momentsHome == "disk" ? "--moments disk (each rank's share of the "
+                                "moments stays in host memory)"
+        : microBatchOrder == Order::Layer
+            ? "--micro-batch-order layer (the ranks reduce every "
+              "micro-batch's gradients in rank order)"
+        : optimizerOverlap.getNumOccurrences() &&
+                optimizerOverlap == mt::sched::OptimizerOverlap::NextForward
+            ? "--optimizer-overlap next-forward (the ranks update within "
+              "the step: after or backward)"
+            : nullptr;
+    if (unsupported) {
+      errs() << "mtc: error: --ranks " << int64_t(ranks) << " does not go with "
+             << unsupported << "\n";
+      return 1;
+    }
+  }
+  if (ranks > 1 && (targetDesc.network_bytes_per_s() <= 0 ||
+                    targetDesc.network_latency_s() <= 0)) {
+    errs() << "mtc: error: --ranks " << int64_t(ranks) << ": the target '"
+           << targetDesc.name()
+           << "' has no network_bytes_per_s and network_latency_s; measure "
+              "them with mpirun -np 2 mtrun --calibrate FILE on the ranks' "
+              "machines\n";
+    return 1;
+  }
   if (momentsHome != "host" && momentsHome != "disk" && momentsHome != "auto") {
     errs() << "mtc: error: --moments must be host, disk or auto, got '"
            << momentsHome << "'\n";

@@ -37,6 +37,8 @@ LogicalResult ProgramOp::verify() {
   Type dt = getComputeDtype();
   if (!dt.isF32() && !dt.isBF16())
     return emitOpError("compute_dtype must be f32 or bf16, got ") << dt;
+  if (int64_t(getRanks()) < 1)
+    return emitOpError("ranks must be at least 1");
   // Layer-major: one loss per micro-batch and inputs of each; otherwise
   // the one set, refilled for every micro-batch.
   int64_t k = getLayerMajor() ? int64_t(getGradAccum()) : 1;
@@ -117,8 +119,29 @@ LogicalResult ParameterOp::verify() {
 }
 
 LogicalResult ExecOp::verify() {
-  if (!SymbolTable::lookupNearestSymbolFrom<StreamOp>(*this, getStreamAttr()))
+  auto stream =
+      SymbolTable::lookupNearestSymbolFrom<StreamOp>(*this, getStreamAttr());
+  if (!stream)
     return emitOpError("stream @") << getStream() << " is not declared";
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  int64_t ranks = program ? int64_t(program.getRanks()) : 1;
+  if (auto rank = getRank(); rank && (*rank < 0 || int64_t(*rank) >= ranks))
+    return emitOpError("rank ")
+           << *rank << " is not below the program's " << ranks << " rank(s)";
+  bool collective =
+      getKernel() == Kernel::ReduceToOwner || getKernel() == Kernel::Broadcast;
+  if (collective != (stream.getKind() == StreamKind::Network))
+    return emitOpError(collective ? "a collective runs on a network stream"
+                                  : "only collectives run on a network stream");
+  if (collective) {
+    auto owner = getAttrs().getAs<IntegerAttr>("owner");
+    if (!owner || owner.getInt() < 0 || owner.getInt() >= ranks)
+      return emitOpError("a collective needs attrs.owner below the program's ")
+             << ranks << " rank(s)";
+    if (getRank())
+      return emitOpError("a collective runs on every rank, not on rank ")
+             << *getRank();
+  }
   return success();
 }
 

@@ -71,7 +71,8 @@ def Sched_StreamKind : I32EnumAttr<"StreamKind", "kind of stream", [
     I32EnumAttrCase<"HostToDevice", 2, "host_to_device">,
     I32EnumAttrCase<"DeviceToHost", 3, "device_to_host">,
     I32EnumAttrCase<"HostOptimizer", 4, "host_optimizer">,
-    I32EnumAttrCase<"DiskIo", 5, "disk_io">]> {
+    I32EnumAttrCase<"DiskIo", 5, "disk_io">,
+    I32EnumAttrCase<"Network", 6, "network">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -142,7 +143,9 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"Accumulate", 66, "accumulate">,
     I32EnumAttrCase<"AdamW", 67, "adamw">,
     I32EnumAttrCase<"ReadDisk", 68, "read_disk">,
-    I32EnumAttrCase<"WriteDisk", 69, "write_disk">]> {
+    I32EnumAttrCase<"WriteDisk", 69, "write_disk">,
+    I32EnumAttrCase<"ReduceToOwner", 70, "reduce_to_owner">,
+    I32EnumAttrCase<"Broadcast", 71, "broadcast">]> {
   let cppNamespace = "::mt::sched";
   let genSpecializedAttr = 0;
 }
@@ -164,7 +167,8 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
                    I64Attr:$vocab, TypeAttr:$compute_dtype, StrAttr:$model,
                    DefaultValuedAttr<Sched_OptimizerOverlapAttr,
                        "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap,
-                   DefaultValuedAttr<BoolAttr, "false">:$layer_major);
+                   DefaultValuedAttr<BoolAttr, "false">:$layer_major,
+                   DefaultValuedAttr<I64Attr, "1">:$ranks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -172,9 +176,14 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
 
 def Sched_ArenaOp : Sched_Op<"arena", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "One allocation of a memory tier; size is its exact peak in bytes";
-  let description = "`sched.arena @device tier <device> size 4096`";
+  let description = [{
+    `sched.arena @device tier <device> size 4096`; in a program of several
+    data-parallel ranks, an arena with `rank` exists on that rank alone
+    (the host state of the weights it owns).
+  }];
   let arguments = (ins SymbolNameAttr:$sym_name, Sched_TierAttr:$tier, I64Attr:$size,
-                   OptionalAttr<Sched_DiskFormatAttr>:$disk_format);
+                   OptionalAttr<Sched_DiskFormatAttr>:$disk_format,
+                   OptionalAttr<I64Attr>:$rank);
   let assemblyFormat = "$sym_name `tier` custom<EnumKeyword>($tier) `size` $size attr-dict";
 }
 
@@ -260,6 +269,10 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
     of the train op it comes from). `flops` and `bytes` are for the cost
     model. In `micro_batch`, `first_micro_batch` runs the op only in the
     first micro-batch of a step and `last_micro_batch` only in the last.
+    With `rank`, only that data-parallel rank runs it (the others signal
+    its token at once). The collectives (`reduce_to_owner`, `broadcast`)
+    run on a `network` stream on every rank; `attrs.owner` names the rank
+    that owns their result.
     ```mlir
     %t = sched.exec <linear> ins(%x, %w) outs(%y) on @compute {attrs = {layout = #train<layout out_in>}, flops = 2.6e5} : (...) -> !sched.token
     %t2 = sched.exec <copy_to_host> ins(%dw) outs(%s) on @d2h after(%t) : (...) -> !sched.token
@@ -272,7 +285,8 @@ def Sched_ExecOp : Sched_Op<"exec", [HasParent<"PhaseOp">, AttrSizedOperandSegme
                    DefaultValuedAttr<F64Attr, "0.0">:$flops,
                    DefaultValuedAttr<I64Attr, "0">:$bytes,
                    UnitAttr:$first_micro_batch,
-                   UnitAttr:$last_micro_batch);
+                   UnitAttr:$last_micro_batch,
+                   OptionalAttr<I64Attr>:$rank);
   let results = (outs Sched_TokenType:$done);
   let assemblyFormat = [{
     custom<EnumKeyword>($kernel) (`ins` `(` $ins^ `)`)? (`outs` `(` $outs^ `)`)? `on` $stream

@@ -155,7 +155,7 @@ struct LowerToSched
          {std::pair<StringRef, Tier>{"device", Tier::Device},
           {"host_pinned", Tier::HostPinned},
           {"host", Tier::Host}})
-      b.create<ArenaOp>(loc, name, tier, 0, DiskFormatAttr());
+      b.create<ArenaOp>(loc, name, tier, 0, DiskFormatAttr(), IntegerAttr());
     for (auto [name, kind] :
          {std::pair<StringRef, StreamKind>{"compute", StreamKind::Compute},
           {"h2d", StreamKind::HostToDevice},
@@ -255,7 +255,7 @@ struct LowerToSched
         loc, TokenType::get(&getContext()), KernelAttr::get(&getContext(), k),
         ins, outs, FlatSymbolRefAttr::get(&getContext(), stream), waits,
         attrs ? attrs : b.getDictionaryAttr({}), b.getF64FloatAttr(flops),
-        b.getI64IntegerAttr(bytes));
+        b.getI64IntegerAttr(bytes), UnitAttr(), UnitAttr(), IntegerAttr());
   }
 
   /// Lowers ops of a block; calls inline their callee.
@@ -618,7 +618,7 @@ struct LowerToSched
       // is applied at once, the update reads it where it arrived: no
       // accumulator in host memory (4 bytes per parameter), no zeroing,
       // no accumulation; the staging buffer lives only until the update.
-      bool oneRun = layerMajor || gradAccum == 1;
+      bool oneRun = (layerMajor || gradAccum == 1) && ranks == 1;
       if (oneRun && optimizerOverlap == OptimizerOverlap::Backward &&
           onDevice.getElementType().isF32()) {
         ParameterOp param = parameterOfDevice.lookup(w.device);

@@ -125,14 +125,16 @@ struct OffloadActivations
         KernelAttr::get(ctx, Kernel::CopyToHost), ValueRange{c.buffer},
         ValueRange{host}, FlatSymbolRefAttr::get(ctx, "d2h"),
         ValueRange{c.lastForward.getDone()}, b.getDictionaryAttr({}),
-        b.getF64FloatAttr(0), b.getI64IntegerAttr(bytes), UnitAttr());
+        b.getF64FloatAttr(0), b.getI64IntegerAttr(bytes), UnitAttr(),
+        UnitAttr(), IntegerAttr());
     b.setInsertionPoint(bringBackBefore);
     auto in = b.create<ExecOp>(
         c.buffer.getLoc(), TokenType::get(ctx),
         KernelAttr::get(ctx, Kernel::CopyToDevice), ValueRange{host},
         ValueRange{back}, FlatSymbolRefAttr::get(ctx, "h2d"),
         ValueRange{out.getDone()}, b.getDictionaryAttr({}),
-        b.getF64FloatAttr(0), b.getI64IntegerAttr(bytes), UnitAttr());
+        b.getF64FloatAttr(0), b.getI64IntegerAttr(bytes), UnitAttr(),
+        UnitAttr(), IntegerAttr());
     for (ExecOp user : c.backward)
       for (OpOperand &operand : user->getOpOperands())
         if (operand.get() == c.buffer)

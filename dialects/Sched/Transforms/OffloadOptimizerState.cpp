@@ -83,9 +83,10 @@ struct OffloadOptimizerState
     else
       b.setInsertionPointToStart(&body);
     b.create<ArenaOp>(program.getLoc(), kDiskArena, Tier::Disk, 0,
-                      DiskFormatAttr::get(&getContext(), format));
+                      DiskFormatAttr::get(&getContext(), format),
+                      IntegerAttr());
     b.create<ArenaOp>(program.getLoc(), kStageArena, Tier::Host, 0,
-                      DiskFormatAttr());
+                      DiskFormatAttr(), IntegerAttr());
     if (lastStream)
       b.setInsertionPointAfter(lastStream);
     b.create<StreamOp>(program.getLoc(), kDiskStream, StreamKind::DiskIo);
@@ -105,7 +106,8 @@ struct OffloadOptimizerState
                                 KernelAttr::get(ctx, k), ValueRange{in},
                                 ValueRange{out}, streamRef, waits,
                                 b.getDictionaryAttr({}), b.getF64FloatAttr(0.0),
-                                b.getI64IntegerAttr(int64_t(bytes)));
+                                b.getI64IntegerAttr(int64_t(bytes)), UnitAttr(),
+                                UnitAttr(), IntegerAttr());
       e.setFirstMicroBatch(update.getFirstMicroBatch());
       e.setLastMicroBatch(update.getLastMicroBatch());
       return e;

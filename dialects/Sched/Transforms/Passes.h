@@ -81,6 +81,8 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
       *this, "weight-link",
       llvm::cl::desc("With bf16 compute, what a weight's copy carries"),
       llvm::cl::init(WeightLink::Compute), weightLinkValues()};
+  Option<int64_t> ranks{*this, "ranks", llvm::cl::desc("Data-parallel ranks"),
+                        llvm::cl::init(1)};
   Option<bool> layerMajor{
       *this, "layer-major",
       llvm::cl::desc("Each layer over every micro-batch before the next"),

@@ -60,6 +60,10 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
            "cast to bf16 on the device into the weight's buffer: twice the "
            "link bytes, no copy on the host)",
            "::mt::sched::weightLinkValues()">,
+    Option<"ranks", "ranks", "int64_t", "1",
+           "Data-parallel ranks the step runs on: with more than one, every "
+           "gradient is accumulated on the host (each rank's arrives), "
+           "never read where it lands">,
     Option<"layerMajor", "layer-major", "bool", "false",
            "With grad-accum > 1: one micro_batch phase per step that runs "
            "each layer (each call of an outlined layer, and each stretch of "
@@ -183,6 +187,43 @@ def OffloadOptimizerStatePass : Pass<"mt-offload-optimizer-state", "mlir::Module
   ];
   let statistics = [
     Statistic<"numStaged", "staged", "AdamW ops whose moments are on disk">,
+  ];
+}
+
+def ShardStatePass : Pass<"mt-shard-state", "mlir::ModuleOp"> {
+  let summary = "Run the step on data-parallel ranks, each owning the host state of some weights";
+  let description = [{
+    Each trainable weight gets an owner among `ranks` ranks (the largest
+    first, each to the rank that owns the fewest bytes so far). Its
+    gradient accumulator, moments (and their scales) and, when the devices
+    read a compute copy, its fp32 master move to the owner's arena
+    `host_rank<r>`, which only that rank allocates: each rank holds about
+    1/ranks of the state. On a new `network` stream, each accumulation of
+    a micro-batch's gradient becomes a `reduce_to_owner` (the owner adds
+    every rank's gradient in rank order: rank r runs micro-batch
+    k x ranks + r, so that is the order one process adds them in); the ops
+    that touch the owner's state run on the owner alone (`rank`); and after
+    the update, a `broadcast` sends what the devices read of the weight
+    (its compute copy, else its master) to every rank, and every later
+    reader in the phase waits for it.
+
+    Before:
+    ```mlir
+    %a = sched.exec <accumulate> ins(%staging) outs(%g) on @optimizer after(%c)
+    %u = sched.exec <adamw> ins(%g) outs(%w, %m, %v) on @optimizer after(%a)
+    ```
+    After (`ranks=2`, the weight owned by rank 1):
+    ```mlir
+    %a = sched.exec <reduce_to_owner> ins(%staging) outs(%g) on @network after(%c) {attrs = {owner = 1}}
+    %u = sched.exec <adamw> ins(%g) outs(%w, %m, %v) on @optimizer after(%a) {rank = 1}
+    %b = sched.exec <broadcast> ins(%w) outs(%w) on @network after(%u) {attrs = {owner = 1}}
+    ```
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", "1", "Data-parallel ranks">,
+  ];
+  let statistics = [
+    Statistic<"numCollectives", "collectives", "collectives scheduled">,
   ];
 }
 

@@ -18,6 +18,7 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
   lower.optimizerStates = o.optimizerStates;
   lower.weightLink = o.weightLink;
   lower.layerMajor = o.layerMajor;
+  lower.ranks = o.ranks;
   pm.addPass(createLowerToSchedPass(lower));
   if (o.streamWeights) {
     StreamWeightsPassOptions stream;
@@ -34,6 +35,12 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
     OffloadOptimizerStatePassOptions state;
     state.format = o.diskFormat;
     pm.addPass(createOffloadOptimizerStatePass(state));
+  }
+  // After every pass that places state: it refuses what it cannot shard.
+  if (o.ranks > 1) {
+    ShardStatePassOptions shard;
+    shard.ranks = o.ranks;
+    pm.addPass(createShardStatePass(shard));
   }
   pm.addPass(createPlanMemoryPass());
   pm.addPass(createVerifySchedulePass());

@@ -146,7 +146,8 @@ struct StreamWeights
     return b.create<ExecOp>(like.getLoc(), like.getDone().getType(),
                             like.getKernelAttr(), ins, outs,
                             like.getStreamAttr(), waits, like.getAttrsAttr(),
-                            like.getFlopsAttr(), like.getBytesAttr());
+                            like.getFlopsAttr(), like.getBytesAttr(),
+                            UnitAttr(), UnitAttr(), like.getRankAttr());
   }
 
   void streamRegion(ProgramOp program, Region &r, Operation *before) {

@@ -27,6 +27,14 @@ torch_python = os.environ.get(
 if os.access(torch_python, os.X_OK):
     config.available_features.add("torch")
     config.substitutions.append(("%torch_python", torch_python))
+# mtrun built with MPI, and mpirun (Open MPI: scripts/bootstrap.sh installs
+# both) run the data-parallel tests: as root too (CI is), on more ranks than
+# cores where the machine has few.
+mpirun = shutil.which("mpirun")
+if config.mt_have_mpi and mpirun:
+    config.available_features.add("mpi")
+    config.substitutions.append(
+        ("%mpirun", mpirun + " --oversubscribe --allow-run-as-root"))
 # clang-format (scripts/bootstrap.sh installs it) checks that .td prose is
 # left alone.
 if shutil.which("clang-format"):

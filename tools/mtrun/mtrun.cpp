@@ -10,6 +10,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/executor.h"
+#include "runtime/host_ops.h"
 #include "runtime/init.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
@@ -213,8 +214,9 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
   for (const auto &p : plan.parameters()) {
     // A frozen parameter without data was folded into a constant.
     if ((p.data().file().empty() && !p.trainable()) ||
-        (p.trainable() && !trainable))
-      continue;
+        (p.trainable() && !trainable) ||
+        !onRank(plan, p.master(), backend.rank()))
+      continue; // folded, from the checkpoint, or another rank's
     std::string file, why;
     DataFound found = p.data().file().empty()
                           ? DataFound::Missing
@@ -280,6 +282,11 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
     if (Status st = refreshComputeCopy(plan, p, backend); !st)
       return Status::error("parameter '" + p.name() + "': " + st.message());
   }
+  // Each rank loaded the masters it holds; the owners send what the
+  // devices read of the others.
+  if (trainable)
+    if (Status st = broadcastWeights(plan, backend); !st)
+      return st;
   if (initialised)
     std::fprintf(stderr,
                  "mtrun: initialised %d weights from scratch (normal, std %g, "
@@ -299,12 +306,16 @@ struct StepResult {
 
 /// Runs optimizer steps: the plan's phases in order, the micro-batch phase
 /// once per micro-batch with fresh inputs, and clipping from the global
-/// gradient norm before the optimizer phase.
+/// gradient norm before the optimizer phase. With several ranks, each runs
+/// its share of the micro-batches (micro-batch k of rank r is the step's
+/// k x ranks + r) and every rank takes the same decisions from the same
+/// numbers: the step's loss and gradient norm are combined in one order.
 class Trainer {
 public:
   Trainer(const Options &o, const mt::plan::Plan &plan, Backend &backend,
           TokenData &data, RunState &state)
       : o(o), plan(plan), backend(backend), data(data), state(state),
+        comm(backend.communicator()), ranks(planRanks(plan)),
         transientGradients(
             std::any_of(plan.parameters().begin(), plan.parameters().end(),
                         [](const auto &p) { return p.grad_transient(); })) {}
@@ -330,7 +341,9 @@ public:
     GradientStats gradients;
     if (transientGradients)
       config.gradients = &gradients;
-    double scale = 1.0 / double(micro);
+    // The mean over every rank's micro-batches.
+    double scale = 1.0 / double(micro * int64_t(ranks));
+    losses.clear();
     for (int ph = 0; ph < plan.phases_size(); ++ph) {
       const auto &phase = plan.phases(ph);
       if (phase.kind() == mt::plan::FINISH)
@@ -350,18 +363,23 @@ public:
           if (Status st = microBatch(t, m, ph, phase, run, r.loss); !st)
             return st;
         }
-        r.loss /= double(micro);
+        if (Status st = stepLoss(r.loss); !st)
+          return st;
+        r.loss /= double(micro * int64_t(ranks));
         // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
-        r.gradNorm = (config.gradients ? std::sqrt(gradients.sumOfSquares)
-                                       : gradientNorm()) *
-                     scale;
+        std::string notFinite = gradients.firstNotFinite;
+        double norm = std::sqrt(gradients.sumOfSquares);
+        if (!config.gradients)
+          if (Status st = gradientNorm(norm, notFinite); !st)
+            return st;
+        r.gradNorm = norm * scale;
         double coef = o.gradClip > 0 && r.gradNorm > o.gradClip
                           ? o.gradClip / (r.gradNorm + 1e-6)
                           : 1.0;
         config.gradScale = float(coef * scale);
         config.gradients = nullptr; // the later phases' ops see none
         if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
-          if (Status st = skip(t, r, gradients.firstNotFinite); !st)
+          if (Status st = skip(t, r, notFinite); !st)
             return st;
           // The accumulators are reset before the next step's gradients.
           state.pending = false;
@@ -401,8 +419,14 @@ private:
     bool layerMajor = plan.shapes().layer_major();
     int64_t sets = layerMajor ? plan.shapes().grad_accum() : 1;
     for (int64_t k = 0; k < sets; ++k) {
+      // This rank's micro-batch of every `ranks` in the data's order.
       TokenBatch batch;
-      data.next(batch);
+      for (uint32_t r = 0; r < ranks; ++r) {
+        TokenBatch read;
+        data.next(read);
+        if (r == backend.rank())
+          batch = std::move(read);
+      }
       for (const auto &in : plan.inputs()) {
         if (int64_t(in.micro_batch()) != k)
           continue;
@@ -419,16 +443,37 @@ private:
                      phaseIndex, int(m), monitor);
         !st)
       return st;
-    std::vector<uint32_t> losses(plan.losses().begin(), plan.losses().end());
+    std::vector<uint32_t> lossBuffers(plan.losses().begin(),
+                                      plan.losses().end());
     if (!layerMajor)
-      losses = {plan.loss()};
-    // In micro-batch order: the sum is the one micro-batch-major runs make.
-    for (uint32_t b : losses) {
+      lossBuffers = {plan.loss()};
+    for (uint32_t b : lossBuffers) {
       float l;
       if (Status st = backend.read(b, &l, sizeof l); !st)
         return st;
-      loss += l; // a non-finite loss is dealt with after the micro-batches
+      losses.push_back(l);
     }
+    return Status::ok();
+  }
+
+  /// The sum of the step's micro-batch losses in the data's order (every
+  /// rank's), as one process adds them; a non-finite loss is dealt with by
+  /// the caller.
+  Status stepLoss(double &loss) {
+    std::vector<float> all = losses;
+    if (ranks > 1) {
+      all.resize(losses.size() * ranks);
+      if (Status st = comm->allGather(
+              losses.data(), losses.size() * sizeof(float), all.data());
+          !st)
+        return st;
+    }
+    // all[r * K + k] is micro-batch k x ranks + r of the step.
+    size_t perRank = losses.size();
+    loss = 0;
+    for (size_t k = 0; k < perRank; ++k)
+      for (uint32_t r = 0; r < ranks; ++r)
+        loss += all[r * perRank + k];
     return Status::ok();
   }
 
@@ -450,16 +495,6 @@ private:
     std::string where = "the loss is " + std::to_string(r.loss);
     if (!notFinite.empty())
       where += ", and the gradient of '" + notFinite + "' is not finite";
-    for (const auto &p : plan.parameters()) {
-      if (!p.trainable() || !notFinite.empty() || p.grad_transient())
-        continue;
-      const float *g = backend.hostF32(p.grad());
-      int64_t n = bufferElements(plan, p.grad());
-      if (!std::all_of(g, g + n, [](float x) { return std::isfinite(x); })) {
-        where += ", and the gradient of '" + p.name() + "' is not finite";
-        break;
-      }
-    }
     if (plan.optimizer_overlap() == mt::plan::BACKWARD)
       return Status::error("step " + std::to_string(t) + ": " + where +
                            "; this plan updated the weights during the "
@@ -470,25 +505,48 @@ private:
                            " step(s) skipped, more than --max-skips " +
                            std::to_string(o.maxSkips));
     stoppedNonFinite = false;
-    std::fprintf(stderr,
-                 "mtrun: step %lld skipped: %s (%lld of --max-skips "
-                 "%lld)\n",
-                 (long long)t, where.c_str(), (long long)state.skipped,
-                 (long long)o.maxSkips);
+    if (backend.rank() == 0)
+      std::fprintf(stderr,
+                   "mtrun: step %lld skipped: %s (%lld of --max-skips "
+                   "%lld)\n",
+                   (long long)t, where.c_str(), (long long)state.skipped,
+                   (long long)o.maxSkips);
     return Status::ok();
   }
 
-  /// L2 norm of the accumulated (summed) gradients of every trainable weight.
-  double gradientNorm() {
-    double sq = 0;
+  /// L2 norm of the accumulated (summed) gradients of every trainable
+  /// weight: each weight's sum of squares (on its owner), added in the
+  /// plan's order; the first weight whose gradient is not finite (whose
+  /// sum is not) in `notFinite`.
+  Status gradientNorm(double &norm, std::string &notFinite) {
+    std::vector<double> squares;
+    for (const auto &p : plan.parameters())
+      if (p.trainable())
+        squares.push_back(onRank(plan, p.grad(), backend.rank())
+                              ? sumOfSquares(backend.hostF32(p.grad()),
+                                             bufferElements(plan, p.grad()))
+                              : 0.0);
+    std::vector<double> all = squares;
+    if (ranks > 1) {
+      all.resize(squares.size() * ranks);
+      if (Status st = comm->allGather(
+              squares.data(), squares.size() * sizeof(double), all.data());
+          !st)
+        return st;
+    }
+    double sum = 0;
+    size_t i = 0;
     for (const auto &p : plan.parameters()) {
       if (!p.trainable())
         continue;
-      const float *g = backend.hostF32(p.grad());
-      for (int64_t i = 0; i < bufferElements(plan, p.grad()); ++i)
-        sq += double(g[i]) * g[i];
+      int64_t owner = std::max<int64_t>(ownerOf(plan, p), 0);
+      double s = all[size_t(owner) * squares.size() + i++];
+      if (!std::isfinite(s) && notFinite.empty())
+        notFinite = p.name();
+      sum += s;
     }
-    return std::sqrt(sq);
+    norm = std::sqrt(sum);
+    return Status::ok();
   }
 
   const Options &o;
@@ -496,6 +554,10 @@ private:
   Backend &backend;
   TokenData &data;
   RunState &state;
+  Communicator *comm;
+  const uint32_t ranks;
+  /// This rank's micro-batch losses of the step, in order.
+  std::vector<float> losses;
   /// Whether the updates measure the gradient norm (a plan whose gradients
   /// are gone by the end of the micro-batch phase).
   const bool transientGradients;
@@ -555,11 +617,65 @@ Status useCuda(const std::string &device, bool &cuda) {
 /// host's on this machine, and the GPU's with `cuda` (else the CPU
 /// backend's kernels stand for the device: host and device are then the
 /// same memory).
-Status calibrate(const std::string &path, int threads, bool cuda) {
+/// Between ranks 0 and 1 (the others wait): the latency of a small message
+/// (half a round trip, the mean of 1000) and the bandwidth of a 64 MiB one
+/// (half a round trip, the best of 5), in seconds and bytes/s on rank 0.
+Status measureNetwork(Communicator &comm, double &latency, double &bandwidth) {
+  using Clock = std::chrono::steady_clock;
+  int me = comm.rank();
+  if (me > 1)
+    return comm.barrier();
+  int peer = 1 - me;
+  auto pingPong = [&](std::vector<char> &buffer, int rounds, double &best,
+                      bool mean) -> Status {
+    best = mean ? 0 : 1e30;
+    double total = 0;
+    for (int i = 0; i < rounds; ++i) {
+      auto t = Clock::now();
+      if (me == 0) {
+        if (Status st = comm.send(peer, buffer.data(), buffer.size()); !st)
+          return st;
+        if (Status st = comm.receive(peer, buffer.data(), buffer.size()); !st)
+          return st;
+      } else {
+        if (Status st = comm.receive(peer, buffer.data(), buffer.size()); !st)
+          return st;
+        if (Status st = comm.send(peer, buffer.data(), buffer.size()); !st)
+          return st;
+      }
+      double half = std::chrono::duration<double>(Clock::now() - t).count() / 2;
+      total += half;
+      best = std::min(best, half);
+    }
+    if (mean)
+      best = total / rounds;
+    return Status::ok();
+  };
+  std::vector<char> small(8), large(size_t(64) << 20, 1);
+  double oneWay = 0;
+  if (Status st = pingPong(small, 1000, latency, true); !st)
+    return st;
+  if (Status st = pingPong(large, 5, oneWay, false); !st)
+    return st;
+  bandwidth = double(large.size()) / std::max(oneWay - latency, 1e-9);
+  return comm.barrier();
+}
+
+Status calibrate(const std::string &path, int threads, bool cuda,
+                 Communicator *comm) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::time_point a) {
     return std::chrono::duration<double>(Clock::now() - a).count();
   };
+  // Under mpirun: the network between ranks first, with every rank; then
+  // rank 0 measures its machine and writes the file.
+  double latency = 0, bandwidth = 0;
+  if (comm) {
+    if (Status st = measureNetwork(*comm, latency, bandwidth); !st)
+      return st;
+    if (comm->rank() != 0)
+      return Status::ok();
+  }
   // Host copy bandwidth: 256 MiB memcpy, best of 3 (bytes moved per second).
   size_t bytes = size_t(256) << 20;
   std::vector<char> a(bytes, 1), b(bytes, 0);
@@ -646,7 +762,16 @@ Status calibrate(const std::string &path, int threads, bool cuda) {
       << "  \"host_bytes_per_s\": " << copy << ",\n"
       << "  \"optimizer_params_per_s\": " << optimizer << ",\n"
       << "  \"disk_read_bytes_per_s\": " << diskRead << ",\n"
-      << "  \"disk_write_bytes_per_s\": " << diskWrite << "\n}\n";
+      << "  \"disk_write_bytes_per_s\": " << diskWrite;
+  if (comm)
+    out << ",\n  \"network_bytes_per_s\": " << bandwidth << ",\n"
+        << "  \"network_latency_s\": " << latency;
+  out << "\n}\n";
+  if (comm)
+    std::fprintf(stderr,
+                 "calibrated the network between ranks 0 and 1 of %d: %.2f "
+                 "GB/s, %.1f us latency\n",
+                 comm->size(), bandwidth / 1e9, latency * 1e6);
   std::fprintf(stderr,
                "calibrated: copy %.2f GB/s, matmul %.2f GFLOP/s, AdamW %.3g "
                "params/s, disk write %.2f / read %.2f GB/s -> %s\n",
@@ -660,10 +785,11 @@ constexpr int kExitNonFinite = 3; // a non-finite step past --max-skips
 
 /// Before allocating: the plan's host memory (with the CPU backend, device
 /// arenas are host memory too) against what the machine has available.
-Status checkHostMemory(const mt::plan::Plan &plan, bool cuda) {
+Status checkHostMemory(const mt::plan::Plan &plan, bool cuda, uint32_t rank) {
   uint64_t need = 0;
   for (const auto &a : plan.arenas())
-    if (a.tier() != mt::plan::DISK && !(cuda && a.tier() == mt::plan::DEVICE))
+    if (a.tier() != mt::plan::DISK && !(cuda && a.tier() == mt::plan::DEVICE) &&
+        (!a.has_rank() || a.rank() == rank))
       need += a.size_bytes();
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -698,9 +824,34 @@ std::string jsonNumber(double v) {
   return text;
 }
 
-int fail(const std::string &msg) {
+/// The ranks of a data-parallel run (null: one process): an error on one
+/// rank ends them all, so that none waits for it forever.
+Communicator *gRanks = nullptr;
+
+int fail(const std::string &msg, int code = 1) {
+  if (gRanks) {
+    std::fprintf(stderr, "mtrun: error: rank %d of %d: %s\n", gRanks->rank(),
+                 gRanks->size(), msg.c_str());
+    std::fflush(stderr);
+    gRanks->abort(code);
+  }
   std::fprintf(stderr, "mtrun: error: %s\n", msg.c_str());
-  return 1;
+  return code;
+}
+
+/// The signal every rank stops for after this step (the first any rank
+/// was sent; 0: none), so that all stop after the same step.
+int agreedStop(const StopWatch &stopWatch, Communicator *comm) {
+  int32_t mine = stopWatch.stopSignal();
+  if (!comm)
+    return mine;
+  std::vector<int32_t> all(size_t(comm->size()));
+  if (Status st = comm->allGather(&mine, sizeof mine, all.data()); !st)
+    return fail(st.message());
+  for (int32_t sig : all)
+    if (sig)
+      return sig;
+  return 0;
 }
 
 } // namespace
@@ -819,11 +970,20 @@ int main(int argc, char **argv) {
     return fail(st.message());
   if (Status st = readTestHold(monitor); !st)
     return fail(st.message());
+  // Under mpirun: one rank of a data-parallel run. Started after the
+  // signals are blocked, so that MPI's threads do not take them either.
+  std::string mpiWhy;
+  std::unique_ptr<Communicator> ranks = makeMpiCommunicator(argc, argv, mpiWhy);
+  if (!mpiWhy.empty())
+    return fail(mpiWhy);
+  Communicator *comm = ranks && ranks->size() > 1 ? ranks.get() : nullptr;
+  gRanks = comm;
+  bool leader = !comm || comm->rank() == 0;
   bool cuda = false;
   if (Status st = useCuda(o.device, cuda); !st)
     return fail(st.message());
   if (!o.calibrate.empty()) {
-    if (Status st = calibrate(o.calibrate, o.threads, cuda); !st)
+    if (Status st = calibrate(o.calibrate, o.threads, cuda, comm); !st)
       return fail(st.message());
     return 0;
   }
@@ -834,6 +994,19 @@ int main(int argc, char **argv) {
   mt::plan::Plan plan;
   if (Status st = readPlan(o.plan, plan); !st)
     return fail(st.message());
+  if (planRanks(plan) > 1 &&
+      (!comm || uint32_t(comm->size()) != planRanks(plan)))
+    return fail(o.plan + " is a plan for " + std::to_string(planRanks(plan)) +
+                " data-parallel ranks" +
+                (comm ? ", and mpirun started " + std::to_string(comm->size())
+                      : std::string()) +
+                ": run it as mpirun -np " + std::to_string(planRanks(plan)) +
+                " mtrun " + o.plan + " ...");
+  if (comm && planRanks(plan) == 1)
+    return fail(o.plan + " is a plan for one process, and mpirun started " +
+                std::to_string(comm->size()) +
+                ": compile it with mtc --ranks " +
+                std::to_string(comm->size()));
   if (std::string lossy = lossyMoments(plan); !lossy.empty())
     std::fprintf(stderr,
                  "mtrun: note: LOSSY: this plan stores the AdamW moments in "
@@ -857,10 +1030,11 @@ int main(int argc, char **argv) {
       !st)
     return fail(st.message());
 
-  if (Status st = checkHostMemory(plan, cuda); !st)
+  if (Status st = checkHostMemory(plan, cuda, comm ? comm->rank() : 0); !st)
     return fail(st.message());
-  if (!o.save.empty()) {
-    // Found out now, not after the training it would have kept.
+  if (!o.save.empty() && leader) {
+    // Found out now, not after the training it would have kept (rank 0
+    // writes the checkpoints).
     std::error_code ec;
     std::filesystem::create_directories(o.save, ec);
     std::string probe = o.save + "/.mtrun-write-test";
@@ -878,10 +1052,12 @@ int main(int argc, char **argv) {
 #endif
   if (!backend)
     backend = makeCpuBackend(o.threads, diskDir);
+  backend->joinRanks(comm);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());
-  for (const std::string &note : backend->notes())
-    std::fprintf(stderr, "mtrun: note: %s\n", note.c_str());
+  if (leader)
+    for (const std::string &note : backend->notes())
+      std::fprintf(stderr, "mtrun: note: %s\n", note.c_str());
   RunState state;
   if (Status st = loadParameters(plan, *backend, o, o.resume.empty()); !st)
     return fail(st.message());
@@ -892,11 +1068,12 @@ int main(int argc, char **argv) {
     if (Status st = loadCheckpoint(dir, plan, *backend, state); !st)
       return fail(st.message());
     data.seek(state.dataPosition);
-    std::fprintf(stderr, "mtrun: resumed from %s at step %lld\n", dir.c_str(),
-                 (long long)state.step);
+    if (leader)
+      std::fprintf(stderr, "mtrun: resumed from %s at step %lld\n", dir.c_str(),
+                   (long long)state.step);
   }
   std::FILE *metrics = nullptr;
-  if (!o.metrics.empty() &&
+  if (!o.metrics.empty() && leader &&
       !(metrics = std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a")))
     return fail(o.metrics + ": cannot open the metrics file");
   // A write past a file size limit fails with EFBIG instead of killing us.
@@ -907,23 +1084,23 @@ int main(int argc, char **argv) {
   trainer.monitor = &monitor;
   stopWatch.trainingBegins(plan.predicted_step_seconds());
   auto start = std::chrono::steady_clock::now();
-  int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum();
+  int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum() *
+                          int64_t(planRanks(plan));
   int64_t first = state.step + 1;
   auto save = [&] {
     Status st = saveCheckpoint(o.save, plan, *backend, state, o.keep);
-    if (st)
+    if (st && leader)
       std::fprintf(stderr, "mtrun: saved step %lld to %s\n",
                    (long long)state.step, o.save.c_str());
     return st;
   };
-  for (int64_t t = first; t <= o.steps && !stopWatch.stopSignal(); ++t) {
+  int stopped = agreedStop(stopWatch, comm); // the signal all ranks stop for
+  for (int64_t t = first; t <= o.steps && !stopped; ++t) {
     auto stepStart = std::chrono::steady_clock::now();
     StepResult r;
     stopWatch.stepBegins(t);
-    if (Status st = trainer.step(t, r); !st) {
-      std::fprintf(stderr, "mtrun: error: %s\n", st.message().c_str());
-      return trainer.stoppedNonFinite ? kExitNonFinite : 1;
-    }
+    if (Status st = trainer.step(t, r); !st)
+      return fail(st.message(), trainer.stoppedNonFinite ? kExitNonFinite : 1);
     using Seconds = std::chrono::duration<double>;
     auto now = std::chrono::steady_clock::now();
     double secs = Seconds(now - stepStart).count();
@@ -931,13 +1108,15 @@ int main(int argc, char **argv) {
     state.step = t;
     state.dataPosition = data.position();
     double elapsed = Seconds(now - start).count();
-    std::fprintf(stderr,
-                 "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
-                 "elapsed %.1fs  eta %.1fs%s\n",
-                 (long long)t, (long long)o.steps, r.loss, r.lr,
-                 tokensPerStep / secs, elapsed,
-                 elapsed / double(t - first + 1) * double(o.steps - t),
-                 r.skipped ? "  (skipped)" : "");
+    stopped = agreedStop(stopWatch, comm);
+    if (leader)
+      std::fprintf(stderr,
+                   "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
+                   "elapsed %.1fs  eta %.1fs%s\n",
+                   (long long)t, (long long)o.steps, r.loss, r.lr,
+                   tokensPerStep / secs, elapsed,
+                   elapsed / double(t - first + 1) * double(o.steps - t),
+                   r.skipped ? "  (skipped)" : "");
     if (metrics) {
       std::fprintf(metrics,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
@@ -950,22 +1129,23 @@ int main(int argc, char **argv) {
       std::fflush(metrics);
     }
     if (!o.save.empty() && o.saveEvery > 0 && t % o.saveEvery == 0 &&
-        t < o.steps && !stopWatch.stopSignal())
+        t < o.steps && !stopped)
       if (Status st = save(); !st)
         return fail(st.message());
   }
   if (metrics)
     std::fclose(metrics);
-  if (int sig = stopWatch.stopSignal()) {
+  if (int sig = stopped) {
     // Stopped between steps: the checkpoint keeps any pending update as
     // it is, so that a resumed run continues exactly.
     if (!o.save.empty()) {
       if (Status st = save(); !st)
         return fail(st.message());
     }
-    std::fprintf(stderr, "mtrun: stopped by signal %d after step %lld%s\n", sig,
-                 (long long)state.step,
-                 o.save.empty() ? " (no --save: nothing saved)" : "");
+    if (leader)
+      std::fprintf(stderr, "mtrun: stopped by signal %d after step %lld%s\n",
+                   sig, (long long)state.step,
+                   o.save.empty() ? " (no --save: nothing saved)" : "");
     return 128 + sig;
   }
   if (Status st = trainer.finish(); !st)
@@ -982,7 +1162,7 @@ int main(int argc, char **argv) {
                  double(raw) / double(1ull << 30),
                  100.0 * double(stored) / double(raw));
   }
-  if (!o.trace.empty())
+  if (!o.trace.empty() && leader)
     if (Status st = writeTrace(plan, trainer.trace, o.trace); !st)
       return fail(st.message());
   if (!o.save.empty())

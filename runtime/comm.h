@@ -20,6 +20,8 @@ public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// This rank's index among the ranks of its host (which GPU it takes).
+  virtual int localRank() const = 0;
 
   /// Every rank's `bytes` at `data` to `owner`, which calls `add` with each
   /// rank's bytes in rank order (its own included), a part at a time:

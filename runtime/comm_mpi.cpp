@@ -26,6 +26,11 @@ public:
     // A failed call returns its code (and the message says which call)
     // instead of ending the process without a word.
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm host;
+    MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                        &host);
+    MPI_Comm_rank(host, &localRank_);
+    MPI_Comm_free(&host);
   }
   ~MpiCommunicator() override {
     MPI_Comm_free(&comm_);
@@ -34,6 +39,7 @@ public:
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int localRank() const override { return localRank_; }
 
   Status reduceToOwner(
       int owner, const void *data, size_t bytes,
@@ -134,7 +140,7 @@ private:
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, localRank_ = 0;
 };
 
 } // namespace

@@ -7,6 +7,7 @@
 
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
+#include "runtime/trace.h"
 
 #include <string>
 #include <vector>
@@ -19,14 +20,6 @@ std::vector<std::string> builtinTargets();
 /// A built-in target by name, or a JSON target file (fields as in
 /// plan.proto's Target: gpu_memory_bytes, hbm_bytes_per_s, ...).
 Status loadTarget(const std::string &nameOrFile, plan::Target &out);
-
-/// One op's predicted interval, in seconds from the start of the step.
-struct OpTime {
-  int phase;  ///< index in plan.phases
-  int op;     ///< index in the phase
-  int repeat; ///< micro-batch number, 0 elsewhere
-  double start, end;
-};
 
 struct Prediction {
   double stepSeconds = 0;

@@ -97,6 +97,8 @@ public:
   /// A skipped op's tokens, on the GPU: its stream waits for the tokens it
   /// waits on, and records its own after.
   Status skip(const plan::Op &op) override {
+    if (Status st = bindDevice(); !st)
+      return st;
     cudaStream_t stream = streams_[op.stream()];
     for (uint32_t t : op.waits())
       if (recorded_[t])
@@ -113,6 +115,8 @@ public:
   Status drain(uint32_t stream) override {
     if (!pending_[stream])
       return Status::ok();
+    if (Status st = bindDevice(); !st)
+      return st;
     pending_[stream] = 0;
     return MT_CUDA(cudaStreamSynchronize(streams_[stream]));
   }
@@ -161,7 +165,22 @@ private:
     return kc::Dims(buf(b).shape().begin(), buf(b).shape().end());
   }
   /// Host access to buffer b of any tier: `data` into it (toBuffer) or out.
+  /// The calling thread's current device is this rank's (a new thread's
+  /// is device 0, and every stream has a thread).
+  Status bindDevice() {
+    thread_local int bound = -1;
+    if (bound == gpu_)
+      return Status::ok();
+    if (Status st = MT_CUDA(cudaSetDevice(gpu_)); !st)
+      return st;
+    bound = gpu_;
+    return Status::ok();
+  }
+  int gpu_ = 0; ///< the CUDA device of this rank
+
   Status transfer(uint32_t b, void *data, size_t bytes, bool toBuffer) {
+    if (Status st = bindDevice(); !st)
+      return st;
     if (bytes != bytesOf(b))
       return Status::error("buffer '" + buf(b).name() + "' holds " +
                            std::to_string(bytesOf(b)) + " bytes, not " +
@@ -302,7 +321,13 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
       toPin += hostBytes(i);
   if (Status st = checkMemlock(toPin); !st)
     return st;
-  if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
+  // One GPU per rank of the host: ranks 0, 1, ... of this host take
+  // devices 0, 1, ... (round-robin when there are more ranks).
+  int devices = 0;
+  if (Status st = MT_CUDA(cudaGetDeviceCount(&devices)); !st)
+    return st;
+  gpu_ = comm_ ? comm_->localRank() % std::max(devices, 1) : 0;
+  if (Status st = bindDevice(); !st)
     return st;
   if (Status st = gemms_.init(); !st)
     return st;
@@ -621,6 +646,8 @@ Status CudaBackend::prepareGemms(const plan::Op &op) {
 }
 
 Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
+  if (Status st = bindDevice(); !st)
+    return st;
   cudaStream_t stream = streams_[op.stream()];
   bool copy = op.kernel() == Kernel::COPY_TO_DEVICE ||
               op.kernel() == Kernel::COPY_TO_HOST;

@@ -193,7 +193,7 @@ bool runsIn(const plan::Op &op, const StepConfig &step) {
 
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
-                std::vector<OpRecord> *trace, int phaseIndex, int repeat,
+                std::vector<OpTime> *trace, int phaseIndex, int repeat,
                 PhaseMonitor *monitor) {
   std::mutex traceMutex;
   auto now = [] {

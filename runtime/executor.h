@@ -10,6 +10,7 @@
 #include "runtime/op_desc.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
+#include "runtime/trace.h"
 
 #include <condition_variable>
 #include <functional>
@@ -118,12 +119,6 @@ protected:
 std::unique_ptr<Backend> makeCpuBackend(int threads,
                                         const std::string &diskDir = "");
 
-/// When and where one op ran, in seconds on a steady clock.
-struct OpRecord {
-  int phase, op, repeat;
-  double start, end;
-};
-
 /// What the streams of the running phase are doing, so that a run that
 /// must stop while a phase does not end can say which op and stream it was
 /// stuck on. runPhase reports to it from the streams' threads; `describe`
@@ -150,7 +145,7 @@ public:
 
 private:
   friend Status runPhase(const plan::Plan &, const plan::Phase &, Backend &,
-                         const StepConfig &, std::vector<OpRecord> *, int, int,
+                         const StepConfig &, std::vector<OpTime> *, int, int,
                          PhaseMonitor *);
   enum class State { Idle, Waiting, Running, Held, Done };
   struct StreamState {
@@ -190,7 +185,7 @@ private:
 /// `monitor`, every stream's state is reported to it.
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
-                std::vector<OpRecord> *trace = nullptr, int phaseIndex = 0,
+                std::vector<OpTime> *trace = nullptr, int phaseIndex = 0,
                 int repeat = 0, PhaseMonitor *monitor = nullptr);
 
 } // namespace mt::runtime

@@ -71,35 +71,6 @@ void printTimeline(const plan::Plan &p, const runtime::Prediction &r) {
   }
 }
 
-/// Chrome trace format: one complete event ("X") per op, microseconds, one
-/// thread per stream; opens in Perfetto and chrome://tracing.
-nlohmann::json traceOf(const plan::Plan &p, const runtime::Prediction &r) {
-  nlohmann::json events = nlohmann::json::array();
-  for (int s = 0; s < p.streams_size(); ++s)
-    events.push_back({{"ph", "M"},
-                      {"pid", 0},
-                      {"tid", s},
-                      {"name", "thread_name"},
-                      {"args", {{"name", p.streams(s).name()}}}});
-  for (const auto &t : r.timeline) {
-    const auto &ph = p.phases(t.phase);
-    const auto &op = ph.ops(t.op);
-    events.push_back({{"ph", "X"},
-                      {"pid", 0},
-                      {"tid", op.stream()},
-                      {"name", plan::Kernel_Name(op.kernel())},
-                      {"ts", t.start * 1e6},
-                      {"dur", (t.end - t.start) * 1e6},
-                      {"args",
-                       {{"phase", plan::PhaseKind_Name(ph.kind())},
-                        {"op", t.op},
-                        {"micro_batch", t.repeat},
-                        {"flops", op.flops()},
-                        {"bytes", op.bytes()}}}});
-  }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-}
-
 /// The step as lanes (one per stream), and each tier's peak against its
 /// budget as a bar.
 std::string svgOf(const plan::Plan &p, const runtime::Prediction &r) {
@@ -205,7 +176,7 @@ int main(int argc, char **argv) {
     return true;
   };
   if (!tracePath.empty() &&
-      !writeFile(tracePath, traceOf(p, prediction).dump()))
+      !writeFile(tracePath, runtime::chromeTrace(p, prediction.timeline)))
     return 1;
   if (!svgPath.empty() && !writeFile(svgPath, svgOf(p, prediction)))
     return 1;

@@ -6,15 +6,13 @@
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/primitive_ops.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/executor.h"
-#include "runtime/host_ops.h"
-#include "runtime/init.h"
 #include "runtime/plan_io.h"
-#include "runtime/safetensors.h"
 #include "runtime/token_data.h"
+#include "runtime/training.h"
+#include "runtime/weights.h"
 #include "tools/mtrun/stop_watch.h"
 
 #include <CLI/CLI.hpp>
@@ -142,458 +140,6 @@ Status readTestHold(PhaseMonitor &monitor) {
                  op, step, forever ? "forever" : "for a stop signal");
   });
   return Status::ok();
-}
-
-/// The learning rate of step t (from 1): linear warmup, then constant or
-/// cosine decay to min-lr at the last step.
-double learningRate(const Options &o, int64_t t) {
-  if (o.warmup > 0 && t <= o.warmup)
-    return o.lr * double(t) / double(o.warmup);
-  if (o.schedule == "constant" || o.steps <= o.warmup)
-    return o.lr;
-  double progress = double(t - o.warmup) / double(o.steps - o.warmup);
-  return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * progress));
-}
-
-/// IEEE half to float, exactly (every half is a float).
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f,
-           mant = h & 0x3ff, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13); // inf, nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign; // zero
-  } else {
-    // Subnormal: normalise the mantissa.
-    int e = -1;
-    do {
-      mant <<= 1;
-      ++e;
-    } while (!(mant & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-/// A parameter's stored bytes (F32, BF16 or F16) as fp32 values.
-std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
-  if (d != mt::plan::BF16 && d != mt::plan::F16) {
-    std::vector<float> out(bytes.size() / 4);
-    std::memcpy(out.data(), bytes.data(), out.size() * 4);
-    return out;
-  }
-  std::vector<float> out(bytes.size() / 2);
-  for (size_t i = 0; i < out.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, bytes.data() + 2 * i, 2);
-    out[i] =
-        d == mt::plan::F16 ? halfToFloat(h) : mt::kernels::cpu::fromBf16(h);
-  }
-  return out;
-}
-
-/// Loads the constants, frozen weights and (unless they come from a
-/// checkpoint) the trainable weights.
-/// The [rows, cols] matrix whose transpose `data` holds ([cols, rows]).
-std::vector<float> transposed(const std::vector<float> &data, int64_t rows,
-                              int64_t cols) {
-  std::vector<float> out(data.size());
-  for (int64_t c = 0; c < cols; ++c)
-    for (int64_t r = 0; r < rows; ++r)
-      out[size_t(r * cols + c)] = data[size_t(c * rows + r)];
-  return out;
-}
-
-Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
-                      const Options &o, bool trainable) {
-  int initialised = 0;
-  for (const auto &p : plan.parameters()) {
-    // A frozen parameter without data was folded into a constant.
-    if ((p.data().file().empty() && !p.trainable()) ||
-        (p.trainable() && !trainable) ||
-        !onRank(plan, p.master(), backend.rank()))
-      continue; // folded, from the checkpoint, or another rank's
-    std::string file, why;
-    DataFound found = p.data().file().empty()
-                          ? DataFound::Missing
-                          : locateData(plan, p, o.plan, o.modelDirs, file, why);
-    if (found == DataFound::Refused)
-      return Status::error("parameter '" + p.name() + "': its data file " +
-                           why +
-                           "; a plan's data files stay inside their "
-                           "folders");
-    if (o.init == "normal" && p.trainable() && found == DataFound::Missing) {
-      // From scratch: the compiler chose the kind from the weight's use.
-      int64_t n = bufferElements(plan, p.master());
-      std::vector<float> values(size_t(n),
-                                p.init() == mt::plan::INIT_ONES ? 1.0f : 0.0f);
-      if (p.init() == mt::plan::INIT_NORMAL)
-        initNormal(values.data(), n, o.seed, p.name(), o.initStd, o.threads);
-      if (Status st = backend.write(p.master(), values.data(),
-                                    values.size() * sizeof(float));
-          !st)
-        return Status::error("parameter '" + p.name() + "': " + st.message());
-      ++initialised;
-    } else {
-      if (p.data().file().empty())
-        return Status::error("trainable parameter '" + p.name() +
-                             "' has no data in the plan (mtrun --init normal "
-                             "starts it from scratch)");
-      std::string instead = p.trainable()
-                                ? "; or mtrun --init normal starts the model "
-                                  "from scratch"
-                                : "";
-      if (found == DataFound::Missing)
-        return Status::error("the weights of '" + p.name() + "': " + why +
-                             "; mtrun --model-dir DIR names where the model "
-                             "is now" +
-                             instead);
-      std::ifstream in(file, std::ios::binary | std::ios::ate);
-      if (!in)
-        return Status::error(file + ": cannot open the weights of '" +
-                             p.name() + "'" + instead);
-      // The file's size is checked before the bytes are allocated.
-      uint64_t size = uint64_t(std::max<std::streamoff>(in.tellg(), 0));
-      if (p.data().offset() > size ||
-          p.data().length() > size - p.data().offset())
-        return Status::error(
-            file + ": too short for '" + p.name() + "' at offset " +
-            std::to_string(p.data().offset()) + " (" + std::to_string(size) +
-            " bytes, " + std::to_string(p.data().length()) + " needed)");
-      std::vector<char> bytes(p.data().length());
-      in.seekg(std::streamoff(p.data().offset()));
-      if (!in.read(bytes.data(), std::streamsize(bytes.size())))
-        return Status::error(file + ": cannot read the weights of '" +
-                             p.name() + "' at offset " +
-                             std::to_string(p.data().offset()));
-      std::vector<float> master = toF32(bytes, p.data().dtype());
-      if (p.data().transposed())
-        master = transposed(master, plan.buffers(int(p.master())).shape(0),
-                            plan.buffers(int(p.master())).shape(1));
-      if (Status st = backend.write(p.master(), master.data(),
-                                    master.size() * sizeof(float));
-          !st)
-        return Status::error("parameter '" + p.name() + "': " + st.message());
-    }
-    if (Status st = refreshComputeCopy(plan, p, backend); !st)
-      return Status::error("parameter '" + p.name() + "': " + st.message());
-  }
-  // Each rank loaded the masters it holds; the owners send what the
-  // devices read of the others.
-  if (trainable)
-    if (Status st = broadcastWeights(plan, backend); !st)
-      return st;
-  if (initialised)
-    std::fprintf(stderr,
-                 "mtrun: initialised %d weights from scratch (normal, std %g, "
-                 "seed %llu; norm scales 1, biases 0)\n",
-                 initialised, double(o.initStd), (unsigned long long)o.seed);
-  for (const auto &c : plan.constants())
-    if (Status st = backend.write(c.buffer(), c.data().data(), c.data().size());
-        !st)
-      return st;
-  return Status::ok();
-}
-
-struct StepResult {
-  double loss = 0, lr = 0, gradNorm = 0;
-  bool skipped = false;
-};
-
-/// Runs optimizer steps: the plan's phases in order, the micro-batch phase
-/// once per micro-batch with fresh inputs, and clipping from the global
-/// gradient norm before the optimizer phase. With several ranks, each runs
-/// its share of the micro-batches (micro-batch k of rank r is the step's
-/// k x ranks + r) and every rank takes the same decisions from the same
-/// numbers: the step's loss and gradient norm are combined in one order.
-class Trainer {
-public:
-  Trainer(const Options &o, const mt::plan::Plan &plan, Backend &backend,
-          TokenData &data, RunState &state)
-      : o(o), plan(plan), backend(backend), data(data), state(state),
-        comm(backend.communicator()), ranks(planRanks(plan)),
-        transientGradients(
-            std::any_of(plan.parameters().begin(), plan.parameters().end(),
-                        [](const auto &p) { return p.grad_transient(); })) {}
-
-  /// The measured ops of the last step (when tracing).
-  std::vector<OpRecord> trace;
-  bool tracing = false;
-  /// Where the streams are, for a run stopped while a step hangs.
-  PhaseMonitor *monitor = nullptr;
-  /// Whether the run stopped on a non-finite step.
-  bool stoppedNonFinite = false;
-
-  Status step(int64_t t, StepResult &r) {
-    trace.clear();
-    StepConfig config;
-    config.step = t;
-    r.lr = learningRate(o, t);
-    config.adamw = {r.lr, o.beta1, o.beta2, o.eps, o.weightDecay};
-    bool deferred = plan.optimizer_overlap() == mt::plan::NEXT_FORWARD;
-    int64_t micro = plan.shapes().grad_accum();
-    // Transient gradients are gone by the end of the phase: the updates
-    // measure the norm.
-    GradientStats gradients;
-    if (transientGradients)
-      config.gradients = &gradients;
-    // The mean over every rank's micro-batches.
-    double scale = 1.0 / double(micro * int64_t(ranks));
-    losses.clear();
-    for (int ph = 0; ph < plan.phases_size(); ++ph) {
-      const auto &phase = plan.phases(ph);
-      if (phase.kind() == mt::plan::FINISH)
-        continue;
-      if (phase.kind() == mt::plan::MICRO_BATCH) {
-        // A NEXT_FORWARD plan applies the previous step's update in the
-        // first micro-batch; updates during the backward see the mean of
-        // the micro-batches' gradients (mtrun refuses clipping with them).
-        StepConfig run = deferred ? pendingConfig() : config;
-        if (!deferred)
-          run.gradScale = float(scale);
-        // A layer-major plan runs the phase once for all micro-batches.
-        int64_t runs = microBatchPhaseRuns(plan);
-        for (int64_t m = 0; m < runs; ++m) {
-          run.firstMicroBatch = m == 0;
-          run.lastMicroBatch = m == runs - 1;
-          if (Status st = microBatch(t, m, ph, phase, run, r.loss); !st)
-            return st;
-        }
-        if (Status st = stepLoss(r.loss); !st)
-          return st;
-        r.loss /= double(micro * int64_t(ranks));
-        // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
-        std::string notFinite = gradients.firstNotFinite;
-        double norm = std::sqrt(gradients.sumOfSquares);
-        if (!config.gradients)
-          if (Status st = gradientNorm(norm, notFinite); !st)
-            return st;
-        r.gradNorm = norm * scale;
-        double coef = o.gradClip > 0 && r.gradNorm > o.gradClip
-                          ? o.gradClip / (r.gradNorm + 1e-6)
-                          : 1.0;
-        config.gradScale = float(coef * scale);
-        config.gradients = nullptr; // the later phases' ops see none
-        if (!std::isfinite(r.loss) || !std::isfinite(r.gradNorm)) {
-          if (Status st = skip(t, r, notFinite); !st)
-            return st;
-          // The accumulators are reset before the next step's gradients.
-          state.pending = false;
-          return Status::ok();
-        }
-        state.pendingConfig = config;
-        state.pending = deferred;
-        continue;
-      }
-      if (Status st = runPhase(plan, phase, backend, config,
-                               tracing ? &trace : nullptr, ph, 0, monitor);
-          !st)
-        return st;
-    }
-    return Status::ok();
-  }
-
-  /// Applies the update the last step left pending (NEXT_FORWARD plans).
-  Status finish() {
-    for (int ph = 0; ph < plan.phases_size(); ++ph)
-      if (plan.phases(ph).kind() == mt::plan::FINISH)
-        if (Status st = runPhase(plan, plan.phases(ph), backend,
-                                 pendingConfig(), nullptr, ph, 0, monitor);
-            !st)
-          return st;
-    state.pending = false;
-    return Status::ok();
-  }
-
-private:
-  /// One run of the micro-batch phase: one micro-batch, or all of the
-  /// step's in a layer-major plan (each input names its micro-batch, each
-  /// has its loss).
-  Status microBatch(int64_t t, int64_t m, int phaseIndex,
-                    const mt::plan::Phase &phase, const StepConfig &config,
-                    double &loss) {
-    bool layerMajor = plan.shapes().layer_major();
-    int64_t sets = layerMajor ? plan.shapes().grad_accum() : 1;
-    for (int64_t k = 0; k < sets; ++k) {
-      // This rank's micro-batch of every `ranks` in the data's order.
-      TokenBatch batch;
-      for (uint32_t r = 0; r < ranks; ++r) {
-        TokenBatch read;
-        data.next(read);
-        if (r == backend.rank())
-          batch = std::move(read);
-      }
-      for (const auto &in : plan.inputs()) {
-        if (int64_t(in.micro_batch()) != k)
-          continue;
-        const auto &ids =
-            in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
-        if (Status st = backend.write(in.buffer(), ids.data(),
-                                      ids.size() * sizeof(int64_t));
-            !st)
-          return st;
-      }
-    }
-    if (Status st =
-            runPhase(plan, phase, backend, config, tracing ? &trace : nullptr,
-                     phaseIndex, int(m), monitor);
-        !st)
-      return st;
-    std::vector<uint32_t> lossBuffers(plan.losses().begin(),
-                                      plan.losses().end());
-    if (!layerMajor)
-      lossBuffers = {plan.loss()};
-    for (uint32_t b : lossBuffers) {
-      float l;
-      if (Status st = backend.read(b, &l, sizeof l); !st)
-        return st;
-      losses.push_back(l);
-    }
-    return Status::ok();
-  }
-
-  /// The sum of the step's micro-batch losses in the data's order (every
-  /// rank's), as one process adds them; a non-finite loss is dealt with by
-  /// the caller.
-  Status stepLoss(double &loss) {
-    std::vector<float> all = losses;
-    if (ranks > 1) {
-      all.resize(losses.size() * ranks);
-      if (Status st = comm->allGather(
-              losses.data(), losses.size() * sizeof(float), all.data());
-          !st)
-        return st;
-    }
-    // all[r * K + k] is micro-batch k x ranks + r of the step.
-    size_t perRank = losses.size();
-    loss = 0;
-    for (size_t k = 0; k < perRank; ++k)
-      for (uint32_t r = 0; r < ranks; ++r)
-        loss += all[r * perRank + k];
-    return Status::ok();
-  }
-
-  /// The update the step before left for this one, if any.
-  StepConfig pendingConfig() const {
-    StepConfig c = state.pendingConfig;
-    c.applyUpdates = state.pending;
-    return c;
-  }
-
-  /// A step whose loss or gradient norm is not finite: its update is
-  /// skipped and counted; past --max-skips, or when the plan has already
-  /// updated the weights during the backward, the run stops, naming the
-  /// first weight whose gradient is not finite.
-  Status skip(int64_t t, StepResult &r, const std::string &notFinite) {
-    r.skipped = true;
-    ++state.skipped;
-    stoppedNonFinite = true; // until the step is found skippable
-    std::string where = "the loss is " + std::to_string(r.loss);
-    if (!notFinite.empty())
-      where += ", and the gradient of '" + notFinite + "' is not finite";
-    if (plan.optimizer_overlap() == mt::plan::BACKWARD)
-      return Status::error("step " + std::to_string(t) + ": " + where +
-                           "; this plan updated the weights during the "
-                           "backward, so the step cannot be skipped");
-    if (state.skipped > o.maxSkips)
-      return Status::error("step " + std::to_string(t) + ": " + where + "; " +
-                           std::to_string(state.skipped) +
-                           " step(s) skipped, more than --max-skips " +
-                           std::to_string(o.maxSkips));
-    stoppedNonFinite = false;
-    if (backend.rank() == 0)
-      std::fprintf(stderr,
-                   "mtrun: step %lld skipped: %s (%lld of --max-skips "
-                   "%lld)\n",
-                   (long long)t, where.c_str(), (long long)state.skipped,
-                   (long long)o.maxSkips);
-    return Status::ok();
-  }
-
-  /// L2 norm of the accumulated (summed) gradients of every trainable
-  /// weight: each weight's sum of squares (on its owner), added in the
-  /// plan's order; the first weight whose gradient is not finite (whose
-  /// sum is not) in `notFinite`.
-  Status gradientNorm(double &norm, std::string &notFinite) {
-    std::vector<double> squares;
-    for (const auto &p : plan.parameters())
-      if (p.trainable())
-        squares.push_back(onRank(plan, p.grad(), backend.rank())
-                              ? sumOfSquares(backend.hostF32(p.grad()),
-                                             bufferElements(plan, p.grad()))
-                              : 0.0);
-    std::vector<double> all = squares;
-    if (ranks > 1) {
-      all.resize(squares.size() * ranks);
-      if (Status st = comm->allGather(
-              squares.data(), squares.size() * sizeof(double), all.data());
-          !st)
-        return st;
-    }
-    double sum = 0;
-    size_t i = 0;
-    for (const auto &p : plan.parameters()) {
-      if (!p.trainable())
-        continue;
-      int64_t owner = std::max<int64_t>(ownerOf(plan, p), 0);
-      double s = all[size_t(owner) * squares.size() + i++];
-      if (!std::isfinite(s) && notFinite.empty())
-        notFinite = p.name();
-      sum += s;
-    }
-    norm = std::sqrt(sum);
-    return Status::ok();
-  }
-
-  const Options &o;
-  const mt::plan::Plan &plan;
-  Backend &backend;
-  TokenData &data;
-  RunState &state;
-  Communicator *comm;
-  const uint32_t ranks;
-  /// This rank's micro-batch losses of the step, in order.
-  std::vector<float> losses;
-  /// Whether the updates measure the gradient norm (a plan whose gradients
-  /// are gone by the end of the micro-batch phase).
-  const bool transientGradients;
-};
-
-/// The measured ops of one step in Chrome trace format: one lane per
-/// stream, microseconds from the step's first op.
-Status writeTrace(const mt::plan::Plan &plan,
-                  const std::vector<OpRecord> &records,
-                  const std::string &path) {
-  double origin = records.empty() ? 0 : records.front().start;
-  for (const auto &r : records)
-    origin = std::min(origin, r.start);
-  std::ofstream out(path);
-  if (!out)
-    return Status::error(path + ": cannot write the trace");
-  out << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [";
-  bool first = true;
-  for (int s = 0; s < plan.streams_size(); ++s) {
-    out << (first ? "" : ",") << "{\"ph\": \"M\", \"pid\": 0, \"tid\": " << s
-        << ", \"name\": \"thread_name\", \"args\": {\"name\": \""
-        << plan.streams(s).name() << "\"}}";
-    first = false;
-  }
-  for (const auto &r : records) {
-    const auto &op = plan.phases(r.phase).ops(r.op);
-    out << ",{\"ph\": \"X\", \"pid\": 0, \"tid\": " << op.stream()
-        << ", \"name\": \"" << mt::plan::Kernel_Name(op.kernel())
-        << "\", \"ts\": " << (r.start - origin) * 1e6
-        << ", \"dur\": " << (r.end - r.start) * 1e6
-        << ", \"args\": {\"phase\": \""
-        << mt::plan::PhaseKind_Name(plan.phases(r.phase).kind())
-        << "\", \"op\": " << r.op << ", \"micro_batch\": " << r.repeat << "}}";
-  }
-  out << "]}\n";
-  return out ? Status::ok() : Status::error(path + ": cannot write the trace");
 }
 
 /// Whether to run on the GPU for --device (auto: when one is usable); an
@@ -1059,8 +605,18 @@ int main(int argc, char **argv) {
     for (const std::string &note : backend->notes())
       std::fprintf(stderr, "mtrun: note: %s\n", note.c_str());
   RunState state;
-  if (Status st = loadParameters(plan, *backend, o, o.resume.empty()); !st)
+  WeightSource source{o.plan,    o.modelDirs, o.init == "normal",
+                      o.initStd, o.seed,      o.threads};
+  int initialised = 0;
+  if (Status st =
+          loadParameters(plan, *backend, source, o.resume.empty(), initialised);
+      !st)
     return fail(st.message());
+  if (initialised && leader)
+    std::fprintf(stderr,
+                 "mtrun: initialised %d weights from scratch (normal, std %g, "
+                 "seed %llu; norm scales 1, biases 0)\n",
+                 initialised, double(o.initStd), (unsigned long long)o.seed);
   if (!o.resume.empty()) {
     std::string dir;
     if (Status st = findCheckpoint(o.resume, dir); !st)
@@ -1079,9 +635,26 @@ int main(int argc, char **argv) {
   // A write past a file size limit fails with EFBIG instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
 
-  Trainer trainer{o, plan, *backend, data, state};
+  TrainingOptions training;
+  training.steps = o.steps;
+  training.warmup = o.warmup;
+  training.schedule = o.schedule == "cosine"
+                          ? TrainingOptions::Schedule::Cosine
+                          : TrainingOptions::Schedule::Constant;
+  training.lr = o.lr;
+  training.minLr = o.minLr;
+  training.beta1 = o.beta1;
+  training.beta2 = o.beta2;
+  training.eps = o.eps;
+  training.weightDecay = o.weightDecay;
+  training.gradClip = o.gradClip;
+  training.maxSkips = o.maxSkips;
+  Trainer trainer{training, plan, *backend, data, state};
   trainer.tracing = !o.trace.empty();
   trainer.monitor = &monitor;
+  trainer.note = [](const std::string &text) {
+    std::fprintf(stderr, "mtrun: %s\n", text.c_str());
+  };
   stopWatch.trainingBegins(plan.predicted_step_seconds());
   auto start = std::chrono::steady_clock::now();
   int64_t tokensPerStep = shapes.batch() * shapes.seq() * shapes.grad_accum() *
@@ -1163,7 +736,7 @@ int main(int argc, char **argv) {
                  100.0 * double(stored) / double(raw));
   }
   if (!o.trace.empty() && leader)
-    if (Status st = writeTrace(plan, trainer.trace, o.trace); !st)
+    if (Status st = writeChromeTrace(plan, trainer.trace, o.trace); !st)
       return fail(st.message());
   if (!o.save.empty())
     if (Status st = save(); !st)

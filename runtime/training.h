@@ -1,0 +1,116 @@
+// The training loop of a plan, the same for one process and for each rank
+// of a data-parallel run: micro-batches and their data, loss averaging,
+// the global gradient norm and clipping, non-finite steps skipped, updates
+// left pending across steps, and the learning-rate schedule. mtrun is its
+// command line.
+#ifndef MT_RUNTIME_TRAINING_H
+#define MT_RUNTIME_TRAINING_H
+
+#include "runtime/checkpoint.h"
+#include "runtime/executor.h"
+#include "runtime/token_data.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mt::runtime {
+
+/// How a run trains (mtrun's flags of the same names).
+struct TrainingOptions {
+  int64_t steps = 1;  ///< the last step of the run
+  int64_t warmup = 0; ///< linear warmup steps
+  enum class Schedule { Constant, Cosine } schedule = Schedule::Constant;
+  double lr = 1e-3, minLr = 0; ///< peak, and the cosine's end
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+  double gradClip = 0;  ///< the global norm's bound (0: off)
+  int64_t maxSkips = 0; ///< non-finite steps skipped before the run stops
+};
+
+/// The learning rate of step t (from 1): linear warmup, then constant or
+/// cosine decay to minLr at the last step.
+double learningRate(const TrainingOptions &o, int64_t t);
+
+/// What a step did.
+struct StepResult {
+  double loss = 0, lr = 0, gradNorm = 0;
+  bool skipped = false;
+};
+
+/// Runs optimizer steps: the plan's phases in order, the micro-batch phase
+/// once per micro-batch with fresh inputs, and clipping from the global
+/// gradient norm before the optimizer phase. With several ranks, each runs
+/// its share of the micro-batches (micro-batch k of rank r is the step's
+/// k x ranks + r) and every rank takes the same decisions from the same
+/// numbers: the step's loss and gradient norm are combined in one order.
+class Trainer {
+public:
+  /// Steps of `plan` on `backend` (allocated, its weights loaded, joined
+  /// to its ranks), reading `data` from its position, carrying `state`.
+  Trainer(const TrainingOptions &o, const mt::plan::Plan &plan,
+          Backend &backend, TokenData &data, RunState &state);
+
+  /// The measured ops of the last step (when tracing).
+  std::vector<OpTime> trace;
+  bool tracing = false;
+  /// Where the streams are, for a run stopped while a step hangs.
+  PhaseMonitor *monitor = nullptr;
+  /// Whether the run stopped on a non-finite step.
+  bool stoppedNonFinite = false;
+  /// Told what the run should say (a skipped step), on rank 0 only: the
+  /// runtime itself never writes to the terminal.
+  std::function<void(const std::string &)> note;
+
+  /// Optimizer step t (from 1): every phase of the plan, the micro-batch
+  /// phase once per micro-batch (of this rank), clipping from the global
+  /// gradient norm, and a step whose loss or norm is not finite skipped
+  /// (and counted) up to maxSkips.
+  Status step(int64_t t, StepResult &r);
+
+  /// Applies the update the last step left pending (NEXT_FORWARD plans).
+  Status finish();
+
+private:
+  /// One run of the micro-batch phase: one micro-batch, or all of the
+  /// step's in a layer-major plan (each input names its micro-batch, each
+  /// has its loss).
+  Status microBatch(int64_t m, int phaseIndex, const mt::plan::Phase &phase,
+                    const StepConfig &config);
+
+  /// The sum of the step's micro-batch losses in the data's order (every
+  /// rank's), as one process adds them; a non-finite loss is dealt with by
+  /// the caller.
+  Status stepLoss(double &loss);
+
+  /// The update the step before left for this one, if any.
+  StepConfig pendingConfig() const;
+
+  /// A step whose loss or gradient norm is not finite: its update is
+  /// skipped and counted; past --max-skips, or when the plan has already
+  /// updated the weights during the backward, the run stops, naming the
+  /// first weight whose gradient is not finite.
+  Status skip(int64_t t, StepResult &r, const std::string &notFinite);
+
+  /// L2 norm of the accumulated (summed) gradients of every trainable
+  /// weight: each weight's sum of squares (on its owner), added in the
+  /// plan's order; the first weight whose gradient is not finite (whose
+  /// sum is not) in `notFinite`.
+  Status gradientNorm(double &norm, std::string &notFinite);
+
+  const TrainingOptions &o;
+  const mt::plan::Plan &plan;
+  Backend &backend;
+  TokenData &data;
+  RunState &state;
+  Communicator *comm;
+  const uint32_t ranks;
+  /// This rank's micro-batch losses of the step, in order.
+  std::vector<float> losses;
+  /// Whether the updates measure the gradient norm (a plan whose gradients
+  /// are gone by the end of the micro-batch phase).
+  const bool transientGradients;
+};
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_TRAINING_H

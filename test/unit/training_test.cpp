@@ -1,0 +1,356 @@
+// The training loop (runtime/training.h): the learning-rate schedule, one
+// step's loss, gradient norm, update and skips on a small plan, and the same
+// steps on two ranks (threads joined by an in-process communicator) giving
+// the one process's numbers and weights.
+#include "runtime/training.h"
+
+#include "runtime/plan_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+using namespace mt::runtime;
+namespace pb = mt::plan;
+
+TEST(Training, LearningRateWarmsUpThenHoldsOrDecays) {
+  TrainingOptions o;
+  o.lr = 1.0;
+  o.steps = 10;
+  o.warmup = 4;
+  EXPECT_DOUBLE_EQ(learningRate(o, 1), 0.25);
+  EXPECT_DOUBLE_EQ(learningRate(o, 4), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(o, 10), 1.0);
+  o.schedule = TrainingOptions::Schedule::Cosine;
+  o.minLr = 0.1;
+  EXPECT_DOUBLE_EQ(learningRate(o, 4), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(o, 7), 0.1 + 0.45);
+  EXPECT_NEAR(learningRate(o, 10), 0.1, 1e-15);
+}
+
+/// Every collective of `size` threads, through shared slots: the rank
+/// order MPI's would have.
+class ThreadRanks {
+public:
+  explicit ThreadRanks(int size) : size_(size), slots_(size), sync_(size) {}
+
+  class Rank : public Communicator {
+  public:
+    Rank(ThreadRanks &all, int rank) : all_(all), rank_(rank) {}
+    int rank() const override { return rank_; }
+    int size() const override { return all_.size_; }
+    int localRank() const override { return rank_; }
+    Status reduceToOwner(
+        int owner, const void *data, size_t bytes,
+        const std::function<void(const void *, size_t, size_t)> &add) override {
+      post(data, bytes);
+      if (rank_ == owner)
+        for (int r = 0; r < size(); ++r)
+          add(all_.slots_[r].data(), 0, bytes);
+      all_.sync_.arrive_and_wait();
+      return Status::ok();
+    }
+    Status broadcast(int owner, void *data, size_t bytes) override {
+      post(data, bytes);
+      if (rank_ != owner)
+        std::memcpy(data, all_.slots_[owner].data(), bytes);
+      all_.sync_.arrive_and_wait();
+      return Status::ok();
+    }
+    Status allGather(const void *mine, size_t bytes, void *all) override {
+      post(mine, bytes);
+      for (int r = 0; r < size(); ++r)
+        std::memcpy(static_cast<char *>(all) + r * bytes, all_.slots_[r].data(),
+                    bytes);
+      all_.sync_.arrive_and_wait();
+      return Status::ok();
+    }
+    Status send(int, const void *, size_t) override {
+      return Status::error("not in these tests");
+    }
+    Status receive(int, void *, size_t) override {
+      return Status::error("not in these tests");
+    }
+    Status barrier() override {
+      all_.sync_.arrive_and_wait();
+      return Status::ok();
+    }
+    [[noreturn]] void abort(int) override { std::abort(); }
+
+  private:
+    /// This rank's bytes in its slot, then everyone's are there.
+    void post(const void *data, size_t bytes) {
+      auto *p = static_cast<const char *>(data);
+      all_.slots_[rank_].assign(p, p + bytes);
+      all_.sync_.arrive_and_wait();
+    }
+    ThreadRanks &all_;
+    int rank_;
+  };
+
+private:
+  /// Every thread waits here until all have arrived (reusable).
+  class Barrier {
+  public:
+    explicit Barrier(int n) : n_(n) {}
+    void arrive_and_wait() {
+      std::unique_lock<std::mutex> lock(mu_);
+      int generation = generation_;
+      if (++arrived_ == n_) {
+        arrived_ = 0;
+        ++generation_;
+        all_.notify_all();
+        return;
+      }
+      all_.wait(lock, [&] { return generation != generation_; });
+    }
+
+  private:
+    std::mutex mu_;
+    std::condition_variable all_;
+    int n_, arrived_ = 0, generation_ = 0;
+  };
+  int size_;
+  std::vector<std::vector<char>> slots_;
+  Barrier sync_;
+};
+
+/// A step's worth of a tiny model: an embedding table [4, 2] whose
+/// gradient counts each micro-batch's tokens (dy = 1), a loss the phase
+/// fills with `loss`; accumulated on the host and updated after the
+/// backward. With `ranks` > 1, the table's state is rank 1's and its
+/// accumulation a reduction to it, as mt-shard-state plans it.
+pb::Plan tinyPlan(int64_t gradAccum, uint32_t ranks, float loss) {
+  pb::Plan p;
+  p.set_version(pb::VERSION_CURRENT);
+  auto *s = p.mutable_shapes();
+  s->set_batch(1);
+  s->set_seq(2);
+  s->set_grad_accum(gradAccum);
+  s->set_vocab(4);
+  p.set_compute_dtype(pb::F32);
+  p.set_optimizer_overlap(pb::AFTER);
+  if (ranks > 1)
+    p.set_ranks(ranks);
+  auto arena = [&](const char *name, pb::Tier tier, int64_t rank) {
+    auto *a = p.add_arenas();
+    a->set_name(name);
+    a->set_tier(tier);
+    a->set_size_bytes(1024);
+    if (rank >= 0)
+      a->set_rank(uint32_t(rank));
+    return uint32_t(p.arenas_size() - 1);
+  };
+  uint32_t shared = arena("host", pb::HOST, -1);
+  uint32_t owned = ranks > 1 ? arena("host_rank1", pb::HOST, 1) : shared;
+  uint64_t offsets[8] = {};
+  auto buffer = [&](const char *name, uint32_t in, pb::DType d,
+                    std::vector<int64_t> shape) {
+    auto *b = p.add_buffers();
+    b->set_name(name);
+    b->set_arena(in);
+    b->set_dtype(d);
+    b->set_offset(offsets[in]);
+    offsets[in] += 64;
+    for (int64_t n : shape)
+      b->add_shape(n);
+    return uint32_t(p.buffers_size() - 1);
+  };
+  uint32_t lossBuf = buffer("loss", shared, pb::F32, {});
+  uint32_t ids = buffer("ids", shared, pb::I64, {1, 2});
+  uint32_t dy = buffer("dy", shared, pb::F32, {1, 2, 2});
+  uint32_t staging = buffer("table.grad.staging", shared, pb::F32, {4, 2});
+  uint32_t master = buffer("table", shared, pb::F32, {4, 2});
+  uint32_t grad = buffer("table.grad", owned, pb::F32, {4, 2});
+  uint32_t m = buffer("table.exp_avg", owned, pb::F32, {4, 2});
+  uint32_t v = buffer("table.exp_avg_sq", owned, pb::F32, {4, 2});
+  p.set_loss(lossBuf);
+  auto *in = p.add_inputs();
+  in->set_name("input_ids");
+  in->set_role(pb::TOKENS);
+  in->set_buffer(ids);
+  auto *prm = p.add_parameters();
+  prm->set_name("table");
+  prm->set_trainable(true);
+  prm->set_master(master);
+  prm->set_grad(grad);
+  prm->set_exp_avg(m);
+  prm->set_exp_avg_sq(v);
+  for (auto [name, kind] : {std::pair{"compute", pb::COMPUTE},
+                            {"optimizer", pb::HOST_OPTIMIZER},
+                            {"network", pb::NETWORK}})
+    if (kind != pb::NETWORK || ranks > 1) {
+      auto *st = p.add_streams();
+      st->set_name(name);
+      st->set_kind(kind);
+    }
+  constexpr uint32_t kCompute = 0, kOptimizer = 1, kNetwork = 2;
+  auto op = [&](pb::Phase *ph, uint32_t stream, pb::Kernel k,
+                std::vector<uint32_t> ins, std::vector<uint32_t> outs) {
+    auto *o = ph->add_ops();
+    o->set_stream(stream);
+    o->set_kernel(k);
+    for (uint32_t b : ins)
+      o->add_operands(b);
+    for (uint32_t b : outs)
+      o->add_results(b);
+    if (ranks > 1 && (k == pb::FILL || k == pb::ADAMW) &&
+        (outs[0] == grad || outs[0] == master))
+      o->set_rank(1);
+    return o;
+  };
+  auto *begin = p.add_phases();
+  begin->set_kind(pb::STEP_BEGIN);
+  op(begin, kOptimizer, pb::FILL, {}, {grad});
+  auto *micro = p.add_phases();
+  micro->set_kind(pb::MICRO_BATCH);
+  op(micro, kCompute, pb::FILL, {}, {lossBuf})
+      ->mutable_attrs()
+      ->set_value(loss);
+  op(micro, kCompute, pb::FILL, {}, {dy})->mutable_attrs()->set_value(1.0);
+  op(micro, kCompute, pb::EMBEDDING_GRAD, {dy, ids}, {staging})->add_signals(0);
+  if (ranks > 1) {
+    auto *r = op(micro, kNetwork, pb::REDUCE_TO_OWNER, {staging}, {grad});
+    r->mutable_attrs()->set_owner(1);
+    r->add_waits(0);
+  } else {
+    op(micro, kOptimizer, pb::ACCUMULATE, {staging}, {grad})->add_waits(0);
+  }
+  auto *end = p.add_phases();
+  end->set_kind(pb::STEP_END);
+  op(end, kOptimizer, pb::ADAMW, {grad}, {master, m, v})->add_signals(0);
+  if (ranks > 1) {
+    auto *b = op(end, kNetwork, pb::BROADCAST, {master}, {master});
+    b->mutable_attrs()->set_owner(1);
+    b->add_waits(0);
+  }
+  p.set_num_tokens(1);
+  return p;
+}
+
+/// Tokens 0 1 2 3 3 2 1 0 ... (u16), in a temporary file.
+std::string tokenFile() {
+  char path[] = "/tmp/mt-training-XXXXXX";
+  int fd = mkstemp(path);
+  close(fd);
+  std::ofstream out(path, std::ios::binary);
+  for (int i = 0; i < 64; ++i) {
+    uint16_t t = uint16_t(i % 8 < 4 ? i % 4 : 3 - i % 4);
+    out.write(reinterpret_cast<const char *>(&t), 2);
+  }
+  return path;
+}
+
+struct Trained {
+  std::vector<StepResult> steps;
+  std::vector<float> table;
+  std::vector<std::string> notes;
+  Status status;
+};
+
+/// `steps` steps of `plan` as rank `comm` (null: one process).
+Trained train(const pb::Plan &plan, const std::string &tokens, int steps,
+              TrainingOptions o, Communicator *comm = nullptr) {
+  Trained run;
+  if ((run.status = validatePlan(plan, "tiny.mtp")), !run.status)
+    return run;
+  TokenData data;
+  if ((run.status = TokenData::open(tokens, TokenType::U16, 4, 1, 2,
+                                    TargetKind::Labels, data)),
+      !run.status)
+    return run;
+  auto backend = makeCpuBackend(1);
+  backend->joinRanks(comm);
+  if ((run.status = backend->allocate(plan)), !run.status)
+    return run;
+  RunState state;
+  o.steps = steps;
+  Trainer trainer(o, plan, *backend, data, state);
+  trainer.note = [&](const std::string &text) { run.notes.push_back(text); };
+  for (int t = 1; t <= steps; ++t) {
+    StepResult r;
+    if ((run.status = trainer.step(t, r)), !run.status)
+      return run;
+    run.steps.push_back(r);
+  }
+  run.table.resize(8);
+  run.status = backend->read(plan.parameters(0).master(), run.table.data(),
+                             run.table.size() * sizeof(float));
+  return run;
+}
+
+TEST(Training, AStepAveragesTheMicroBatchesAndUpdates) {
+  std::string tokens = tokenFile();
+  TrainingOptions o;
+  o.weightDecay = 0;
+  Trained run = train(tinyPlan(2, 1, 3.0f), tokens, 2, o);
+  ASSERT_TRUE(run.status.isOk()) << run.status.message();
+  // Micro-batches [0 1] and [2 3]: each row's mean gradient is 1/2 of dy.
+  EXPECT_EQ(run.steps[0].loss, 3.0);
+  EXPECT_DOUBLE_EQ(run.steps[0].gradNorm, std::sqrt(8 * 0.25));
+  EXPECT_EQ(run.steps[0].lr, 1e-3);
+  // Adam's first step moves every weight by about lr against its gradient.
+  for (float w : run.table)
+    EXPECT_LT(w, -1e-3f);
+  std::remove(tokens.c_str());
+}
+
+TEST(Training, ANonFiniteStepIsSkippedThenStopsTheRun) {
+  std::string tokens = tokenFile();
+  TrainingOptions o;
+  o.maxSkips = 1;
+  Trained run = train(tinyPlan(1, 1, INFINITY), tokens, 1, o);
+  ASSERT_TRUE(run.status.isOk()) << run.status.message();
+  EXPECT_TRUE(run.steps[0].skipped);
+  for (float w : run.table)
+    EXPECT_EQ(w, 0.0f) << "a skipped step does not update";
+  ASSERT_EQ(run.notes.size(), 1u);
+  EXPECT_EQ(run.notes[0], "step 1 skipped: the loss is inf (1 of --max-skips "
+                          "1)");
+  run = train(tinyPlan(1, 1, INFINITY), tokens, 2, o);
+  EXPECT_EQ(run.status.message(),
+            "step 2: the loss is inf; 2 step(s) skipped, more than "
+            "--max-skips 1");
+  std::remove(tokens.c_str());
+}
+
+TEST(Training, TwoRanksStepLikeOneProcessWithTheirMicroBatches) {
+  // Rank r takes micro-batches r, r + 2, ...: 2 ranks x 1 micro-batch read
+  // what 1 process x 2 reads; rank 1 owns the table's state and sends the
+  // updated table to rank 0.
+  std::string tokens = tokenFile();
+  TrainingOptions o;
+  o.gradClip = 0.5;
+  Trained one = train(tinyPlan(2, 1, 2.5f), tokens, 3, o);
+  ASSERT_TRUE(one.status.isOk()) << one.status.message();
+  ThreadRanks ranks(2);
+  pb::Plan plan = tinyPlan(1, 2, 2.5f);
+  Trained runs[2];
+  std::thread threads[2];
+  ThreadRanks::Rank comms[2] = {{ranks, 0}, {ranks, 1}};
+  for (int r = 0; r < 2; ++r)
+    threads[r] =
+        std::thread([&, r] { runs[r] = train(plan, tokens, 3, o, &comms[r]); });
+  for (auto &t : threads)
+    t.join();
+  for (const Trained &run : runs) {
+    ASSERT_TRUE(run.status.isOk()) << run.status.message();
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_EQ(run.steps[t].loss, one.steps[t].loss);
+      EXPECT_EQ(run.steps[t].gradNorm, one.steps[t].gradNorm);
+    }
+    EXPECT_EQ(run.table, one.table);
+  }
+  std::remove(tokens.c_str());
+}
+
+} // namespace

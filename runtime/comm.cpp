@@ -13,14 +13,4 @@ bool launchedByMpi() {
   return false;
 }
 
-#ifndef MT_HAVE_MPI
-std::unique_ptr<Communicator> makeMpiCommunicator(int &, char **&,
-                                                  std::string &why) {
-  if (launchedByMpi())
-    why = "this mtrun was built without MPI (install libopenmpi-dev and "
-          "rebuild: scripts/bootstrap.sh)";
-  return nullptr;
-}
-#endif
-
 } // namespace mt::runtime

@@ -202,6 +202,8 @@ int main(int argc, char **argv) {
         {"stream_busy_seconds", streams},
         {"h2d_bytes", prediction.h2dBytes},
         {"d2h_bytes", prediction.d2hBytes},
+        {"ranks", mt::runtime::planRanks(p)},
+        {"network_bytes", prediction.networkBytes},
         {"bottleneck", p.streams(prediction.bottleneckStream).name()}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;

@@ -415,7 +415,8 @@ int main(int argc, char **argv) {
                  "Measure this machine's rates and write them as a target "
                  "file for mtc --target (no plan needed): the GPU's (pinned "
                  "copies, GEMMs, device copies) with --device cuda or auto "
-                 "and a GPU, else the CPU backend's standing for the device");
+                 "and a GPU, else the CPU backend's standing for the device; "
+                 "under mpirun also the network between ranks 0 and 1");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
   app.add_option("--steps", o.steps, "Optimizer steps (at least 1)")
@@ -492,7 +493,12 @@ int main(int argc, char **argv) {
                  "the op each stream is on (default: three times the "
                  "longest step so far, or the plan's predicted step before "
                  "the first, at least 60)");
-  app.footer("Exit codes: 0 trained; 1 bad input, plan, data or options, or "
+  app.footer("Data-parallel ranks: a plan of mtc --ranks N runs as mpirun -np "
+             "N mtrun PLAN ...: each rank reads its share of every step's "
+             "micro-batches and owns part of the host state; rank 0 reports, "
+             "writes --metrics and the checkpoints (the files one process "
+             "writes: a run resumes on any rank count).\n"
+             "Exit codes: 0 trained; 1 bad input, plan, data or options, or "
              "an I/O error (the message says which); 3 a step's loss or "
              "gradient norm was not finite past --max-skips; 130 stopped by "
              "SIGINT, 143 by SIGTERM: after the current step (with --save, "

@@ -323,6 +323,21 @@ TEST(Training, ANonFiniteStepIsSkippedThenStopsTheRun) {
   std::remove(tokens.c_str());
 }
 
+/// `steps` steps of `plan` on two ranks, one thread each.
+std::vector<Trained> trainOnTwo(const pb::Plan &plan, const std::string &tokens,
+                                int steps, const TrainingOptions &o) {
+  ThreadRanks ranks(2);
+  std::vector<Trained> runs(2);
+  std::thread threads[2];
+  ThreadRanks::Rank comms[2] = {{ranks, 0}, {ranks, 1}};
+  for (int r = 0; r < 2; ++r)
+    threads[r] = std::thread(
+        [&, r] { runs[r] = train(plan, tokens, steps, o, &comms[r]); });
+  for (auto &t : threads)
+    t.join();
+  return runs;
+}
+
 TEST(Training, TwoRanksStepLikeOneProcessWithTheirMicroBatches) {
   // Rank r takes micro-batches r, r + 2, ...: 2 ranks x 1 micro-batch read
   // what 1 process x 2 reads; rank 1 owns the table's state and sends the
@@ -332,17 +347,7 @@ TEST(Training, TwoRanksStepLikeOneProcessWithTheirMicroBatches) {
   o.gradClip = 0.5;
   Trained one = train(tinyPlan(2, 1, 2.5f), tokens, 3, o);
   ASSERT_TRUE(one.status.isOk()) << one.status.message();
-  ThreadRanks ranks(2);
-  pb::Plan plan = tinyPlan(1, 2, 2.5f);
-  Trained runs[2];
-  std::thread threads[2];
-  ThreadRanks::Rank comms[2] = {{ranks, 0}, {ranks, 1}};
-  for (int r = 0; r < 2; ++r)
-    threads[r] =
-        std::thread([&, r] { runs[r] = train(plan, tokens, 3, o, &comms[r]); });
-  for (auto &t : threads)
-    t.join();
-  for (const Trained &run : runs) {
+  for (const Trained &run : trainOnTwo(tinyPlan(1, 2, 2.5f), tokens, 3, o)) {
     ASSERT_TRUE(run.status.isOk()) << run.status.message();
     for (int t = 0; t < 3; ++t) {
       EXPECT_EQ(run.steps[t].loss, one.steps[t].loss);
@@ -350,6 +355,24 @@ TEST(Training, TwoRanksStepLikeOneProcessWithTheirMicroBatches) {
     }
     EXPECT_EQ(run.table, one.table);
   }
+  std::remove(tokens.c_str());
+}
+
+TEST(Training, EveryRankSkipsANonFiniteStep) {
+  // Rank 1 owns the weight; both see the same loss and norm, so both skip,
+  // and only rank 0 says so.
+  std::string tokens = tokenFile();
+  TrainingOptions o;
+  o.maxSkips = 1;
+  std::vector<Trained> runs = trainOnTwo(tinyPlan(1, 2, NAN), tokens, 1, o);
+  for (const Trained &run : runs) {
+    ASSERT_TRUE(run.status.isOk()) << run.status.message();
+    EXPECT_TRUE(run.steps[0].skipped);
+    for (float w : run.table)
+      EXPECT_EQ(w, 0.0f);
+  }
+  EXPECT_EQ(runs[0].notes.size(), 1u);
+  EXPECT_EQ(runs[1].notes.size(), 0u);
   std::remove(tokens.c_str());
 }
 

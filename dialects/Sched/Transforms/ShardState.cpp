@@ -41,13 +41,6 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
         return signalPassFailure();
   }
 
-  /// What one trainable weight's sharding needs: its owner, the buffers
-  /// only the owner has, and what every rank's devices read of it.
-  struct Owned {
-    int64_t owner;
-    Value read;
-  };
-
   LogicalResult run(ProgramOp program) {
     if (program.getLayerMajor())
       return program.emitError(
@@ -90,7 +83,7 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
       return stateBytes(trainable[a]) > stateBytes(trainable[b]);
     });
     SmallVector<int64_t> load(ranks, 0);
-    DenseMap<Value, Owned> ownerOf;  // each owner-only buffer
+    DenseMap<Value, int64_t> ownerOf; // each owner-only buffer -> owner
     DenseMap<Value, int64_t> readBy; // what the devices read -> owner
     MLIRContext *ctx = &getContext();
     for (size_t i : order) {
@@ -108,7 +101,7 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
       }
       for (Value b : own) {
         b.getDefiningOp<BufferOp>().setArenaAttr(arena);
-        ownerOf[b] = {owner, read};
+        ownerOf[b] = owner;
       }
       readBy[read] = owner;
     }
@@ -156,7 +149,7 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
     return e;
   }
 
-  LogicalResult shard(PhaseOp phase, const DenseMap<Value, Owned> &ownerOf,
+  LogicalResult shard(PhaseOp phase, const DenseMap<Value, int64_t> &ownerOf,
                       const DenseMap<Value, int64_t> &readBy) {
     SmallVector<ExecOp> ops(phase.getOps<ExecOp>());
     OpBuilder b(&getContext());
@@ -167,9 +160,9 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
       llvm::append_range(touched, e.getOuts());
       for (Value v : touched)
         if (auto it = ownerOf.find(v); it != ownerOf.end()) {
-          if (owner && *owner != it->second.owner)
+          if (owner && *owner != it->second)
             return e.emitError("touches the state of two ranks");
-          owner = it->second.owner;
+          owner = it->second;
         }
       if (!owner)
         continue;

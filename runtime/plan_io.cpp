@@ -225,9 +225,16 @@ public:
       if (!plan::Role_IsValid(in.role()) || in.role() == plan::ROLE_UNSPECIFIED)
         return fail(w + ": unknown role");
       const plan::Buffer *b = buffer(in.buffer());
-      if (!b || b->dtype() != plan::I64 || b->shape_size() != 2 ||
-          b->shape(0) != s.batch() || b->shape(1) != s.seq() || onDisk(*b))
+      if (in.role() == plan::LOSS_SCALE) {
+        if (!b || b->dtype() != plan::F32 || elementsOf(b->shape()) != 1 ||
+            onDisk(*b))
+          return fail(w + ": a loss scale needs an F32 scalar buffer in "
+                          "memory");
+      } else if (!b || b->dtype() != plan::I64 || b->shape_size() != 2 ||
+                 b->shape(0) != s.batch() || b->shape(1) != s.seq() ||
+                 onDisk(*b)) {
         return fail(w + ": needs an I64 buffer of [batch, seq] in memory");
+      }
       if (int64_t(in.micro_batch()) >= sets)
         return fail(w + ": micro_batch " + std::to_string(in.micro_batch()) +
                     " is not below " + std::to_string(sets) +

@@ -25,7 +25,64 @@ Trainer::Trainer(const TrainingOptions &o, const mt::plan::Plan &plan,
       comm(backend.communicator()), ranks(planRanks(plan)),
       transientGradients(
           std::any_of(plan.parameters().begin(), plan.parameters().end(),
-                      [](const auto &p) { return p.grad_transient(); })) {}
+                      [](const auto &p) { return p.grad_transient(); })),
+      rule(lossRule(plan)) {}
+
+LossRule lossRule(const mt::plan::Plan &plan) {
+  LossRule rule;
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops())
+      if (op.kernel() == mt::plan::CROSS_ENTROPY ||
+          op.kernel() == mt::plan::HEAD_CROSS_ENTROPY) {
+        rule.shift = op.attrs().shift();
+        rule.ignoreIndex = op.attrs().ignore_index();
+        rule.counts = true;
+      }
+  return rule;
+}
+
+int64_t Trainer::trainedTokens(const TokenBatch &batch) const {
+  int64_t seq = plan.shapes().seq(), n = 0, tokens = int64_t(batch.targets.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (!rule.counts) {
+      ++n;
+      continue;
+    }
+    // As the loss: a shifted position predicts the next label of its row.
+    if (rule.shift && t % seq == seq - 1)
+      continue;
+    n += batch.targets[rule.shift ? t + 1 : t] != rule.ignoreIndex;
+  }
+  return n;
+}
+
+Status Trainer::readStep() {
+  int64_t micro = plan.shapes().grad_accum();
+  batches.assign(size_t(micro), {});
+  std::vector<int64_t> mine(static_cast<size_t>(micro));
+  for (int64_t i = 0; i < micro; ++i) {
+    // This rank's micro-batch of every `ranks` in the data's order.
+    for (uint32_t r = 0; r < ranks; ++r) {
+      TokenBatch read;
+      data.next(read);
+      if (r == backend.rank())
+        batches[size_t(i)] = std::move(read);
+    }
+    mine[size_t(i)] = trainedTokens(batches[size_t(i)]);
+  }
+  tokenCounts = mine;
+  if (ranks > 1) {
+    tokenCounts.resize(mine.size() * ranks);
+    if (Status st = comm->allGather(mine.data(), mine.size() * sizeof(int64_t),
+                                    tokenCounts.data());
+        !st)
+      return st;
+  }
+  stepTokens = 0;
+  for (int64_t n : tokenCounts)
+    stepTokens += n;
+  return Status::ok();
+}
 
 Status Trainer::step(int64_t t, StepResult &r) {
   trace.clear();
@@ -40,9 +97,13 @@ Status Trainer::step(int64_t t, StepResult &r) {
   GradientStats gradients;
   if (transientGradients)
     config.gradients = &gradients;
-  // The mean over every rank's micro-batches.
+  // The mean over every rank's micro-batches: each micro-batch's gradient
+  // is scaled by its share of the step's trained tokens (LOSS_SCALE).
   double scale = 1.0 / double(micro * int64_t(ranks));
   losses.clear();
+  if (Status st = readStep(); !st)
+    return st;
+  r.trainedTokens = stepTokens;
   for (int ph = 0; ph < plan.phases_size(); ++ph) {
     const auto &phase = plan.phases(ph);
     if (phase.kind() == mt::plan::FINISH)
@@ -64,7 +125,6 @@ Status Trainer::step(int64_t t, StepResult &r) {
       }
       if (Status st = stepLoss(r.loss); !st)
         return st;
-      r.loss /= double(micro * int64_t(ranks));
       // Clip the mean gradient's global norm, as torch's clip_grad_norm_.
       std::string notFinite = gradients.firstNotFinite;
       double norm = std::sqrt(gradients.sumOfSquares);
@@ -112,18 +172,24 @@ Status Trainer::microBatch(int64_t m, int phaseIndex,
                            const StepConfig &config) {
   bool layerMajor = plan.shapes().layer_major();
   int64_t sets = layerMajor ? plan.shapes().grad_accum() : 1;
+  int64_t all = plan.shapes().grad_accum() * int64_t(ranks);
   for (int64_t k = 0; k < sets; ++k) {
-    // This rank's micro-batch of every `ranks` in the data's order.
-    TokenBatch batch;
-    for (uint32_t r = 0; r < ranks; ++r) {
-      TokenBatch read;
-      data.next(read);
-      if (r == backend.rank())
-        batch = std::move(read);
-    }
+    size_t i = size_t(m * sets + k);
+    const TokenBatch &batch = batches[i];
     for (const auto &in : plan.inputs()) {
       if (int64_t(in.micro_batch()) != k)
         continue;
+      if (in.role() == mt::plan::LOSS_SCALE) {
+        // Its share of the step's trained tokens, times the step's
+        // micro-batches: exactly 1 when every one trains as many.
+        int64_t n = tokenCounts[size_t(backend.rank()) * batches.size() + i];
+        float s = stepTokens ? float(double(n) * double(all) /
+                                     double(stepTokens))
+                             : 0.0f;
+        if (Status st = backend.write(in.buffer(), &s, sizeof s); !st)
+          return st;
+        continue;
+      }
       const auto &ids =
           in.role() == mt::plan::TOKENS ? batch.inputs : batch.targets;
       if (Status st = backend.write(in.buffer(), ids.data(),
@@ -158,12 +224,20 @@ Status Trainer::stepLoss(double &loss) {
         !st)
       return st;
   }
-  // all[r * K + k] is micro-batch k x ranks + r of the step.
+  // all[r * K + k] is micro-batch k x ranks + r of the step: the mean over
+  // the step's trained tokens weighs each micro-batch's mean by its own
+  // (one that trains none adds nothing, though its mean is NaN).
   size_t perRank = losses.size();
-  loss = 0;
+  if (!stepTokens) {
+    loss = std::nan("");
+    return Status::ok();
+  }
+  double sum = 0;
   for (size_t k = 0; k < perRank; ++k)
     for (uint32_t r = 0; r < ranks; ++r)
-      loss += all[r * perRank + k];
+      if (int64_t n = tokenCounts[r * perRank + k])
+        sum += double(all[r * perRank + k]) * double(n);
+  loss = sum / double(stepTokens);
   return Status::ok();
 }
 

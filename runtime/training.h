@@ -31,9 +31,21 @@ struct TrainingOptions {
 /// cosine decay to minLr at the last step.
 double learningRate(const TrainingOptions &o, int64_t t);
 
+/// Which tokens a plan's loss counts: its cross-entropy's rule (a shifted
+/// position predicts the next label of its row; the ignore index is not
+/// trained on). Without a cross-entropy every token counts.
+struct LossRule {
+  bool counts = false, shift = false;
+  int64_t ignoreIndex = -100;
+};
+LossRule lossRule(const mt::plan::Plan &plan);
+
 /// What a step did.
 struct StepResult {
   double loss = 0, lr = 0, gradNorm = 0;
+  /// Tokens the step trained on (every rank's), which the loss is the
+  /// mean over.
+  int64_t trainedTokens = 0;
   bool skipped = false;
 };
 
@@ -82,6 +94,14 @@ private:
   /// the caller.
   Status stepLoss(double &loss);
 
+  /// This rank's micro-batches of the step, read before any runs, and
+  /// every rank's trained tokens in each (allGathered), so that each
+  /// micro-batch's gradient can weigh its share of the step's.
+  Status readStep();
+  /// The tokens of `batch` the loss counts (as its cross-entropy does:
+  /// shifted within each row when the graph shifts, the ignore index not).
+  int64_t trainedTokens(const TokenBatch &batch) const;
+
   /// The update the step before left for this one, if any.
   StepConfig pendingConfig() const;
 
@@ -106,6 +126,13 @@ private:
   const uint32_t ranks;
   /// This rank's micro-batch losses of the step, in order.
   std::vector<float> losses;
+  /// This rank's micro-batches of the step, in order.
+  std::vector<TokenBatch> batches;
+  /// The trained tokens of every micro-batch of the step, rank-major (as
+  /// allGather gives them), and their sum.
+  std::vector<int64_t> tokenCounts;
+  int64_t stepTokens = 0;
+  const LossRule rule;
   /// Whether the updates measure the gradient norm (a plan whose gradients
   /// are gone by the end of the micro-batch phase).
   const bool transientGradients;

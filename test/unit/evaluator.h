@@ -58,6 +58,16 @@ public:
   std::map<std::string, Tensor> weights;
 
   std::vector<Tensor> call(func::FuncOp fn, std::vector<Tensor> args) {
+    // A training step's loss scale (the gradient its backward starts
+    // from) is 1 unless given.
+    if (args.size() + 1 == fn.getNumArguments() &&
+        fn.getArgAttr(fn.getNumArguments() - 1, "train.role") ==
+            mt::train::InputRoleAttr::get(fn.getContext(),
+                                          mt::train::InputRole::LossScale)) {
+      Tensor one;
+      one.f = {1.0f};
+      args.push_back(one);
+    }
     DenseMap<Value, Tensor> env;
     for (auto [arg, t] : llvm::zip(fn.getArguments(), args))
       env[arg] = t;

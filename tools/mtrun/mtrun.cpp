@@ -41,6 +41,7 @@ struct Options {
   std::vector<std::string> modelDirs;
   int64_t saveEvery = 0, maxSkips = 0;
   int keep = 3;
+  bool pad = false;
   float initStd = 0.02f;
   uint64_t seed = 0;
   int64_t steps = 1, warmup = 0;
@@ -408,9 +409,18 @@ int main(int argc, char **argv) {
                "PLAN.mtp)"};
   app.add_option("plan", o.plan, "The plan file");
   app.add_option("--data", o.data,
-                 "Token file: flat little-endian token ids, read in order, "
-                 "batch x seq tokens per micro-batch, from the start again "
-                 "when the rest is too short");
+                 "Training data, read in order and from the start again at "
+                 "its end: a token file (flat little-endian ids, batch x seq "
+                 "per micro-batch, every token trained on), or examples: a "
+                 ".jsonl file, or a directory of them, one per line with "
+                 "input_ids and optionally labels (-100: not trained on, as "
+                 "Hugging Face's) or attention_mask (0: padding, dropped). "
+                 "Examples are packed (concatenated, each row cut at seq, "
+                 "nothing trained across an example's boundary) unless --pad. "
+                 "A step's loss is the mean over all its trained tokens");
+  app.add_flag("--pad", o.pad,
+               "With examples: one per row, truncated to seq, the rest of "
+               "the row padding that is not trained on");
   app.add_option("--calibrate", o.calibrate,
                  "Measure this machine's rates and write them as a target "
                  "file for mtc --target (no plan needed): the GPU's (pinned "
@@ -576,11 +586,34 @@ int main(int argc, char **argv) {
     if (in.role() == mt::plan::LABELS)
       kind = TargetKind::Labels;
   TokenData data;
-  if (Status st = TokenData::open(
-          o.data, o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
-          shapes.vocab(), shapes.batch(), shapes.seq(), kind, data);
-      !st)
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool examples = fs::is_directory(o.data, ec) ||
+                  fs::path(o.data).extension() == ".jsonl";
+  if (o.pad && !examples)
+    return fail("--pad fills rows with examples: give --data a .jsonl file "
+                "or a directory of them");
+  if (examples) {
+    int64_t untrained = 0;
+    std::string first;
+    if (Status st = TokenData::openExamples(
+            o.data, shapes.vocab(), shapes.batch(), shapes.seq(), kind,
+            o.pad ? Fill::Pad : Fill::Pack, lossRule(plan).ignoreIndex, data,
+            untrained, first);
+        !st)
+      return fail(st.message());
+    if (untrained && leader)
+      std::fprintf(stderr,
+                   "mtrun: warning: %lld example(s) have no token trained on "
+                   "(every label -100; the first at %s): they add no loss\n",
+                   (long long)untrained, first.c_str());
+  } else if (Status st = TokenData::open(
+                 o.data,
+                 o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
+                 shapes.vocab(), shapes.batch(), shapes.seq(), kind, data);
+             !st) {
     return fail(st.message());
+  }
 
   if (Status st = checkHostMemory(plan, cuda, comm ? comm->rank() : 0); !st)
     return fail(st.message());
@@ -700,10 +733,12 @@ int main(int argc, char **argv) {
       std::fprintf(metrics,
                    "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, "
                    "\"grad_norm\": %s, \"tokens\": %lld, "
+                   "\"trained_tokens\": %lld, "
                    "\"step_time_s\": %.6f, \"skipped\": %s}\n",
                    (long long)t, jsonNumber(r.loss).c_str(), r.lr,
                    jsonNumber(r.gradNorm).c_str(),
-                   (long long)(tokensPerStep * t), secs,
+                   (long long)(tokensPerStep * t), (long long)r.trainedTokens,
+                   secs,
                    r.skipped ? "true" : "false");
       std::fflush(metrics);
     }

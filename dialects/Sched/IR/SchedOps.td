@@ -98,6 +98,7 @@ def Sched_OptimizerOverlap : I32EnumAttr<"OptimizerOverlap", "when weights are u
 def Sched_OptimizerOverlapAttr : EnumAttr<Sched_Dialect, Sched_OptimizerOverlap, "overlap">;
 
 def Sched_Role : I32EnumAttr<"Role", "what an input carries", [
+    I32EnumAttrCase<"LossScale", 4, "loss_scale">,
     I32EnumAttrCase<"Tokens", 1, "tokens">,
     I32EnumAttrCase<"Labels", 2, "labels">,
     I32EnumAttrCase<"Targets", 3, "targets">]> {

@@ -184,7 +184,9 @@ struct LowerToSched
         Value buf = buffer(microPrefix(k) + label, "device", tensorOf(arg));
         Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
                  : role.getValue() == train::InputRole::Labels ? Role::Labels
-                                                               : Role::Targets;
+                 : role.getValue() == train::InputRole::LossScale
+                     ? Role::LossScale
+                     : Role::Targets;
         OpBuilder(begin).create<InputOp>(loc, label, r, buf, int64_t(k));
         bufs[arg] = buf;
       }

@@ -71,7 +71,8 @@ def Train_InputRole : I32EnumAttr<"InputRole", "what a graph input carries", [
     I32EnumAttrCase<"Tokens", 0, "tokens">,
     I32EnumAttrCase<"Labels", 1, "labels">,
     I32EnumAttrCase<"Targets", 2, "targets">,
-    I32EnumAttrCase<"Other", 3, "other">]> {
+    I32EnumAttrCase<"Other", 3, "other">,
+    I32EnumAttrCase<"LossScale", 4, "loss_scale">]> {
   let cppNamespace = "::mt::train";
   let genSpecializedAttr = 0;
 }

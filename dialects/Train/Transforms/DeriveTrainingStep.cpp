@@ -240,9 +240,20 @@ struct DeriveTrainingStep
       model.emitError("the loss does not depend on any trainable weight");
       return false;
     }
-    auto one = DenseElementsAttr::get(
-        typeOf(loss), b.getFloatAttr(typeOf(loss).getElementType(), 1.0));
-    bp.accumulate(loss, b.create<ConstantOp>(model.getLoc(), one));
+    // The backward starts from the loss's gradient, an input of the step
+    // (its scale): a run gives each micro-batch the weight of its trained
+    // tokens in the whole step's, so that the step's gradient is that of
+    // the mean over all of them (1 where every micro-batch trains as many).
+    unsigned scaleIndex = step.getNumArguments();
+    step.insertArgument(
+        scaleIndex, typeOf(loss),
+        b.getDictionaryAttr(
+            {b.getNamedAttr("train.name", b.getStringAttr("loss_scale")),
+             b.getNamedAttr("train.role", InputRoleAttr::get(
+                                              b.getContext(),
+                                              InputRole::LossScale))}),
+        model.getLoc());
+    bp.accumulate(loss, body.getArgument(scaleIndex));
     if (failed(bp.run(forward)))
       return false;
     numGradOps += bp.emitted;

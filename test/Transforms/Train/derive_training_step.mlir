@@ -3,6 +3,8 @@
 // A layer template gets a gradient function that recomputes the layer and
 // runs its backward; the step calls it in reverse layer order and returns
 // the loss and the gradient of every trainable weight, in weight order.
+// The backward starts from the step's last input, the loss scale (the
+// share of the step's trained tokens a run gives each micro-batch).
 // CHECK-LABEL: func.func private @layer_grad(
 // CHECK-SAME: %[[H:[a-z0-9]+]]: tensor<2x8xf32>, %[[N:[a-z0-9]+]]: tensor<8xf32> {train.param = "norm.weight"}, %[[W:[a-z0-9]+]]: tensor<8x8xf32> {train.param = "proj.weight"}, %[[DY:[a-z0-9]+]]: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<8xf32>, tensor<8x8xf32>)
 // CHECK: %[[A:.+]] = train.rms_norm %[[H]], %[[N]]
@@ -12,10 +14,10 @@
 // CHECK: %[[SUM:.+]] = train.add %[[DY]], %[[DH]]
 // CHECK: return %[[SUM]], %[[DN]], %[[DW]]
 // CHECK-LABEL: func.func @train_step(
+// CHECK-SAME: %[[SCALE:[a-z0-9]+]]: tensor<f32> {train.name = "loss_scale", train.role = #train<role loss_scale>})
 // CHECK-SAME: -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "embed.weight"}, tensor<8xf32> {train.grad_of = "layers.0.norm.weight"}, tensor<8x8xf32> {train.grad_of = "layers.0.proj.weight"}, tensor<8xf32> {train.grad_of = "layers.1.norm.weight"}, tensor<8x8xf32> {train.grad_of = "layers.1.proj.weight"})
 // CHECK: %[[L:.+]] = train.cross_entropy
-// CHECK: %[[ONE:.+]] = train.constant dense<1.000000e+00> : tensor<f32>
-// CHECK: %[[DL:.+]] = train.cross_entropy_grad %{{.*}}, %{{.*}}, %[[ONE]]
+// CHECK: %[[DL:.+]] = train.cross_entropy_grad %{{.*}}, %{{.*}}, %[[SCALE]]
 // The tied embedding/head weight: the head's gradient and the embedding's add up.
 // CHECK: %[[DX:.+]], %[[DHEAD:.+]] = train.linear_grad %{{.*}}, %{{.*}}, %[[DL]]
 // CHECK: %[[G1:.+]]:3 = call @layer_grad({{.*}}) {train.layer = 1 : i64}

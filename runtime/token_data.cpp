@@ -104,13 +104,16 @@ Status parseExample(const std::string &line, const std::string &where,
   bool hasLabels = j.contains("labels");
   if (hasLabels && labels.size() != ids.size())
     return Status::error(where + ": 'labels' has " +
-                         std::to_string(labels.size()) + " entries and "
-                         "'input_ids' " + std::to_string(ids.size()) +
-                         "; they must be aligned");
+                         std::to_string(labels.size()) +
+                         " entries and "
+                         "'input_ids' " +
+                         std::to_string(ids.size()) + "; they must be aligned");
   if (j.contains("attention_mask") && mask.size() != ids.size())
     return Status::error(where + ": 'attention_mask' has " +
-                         std::to_string(mask.size()) + " entries and "
-                         "'input_ids' " + std::to_string(ids.size()));
+                         std::to_string(mask.size()) +
+                         " entries and "
+                         "'input_ids' " +
+                         std::to_string(ids.size()));
   if (!hasLabels)
     labels = ids;
   for (size_t i = 0; i < labels.size(); ++i)
@@ -119,7 +122,8 @@ Status parseExample(const std::string &line, const std::string &where,
       return Status::error(where + ": labels[" + std::to_string(i) + "] is " +
                            std::to_string(labels[i]) +
                            "; a label is -100 (not trained on) or a token id "
-                           "below " + std::to_string(vocab));
+                           "below " +
+                           std::to_string(vocab));
   for (int64_t &l : labels)
     if (l == -100)
       l = ignore; // the loss's own ignore index
@@ -179,8 +183,8 @@ Status TokenData::openExamples(const std::string &path, int64_t vocab,
       if (line.find_first_not_of(" \t\r") == std::string::npos)
         continue; // a blank line
       std::string where = file + ":" + std::to_string(n);
-      if (Status st = parseExample(line, where, vocab, ignoreIndex, ids,
-                                   labels);
+      if (Status st =
+              parseExample(line, where, vocab, ignoreIndex, ids, labels);
           !st)
         return st;
       if (ids.empty())
@@ -239,7 +243,8 @@ void TokenData::next(TokenBatch &out) {
     // example's tokens.
     for (int64_t r = 0; r < batch_; ++r) {
       int64_t e = (position_ + r) % size();
-      int64_t begin = starts_[e], length = std::min(seq_, starts_[e + 1] - begin);
+      int64_t begin = starts_[e],
+              length = std::min(seq_, starts_[e + 1] - begin);
       for (int64_t t = 0; t < seq_; ++t) {
         bool real = t < length;
         out.inputs[r * seq_ + t] = real ? tokens_[begin + t] : 0;

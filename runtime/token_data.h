@@ -63,7 +63,7 @@ public:
 
   /// Tokens (flat, packed) or examples (padded) in the data.
   int64_t size() const {
-    return !examples_             ? int64_t(ids_.size())
+    return !examples_            ? int64_t(ids_.size())
            : fill_ == Fill::Pack ? int64_t(tokens_.size())
                                  : int64_t(starts_.size()) - 1;
   }

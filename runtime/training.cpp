@@ -42,7 +42,8 @@ LossRule lossRule(const mt::plan::Plan &plan) {
 }
 
 int64_t Trainer::trainedTokens(const TokenBatch &batch) const {
-  int64_t seq = plan.shapes().seq(), n = 0, tokens = int64_t(batch.targets.size());
+  int64_t seq = plan.shapes().seq(), n = 0,
+          tokens = int64_t(batch.targets.size());
   for (int64_t t = 0; t < tokens; ++t) {
     if (!rule.counts) {
       ++n;
@@ -183,9 +184,9 @@ Status Trainer::microBatch(int64_t m, int phaseIndex,
         // Its share of the step's trained tokens, times the step's
         // micro-batches: exactly 1 when every one trains as many.
         int64_t n = tokenCounts[size_t(backend.rank()) * batches.size() + i];
-        float s = stepTokens ? float(double(n) * double(all) /
-                                     double(stepTokens))
-                             : 0.0f;
+        float s = stepTokens
+                      ? float(double(n) * double(all) / double(stepTokens))
+                      : 0.0f;
         if (Status st = backend.write(in.buffer(), &s, sizeof s); !st)
           return st;
         continue;

@@ -588,8 +588,8 @@ int main(int argc, char **argv) {
   TokenData data;
   namespace fs = std::filesystem;
   std::error_code ec;
-  bool examples = fs::is_directory(o.data, ec) ||
-                  fs::path(o.data).extension() == ".jsonl";
+  bool examples =
+      fs::is_directory(o.data, ec) || fs::path(o.data).extension() == ".jsonl";
   if (o.pad && !examples)
     return fail("--pad fills rows with examples: give --data a .jsonl file "
                 "or a directory of them");
@@ -608,8 +608,7 @@ int main(int argc, char **argv) {
                    "(every label -100; the first at %s): they add no loss\n",
                    (long long)untrained, first.c_str());
   } else if (Status st = TokenData::open(
-                 o.data,
-                 o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
+                 o.data, o.dataDtype == "u16" ? TokenType::U16 : TokenType::U32,
                  shapes.vocab(), shapes.batch(), shapes.seq(), kind, data);
              !st) {
     return fail(st.message());
@@ -738,8 +737,7 @@ int main(int argc, char **argv) {
                    (long long)t, jsonNumber(r.loss).c_str(), r.lr,
                    jsonNumber(r.gradNorm).c_str(),
                    (long long)(tokensPerStep * t), (long long)r.trainedTokens,
-                   secs,
-                   r.skipped ? "true" : "false");
+                   secs, r.skipped ? "true" : "false");
       std::fflush(metrics);
     }
     if (!o.save.empty() && o.saveEvery > 0 && t % o.saveEvery == 0 &&

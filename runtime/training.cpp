@@ -11,11 +11,30 @@
 namespace mt::runtime {
 
 double learningRate(const TrainingOptions &o, int64_t t) {
+  using S = TrainingOptions::Schedule;
+  if (o.huggingFace) {
+    // Hugging Face's schedulers (torch's LambdaLR): evaluated at the steps
+    // done before this one, warming up from 0, decaying to 0 at the last.
+    double k = double(t - 1), w = double(o.warmup), n = double(o.steps);
+    if (k < w)
+      return o.lr * k / w;
+    double progress = n > w ? (k - w) / (n - w) : 1.0;
+    switch (o.schedule) {
+    case S::Linear:
+      return o.lr * std::max(0.0, 1.0 - progress);
+    case S::Cosine:
+      return o.lr * std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * progress)));
+    default: // constant_with_warmup (constant: without warmup)
+      return o.lr;
+    }
+  }
   if (o.warmup > 0 && t <= o.warmup)
     return o.lr * double(t) / double(o.warmup);
-  if (o.schedule == TrainingOptions::Schedule::Constant || o.steps <= o.warmup)
+  if (o.schedule == S::Constant || o.steps <= o.warmup)
     return o.lr;
   double progress = double(t - o.warmup) / double(o.steps - o.warmup);
+  if (o.schedule == S::Linear)
+    return o.minLr + (o.lr - o.minLr) * (1.0 - progress);
   return o.minLr + 0.5 * (o.lr - o.minLr) * (1.0 + std::cos(M_PI * progress));
 }
 

@@ -20,15 +20,25 @@ namespace mt::runtime {
 struct TrainingOptions {
   int64_t steps = 1;  ///< the last step of the run
   int64_t warmup = 0; ///< linear warmup steps
-  enum class Schedule { Constant, Cosine } schedule = Schedule::Constant;
+  enum class Schedule {
+    Constant,
+    Cosine,
+    Linear
+  } schedule = Schedule::Constant;
+  /// The schedule as Hugging Face's Trainer evaluates it (mtrun
+  /// --lr-schedule-hf): at the optimizer steps done before this one,
+  /// warming up from 0, decaying to 0 (see learningRate).
+  bool huggingFace = false;
   double lr = 1e-3, minLr = 0; ///< peak, and the cosine's end
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0;  ///< the global norm's bound (0: off)
   int64_t maxSkips = 0; ///< non-finite steps skipped before the run stops
 };
 
-/// The learning rate of step t (from 1): linear warmup, then constant or
-/// cosine decay to minLr at the last step.
+/// The learning rate of step t (from 1): linear warmup, then constant, or a
+/// cosine or linear decay to minLr at the last step. With huggingFace, what
+/// Hugging Face's get_{constant,linear,cosine}_schedule_with_warmup give
+/// at the steps done before t (minLr unused: they decay to 0).
 double learningRate(const TrainingOptions &o, int64_t t);
 
 /// Which tokens a plan's loss counts: its cross-entropy's rule (a shifted

@@ -35,6 +35,29 @@ TEST(Training, LearningRateWarmsUpThenHoldsOrDecays) {
   EXPECT_DOUBLE_EQ(learningRate(o, 4), 1.0);
   EXPECT_DOUBLE_EQ(learningRate(o, 7), 0.1 + 0.45);
   EXPECT_NEAR(learningRate(o, 10), 0.1, 1e-15);
+  o.schedule = TrainingOptions::Schedule::Linear;
+  EXPECT_DOUBLE_EQ(learningRate(o, 7), 0.1 + 0.9 * 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(o, 10), 0.1);
+}
+
+TEST(Training, HuggingFaceSchedulesCountTheStepsDone) {
+  // get_linear_schedule_with_warmup(warmup 2, total 6): lambda(k) at the
+  // k = t - 1 steps done: 0, 1/2, then (6 - k) / 4.
+  TrainingOptions o;
+  o.huggingFace = true;
+  o.lr = 1.0;
+  o.steps = 6;
+  o.warmup = 2;
+  o.schedule = TrainingOptions::Schedule::Linear;
+  std::vector<double> want = {0.0, 0.5, 1.0, 0.75, 0.5, 0.25};
+  for (int t = 1; t <= 6; ++t)
+    EXPECT_DOUBLE_EQ(learningRate(o, t), want[size_t(t - 1)]) << t;
+  o.schedule = TrainingOptions::Schedule::Cosine;
+  EXPECT_DOUBLE_EQ(learningRate(o, 3), 1.0);
+  EXPECT_DOUBLE_EQ(learningRate(o, 5), 0.5);
+  o.schedule = TrainingOptions::Schedule::Constant;
+  o.warmup = 0;
+  EXPECT_DOUBLE_EQ(learningRate(o, 1), 1.0);
 }
 
 /// Every collective of `size` threads, through shared slots: the rank

@@ -2,7 +2,7 @@
 //
 //   mtrun PLAN.mtp --data TOKENS --steps N [--data-dtype u16|u32]
 //         [--device cpu|cuda|auto] [--lr --beta1 --beta2 --eps --weight-decay]
-//         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine]
+//         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine|linear]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/parallel.h"
@@ -41,7 +41,7 @@ struct Options {
   std::vector<std::string> modelDirs;
   int64_t saveEvery = 0, maxSkips = 0;
   int keep = 3;
-  bool pad = false;
+  bool pad = false, hfSchedule = false;
   float initStd = 0.02f;
   uint64_t seed = 0;
   int64_t steps = 1, warmup = 0;
@@ -446,8 +446,15 @@ int main(int argc, char **argv) {
                  "Clip the global gradient norm to this (0: off)");
   app.add_option("--warmup", o.warmup, "Linear warmup steps (>= 0)")
       ->check(wholeNumber<int64_t>());
-  app.add_option("--lr-schedule", o.schedule, "After warmup")
-      ->check(CLI::IsMember({"constant", "cosine"}));
+  app.add_option("--lr-schedule", o.schedule,
+                 "After warmup: constant, or a cosine or linear decay to "
+                 "--min-lr at the last step")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}));
+  app.add_flag("--lr-schedule-hf", o.hfSchedule,
+               "Evaluate the schedule as Hugging Face's Trainer does: at the "
+               "steps done before each (0 for the first), warming up from 0 "
+               "over --warmup steps, decaying to 0 (--min-lr unused): "
+               "constant (with warmup), linear, cosine");
   app.add_option("--min-lr", o.minLr,
                  "Final learning rate of the cosine (>= 0)");
   app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
@@ -676,9 +683,11 @@ int main(int argc, char **argv) {
   TrainingOptions training;
   training.steps = o.steps;
   training.warmup = o.warmup;
-  training.schedule = o.schedule == "cosine"
-                          ? TrainingOptions::Schedule::Cosine
+  training.schedule = o.schedule == "cosine" ? TrainingOptions::Schedule::Cosine
+                      : o.schedule == "linear"
+                          ? TrainingOptions::Schedule::Linear
                           : TrainingOptions::Schedule::Constant;
+  training.huggingFace = o.hfSchedule;
   training.lr = o.lr;
   training.minLr = o.minLr;
   training.beta1 = o.beta1;

@@ -13,6 +13,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mt_obj_root, "test")
 
 config.substitutions.append(("%mt_src", config.mt_src_root))
+# The built tools, for what finds them itself (the Python package: MT_BIN).
+config.substitutions.append(("%mt_bin", config.mt_tools_dir))
 config.substitutions.append(("%mlir_include", " ".join("-I " + d for d in config.mlir_include_dirs)))
 # Fixtures shared by the project live beside the repository.
 shared = os.environ.get("MT_SHARED", os.path.join(config.mt_src_root, "..", "shared"))

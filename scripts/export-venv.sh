@@ -11,7 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-export"
 python=${PYTHON:-python3}
 pins=(torch==2.11.0 transformers==5.17.0 onnxscript==0.7.2 onnx==1.23.2
-      safetensors==0.8.0 numpy==2.4.6 accelerate==1.15.0)
+      safetensors==0.8.0 numpy==2.4.6 accelerate==1.15.0 sentencepiece==0.2.3)
 stamp="$venv/.pins"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "${pins[*]}" ]; then
   echo "$venv/bin/python"

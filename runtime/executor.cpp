@@ -77,7 +77,7 @@ void PhaseMonitor::begin(const plan::Plan &plan, const plan::Phase &phase,
   std::lock_guard<std::mutex> lock(mu_);
   plan_ = &plan;
   phase_ = &phase;
-  step_ = step.step;
+  step_ = step.runStep ? step.runStep : step.step;
   firstMicroBatch_ = step.firstMicroBatch;
   streams_.assign(size_t(plan.streams_size()), StreamState{});
   hasOps_.assign(size_t(plan.streams_size()), false);

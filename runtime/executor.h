@@ -27,6 +27,10 @@ namespace mt::runtime {
 struct StepConfig {
   AdamWConfig adamw;
   int64_t step = 1;
+  /// The optimizer step the phase runs in, when it is not `step`: the
+  /// first micro-batch of a NEXT_FORWARD plan applies the previous step's
+  /// update (for PhaseMonitor, whose holds name the step that runs).
+  int64_t runStep = 0;
   float gradScale = 1.0f;
   /// In the micro-batch phase: whether this is the step's first or last
   /// micro-batch (ops marked first_ or last_micro_batch_only run only then).

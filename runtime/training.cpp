@@ -133,6 +133,7 @@ Status Trainer::step(int64_t t, StepResult &r) {
       // first micro-batch; updates during the backward see the mean of
       // the micro-batches' gradients (mtrun refuses clipping with them).
       StepConfig run = deferred ? pendingConfig() : config;
+      run.runStep = t;
       if (!deferred)
         run.gradScale = float(scale);
       // A layer-major plan runs the phase once for all micro-batches.

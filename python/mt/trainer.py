@@ -306,10 +306,14 @@ class Trainer:
                 print(line, file=sys.stderr)
 
     def _train(self, command, steps):
-        """mtrun with a progress bar from its step lines; Ctrl-C asks it to
-        stop after the step (it saves a checkpoint)."""
+        """mtrun with a progress bar from its step lines and its own lines
+        passed on; Ctrl-C asks it to stop after the step (it saves a
+        checkpoint), a second Ctrl-C at once."""
+        # In a session of its own: a terminal's Ctrl-C reaches this process
+        # alone, which passes exactly one SIGINT on.
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         other = []
         pattern = re.compile(r"^step (\d+)/(\d+)\s+loss (\S+)")
         interrupted = False
@@ -323,13 +327,18 @@ class Trainer:
                           end="", file=sys.stderr, flush=True)
                     continue
                 other.append(line.rstrip())
-                if "warning" in line or "LOSSY" in line:
-                    print(line.rstrip(), file=sys.stderr)
+                if line.startswith("mtrun:"):
+                    print("\n" + line.rstrip(), file=sys.stderr)
             proc.wait()
         except KeyboardInterrupt:
             interrupted = True
             proc.send_signal(signal.SIGINT)
-            proc.wait()
+            while True:
+                try:
+                    proc.wait()
+                    break
+                except KeyboardInterrupt:  # again: stop at once
+                    proc.send_signal(signal.SIGINT)
         print(file=sys.stderr)
         if interrupted or proc.returncode in (130, 143):
             raise KeyboardInterrupt(

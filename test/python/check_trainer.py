@@ -13,6 +13,10 @@ when both are within 1e-4.
   check_trainer.py plain EXAMPLES_LLAMA_DIR WORK
   check_trainer.py hf-resume FIXTURE_DIR WORK   3 steps, then resumed to 5
   check_trainer.py refuse FIXTURE_DIR WORK      a field mt cannot honour
+  check_trainer.py hf-interrupt FIXTURE_DIR WORK
+      Ctrl-C during step 2 (held there by mtrun's MT_TEST_HOLD hook until
+      the stop, so that the signal lands at the same point on any
+      machine), then resumed to 5
 
 hf-resume uses a constant schedule (the first run's 3 steps are those of
 the 5-step run) and compares the 5 steps of both runs' metrics.
@@ -50,7 +54,7 @@ if hf:
                           strict=False)
     model.tie_weights()
     schedule = dict(warmup_steps=1, lr_scheduler_type="linear")
-    if kind == "hf-resume":
+    if kind in ("hf-resume", "hf-interrupt"):
         schedule = dict(lr_scheduler_type="constant")
     args = transformers.TrainingArguments(
         output_dir=work, per_device_train_batch_size=2,
@@ -78,6 +82,31 @@ if kind == "hf-resume":
     first = copy.deepcopy(args)
     first.max_steps = 3
     mt.Trainer(model=model, train_dataset=examples, args=first).train()
+    result = mt.Trainer(model=model, train_dataset=examples,
+                        args=args).train(resume_from_checkpoint=True)
+elif kind == "hf-interrupt":
+    import signal
+    import threading
+    import time
+
+    held = copy.deepcopy(args)
+    held.save_steps = 1
+    os.environ["MT_TEST_HOLD"] = "2:0"
+
+    def interrupt():
+        # Step 1's checkpoint is written before step 2 starts and holds.
+        while not os.path.isdir(os.path.join(work, "step-00000001")):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        mt.Trainer(model=model, train_dataset=examples, args=held).train()
+        print("NOT INTERRUPTED")
+    except KeyboardInterrupt as e:
+        print("interrupted:", e)
+    del os.environ["MT_TEST_HOLD"]
+    print("left", sorted(d for d in os.listdir(work) if d.startswith("step-")))
     result = mt.Trainer(model=model, train_dataset=examples,
                         args=args).train(resume_from_checkpoint=True)
 else:

@@ -89,13 +89,19 @@ elif kind == "hf-interrupt":
     import threading
     import time
 
+    # What a terminal's Ctrl-C does, also where this runs with SIGINT
+    # ignored (a test runner's background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     held = copy.deepcopy(args)
     held.save_steps = 1
     os.environ["MT_TEST_HOLD"] = "2:0"
 
     def interrupt():
-        # Step 1's checkpoint is written before step 2 starts and holds.
-        while not os.path.isdir(os.path.join(work, "step-00000001")):
+        # Step 1's checkpoint is written before step 2 starts and holds
+        # (the wait guards against a hang, it measures nothing).
+        for _ in range(6000):
+            if os.path.isdir(os.path.join(work, "step-00000001")):
+                break
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGINT)
 

@@ -174,8 +174,12 @@ class Trainer:
         else:
             per_epoch = max(1, math.ceil(len(examples) / batch) // micro)
             steps = max(1, math.ceil(per_epoch * float(h["num_train_epochs"])))
-        warmup = h["warmup_steps"]
-        if not warmup and h["warmup_ratio"]:
+        # Hugging Face 5: warmup_steps below 1 is a ratio of the steps (as
+        # warmup_ratio was before).
+        warmup = float(h["warmup_steps"] or 0)
+        if 0 < warmup < 1:
+            warmup = math.ceil(steps * warmup)
+        elif not warmup and h["warmup_ratio"]:
             warmup = math.ceil(steps * float(h["warmup_ratio"]))
         if h["lr_scheduler_type"] == "constant":
             warmup = 0  # Hugging Face's constant schedule has none

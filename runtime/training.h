@@ -29,7 +29,7 @@ struct TrainingOptions {
   /// --lr-schedule-hf): at the optimizer steps done before this one,
   /// warming up from 0, decaying to 0 (see learningRate).
   bool huggingFace = false;
-  double lr = 1e-3, minLr = 0; ///< peak, and the cosine's end
+  double lr = 1e-3, minLr = 0; ///< peak, and where the decay ends
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
   double gradClip = 0;  ///< the global norm's bound (0: off)
   int64_t maxSkips = 0; ///< non-finite steps skipped before the run stops

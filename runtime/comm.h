@@ -28,6 +28,7 @@ public:
   /// `add(part, offset, partBytes)`, offsets increasing per rank, every
   /// part of rank r before any of rank r + 1 for the same offset. Other
   /// ranks only send. `part` of the owner's own rank is `data` itself.
+  /// One caller at a time (the plan's network stream).
   virtual Status
   reduceToOwner(int owner, const void *data, size_t bytes,
                 const std::function<void(const void *part, size_t offset,

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <vector>
+#include <memory>
 
 namespace mt::runtime {
 
@@ -54,7 +54,14 @@ public:
           return st;
       return Status::ok();
     }
-    std::vector<char> incoming(std::min(bytes, kPart));
+    // Every micro-batch reduces every gradient: the part buffer is kept
+    // (its plan has one network stream, the one caller).
+    size_t need = std::min(bytes, kPart);
+    if (incomingBytes_ < need) {
+      incoming_.reset(new char[need]);
+      incomingBytes_ = need;
+    }
+    char *incoming = incoming_.get();
     for (size_t at = 0; at < bytes; at += kPart) {
       size_t n = part(bytes, at);
       for (int r = 0; r < size_; ++r) {
@@ -62,12 +69,12 @@ public:
           add(mine + at, at, n);
           continue;
         }
-        if (Status st = check(MPI_Recv(incoming.data(), int(n), MPI_BYTE, r, 0,
-                                       comm_, MPI_STATUS_IGNORE),
+        if (Status st = check(MPI_Recv(incoming, int(n), MPI_BYTE, r, 0, comm_,
+                                       MPI_STATUS_IGNORE),
                               "MPI_Recv", r);
             !st)
           return st;
-        add(incoming.data(), at, n);
+        add(incoming, at, n);
       }
     }
     return Status::ok();
@@ -140,6 +147,8 @@ private:
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::unique_ptr<char[]> incoming_; ///< one rank's part, in reduceToOwner
+  size_t incomingBytes_ = 0;
   int rank_ = 0, size_ = 1, localRank_ = 0;
 };
 

@@ -19,19 +19,16 @@ not optimized. Run it in the venv of scripts/export-venv.sh.
 """
 import argparse
 import copy
+import os
+import sys
 
 import torch
 import transformers
 
-
-class WithLoss(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, input_ids, labels):
-        out = self.m(input_ids=input_ids, labels=labels)
-        return out.loss, out.logits
+# The wrapper mt.Trainer exports with too (python/mt/export.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "python"))
+from mt.export import WithLoss  # noqa: E402
 
 
 def real_buffers(model, config):

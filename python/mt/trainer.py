@@ -276,7 +276,8 @@ class Trainer:
         save_file(state, weights)
         module = self.model
         if hf:
-            module = _WithLoss(self.model)
+            from .export import WithLoss
+            module = WithLoss(self.model)
             self.model.config._attn_implementation = "eager"
         ids = torch.randint(0, 2, (batch, seq))
         module.eval()
@@ -374,23 +375,3 @@ class Trainer:
             for k, v in state.items():
                 own[k].copy_(v)
         return int(steps[-1].split("-")[1])
-
-
-class _WithLoss:
-    """A Hugging Face model as forward(input_ids, labels) -> (loss, logits)
-    (scripts/export_hf.py's wrapper), built lazily so that torch is imported
-    only when training."""
-
-    def __new__(cls, model):
-        import torch
-
-        class WithLoss(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, input_ids, labels):
-                out = self.m(input_ids=input_ids, labels=labels)
-                return out.loss, out.logits
-
-        return WithLoss(model)

@@ -39,14 +39,14 @@ struct Options {
                           schedule = "constant";
   std::string metrics, save, trace, calibrate, disk, init = "none", resume;
   std::vector<std::string> modelDirs;
-  int64_t saveEvery = 0, maxSkips = 0;
+  int64_t saveEvery = 0;
   int keep = 3;
-  bool pad = false, hfSchedule = false;
+  bool pad = false;
   float initStd = 0.02f;
   uint64_t seed = 0;
-  int64_t steps = 1, warmup = 0;
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
-  double gradClip = 0, minLr = 0;
+  /// The loop's own (steps, schedule, AdamW, clipping, skips); --lr-schedule
+  /// is parsed into it after the options.
+  TrainingOptions train;
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   double stopTimeout = -1; ///< seconds; < 0: StopWatch chooses
 };
@@ -66,31 +66,33 @@ Status checkOptions(const Options &o, bool stopTimeoutGiven) {
     return std::string(text);
   };
   auto finite = [](double v) { return std::isfinite(v); };
-  if (o.steps < 1)
-    return bad("--steps", "at least 1", std::to_string(o.steps));
-  if (!finite(o.lr) || o.lr < 0)
-    return bad("--lr", "a finite number >= 0", num(o.lr));
-  if (!(o.beta1 >= 0 && o.beta1 < 1))
-    return bad("--beta1", "in [0, 1)", num(o.beta1));
-  if (!(o.beta2 >= 0 && o.beta2 < 1))
-    return bad("--beta2", "in [0, 1)", num(o.beta2));
-  if (!finite(o.eps) || o.eps <= 0)
-    return bad("--eps", "a finite number > 0", num(o.eps));
-  if (!finite(o.weightDecay) || o.weightDecay < 0)
-    return bad("--weight-decay", "a finite number >= 0", num(o.weightDecay));
-  if (!finite(o.gradClip) || o.gradClip < 0)
-    return bad("--grad-clip", "a finite number >= 0 (0: off)", num(o.gradClip));
-  if (o.warmup < 0)
-    return bad("--warmup", "0 or more steps", std::to_string(o.warmup));
-  if (!finite(o.minLr) || o.minLr < 0)
-    return bad("--min-lr", "a finite number >= 0", num(o.minLr));
+  if (o.train.steps < 1)
+    return bad("--steps", "at least 1", std::to_string(o.train.steps));
+  if (!finite(o.train.lr) || o.train.lr < 0)
+    return bad("--lr", "a finite number >= 0", num(o.train.lr));
+  if (!(o.train.beta1 >= 0 && o.train.beta1 < 1))
+    return bad("--beta1", "in [0, 1)", num(o.train.beta1));
+  if (!(o.train.beta2 >= 0 && o.train.beta2 < 1))
+    return bad("--beta2", "in [0, 1)", num(o.train.beta2));
+  if (!finite(o.train.eps) || o.train.eps <= 0)
+    return bad("--eps", "a finite number > 0", num(o.train.eps));
+  if (!finite(o.train.weightDecay) || o.train.weightDecay < 0)
+    return bad("--weight-decay", "a finite number >= 0",
+               num(o.train.weightDecay));
+  if (!finite(o.train.gradClip) || o.train.gradClip < 0)
+    return bad("--grad-clip", "a finite number >= 0 (0: off)",
+               num(o.train.gradClip));
+  if (o.train.warmup < 0)
+    return bad("--warmup", "0 or more steps", std::to_string(o.train.warmup));
+  if (!finite(o.train.minLr) || o.train.minLr < 0)
+    return bad("--min-lr", "a finite number >= 0", num(o.train.minLr));
   if (o.saveEvery < 0)
     return bad("--save-every", "0 (only at the end) or more steps",
                std::to_string(o.saveEvery));
   if (o.keep < 0)
     return bad("--keep", "0 (all) or more", std::to_string(o.keep));
-  if (o.maxSkips < 0)
-    return bad("--max-skips", "0 or more", std::to_string(o.maxSkips));
+  if (o.train.maxSkips < 0)
+    return bad("--max-skips", "0 or more", std::to_string(o.train.maxSkips));
   if (o.threads < 1 || o.threads > 4096)
     return bad("--threads", "from 1 to 4096", std::to_string(o.threads));
   if (!finite(o.initStd) || o.initStd <= 0)
@@ -429,33 +431,33 @@ int main(int argc, char **argv) {
                  "under mpirun also the network between ranks 0 and 1");
   app.add_option("--data-dtype", o.dataDtype, "Token width")
       ->check(CLI::IsMember({"u16", "u32"}));
-  app.add_option("--steps", o.steps, "Optimizer steps (at least 1)")
+  app.add_option("--steps", o.train.steps, "Optimizer steps (at least 1)")
       ->check(wholeNumber<int64_t>());
   app.add_option("--device", o.device,
                  "Backend: cuda (the GPU; needs a build with CUDA and a "
                  "device), cpu (the reference kernels, host memory only), or "
                  "auto (cuda when there is a usable device, else cpu)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_option("--lr", o.lr, "Peak learning rate (>= 0)");
-  app.add_option("--beta1", o.beta1, "AdamW beta1, in [0, 1)");
-  app.add_option("--beta2", o.beta2, "AdamW beta2, in [0, 1)");
-  app.add_option("--eps", o.eps, "AdamW epsilon (> 0)");
-  app.add_option("--weight-decay", o.weightDecay,
+  app.add_option("--lr", o.train.lr, "Peak learning rate (>= 0)");
+  app.add_option("--beta1", o.train.beta1, "AdamW beta1, in [0, 1)");
+  app.add_option("--beta2", o.train.beta2, "AdamW beta2, in [0, 1)");
+  app.add_option("--eps", o.train.eps, "AdamW epsilon (> 0)");
+  app.add_option("--weight-decay", o.train.weightDecay,
                  "Decoupled weight decay (>= 0)");
-  app.add_option("--grad-clip", o.gradClip,
+  app.add_option("--grad-clip", o.train.gradClip,
                  "Clip the global gradient norm to this (0: off)");
-  app.add_option("--warmup", o.warmup, "Linear warmup steps (>= 0)")
+  app.add_option("--warmup", o.train.warmup, "Linear warmup steps (>= 0)")
       ->check(wholeNumber<int64_t>());
   app.add_option("--lr-schedule", o.schedule,
                  "After warmup: constant, or a cosine or linear decay to "
                  "--min-lr at the last step")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}));
-  app.add_flag("--lr-schedule-hf", o.hfSchedule,
+  app.add_flag("--lr-schedule-hf", o.train.huggingFace,
                "Evaluate the schedule as Hugging Face's Trainer does: at the "
                "steps done before each (0 for the first), warming up from 0 "
                "over --warmup steps, decaying to 0 (--min-lr unused): "
                "constant (with warmup), linear, cosine");
-  app.add_option("--min-lr", o.minLr,
+  app.add_option("--min-lr", o.train.minLr,
                  "Final learning rate of the cosine (>= 0)");
   app.add_option("--metrics", o.metrics, "Write one JSON line per step here");
   app.add_option("--save", o.save,
@@ -472,7 +474,7 @@ int main(int argc, char **argv) {
   app.add_option("--resume", o.resume,
                  "Continue from a checkpoint: a step-* directory, or the "
                  "newest one in DIR; --steps is the total to reach");
-  app.add_option("--max-skips", o.maxSkips,
+  app.add_option("--max-skips", o.train.maxSkips,
                  "Skip (and count) up to N steps whose loss or gradient norm "
                  "is not finite; one more stops the run with exit code 3")
       ->check(wholeNumber<int64_t>());
@@ -581,7 +583,7 @@ int main(int argc, char **argv) {
                  "mtrun: note: LOSSY: this plan stores the AdamW moments in "
                  "%s (mtc --optimizer-states)\n",
                  lossy.c_str());
-  if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.gradClip > 0)
+  if (plan.optimizer_overlap() == mt::plan::BACKWARD && o.train.gradClip > 0)
     return fail(o.plan +
                 " updates each weight during the backward, before "
                 "the global gradient norm is known; clipping needs a "
@@ -680,23 +682,11 @@ int main(int argc, char **argv) {
   // A write past a file size limit fails with EFBIG instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
 
-  TrainingOptions training;
-  training.steps = o.steps;
-  training.warmup = o.warmup;
-  training.schedule = o.schedule == "cosine" ? TrainingOptions::Schedule::Cosine
-                      : o.schedule == "linear"
-                          ? TrainingOptions::Schedule::Linear
-                          : TrainingOptions::Schedule::Constant;
-  training.huggingFace = o.hfSchedule;
-  training.lr = o.lr;
-  training.minLr = o.minLr;
-  training.beta1 = o.beta1;
-  training.beta2 = o.beta2;
-  training.eps = o.eps;
-  training.weightDecay = o.weightDecay;
-  training.gradClip = o.gradClip;
-  training.maxSkips = o.maxSkips;
-  Trainer trainer{training, plan, *backend, data, state};
+  o.train.schedule = o.schedule == "cosine" ? TrainingOptions::Schedule::Cosine
+                     : o.schedule == "linear"
+                         ? TrainingOptions::Schedule::Linear
+                         : TrainingOptions::Schedule::Constant;
+  Trainer trainer{o.train, plan, *backend, data, state};
   trainer.tracing = !o.trace.empty();
   trainer.monitor = &monitor;
   trainer.note = [](const std::string &text) {
@@ -715,7 +705,7 @@ int main(int argc, char **argv) {
     return st;
   };
   int stopped = agreedStop(stopWatch, comm); // the signal all ranks stop for
-  for (int64_t t = first; t <= o.steps && !stopped; ++t) {
+  for (int64_t t = first; t <= o.train.steps && !stopped; ++t) {
     auto stepStart = std::chrono::steady_clock::now();
     StepResult r;
     stopWatch.stepBegins(t);
@@ -733,9 +723,9 @@ int main(int argc, char **argv) {
       std::fprintf(stderr,
                    "step %lld/%lld  loss %.4f  lr %.2e  %.0f tokens/s  "
                    "elapsed %.1fs  eta %.1fs%s\n",
-                   (long long)t, (long long)o.steps, r.loss, r.lr,
+                   (long long)t, (long long)o.train.steps, r.loss, r.lr,
                    tokensPerStep / secs, elapsed,
-                   elapsed / double(t - first + 1) * double(o.steps - t),
+                   elapsed / double(t - first + 1) * double(o.train.steps - t),
                    r.skipped ? "  (skipped)" : "");
     if (metrics) {
       std::fprintf(metrics,
@@ -750,7 +740,7 @@ int main(int argc, char **argv) {
       std::fflush(metrics);
     }
     if (!o.save.empty() && o.saveEvery > 0 && t % o.saveEvery == 0 &&
-        t < o.steps && !stopped)
+        t < o.train.steps && !stopped)
       if (Status st = save(); !st)
         return fail(st.message());
   }

@@ -199,6 +199,28 @@ int64_t mt::sched::backwardStart(ArrayRef<ExecOp> order) {
   return it - order.begin();
 }
 
+/// The last op of type T in the program's body, or null.
+template <typename T> static Operation *lastOf(ProgramOp program) {
+  Operation *last = nullptr;
+  for (auto op : program.getOps<T>())
+    last = op;
+  return last;
+}
+
+void mt::sched::insertAfterArenas(OpBuilder &b, ProgramOp program) {
+  if (Operation *last = lastOf<ArenaOp>(program))
+    b.setInsertionPointAfter(last);
+  else
+    b.setInsertionPointToStart(&program.getBody().front());
+}
+
+void mt::sched::insertAfterStreams(OpBuilder &b, ProgramOp program) {
+  if (Operation *last = lastOf<StreamOp>(program))
+    b.setInsertionPointAfter(last);
+  else
+    insertAfterArenas(b, program);
+}
+
 PhaseOp mt::sched::findPhase(ProgramOp program, PhaseKind kind) {
   for (auto phase : program.getOps<PhaseOp>())
     if (phase.getKind() == kind)

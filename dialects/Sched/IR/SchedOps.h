@@ -3,6 +3,7 @@
 #define MT_DIALECTS_SCHED_IR_SCHEDOPS_H
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -32,6 +33,11 @@ int64_t backwardStart(llvm::ArrayRef<ExecOp> order);
 unsigned microBatchRuns(ExecOp op);
 /// The program's phase of `kind`, or null.
 PhaseOp findPhase(ProgramOp program, PhaseKind kind);
+/// Sets `b` where a pass declares a new arena of `program`: after its last
+/// one, or at the start of its body; and a new stream: after its last one,
+/// or after its arenas (the order a program lists them in).
+void insertAfterArenas(mlir::OpBuilder &b, ProgramOp program);
+void insertAfterStreams(mlir::OpBuilder &b, ProgramOp program);
 /// A phase's ops in program order, each op's place in it, and where the
 /// backward begins (backwardStart).
 struct ProgramOrder {

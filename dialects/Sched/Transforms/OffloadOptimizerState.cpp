@@ -69,26 +69,14 @@ struct OffloadOptimizerState
 
   /// The arenas and the stream, after the ones the program has.
   void declare(ProgramOp program) {
-    Block &body = program.getBody().front();
-    Operation *lastArena = nullptr, *lastStream = nullptr;
-    for (Operation &op : body) {
-      if (isa<ArenaOp>(op))
-        lastArena = &op;
-      if (isa<StreamOp>(op))
-        lastStream = &op;
-    }
     OpBuilder b(&getContext());
-    if (lastArena)
-      b.setInsertionPointAfter(lastArena);
-    else
-      b.setInsertionPointToStart(&body);
+    insertAfterArenas(b, program);
     b.create<ArenaOp>(program.getLoc(), kDiskArena, Tier::Disk, 0,
                       DiskFormatAttr::get(&getContext(), format),
                       IntegerAttr());
     b.create<ArenaOp>(program.getLoc(), kStageArena, Tier::Host, 0,
                       DiskFormatAttr(), IntegerAttr());
-    if (lastStream)
-      b.setInsertionPointAfter(lastStream);
+    insertAfterStreams(b, program);
     b.create<StreamOp>(program.getLoc(), kDiskStream, StreamKind::DiskIo);
   }
 

@@ -84,7 +84,7 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
     });
     SmallVector<int64_t> load(ranks, 0);
     DenseMap<Value, int64_t> ownerOf; // each owner-only buffer -> owner
-    DenseMap<Value, int64_t> readBy; // what the devices read -> owner
+    DenseMap<Value, int64_t> readBy;  // what the devices read -> owner
     MLIRContext *ctx = &getContext();
     for (size_t i : order) {
       ParameterOp p = trainable[i];
@@ -115,20 +115,12 @@ struct ShardState : public mt::sched::impl::ShardStatePassBase<ShardState> {
   /// The owners' arenas after the program's, the network stream after its
   /// streams.
   void declare(ProgramOp program) {
-    Block &body = program.getBody().front();
-    Operation *lastArena = nullptr, *lastStream = nullptr;
-    for (Operation &op : body) {
-      if (isa<ArenaOp>(op))
-        lastArena = &op;
-      if (isa<StreamOp>(op))
-        lastStream = &op;
-    }
     OpBuilder b(&getContext());
-    b.setInsertionPointAfter(lastArena);
+    insertAfterArenas(b, program);
     for (int64_t r = 0; r < ranks; ++r)
       b.create<ArenaOp>(program.getLoc(), rankArena(r), Tier::Host, 0,
                         DiskFormatAttr(), b.getI64IntegerAttr(r));
-    b.setInsertionPointAfter(lastStream);
+    insertAfterStreams(b, program);
     b.create<StreamOp>(program.getLoc(), kNetworkStream, StreamKind::Network);
   }
 

@@ -7,24 +7,10 @@ prints the largest relative loss difference and weight difference, and
                  REFERENCE.safetensors TOL
 """
 import json
-import struct
 import sys
 
 import numpy as np
-
-
-def tensors(path):
-    data = open(path, "rb").read()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(data[8 + n + a:8 + n + b], np.float32).reshape(info["shape"])
-    return out
-
+from safetensors.numpy import load_file as tensors
 
 metrics, ref, model, ref_model, tol = sys.argv[1:6]
 got = [json.loads(line)["loss"] for line in open(metrics)]

@@ -114,6 +114,7 @@ ArrayRef<OpRule> elementwiseRules() {
       {"Cos", kMinOpset, kMaxOpset, &Importer::importUnary<CosOp>},
       {"Sin", kMinOpset, kMaxOpset, &Importer::importUnary<SinOp>},
       {"Not", kMinOpset, kMaxOpset, &Importer::importUnary<NotOp>},
+      {"IsNaN", kMinOpset, kMaxOpset, &Importer::importUnary<IsNaNOp>},
       {"Identity", kMinOpset, kMaxOpset, &Importer::importUnary<IdentityOp>},
       {"ReduceMean", kMinOpset, 17,
        &Importer::importReduce<ReduceMeanOp, /*axesInput=*/false>},

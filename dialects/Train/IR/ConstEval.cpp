@@ -278,6 +278,7 @@ double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double reciprocal(double x) { return 1.0 / x; }
 double negate(double x) { return -x; }
 double logicalNot(double x) { return x == 0; }
+double isNaN(double x) { return std::isnan(x); }
 double identity(double x) { return x; }
 
 /// Value-preserving folds that need no constant operands.
@@ -375,6 +376,7 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
       .Case<CosOp>([&](auto) { return unary(*a, type, std::cos); })
       .Case<SinOp>([&](auto) { return unary(*a, type, std::sin); })
       .Case<NotOp>([&](auto) { return unary(*a, type, logicalNot); })
+      .Case<IsNaNOp>([&](auto) { return unary(*a, type, isNaN); })
       .Case<CastOp, CastLikeOp>([&](auto) {
         // Float to integer truncates toward zero, as C casts do.
         return unary(*a, type, identity);

@@ -128,6 +128,10 @@ MT_INFER_SAME(CosOp)
 MT_INFER_SAME(SinOp)
 MT_INFER_SAME(NotOp)
 MT_INFER_SAME(IdentityOp)
+MT_INFER(IsNaNOp) {
+  return push(types, rankedType(a.getInput()).getShape(),
+              IntegerType::get(ctx, 1));
+}
 MT_INFER_SAME(GeluOp)
 MT_INFER_SAME(DropoutOp)
 MT_INFER_SAME(CumSumOp)
@@ -803,6 +807,7 @@ MT_FOLD(CosOp)
 MT_FOLD(SinOp)
 MT_FOLD(NotOp)
 MT_FOLD(IdentityOp)
+MT_FOLD(IsNaNOp)
 MT_FOLD(AddOp)
 MT_FOLD(SubOp)
 MT_FOLD(MulOp)

@@ -113,6 +113,15 @@ def Train_SinOp : Train_UnaryOp<"sin", "Sine", Train_FloatTensor>;
 def Train_NotOp : Train_UnaryOp<"not", "Logical not", TensorOf<[I1]>>;
 def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)">;
 
+def Train_IsNaNOp : Train_InferOp<"is_nan"> {
+  let summary = "True where x is NaN (no gradient)";
+  let description = "Elementwise, ONNX semantics. `%y = train.is_nan %x : "
+                    "(tensor<4xf32>) -> tensor<4xi1>`";
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs TensorOf<[I1]>:$result);
+  let hasFolder = 1;
+}
+
 def Train_GeluOp : Train_InferOp<"gelu"> {
   let summary = "ONNX Gelu (opset 20): exact, or the tanh approximation";
   let description = "`%y = train.gelu %x {tanh} : (tensor<4xf32>) -> tensor<4xf32>`";

@@ -38,6 +38,20 @@ template <typename OpTy> OpTy def(Value v) {
   return v ? v.getDefiningOp<OpTy>() : OpTy();
 }
 
+/// The value of a constant, or of a frozen weight that carries its value
+/// (the folded masks of optimized exports).
+bool constantValue(Value v, Attribute &attr) {
+  if (!v)
+    return false;
+  if (matchPattern(v, m_Constant(&attr)))
+    return true;
+  auto w = v.getDefiningOp<WeightOp>();
+  if (!w || w.getTrainable() || !w.getValue())
+    return false;
+  attr = *w.getValue();
+  return true;
+}
+
 /// The value of a constant whose elements are all equal.
 std::optional<double> splatValue(Value v) {
   Attribute attr;
@@ -363,7 +377,7 @@ struct Fusion {
 
   bool checkCausal(Value mask, std::optional<bool> keepValue) {
     Attribute attr;
-    if (!matchPattern(mask, m_Constant(&attr)))
+    if (!constantValue(mask, attr))
       return false;
     auto values = getFloatValues(attr);
     auto shape = typeOf(mask).getShape();
@@ -379,6 +393,48 @@ struct Fusion {
         return false;
     }
     return true;
+  }
+
+  /// where(is_nan(p), 0, p) -> p: PyTorch's safe softmax (sdpa), which
+  /// gives 0 instead of NaN on a row whose every key is masked with -inf.
+  /// The fused attention gives 0 on such a row too.
+  Value throughSafeSoftmax(Value v) {
+    auto w = def<WhereOp>(v);
+    if (!w || !near(splatValue(w.getX()), 0.0, 0))
+      return v;
+    auto isNaN = def<IsNaNOp>(w.getCondition());
+    if (!isNaN || isNaN.getInput() != w.getY() ||
+        w.getY().getType() != v.getType())
+      return v;
+    return w.getY();
+  }
+
+  /// x^T in its last two dims spelled over flattened leading dims, as
+  /// PyTorch decomposes sdpa: reshape(transpose(reshape(x, [B * H, S, D]),
+  /// [0, 2, 1]), [B, H, D, S]). Returns what the inner reshape flattened
+  /// (x, or its GQA repetition [B, Hkv, n, S, D]), whose elements are x's
+  /// in [B, H, S, D] order.
+  Value matchFlatTranspose(Value v) {
+    auto outer = def<ReshapeOp>(v);
+    auto tr = outer ? def<TransposeOp>(outer.getInput()) : TransposeOp();
+    auto inner = tr ? def<ReshapeOp>(tr.getInput()) : ReshapeOp();
+    if (!inner || tr.getPerm() != ArrayRef<int64_t>{0, 2, 1})
+      return nullptr;
+    auto out = typeOf(v).getShape(), flat = typeOf(inner).getShape();
+    if (out.size() != 4 || flat[0] != out[0] * out[1] || flat[1] != out[3] ||
+        flat[2] != out[2])
+      return nullptr;
+    return inner.getInput();
+  }
+
+  /// True when `v` is a constant without infinities or NaNs.
+  bool isFinite(Value v) {
+    Attribute attr;
+    if (!constantValue(v, attr))
+      return false;
+    auto values = getFloatValues(attr);
+    return values &&
+           llvm::all_of(*values, [](double x) { return std::isfinite(x); });
   }
 
   Value throughReshapes(Value v) {
@@ -638,7 +694,9 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(MatMulOp pv,
                                 PatternRewriter &b) const override {
-    auto sm = def<SoftmaxOp>(pv.getLhs());
+    Value probs = f.throughSafeSoftmax(pv.getLhs());
+    bool safe = probs != pv.getLhs();
+    auto sm = def<SoftmaxOp>(probs);
     auto outT = typeOf(pv);
     if (!sm || outT.getRank() != 4 || (sm.getAxis() != -1 && sm.getAxis() != 3))
       return b.notifyMatchFailure(pv, "not softmax(...) over the last dim "
@@ -703,6 +761,10 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
               ? inner[0]
               : b.create<TransposeOp>(loc, inner[0],
                                       b.getDenseI64ArrayAttr(perm));
+    } else if (Value flat = f.matchFlatTranspose(kf[0])) {
+      k = f.reshape(b, loc, flat,
+                    {typeOf(kf[0]).getDimSize(0), typeOf(kf[0]).getDimSize(1),
+                     typeOf(kf[0]).getDimSize(3), typeOf(kf[0]).getDimSize(2)});
     } else {
       k = b.create<TransposeOp>(loc, kf[0], b.getDenseI64ArrayAttr(swap));
     }
@@ -717,6 +779,12 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
     if (H % Hkv)
       return b.notifyMatchFailure(pv, "query heads are not a multiple of "
                                       "key/value heads");
+    // The fused op's softmax is NaN on a row whose every key is -inf: the
+    // safe softmax's 0 differs there. A causal mask keeps each query's own
+    // key, and a constant mask without -inf hides no row.
+    if (safe && mask && !causal && !f.isFinite(mask))
+      return b.notifyMatchFailure(pv, "a safe softmax over a mask that may "
+                                      "hide a whole row with -inf");
     if (mask)
       freeze(mask);
     auto attn = b.create<AttentionOp>(

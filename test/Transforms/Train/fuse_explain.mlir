@@ -30,3 +30,25 @@ func.func @norm_weight_of_another_size(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %y = train.mul %n, %w : (tensor<2x8xf32>, tensor<1xf32>) -> tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// A safe softmax over a mask with -inf that is not causal: a row could be
+// all -inf, where the safe softmax gives 0 and the fused op NaN.
+func.func @safe_softmax_over_an_inf_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x2x4xf32>) -> tensor<1x1x4x2xf32>
+  // expected-remark @below {{linear not fused: not [..., K] x [K, N]}}
+  // expected-remark @below {{attention not fused: not softmax(...) over the last dim times v, in 4-D}}
+  %s = train.matmul %q, %kt : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
+  %mask = train.constant dense<[[0xFF800000, 0xFF800000], [0.0, 0.0]]> : tensor<2x2xf32>
+  // expected-remark @below {{rotary not fused: no x * cos + rotate_half(x) * sin with [S, D] or [B, S, D] tables}}
+  %a = train.add %s, %mask : (tensor<1x1x2x2xf32>, tensor<2x2xf32>) -> tensor<1x1x2x2xf32>
+  %p = train.softmax %a {axis = -1 : i64} : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  %nan = train.is_nan %p : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xi1>
+  %zero = train.constant dense<0.0> : tensor<f32>
+  %safe = train.where %nan, %zero, %p : (tensor<1x1x2x2xi1>, tensor<f32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
+  // expected-remark @below {{linear not fused: not [..., K] x [K, N]}}
+  // expected-remark @below {{attention not fused: a safe softmax over a mask that may hide a whole row with -inf}}
+  %o = train.matmul %safe, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
+  return %o : tensor<1x1x2x4xf32>
+}

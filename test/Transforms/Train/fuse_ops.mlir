@@ -280,6 +280,54 @@ func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1
 
 // -----
 
+// PyTorch's decomposed sdpa (transformers' default attention): the scale's
+// square root on q and on k^T, k^T spelled over flattened heads
+// (reshape(transpose(reshape(repeated k, [B * H, S, D]), [0, 2, 1]))), a
+// causal mask in a frozen weight that carries its value (an optimized
+// export's folded mask), and the safe softmax where(is_nan(p), 0, p).
+// CHECK-LABEL: func @attention_sdpa_safe_softmax
+// CHECK: %[[O:.+]] = train.attention %arg0, %arg1, %arg2 {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : (tensor<1x3x16xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x16xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @attention_sdpa_safe_softmax(%q: tensor<1x3x16xf32>, %k: tensor<1x3x8xf32>, %v: tensor<1x3x8xf32>) -> tensor<1x3x16xf32> {
+  %sq = train.constant dense<[1, 3, 4, 4]> : tensor<4xi64>
+  %skv = train.constant dense<[1, 3, 2, 4]> : tensor<4xi64>
+  %q4 = train.reshape %q, %sq : (tensor<1x3x16xf32>, tensor<4xi64>) -> tensor<1x3x4x4xf32>
+  %qh = train.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x4x4xf32>) -> tensor<1x4x3x4xf32>
+  %k4 = train.reshape %k, %skv : (tensor<1x3x8xf32>, tensor<4xi64>) -> tensor<1x3x2x4xf32>
+  %kh = train.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %v4 = train.reshape %v, %skv : (tensor<1x3x8xf32>, tensor<4xi64>) -> tensor<1x3x2x4xf32>
+  %vh = train.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x3x2x4xf32>) -> tensor<1x2x3x4xf32>
+  %e5 = train.constant dense<[1, 2, 2, 3, 4]> : tensor<5xi64>
+  %s4 = train.constant dense<[1, 4, 3, 4]> : tensor<4xi64>
+  %s3 = train.constant dense<[4, 3, 4]> : tensor<3xi64>
+  %st = train.constant dense<[1, 4, 4, 3]> : tensor<4xi64>
+  %ku = train.unsqueeze %kh {axes = array<i64: 2>} : (tensor<1x2x3x4xf32>) -> tensor<1x2x1x3x4xf32>
+  %ke = train.expand %ku, %e5 : (tensor<1x2x1x3x4xf32>, tensor<5xi64>) -> tensor<1x2x2x3x4xf32>
+  %kf = train.reshape %ke, %s3 : (tensor<1x2x2x3x4xf32>, tensor<3xi64>) -> tensor<4x3x4xf32>
+  %kft = train.transpose %kf {perm = array<i64: 0, 2, 1>} : (tensor<4x3x4xf32>) -> tensor<4x4x3xf32>
+  %kt = train.reshape %kft, %st : (tensor<4x4x3xf32>, tensor<4xi64>) -> tensor<1x4x4x3xf32>
+  %vu = train.unsqueeze %vh {axes = array<i64: 2>} : (tensor<1x2x3x4xf32>) -> tensor<1x2x1x3x4xf32>
+  %ve = train.expand %vu, %e5 : (tensor<1x2x1x3x4xf32>, tensor<5xi64>) -> tensor<1x2x2x3x4xf32>
+  %vr = train.reshape %ve, %s4 : (tensor<1x2x2x3x4xf32>, tensor<4xi64>) -> tensor<1x4x3x4xf32>
+  %c = train.constant dense<0.5> : tensor<f32>
+  %qs = train.mul %qh, %c : (tensor<1x4x3x4xf32>, tensor<f32>) -> tensor<1x4x3x4xf32>
+  %ks = train.mul %kt, %c : (tensor<1x4x4x3xf32>, tensor<f32>) -> tensor<1x4x4x3xf32>
+  %s = train.matmul %qs, %ks : (tensor<1x4x3x4xf32>, tensor<1x4x4x3xf32>) -> tensor<1x4x3x3xf32>
+  %mask = train.weight "val_137" {source = #train<source external>, file = "m", offset = 0 : i64, length = 36 : i64, value = dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : tensor<3x3xf32>
+  %sm = train.add %s, %mask : (tensor<1x4x3x3xf32>, tensor<3x3xf32>) -> tensor<1x4x3x3xf32>
+  %p = train.softmax %sm {axis = -1 : i64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %nan = train.is_nan %p : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xi1>
+  %zero = train.constant dense<0.0> : tensor<f32>
+  %safe = train.where %nan, %zero, %p : (tensor<1x4x3x3xi1>, tensor<f32>, tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
+  %o = train.matmul %safe, %vr : (tensor<1x4x3x3xf32>, tensor<1x4x3x4xf32>) -> tensor<1x4x3x4xf32>
+  %ot = train.transpose %o {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x3x4xf32>) -> tensor<1x3x4x4xf32>
+  %so = train.constant dense<[1, 3, 16]> : tensor<3xi64>
+  %out = train.reshape %ot, %so : (tensor<1x3x4x4xf32>, tensor<3xi64>) -> tensor<1x3x16xf32>
+  return %out : tensor<1x3x16xf32>
+}
+
+// -----
+
 // Softmax over scores that are not QK^T stays primitive.
 // CHECK-LABEL: func @not_attention
 // CHECK: train.softmax

@@ -2,6 +2,7 @@
 #include "compiler/ImportPolicy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
@@ -264,12 +265,23 @@ void Decider::matchFoldedForms() {
     auto v = in.sampleInitializer(i, at);
     std::optional<float> offset;
     if (p && v && !p->empty()) {
+      // v = fl(p + c): v[0] - p[0] is c only up to the rounding of the
+      // sum (fl(1 + p) - p is rarely 1 exactly), so c is also tried rounded
+      // to fewer bits (1, 0.5, ...); a candidate must give every sample.
       float c = (*v)[0] - (*p)[0];
-      bool all = true;
-      for (size_t j = 0; j < p->size() && all; ++j)
-        all = (*p)[j] + c == (*v)[j];
-      if (all)
-        offset = c;
+      std::vector<float> candidates{c};
+      for (int bits = 0; bits <= 12; ++bits)
+        candidates.push_back(float(
+            std::ldexp(std::nearbyint(std::ldexp(double(c), bits)), -bits)));
+      for (float candidate : candidates) {
+        bool all = true;
+        for (size_t j = 0; j < p->size() && all; ++j)
+          all = (*p)[j] + candidate == (*v)[j];
+        if (all) {
+          offset = candidate;
+          break;
+        }
+      }
     }
     if (!offset) {
       out.errors.push_back(
@@ -386,15 +398,22 @@ void Decider::matchWeights() {
   std::vector<std::vector<std::string>> aliases(out.parameters.size());
   for (size_t p = 0; p < out.parameters.size(); ++p)
     aliases[p] = aliasesOf(int(p), /*embeddingOnly=*/false);
+  std::map<std::string, std::string> moduleNameOf;
+  for (const auto &[module, saved] : in.savedNameOf)
+    moduleNameOf[saved] = module;
   for (size_t k = 0; k < in.weights.size(); ++k) {
     const WeightTensor &w = in.weights[k];
+    // The module's name for a checkpoint tensor save_pretrained renamed.
+    auto renamed = moduleNameOf.find(w.name);
+    const std::string &name =
+        renamed != moduleNameOf.end() ? renamed->second : w.name;
     auto find = [&](bool byAlias) {
       std::vector<int> found;
       for (size_t p = 0; p < out.parameters.size(); ++p) {
-        bool hit = !byAlias ? endsWithComponent(out.parameters[p].name, w.name)
+        bool hit = !byAlias ? endsWithComponent(out.parameters[p].name, name)
                             : std::any_of(aliases[p].begin(), aliases[p].end(),
                                           [&](const std::string &a) {
-                                            return endsWithComponent(a, w.name);
+                                            return endsWithComponent(a, name);
                                           });
         if (hit)
           found.push_back(int(p));
@@ -507,6 +526,8 @@ void Decider::chooseSavedNames() {
     std::string name = embedding.empty() ? param.name : embedding[0];
     if (!root.empty() && name.compare(0, root.size(), root) == 0)
       name = name.substr(root.size());
+    if (auto it = in.savedNameOf.find(name); it != in.savedNameOf.end())
+      name = it->second;
     param.savedNames.push_back(name);
   }
 }

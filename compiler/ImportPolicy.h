@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,6 +80,11 @@ struct PolicyInput {
   std::function<bool(const std::string &)> isKnownBuffer;
   bool haveWeights = false;
   std::vector<WeightTensor> weights;
+  /// The tensor save_pretrained writes for a module parameter, where the
+  /// two names differ (transformers' own map, written beside the graph by
+  /// the export: GPT-NeoX's `lm_head.weight` is `embed_out.weight`), both
+  /// without `hfRoot`.
+  std::map<std::string, std::string> savedNameOf;
   Sampler sampleInitializer, sampleWeight;
 };
 

@@ -166,6 +166,12 @@ public:
   LogicalResult importInitializers();
   LogicalResult importNode(const onnx::NodeProto &n);
   LogicalResult importOutputs(func::FuncOp func);
+  LogicalResult
+  readCheckpointNames(std::map<std::string, std::string> &savedNameOf);
+  LogicalResult addCausalLmLoss(func::FuncOp func,
+                                SmallVectorImpl<Value> &results,
+                                SmallVectorImpl<Type> &types,
+                                SmallVectorImpl<Attribute> &attrs);
 
   FailureOr<DenseElementsAttr> readTensor(const onnx::TensorProto &t,
                                           StringRef what);

@@ -22,6 +22,8 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
 
@@ -355,10 +357,62 @@ std::optional<std::vector<float>> sampleFile(const std::string &path,
 
 } // namespace
 
+/// checkpoint_names.json beside the graph, when there is one: for each
+/// module parameter, the tensor save_pretrained writes for it (made by
+/// transformers itself: python/mt/export.py).
+LogicalResult
+Importer::readCheckpointNames(std::map<std::string, std::string> &savedNameOf) {
+  SmallString<256> path(llvm::sys::path::parent_path(file));
+  llvm::sys::path::append(path, "checkpoint_names.json");
+  if (!llvm::sys::fs::exists(path))
+    return success();
+  auto bad = [&](const Twine &why) {
+    return emitError(fileLoc) << path << ": " << why, failure();
+  };
+  // A map of names: a few hundred bytes per parameter.
+  constexpr uint64_t kMaxBytes = 64u << 20;
+  uint64_t size = 0;
+  if (llvm::sys::fs::file_size(path, size) || size > kMaxBytes)
+    return bad("cannot be read, or is over 64 MiB; remove it or export "
+               "again");
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return bad("cannot be read: " + buffer.getError().message());
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return bad("is not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *names = root ? root->getArray("names") : nullptr;
+  if (!names || root->getString("format") != "mt-checkpoint-names-1")
+    return bad("needs \"format\": \"mt-checkpoint-names-1\" and a \"names\" "
+               "array; export again with scripts/export_hf.py");
+  for (size_t i = 0; i < names->size(); ++i) {
+    const llvm::json::Object *entry = (*names)[i].getAsObject();
+    auto field = [&](StringRef key) {
+      return entry ? entry->getString(key) : std::nullopt;
+    };
+    auto parameter = field("parameter"), saved = field("saved"),
+         transform = field("transform");
+    std::string at = "names[" + std::to_string(i) + "]";
+    if (!parameter || !saved || !transform || parameter->empty() ||
+        saved->empty())
+      return bad(at + " needs the strings \"parameter\", \"saved\" and "
+                      "\"transform\"");
+    if (*transform != "same" && *transform != "rename")
+      return bad(at + ": transform '" + *transform +
+                 "' is not one mtc knows (same, rename)");
+    if (*transform == "rename")
+      savedNameOf[parameter->str()] = saved->str();
+  }
+  return success();
+}
+
 LogicalResult Importer::decideParameters() {
   PolicyInput in;
   in.isKnownBuffer = isKnownBuffer;
   in.haveWeights = haveWeightsFile;
+  if (failed(readCheckpointNames(in.savedNameOf)))
+    return failure();
   for (const auto &header : weights)
     for (const auto &e : header.entries) {
       weightEntries.push_back({&e, header.path});
@@ -772,6 +826,18 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
   // The data initializer's bytes hold the parameter transposed.
   bool transposed =
       param && param->weight < 0 && param->dataLayout == Layout::Transposed;
+  // A small frozen buffer carries its value, inline or external, so that
+  // what is derived from it folds (rotary tables) and fusion can read it
+  // (an optimized export's folded mask).
+  auto attachFrozenValue = [&]() -> LogicalResult {
+    if (trainable || transposed || storageBytes(type) > kMaxFrozenValueBytes)
+      return success();
+    auto value = readTensor(dataInit, "initializer");
+    if (failed(value))
+      return failure();
+    attrs.push_back(named("value", *value));
+    return success();
+  };
   WeightSource source = WeightSource::Inline;
   if (param && param->weight >= 0) {
     const auto &[entry, path] = weightEntries[param->weight];
@@ -790,6 +856,8 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     if (failed(ref))
       return failure();
     locate(ref->path, ref->offset, ref->length);
+    if (failed(attachFrozenValue()))
+      return failure();
   } else {
     attrs.push_back(named("file", b.getStringAttr(absolute(file))));
     if (!inlineOffsets)
@@ -799,13 +867,8 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
       attrs.push_back(named("offset", b.getI64IntegerAttr(it->second.first)));
       attrs.push_back(named("length", b.getI64IntegerAttr(it->second.second)));
     }
-    int64_t bytes = storageBytes(type);
-    if (!trainable && !transposed && bytes <= kMaxFrozenValueBytes) {
-      auto value = readTensor(dataInit, "initializer");
-      if (failed(value))
-        return failure();
-      attrs.push_back(named("value", *value));
-    }
+    if (failed(attachFrozenValue()))
+      return failure();
   }
   if (transposed)
     attrs.push_back(named("data_transposed", b.getUnitAttr()));
@@ -989,6 +1052,98 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
          failure();
 }
 
+/// An inference export (logits only): the loss Hugging Face's causal LMs
+/// compute with labels = input_ids, the mean cross-entropy of each
+/// position's logits against the next token, over the tokens whose label is
+/// not -100. The labels become an input of their own (named "labels"), so
+/// that masked examples train as they would through the model's loss.
+LogicalResult Importer::addCausalLmLoss(func::FuncOp func,
+                                        SmallVectorImpl<Value> &results,
+                                        SmallVectorImpl<Type> &types,
+                                        SmallVectorImpl<Attribute> &attrs) {
+  auto noLoss = [&]() -> InFlightDiagnostic {
+    return fileError() << "the graph has no loss output (a scalar floating "
+                          "output) and ";
+  };
+  // The token ids: "input_ids", else the only rank-2 integer input.
+  std::optional<unsigned> tokens;
+  int integerInputs = 0;
+  for (BlockArgument arg : func.getArguments()) {
+    auto t = cast<RankedTensorType>(arg.getType());
+    auto name =
+        func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "train.name");
+    if (name && name.getValue() == "labels")
+      return noLoss() << "already takes an input named 'labels'; export a "
+                         "module that returns the loss",
+             failure();
+    if (t.getRank() != 2 || !isa<IntegerType>(t.getElementType()))
+      continue;
+    ++integerInputs;
+    if (name && name.getValue() == "input_ids")
+      tokens = arg.getArgNumber();
+  }
+  if (!tokens && integerInputs == 1)
+    for (BlockArgument arg : func.getArguments()) {
+      auto t = cast<RankedTensorType>(arg.getType());
+      if (t.getRank() == 2 && isa<IntegerType>(t.getElementType()))
+        tokens = arg.getArgNumber();
+    }
+  if (!tokens)
+    return noLoss() << "no input is the token ids (named 'input_ids', or the "
+                       "only [batch, seq] integer input), so no causal "
+                       "language-model loss can be added; export a module "
+                       "that returns the loss",
+           failure();
+  auto tokensType = cast<RankedTensorType>(func.getArgument(*tokens).getType());
+  // The logits: the output named "logits", else the only [batch, seq, V]
+  // floating output.
+  std::optional<size_t> logits;
+  int candidates = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto t = cast<RankedTensorType>(types[i]);
+    bool shaped = t.getRank() == 3 && isa<FloatType>(t.getElementType()) &&
+                  t.getShape().take_front(2) == tokensType.getShape();
+    auto name = cast<DictionaryAttr>(attrs[i]).getAs<StringAttr>("train.name");
+    if (name.getValue() == "logits" && shaped) {
+      logits = i;
+      candidates = 1;
+      break;
+    }
+    if (shaped) {
+      logits = i;
+      ++candidates;
+    }
+  }
+  if (!logits || candidates != 1)
+    return noLoss() << (candidates ? "more than one output" : "no output")
+                    << " is shaped [batch, seq, vocab] like logits of the "
+                       "input 'input_ids' "
+                    << shapeStr(tokensType.getShape())
+                    << "; name the logits output 'logits' or export a module "
+                       "that returns the loss",
+           failure();
+  unsigned labelsIndex = func.getNumArguments();
+  func.insertArgument(
+      labelsIndex, tokensType,
+      b.getDictionaryAttr(
+          {named("train.name", b.getStringAttr("labels")),
+           named("train.role",
+                 InputRoleAttr::get(b.getContext(), InputRole::Labels))}),
+      fileLoc);
+  Value loss = b.create<CrossEntropyOp>(
+      fileLoc, results[*logits], func.getArgument(labelsIndex),
+      b.getI64IntegerAttr(-100), b.getUnitAttr());
+  StringAttr from =
+      cast<DictionaryAttr>(attrs[*logits]).getAs<StringAttr>("train.name");
+  results.insert(results.begin(), loss);
+  types.insert(types.begin(), loss.getType());
+  attrs.insert(attrs.begin(), b.getDictionaryAttr(
+                                  {named("train.name", b.getStringAttr("loss")),
+                                   named("train.loss", b.getUnitAttr()),
+                                   named("train.loss_from", from)}));
+  return success();
+}
+
 LogicalResult Importer::importOutputs(func::FuncOp func) {
   SmallVector<Value> results;
   SmallVector<Type> types;
@@ -1016,10 +1171,8 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
       a.push_back(named("train.loss", b.getUnitAttr()));
     attrs.push_back(b.getDictionaryAttr(a));
   }
-  if (!haveLoss)
-    return fileError() << "the graph has no loss output (a scalar floating "
-                          "output); export a module that returns the loss",
-           failure();
+  if (!haveLoss && failed(addCausalLmLoss(func, results, types, attrs)))
+    return failure();
   b.create<func::ReturnOp>(fileLoc, results);
   func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));
   func.setAllResultAttrs(attrs);

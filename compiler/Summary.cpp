@@ -14,6 +14,7 @@ using namespace mt::train;
 void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
   int64_t parameters = 0;
   llvm::json::Array trainable, frozen, inputs;
+  llvm::json::Object loss;
   std::map<std::string, int64_t> fused, primitive;
   int64_t layers = 0;
   llvm::StringSet<> templates;
@@ -60,6 +61,18 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
       in["shape"] = std::move(shape);
       inputs.push_back(std::move(in));
     }
+    for (unsigned i = 0; i < model.getNumResults(); ++i) {
+      if (!model.getResultAttr(i, "train.loss"))
+        continue;
+      auto name = model.getResultAttrOfType<StringAttr>(i, "train.name");
+      loss["output"] = name ? name.getValue().str() : "";
+      // An inference export's loss, added by the importer.
+      if (auto from =
+              model.getResultAttrOfType<StringAttr>(i, "train.loss_from"))
+        loss["added"] = ("next-token cross-entropy of output '" +
+                         from.getValue() + "' (labels = input_ids, shifted)")
+                            .str();
+    }
   }
 
   auto counts = [](const std::map<std::string, int64_t> &m) {
@@ -75,6 +88,7 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
       {"layers", layers},
       {"templates", int64_t(templates.size())},
       {"inputs", std::move(inputs)},
+      {"loss", std::move(loss)},
       {"fused", counts(fused)},
       {"primitive", counts(primitive)},
   };

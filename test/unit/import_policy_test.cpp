@@ -334,6 +334,53 @@ TEST(ImportPolicy, AParameterPlusAConstantIsFoundByValues) {
   EXPECT_EQ(decideParameters(in).errors.size(), 0u);
 }
 
+TEST(ImportPolicy, AParameterPlusOneIsFoundWhereTheSumRounds) {
+  // fl(1 + w) - w is 1 only up to the rounding of the sum (0.99999994 for
+  // w = 0.3, the first sample), and the constant is found all the same.
+  PolicyInput in = foldedPlusOne();
+  Values v;
+  v.of["norm.weight"] = [](int64_t i) { return 0.3f + 1e-3f * float(i); };
+  v.of["add_4"] = [](int64_t i) { return (0.3f + 1e-3f * float(i)) + 1.0f; };
+  ASSERT_NE(v.of["add_4"](0) - v.of["norm.weight"](0), 1.0f);
+  in.sampleWeight = v.sampler({"norm.weight"});
+  in.sampleInitializer = v.sampler({"add_4"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].offset, 1.0f);
+}
+
+TEST(ImportPolicy, CheckpointNamesMapRenamedTensorsBothWays) {
+  // GPT-NeoX: the module's lm_head.weight is embed_out.weight on disk.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"m.lm_head.weight",
+       {8, 4},
+       {use("MatMul", 1, "m.lm_head", kLinear, {"m_lm_head_weight"})}}};
+  in.savedNameOf = {{"lm_head.weight", "embed_out.weight"}};
+  // Without --weights: saved under the checkpoint's name.
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            std::vector<std::string>{"embed_out.weight"});
+  // With them: the checkpoint's tensor is the module's parameter.
+  in.haveWeights = true;
+  in.weights = {{"embed_out.weight", {8, 4}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            std::vector<std::string>{"embed_out.weight"});
+  // Without the map the tensor matches nothing, said so.
+  in.savedNameOf.clear();
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("'embed_out.weight' matches no "
+                                     "initializer"),
+            std::string::npos);
+}
+
 TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {
   // GPT-2's optimized export: the position table read at 0..5, folded.
   PolicyInput in;

@@ -10,8 +10,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv="$root/.venv-export"
 python=${PYTHON:-python3}
-pins=(torch==2.11.0 transformers==5.17.0 onnxscript==0.7.2 onnx==1.23.2
-      safetensors==0.8.0 numpy==2.4.6 accelerate==1.15.0 sentencepiece==0.2.3)
+pins=(torch==2.15.0 transformers==5.24.0 onnxscript==0.7.2 onnx==1.23.2
+      safetensors==0.8.0 numpy==2.4.6 accelerate==1.15.0 sentencepiece==0.2.3
+      onnxruntime==1.32.0)
 stamp="$venv/.pins"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "${pins[*]}" ]; then
   echo "$venv/bin/python"

@@ -28,7 +28,7 @@ import transformers
 # The wrapper mt.Trainer exports with too (python/mt/export.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "python"))
-from mt.export import WithLoss  # noqa: E402
+from mt.export import WithLoss, write_checkpoint_names  # noqa: E402
 
 
 def real_buffers(model, config):
@@ -73,7 +73,6 @@ def main():
     ap.add_argument("--graph-only", action="store_true")
     args = ap.parse_args()
     config = transformers.AutoConfig.from_pretrained(args.model)
-    config._attn_implementation = "eager"
     device = "meta" if args.graph_only else "cpu"
     if args.graph_only:
         with torch.device("meta"):
@@ -92,6 +91,9 @@ def main():
                                               args.graph_only),
                                 input_names=["input_ids", "labels"],
                                 output_names=["loss", "logits"])
+    # Under which names save_pretrained stores each parameter: mtc reads
+    # it from beside the graph.
+    write_checkpoint_names(model, os.path.dirname(os.path.abspath(args.out)))
     if not args.graph_only:
         program.save(args.out, external_data=True)
         return

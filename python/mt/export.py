@@ -14,3 +14,55 @@ class WithLoss(torch.nn.Module):
     def forward(self, input_ids, labels):
         out = self.m(input_ids=input_ids, labels=labels)
         return out.loss, out.logits
+
+
+# The file beside an exported graph that says under which name
+# save_pretrained stores each parameter of the module (mtc reads it).
+CHECKPOINT_NAMES = "checkpoint_names.json"
+
+
+def checkpoint_names(model):
+    """[{"parameter", "saved", "transform"}] for every parameter of a Hugging
+    Face model: the module's name and the tensor save_pretrained writes for
+    it, as transformers itself reverses its load-time conversions
+    (transformers 5: GPT-NeoX stores `lm_head.weight` as `embed_out.weight`).
+    A parameter that transformers would convert otherwise than by a renaming
+    (stacked experts) is left out: mtc then matches it by its own rules."""
+    params = dict(model.named_parameters())
+    saved = {name: name for name in params}
+    transform = {name: "same" for name in params}
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:  # before transformers 5: names are module names
+        revert = None
+    else:
+        revert = revert_weight_conversion
+    if revert is not None:
+        state = {n: p.detach() for n, p in params.items()}
+        by_tensor = {id(t): n for n, t in state.items()}
+        out = revert(model, dict(state))
+        seen = set()
+        for name, tensor in out.items():
+            source = by_tensor.get(id(tensor))
+            if source is None:
+                continue  # a converted (not renamed) tensor
+            seen.add(source)
+            saved[source] = name
+            transform[source] = "same" if name == source else "rename"
+        for name in params:
+            if name not in seen:
+                del saved[name]
+    return [{"parameter": n, "saved": saved[n], "transform": transform[n]}
+            for n in params if n in saved]
+
+
+def write_checkpoint_names(model, folder):
+    """Writes CHECKPOINT_NAMES into folder (beside the graph)."""
+    import json
+    import os
+    import transformers
+    with open(os.path.join(folder, CHECKPOINT_NAMES), "w") as f:
+        json.dump({"format": "mt-checkpoint-names-1",
+                   "transformers": transformers.__version__,
+                   "names": checkpoint_names(model)}, f, indent=1)
+        f.write("\n")

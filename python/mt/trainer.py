@@ -276,9 +276,9 @@ class Trainer:
         save_file(state, weights)
         module = self.model
         if hf:
-            from .export import WithLoss
+            from .export import WithLoss, write_checkpoint_names
             module = WithLoss(self.model)
-            self.model.config._attn_implementation = "eager"
+            write_checkpoint_names(self.model, work)
         ids = torch.randint(0, 2, (batch, seq))
         module.eval()
         dynamo = int(torch.__version__.split(".")[0]) >= 2

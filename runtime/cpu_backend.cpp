@@ -382,7 +382,8 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   }
   case Kernel::ADD:
   case Kernel::SUB:
-  case Kernel::MUL: {
+  case Kernel::MUL:
+  case Kernel::DIV: {
     In x = in(operand(0)), y = in(operand(1));
     Out z = out(result(0));
     k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);
@@ -394,6 +395,39 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     Out y = out(result(0));
     for (int64_t i = 0; i < d.elements; ++i)
       y.data[i] = -x.data[i];
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::EXP:
+  case Kernel::LOG:
+  case Kernel::TANH:
+  case Kernel::SQRT:
+  case Kernel::RECIPROCAL:
+  case Kernel::SIGMOID: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::unaryForward(d.unary, x.data, y.data, d.elements);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::MATMUL: {
+    In x = in(operand(0)), y = in(operand(1));
+    Out z = out(result(0));
+    k::batchMatmul(x.data, d.a, y.data, d.b, z.data, d.out);
+    z.commit();
+    return Status::ok();
+  }
+  case Kernel::EXPAND: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::expand(x.data, d.a, y.data, d.out);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::SOFTMAX: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::softmax(x.data, d.a, d.axis, y.data);
     y.commit();
     return Status::ok();
   }

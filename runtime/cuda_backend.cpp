@@ -950,10 +950,27 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL:
+  case Kernel::DIV:
     return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
                            out(result(0)), d.out, stream));
   case Kernel::NEG:
     return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
+  case Kernel::EXP:
+  case Kernel::LOG:
+  case Kernel::TANH:
+  case Kernel::SQRT:
+  case Kernel::RECIPROCAL:
+  case Kernel::SIGMOID:
+    return cuda(
+        kc::unary(d.unary, in(operand(0)), out(result(0)), d.elements, stream));
+  case Kernel::MATMUL:
+    return cuda(kc::batchMatmul(in(operand(0)), d.a, in(operand(1)), d.b,
+                                out(result(0)), d.out, stream));
+  case Kernel::EXPAND:
+    return cuda(kc::expand(in(operand(0)), d.a, out(result(0)), d.out, stream));
+  case Kernel::SOFTMAX:
+    return cuda(
+        kc::softmax(in(operand(0)), d.a, d.axis, out(result(0)), stream));
   case Kernel::REDUCE_SUM:
     return cuda(
         kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));

@@ -102,6 +102,9 @@ private:
   Status crossEntropy();
   Status head();
   Status binary();
+  Status matmul();
+  Status softmax();
+  Status expand();
   Status layout();
 
   const plan::Plan &plan_;
@@ -135,6 +138,14 @@ Status Describer::run() {
   case Kernel::GATED_ACTIVATION_GRAD:
   case Kernel::NEG:
     return elementwise();
+  case Kernel::EXP:
+  case Kernel::LOG:
+  case Kernel::TANH:
+  case Kernel::SQRT:
+  case Kernel::RECIPROCAL:
+  case Kernel::SIGMOID:
+    d_.unary = unaryOf(op_.kernel());
+    return elementwise();
   case Kernel::CROSS_ENTROPY:
   case Kernel::CROSS_ENTROPY_GRAD:
     return crossEntropy();
@@ -144,7 +155,14 @@ Status Describer::run() {
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL:
+  case Kernel::DIV:
     return binary();
+  case Kernel::MATMUL:
+    return matmul();
+  case Kernel::SOFTMAX:
+    return softmax();
+  case Kernel::EXPAND:
+    return expand();
   case Kernel::REDUCE_SUM:
   case Kernel::TRANSPOSE:
   case Kernel::CONCAT:
@@ -465,6 +483,57 @@ Status Describer::binary() {
   return Status::ok();
 }
 
+Status Describer::matmul() {
+  d_.a = dims(operand(0));
+  d_.b = dims(operand(1));
+  d_.out = dims(result(0));
+  if (Status st = floats({operand(0), operand(1), result(0)}); !st)
+    return st;
+  size_t ra = d_.a.size(), rb = d_.b.size(), ro = d_.out.size();
+  if (ra < 2 || rb < 2 || ro != std::max(ra, rb))
+    return fail("a product of " + str(d_.a) + " and " + str(d_.b) + " into " +
+                str(d_.out) +
+                " needs operands of rank 2 or more and the "
+                "result of the larger rank");
+  int64_t m = d_.a[ra - 2], k = d_.a[ra - 1], n = d_.b[rb - 1];
+  if (d_.b[rb - 2] != k || d_.out[ro - 2] != m || d_.out[ro - 1] != n)
+    return fail(str(d_.a) + " x " + str(d_.b) + " is not " + str(d_.out));
+  // The batch dims: each operand's, right-aligned, the result's or 1.
+  for (const Dims *x : {&d_.a, &d_.b})
+    for (size_t i = 2; i < x->size(); ++i) {
+      int64_t xd = (*x)[x->size() - 1 - i], od = d_.out[ro - 1 - i];
+      if (xd != od && xd != 1)
+        return fail("the batch dims of " + str(d_.a) + " and " + str(d_.b) +
+                    " do not broadcast to " + str(d_.out));
+    }
+  return Status::ok();
+}
+
+Status Describer::softmax() {
+  d_.a = dims(operand(0));
+  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis();
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
+  d_.axis = axis < 0 ? axis + rank : axis;
+  return elementwise();
+}
+
+Status Describer::expand() {
+  d_.a = dims(operand(0));
+  d_.out = dims(result(0));
+  if (Status st = floats({operand(0), result(0)}); !st)
+    return st;
+  bool ok = d_.a.size() <= d_.out.size();
+  for (size_t i = 0; ok && i < d_.a.size(); ++i) {
+    int64_t xd = d_.a[d_.a.size() - 1 - i], od = d_.out[d_.out.size() - 1 - i];
+    ok = xd == od || xd == 1;
+  }
+  if (!ok)
+    return fail(str(d_.a) + " does not broadcast to the result " +
+                name(result(0)) + " " + str(d_.out));
+  return Status::ok();
+}
+
 Status Describer::layout() {
   const plan::Attrs &at = op_.attrs();
   Kernel kind = op_.kernel();
@@ -554,9 +623,33 @@ k::Activation activationOf(plan::Activation act) {
 }
 
 k::Binary binaryOf(plan::Kernel kernel) {
-  return kernel == plan::ADD   ? k::Binary::Add
-         : kernel == plan::SUB ? k::Binary::Sub
-                               : k::Binary::Mul;
+  switch (kernel) {
+  case plan::ADD:
+    return k::Binary::Add;
+  case plan::SUB:
+    return k::Binary::Sub;
+  case plan::DIV:
+    return k::Binary::Div;
+  default:
+    return k::Binary::Mul;
+  }
+}
+
+k::Unary unaryOf(plan::Kernel kernel) {
+  switch (kernel) {
+  case plan::EXP:
+    return k::Unary::Exp;
+  case plan::LOG:
+    return k::Unary::Log;
+  case plan::TANH:
+    return k::Unary::Tanh;
+  case plan::SQRT:
+    return k::Unary::Sqrt;
+  case plan::RECIPROCAL:
+    return k::Unary::Reciprocal;
+  default:
+    return k::Unary::Sigmoid;
+  }
 }
 
 Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc) {

@@ -54,9 +54,11 @@ struct OpDesc {
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
-  /// ADD, SUB, MUL (a op b -> out), REDUCE_SUM, TRANSPOSE (a -> out),
-  /// CONCAT (parts -> out), SPLIT (a -> parts); `axis` is non-negative.
+  /// ADD, SUB, MUL, DIV, MATMUL (a op b -> out), REDUCE_SUM, TRANSPOSE,
+  /// EXPAND (a -> out), SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
+  /// (a -> parts); `axis` is non-negative.
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
+  kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
   Dims a, b, out;
   std::vector<int64_t> axes, perm;
   std::vector<Dims> parts;
@@ -92,8 +94,10 @@ private:
 /// The kernels' activation of a plan's.
 kernels::cpu::Activation activationOf(plan::Activation act);
 
-/// ADD, SUB or MUL as the kernels' binary op.
+/// ADD, SUB, MUL or DIV as the kernels' binary op.
 kernels::cpu::Binary binaryOf(plan::Kernel kernel);
+/// EXP, LOG, TANH, SQRT, RECIPROCAL or SIGMOID as the kernels' function.
+kernels::cpu::Unary unaryOf(plan::Kernel kernel);
 
 /// Describes and checks one op (see OpTable::build).
 Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc);

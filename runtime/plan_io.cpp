@@ -115,9 +115,19 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::ADD:
   case K::SUB:
   case K::MUL:
+  case K::DIV:
+  case K::MATMUL:
     a = {2, 2, 1, 1};
     return true;
   case K::NEG:
+  case K::EXP:
+  case K::LOG:
+  case K::TANH:
+  case K::SQRT:
+  case K::RECIPROCAL:
+  case K::SIGMOID:
+  case K::SOFTMAX:
+  case K::EXPAND:
   case K::REDUCE_SUM:
   case K::TRANSPOSE:
   case K::COPY:

@@ -1,9 +1,12 @@
 // CPU kernels of primitive ops (see primitive_ops.h).
 #include "kernels/cpu/primitive_ops.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/vector_math.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace mt::kernels::cpu {
 namespace {
@@ -73,9 +76,6 @@ bool repeatsAlongLeadingDims(const Dims &dims, const Dims &outDims,
   return true;
 }
 
-inline float apply(Binary op, float x, float y) {
-  return op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
-}
 } // namespace
 
 void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
@@ -96,14 +96,99 @@ void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
       int64_t begin = r * row, len = std::min(row, n - begin);
       const float *ar = a + begin % aInner, *br = b + begin % bInner;
       float *o = out + begin;
-      forRange(0, len, [&](int64_t i) { o[i] = apply(op, ar[i], br[i]); });
+      forRange(0, len,
+               [&](int64_t i) { o[i] = applyBinary(op, ar[i], br[i]); });
     });
     return;
   }
   Broadcast ia(aDims, outDims), ib(bDims, outDims);
   forEach(outDims, [&](int64_t k, const Dims &idx) {
-    float x = a[ia(idx)], y = b[ib(idx)];
-    out[k] = op == Binary::Add ? x + y : op == Binary::Sub ? x - y : x * y;
+    out[k] = applyBinary(op, a[ia(idx)], b[ib(idx)]);
+  });
+}
+
+void unaryForward(Unary f, const float *x, float *y, int64_t n) {
+  // The C library's functions (correctly rounded or within an ulp), in
+  // blocks of 16 Ki elements on the pool.
+  constexpr int64_t kBlock = 1 << 14;
+  parallelFor((n + kBlock - 1) / kBlock, 20.0 * kBlock, [&](int64_t blk) {
+    int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
+    for (int64_t i = begin; i < end; ++i) {
+      float v = x[i];
+      switch (f) {
+      case Unary::Exp:
+        y[i] = std::exp(v);
+        break;
+      case Unary::Log:
+        y[i] = std::log(v);
+        break;
+      case Unary::Tanh:
+        y[i] = std::tanh(v);
+        break;
+      case Unary::Sqrt:
+        y[i] = std::sqrt(v);
+        break;
+      case Unary::Reciprocal:
+        y[i] = 1.0f / v;
+        break;
+      case Unary::Sigmoid:
+        y[i] = 1.0f / (1.0f + std::exp(-v));
+        break;
+      }
+    }
+  });
+}
+
+void batchMatmul(const float *a, const Dims &aDims, const float *b,
+                 const Dims &bDims, float *out, const Dims &outDims) {
+  size_t rank = outDims.size();
+  int64_t m = outDims[rank - 2], n = outDims[rank - 1],
+          k = aDims[aDims.size() - 1];
+  Dims batch(outDims.begin(), outDims.end() - 2),
+      aBatch(aDims.begin(), aDims.end() - 2),
+      bBatch(bDims.begin(), bDims.end() - 2);
+  Broadcast ia(aBatch, batch), ib(bBatch, batch);
+  // One matrix product per batch index on the pool, each a single BLAS
+  // call writing only its own block of out.
+  runOnPool(count(batch), [&](int64_t t) {
+    Dims idx(batch.size());
+    for (int64_t d = int64_t(batch.size()) - 1, r = t; d >= 0; --d) {
+      idx[d] = r % batch[d];
+      r /= batch[d];
+    }
+    sgemm(false, false, m, n, k, 1.0f, a + ia(idx) * m * k, k,
+          b + ib(idx) * k * n, n, 0.0f, out + t * m * n, n);
+  });
+}
+
+void expand(const float *x, const Dims &dims, float *out, const Dims &outDims) {
+  Broadcast ix(dims, outDims);
+  forEach(outDims, [&](int64_t k, const Dims &idx) { out[k] = x[ix(idx)]; });
+}
+
+void softmax(const float *x, const Dims &dims, int64_t axis, float *y) {
+  int64_t n = dims[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[d];
+  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  // Each (outer, inner) line on its own: max, exponentials, their sum.
+  parallelFor(outer * inner, 4.0 * n, [&](int64_t line) {
+    int64_t o = line / inner, i = line % inner;
+    const float *xl = x + o * n * inner + i;
+    float *yl = y + o * n * inner + i;
+    float maxValue = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j)
+      maxValue = std::max(maxValue, xl[j * inner]);
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      float e = std::exp(xl[j * inner] - maxValue);
+      yl[j * inner] = e;
+      sum += e;
+    }
+    float inv = float(1.0 / sum);
+    for (int64_t j = 0; j < n; ++j)
+      yl[j * inner] *= inv;
   });
 }
 

@@ -56,7 +56,41 @@ inline uint16_t toF16(float f) {
   return uint16_t(sign | round((uint32_t(e) << 23) | mant, 13));
 }
 
-enum class Binary { Add, Sub, Mul };
+enum class Binary { Add, Sub, Mul, Div };
+
+/// The elementwise functions that stay in a training step when no fused op
+/// absorbs them (softcapping's tanh, a division's reciprocal, ...).
+enum class Unary { Exp, Log, Tanh, Sqrt, Reciprocal, Sigmoid };
+
+inline float applyBinary(Binary op, float x, float y) {
+  switch (op) {
+  case Binary::Add:
+    return x + y;
+  case Binary::Sub:
+    return x - y;
+  case Binary::Mul:
+    return x * y;
+  case Binary::Div:
+    return x / y;
+  }
+  return 0.0f;
+}
+
+/// y[i] = f(x[i]) for n elements (x and y may be the same buffer).
+void unaryForward(Unary f, const float *x, float *y, int64_t n);
+
+/// out[..., M, N] = a[..., M, K] b[..., K, N] for every index of the batch
+/// dims, a's and b's (right-aligned, size 1 repeated) broadcast to out's;
+/// all of rank >= 2.
+void batchMatmul(const float *a, const Dims &aDims, const float *b,
+                 const Dims &bDims, float *out, const Dims &outDims);
+
+/// out[outDims] = x broadcast (numpy rules) to outDims.
+void expand(const float *x, const Dims &dims, float *out, const Dims &outDims);
+
+/// y = softmax(x) along `axis` (0 <= axis < rank): exp(x - max) / sum, the
+/// sum in double. A line whose every element is -inf is NaN, as PyTorch's.
+void softmax(const float *x, const Dims &dims, int64_t axis, float *y);
 
 /// out[outDims] = a op b, both broadcast (numpy rules) to outDims.
 void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,

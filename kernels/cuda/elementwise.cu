@@ -57,13 +57,97 @@ __global__ void castKernel(Load x, Store y, int64_t n) {
   MT_GRID_STRIDE(i, n) y.set(i, x[i]);
 }
 
+__device__ __forceinline__ float binaryOp(Binary op, float x, float z) {
+  switch (op) {
+  case Binary::Add:
+    return x + z;
+  case Binary::Sub:
+    return x - z;
+  case Binary::Mul:
+    return x * z;
+  case Binary::Div:
+    return x / z;
+  }
+  return 0.0f;
+}
+
+/// The CPU kernels' functions, in CUDA's IEEE-accurate forms (no fast
+/// math: expf, logf and tanhf within 2 ulp).
+__device__ __forceinline__ float unaryOp(Unary f, float x) {
+  switch (f) {
+  case Unary::Exp:
+    return expf(x);
+  case Unary::Log:
+    return logf(x);
+  case Unary::Tanh:
+    return tanhf(x);
+  case Unary::Sqrt:
+    return sqrtf(x);
+  case Unary::Reciprocal:
+    return 1.0f / x;
+  case Unary::Sigmoid:
+    return 1.0f / (1.0f + expf(-x));
+  }
+  return 0.0f;
+}
+
 __global__ void binaryKernel(Binary op, Load a, Load b, Store y, Index ix,
                              int64_t n) {
   MT_GRID_STRIDE(i, n) {
     int64_t ia, ib;
     offsets(ix, i, ia, ib);
-    float x = a[ia], z = b[ib];
-    y.set(i, op == Binary::Add ? x + z : op == Binary::Sub ? x - z : x * z);
+    y.set(i, binaryOp(op, a[ia], b[ib]));
+  }
+}
+
+__global__ void unaryKernel(Unary f, Load x, Store y, int64_t n) {
+  MT_GRID_STRIDE(i, n) y.set(i, unaryOp(f, x[i]));
+}
+
+/// The fallback for a product of two activations that no fused op
+/// absorbed: 16 x 16 tiles through shared memory, fp32 accumulation;
+/// blockIdx.z is the batch index, whose matrix offsets `ix` gives
+/// (stride[0] for a, stride[1] for b, in matrices).
+constexpr int kTile = 16;
+__global__ void batchMatmulKernel(Load a, Load b, Store y, Index ix, int64_t m,
+                                  int64_t n, int64_t k) {
+  __shared__ float as[kTile][kTile], bs[kTile][kTile + 1];
+  int64_t batch = blockIdx.z, ia, ib;
+  offsets(ix, batch, ia, ib);
+  ia *= m * k;
+  ib *= k * n;
+  int64_t row = int64_t(blockIdx.y) * kTile + threadIdx.y,
+          col = int64_t(blockIdx.x) * kTile + threadIdx.x;
+  float acc = 0.0f;
+  for (int64_t t = 0; t < k; t += kTile) {
+    int64_t ac = t + threadIdx.x, br = t + threadIdx.y;
+    as[threadIdx.y][threadIdx.x] =
+        row < m && ac < k ? a[ia + row * k + ac] : 0.0f;
+    bs[threadIdx.y][threadIdx.x] =
+        br < k && col < n ? b[ib + br * n + col] : 0.0f;
+    __syncthreads();
+    for (int e = 0; e < kTile; ++e)
+      acc += as[threadIdx.y][e] * bs[e][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < m && col < n)
+    y.set(batch * m * n + row * n + col, acc);
+}
+
+/// One thread per line of the softmax axis: [outer, n, inner].
+__global__ void softmaxKernel(Load x, Store y, int64_t outer, int64_t n,
+                              int64_t inner) {
+  MT_GRID_STRIDE(line, outer * inner) {
+    int64_t base = (line / inner) * n * inner + line % inner;
+    float maxValue = -INFINITY;
+    for (int64_t j = 0; j < n; ++j)
+      maxValue = fmaxf(maxValue, x[base + j * inner]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j)
+      sum += expf(x[base + j * inner] - maxValue);
+    float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j)
+      y.set(base + j * inner, expf(x[base + j * inner] - maxValue) * inv);
   }
 }
 
@@ -221,8 +305,12 @@ struct GatedF {
 struct BinaryF {
   Binary op;
   __device__ float operator()(float x, float z) const {
-    return op == Binary::Add ? x + z : op == Binary::Sub ? x - z : x * z;
+    return binaryOp(op, x, z);
   }
+};
+struct UnaryF {
+  Unary f;
+  __device__ float operator()(float x) const { return unaryOp(f, x); }
 };
 
 template <typename T, typename F>
@@ -454,6 +542,69 @@ cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
     return cudaGetLastError();
   }
   negKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), n);
+  return cudaGetLastError();
+}
+
+cudaError_t unary(Unary f, Ref x, MutRef y, int64_t n, cudaStream_t stream) {
+  if (vectorPath(x.type, {x, asRef(y)}, n)) {
+    MT_VECTOR_LAUNCH(x.type, n, map1Kernel<T>, static_cast<const T *>(x.data),
+                     static_cast<T *>(y.data), vectors, UnaryF{f});
+    return cudaGetLastError();
+  }
+  unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, load(x), store(y), n);
+  return cudaGetLastError();
+}
+
+cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,
+                        MutRef y, const Dims &yDims, cudaStream_t stream) {
+  size_t rank = yDims.size();
+  if (rank < 2 || rank - 2 > size_t(kMaxRank) || aDims.size() < 2 ||
+      bDims.size() < 2)
+    return cudaErrorInvalidValue;
+  int64_t m = yDims[rank - 2], n = yDims[rank - 1], k = aDims.back();
+  Dims batch(yDims.begin(), yDims.end() - 2),
+      aBatch(aDims.begin(), aDims.end() - 2),
+      bBatch(bDims.begin(), bDims.end() - 2);
+  Index ix;
+  ix.rank = int(batch.size());
+  for (int d = 0; d < ix.rank; ++d)
+    ix.dims[d] = batch[d];
+  broadcastStrides(aBatch, batch, ix.stride[0]);
+  broadcastStrides(bBatch, batch, ix.stride[1]);
+  int64_t batches = product(batch);
+  if (batches > 65535 || (m + kTile - 1) / kTile > 65535)
+    return cudaErrorInvalidValue;
+  dim3 grid(unsigned((n + kTile - 1) / kTile),
+            unsigned((m + kTile - 1) / kTile), unsigned(batches));
+  batchMatmulKernel<<<grid, dim3(kTile, kTile), 0, stream>>>(
+      load(a), load(b), store(y), ix, m, n, k);
+  return cudaGetLastError();
+}
+
+cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
+                   cudaStream_t stream) {
+  if (yDims.size() > size_t(kMaxRank))
+    return cudaErrorInvalidValue;
+  // A gather whose source strides are 0 along the broadcast dims.
+  Index ix;
+  ix.rank = int(yDims.size());
+  for (int d = 0; d < ix.rank; ++d)
+    ix.dims[d] = yDims[d];
+  broadcastStrides(dims, yDims, ix.stride[0]);
+  int64_t n = product(yDims);
+  gatherKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), ix, n);
+  return cudaGetLastError();
+}
+
+cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
+                    cudaStream_t stream) {
+  int64_t outer = 1, inner = 1, n = dims[size_t(axis)];
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(x), store(y), outer, n, inner);
   return cudaGetLastError();
 }
 

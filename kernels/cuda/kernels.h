@@ -45,12 +45,25 @@ using cpu::AttentionShape;
 using cpu::Binary;
 using cpu::CrossEntropyShape;
 using cpu::RotaryShape;
+using cpu::Unary;
 
 /// y[yDims] = a op b, both broadcast (numpy rules) to yDims (rank <= 8).
 cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
                    const Dims &bDims, MutRef y, const Dims &yDims,
                    cudaStream_t stream);
 cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream);
+/// y = f(x), elementwise over n elements.
+cudaError_t unary(Unary f, Ref x, MutRef y, int64_t n, cudaStream_t stream);
+/// y[..., M, N] = a[..., M, K] b[..., K, N], batch dims broadcast (the CPU
+/// kernel's contract; at most 65535 batches and 65535 x 16 rows).
+cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,
+                        MutRef y, const Dims &yDims, cudaStream_t stream);
+/// y[yDims] = x broadcast (numpy rules) to yDims (rank <= 8).
+cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
+                   cudaStream_t stream);
+/// y = softmax(x) along `axis` (non-negative).
+cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
+                    cudaStream_t stream);
 /// Sums x over `axes` (all when empty) into y (x's element order, the
 /// reduced dims of size 1).
 cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,

@@ -350,8 +350,8 @@ TEST_P(Kernels, Primitives) {
   kc::Dims ad{4, 1, 6}, bd{5, 1}, yd{4, 5, 6};
   Vec a = rounded(randomVec(24), t), b = rounded(randomVec(5), t);
   Tensor A(a, t), B(b, t), Y(120, t);
-  for (cpu::Binary op :
-       {cpu::Binary::Add, cpu::Binary::Sub, cpu::Binary::Mul}) {
+  for (cpu::Binary op : {cpu::Binary::Add, cpu::Binary::Sub, cpu::Binary::Mul,
+                         cpu::Binary::Div}) {
     CUDA_OK(kc::binary(op, A.ref(), ad, B.ref(), bd, Y.mut(), yd, nullptr));
     Vec y(120);
     cpu::binaryForward(op, a.data(), ad, b.data(), bd, y.data(), yd);
@@ -371,6 +371,40 @@ TEST_P(Kernels, Primitives) {
       negX[i] = -x[i];
     EXPECT_LT(relError(S.download(), want), tolerance(t));
     EXPECT_EQ(N.download(), negX);
+  }
+  // The unary functions (positive inputs for log and sqrt), the batched
+  // product, softmax along a middle axis and expand, against the CPU.
+  {
+    Vec x = rounded(randomVec(60), t), pos(60);
+    for (int i = 0; i < 60; ++i)
+      pos[i] = rounded(Vec{0.1f + std::abs(x[i])}, t)[0];
+    for (cpu::Unary f :
+         {cpu::Unary::Exp, cpu::Unary::Log, cpu::Unary::Tanh, cpu::Unary::Sqrt,
+          cpu::Unary::Reciprocal, cpu::Unary::Sigmoid}) {
+      Tensor X(pos, t), Y(60, t);
+      CUDA_OK(kc::unary(f, X.ref(), Y.mut(), 60, nullptr));
+      Vec want(60);
+      cpu::unaryForward(f, pos.data(), want.data(), 60);
+      EXPECT_LT(relError(Y.download(), want), tolerance(t)) << int(f);
+    }
+    Vec b = rounded(randomVec(40), t);
+    Tensor X(x, t), B(b, t), M(2 * 5 * 3 * 2, t);
+    CUDA_OK(kc::batchMatmul(X.ref(), {2, 1, 3, 10}, B.ref(), {5, 10, 2},
+                            M.mut(), {2, 5, 3, 2}, nullptr));
+    Vec m(60);
+    cpu::batchMatmul(x.data(), {2, 1, 3, 10}, b.data(), {5, 10, 2}, m.data(),
+                     {2, 5, 3, 2});
+    EXPECT_LT(relError(M.download(), m), tolerance(t));
+    Tensor S(60, t);
+    CUDA_OK(kc::softmax(X.ref(), {3, 4, 5}, 1, S.mut(), nullptr));
+    Vec s(60);
+    cpu::softmax(x.data(), {3, 4, 5}, 1, s.data());
+    EXPECT_LT(relError(S.download(), s), tolerance(t));
+    Tensor E(120, t);
+    CUDA_OK(kc::expand(X.ref(), {3, 1, 4, 5}, E.mut(), {3, 2, 4, 5}, nullptr));
+    Vec e(120);
+    cpu::expand(x.data(), {3, 1, 4, 5}, e.data(), {3, 2, 4, 5});
+    EXPECT_EQ(E.download(), rounded(e, t));
   }
   // Reductions, transposes, concat and split of a [3, 4, 5] tensor.
   kc::Dims xd{3, 4, 5};

@@ -226,16 +226,51 @@ private:
           k::crossEntropyForward(logits.f.data(), in(1).i.data(), s, nullptr)};
       return {t};
     }
-    if (isa<AddOp, SubOp, MulOp>(op)) {
+    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
       // numpy broadcasting, both ways.
       Tensor t = floats();
       auto &a = in(0), &b = in(1);
       k::Binary kind = isa<AddOp>(op)   ? k::Binary::Add
                        : isa<SubOp>(op) ? k::Binary::Sub
+                       : isa<DivOp>(op) ? k::Binary::Div
                                         : k::Binary::Mul;
       k::binaryForward(kind, a.f.data(), {a.shape.begin(), a.shape.end()},
                        b.f.data(), {b.shape.begin(), b.shape.end()}, t.f.data(),
                        {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (isa<ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp>(op)) {
+      Tensor t = in(0);
+      k::Unary f = isa<ExpOp>(op)          ? k::Unary::Exp
+                   : isa<LogOp>(op)        ? k::Unary::Log
+                   : isa<TanhOp>(op)       ? k::Unary::Tanh
+                   : isa<SqrtOp>(op)       ? k::Unary::Sqrt
+                   : isa<ReciprocalOp>(op) ? k::Unary::Reciprocal
+                                           : k::Unary::Sigmoid;
+      k::unaryForward(f, t.f.data(), t.f.data(), int64_t(t.f.size()));
+      return {t};
+    }
+    if (isa<MatMulOp>(op)) {
+      Tensor t = floats();
+      auto &a = in(0), &b = in(1);
+      k::batchMatmul(a.f.data(), {a.shape.begin(), a.shape.end()}, b.f.data(),
+                     {b.shape.begin(), b.shape.end()}, t.f.data(),
+                     {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (isa<ExpandOp>(op)) {
+      Tensor t = floats();
+      auto &x = in(0);
+      k::expand(x.f.data(), {x.shape.begin(), x.shape.end()}, t.f.data(),
+                {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (auto sm = dyn_cast<SoftmaxOp>(op)) {
+      Tensor t = floats();
+      auto &x = in(0);
+      int64_t rank = int64_t(x.shape.size()), axis = int64_t(sm.getAxis());
+      k::softmax(x.f.data(), {x.shape.begin(), x.shape.end()},
+                 axis < 0 ? axis + rank : axis, t.f.data());
       return {t};
     }
     if (auto tr = dyn_cast<TransposeOp>(op)) {

@@ -125,6 +125,44 @@ INSTANTIATE_TEST_SUITE_P(
   %y = train.mul %a, %b : (tensor<1x6x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"mul_by_itself", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.mul %a, %a : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"div_broadcast_both_operands",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<6x1xf32>") R"(
+  %e = train.exp %b : (tensor<6x1xf32>) -> tensor<6x1xf32>
+  %y = train.div %a, %e : (tensor<1x6x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>)"},
+        // Softcapping's c tanh(x / c), and the other functions on positive
+        // inputs where they need them.
+        RuleCase{"softcap_tanh", W("a", "tensor<1x6x4xf32>") R"(
+  %c = train.constant dense<2.5> : tensor<f32>
+  %d = train.div %a, %c : (tensor<1x6x4xf32>, tensor<f32>) -> tensor<1x6x4xf32>
+  %th = train.tanh %d : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %th, %c : (tensor<1x6x4xf32>, tensor<f32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"exp_log_sqrt_reciprocal_sigmoid",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>") R"(
+  %e = train.exp %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %s = train.sqrt %e : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %r = train.reciprocal %s : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %g = train.sigmoid %b : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %lg = train.log %g : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %r, %lg : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Products of activations, one broadcast over the other's batch.
+        RuleCase{"matmul_of_activations",
+                 W("a", "tensor<1x6x3xf32>") W("b", "tensor<3x4xf32>")
+                     W("c", "tensor<6x2xf32>") W("d", "tensor<1x2x4xf32>") R"(
+  %p = train.matmul %a, %b : (tensor<1x6x3xf32>, tensor<3x4xf32>) -> tensor<1x6x4xf32>
+  %q = train.matmul %c, %d : (tensor<6x2xf32>, tensor<1x2x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %p, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Along the last axis and along one before it; the products make
+        // each probability matter to the loss.
+        RuleCase{"softmax_along_two_axes",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %p = train.softmax %a {axis = -1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %q = train.softmax %p {axis = 1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %q, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"expand",
+                 W("a", "tensor<6x1xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %s = train.constant dense<[1, 6, 4]> : tensor<3xi64>
+  %e = train.expand %a, %s : (tensor<6x1xf32>, tensor<3xi64>) -> tensor<1x6x4xf32>
+  %y = train.mul %e, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -117,6 +117,31 @@ TEST(OpDesc, HeadChunkIsClampedToTheRows) {
   EXPECT_EQ(d.head.ce.seq, 8);
 }
 
+TEST(OpDesc, PrimitivesResolveTheirShapes) {
+  OneOp m(MATMUL);
+  m.in(m.buffer("a", {2, 1, 3, 4}))
+      .in(m.buffer("b", {5, 4, 6}))
+      .out(m.buffer("y", {2, 5, 3, 6}));
+  OpDesc d;
+  ASSERT_TRUE(m.describe(d).isOk());
+  EXPECT_EQ(d.a, (Dims{2, 1, 3, 4}));
+  EXPECT_EQ(d.out, (Dims{2, 5, 3, 6}));
+  OneOp s(SOFTMAX);
+  s.op->mutable_attrs()->set_axis(-2);
+  s.in(s.buffer("x", {2, 3, 4})).out(s.buffer("y", {2, 3, 4}));
+  ASSERT_TRUE(s.describe(d).isOk());
+  EXPECT_EQ(d.axis, 1);
+  EXPECT_EQ(d.elements, 24);
+  OneOp t(TANH);
+  t.in(t.buffer("x", {2, 3})).out(t.buffer("y", {2, 3}));
+  ASSERT_TRUE(t.describe(d).isOk());
+  EXPECT_EQ(d.unary, mt::kernels::cpu::Unary::Tanh);
+  OneOp q(DIV);
+  q.in(q.buffer("a", {2, 3})).in(q.buffer("b", {3})).out(q.buffer("y", {2, 3}));
+  ASSERT_TRUE(q.describe(d).isOk());
+  EXPECT_EQ(d.binary, mt::kernels::cpu::Binary::Div);
+}
+
 TEST(OpDesc, LayoutAxesAreNonNegative) {
   OneOp o(CONCAT);
   o.op->mutable_attrs()->set_axis(-1);
@@ -153,6 +178,49 @@ TEST_P(OpDescRefuses, NamingTheBuffer) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, OpDescRefuses,
     ::testing::Values(
+        Bad{"MatmulOfAnotherInnerDim",
+            [] {
+              OneOp o(MATMUL);
+              o.in(o.buffer("a", {2, 3, 4}))
+                  .in(o.buffer("b", {5, 2}))
+                  .out(o.buffer("y", {2, 3, 2}));
+              return o;
+            },
+            "[2, 3, 4] x [5, 2] is not [2, 3, 2]"},
+        Bad{"MatmulOfBatchesThatDoNotBroadcast",
+            [] {
+              OneOp o(MATMUL);
+              o.in(o.buffer("a", {3, 2, 4}))
+                  .in(o.buffer("b", {2, 4, 5}))
+                  .out(o.buffer("y", {3, 2, 5}));
+              return o;
+            },
+            "the batch dims of [3, 2, 4] and [2, 4, 5] do not broadcast to "
+            "[3, 2, 5]"},
+        Bad{"MatmulOfAVector",
+            [] {
+              OneOp o(MATMUL);
+              o.in(o.buffer("a", {4}))
+                  .in(o.buffer("b", {4, 5}))
+                  .out(o.buffer("y", {5}));
+              return o;
+            },
+            "needs operands of rank 2 or more"},
+        Bad{"SoftmaxAxisOutside",
+            [] {
+              OneOp o(SOFTMAX);
+              o.op->mutable_attrs()->set_axis(3);
+              o.in(o.buffer("x", {2, 3, 4})).out(o.buffer("y", {2, 3, 4}));
+              return o;
+            },
+            "axis 3 is outside [2, 3, 4]"},
+        Bad{"ExpandToAShapeItDoesNotBroadcastTo",
+            [] {
+              OneOp o(EXPAND);
+              o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {4, 3, 3}));
+              return o;
+            },
+            "[2, 3] does not broadcast to the result 'y' [4, 3, 3]"},
         Bad{"WeightOfAnotherInput",
             [] {
               return linear({5, 3});

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 using namespace mt::kernels::cpu;
 
@@ -21,6 +22,83 @@ TEST(PrimitiveOps, BinaryBroadcastsBothWays) {
   binaryForward(Binary::Mul, a.data(), {1, 3}, b.data(), {2, 1}, out.data(),
                 {2, 3});
   EXPECT_EQ(out, (std::vector<float>{10, 20, 30, 20, 40, 60}));
+}
+
+TEST(PrimitiveOps, DivAndTheUnaryFunctions) {
+  std::vector<float> a = {1, 2, 3}, b = {2, 4}, out(6);
+  binaryForward(Binary::Div, a.data(), {1, 3}, b.data(), {2, 1}, out.data(),
+                {2, 3});
+  EXPECT_EQ(out, (std::vector<float>{0.5f, 1, 1.5f, 0.25f, 0.5f, 0.75f}));
+  std::vector<float> x = {-1.5f, -0.25f, 0.5f, 2.0f}, y(4);
+  struct Case {
+    Unary f;
+    double (*want)(double);
+  };
+  Case cases[] = {
+      {Unary::Exp, [](double v) { return std::exp(v); }},
+      {Unary::Tanh, [](double v) { return std::tanh(v); }},
+      {Unary::Sigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
+      {Unary::Reciprocal, [](double v) { return 1.0 / v; }}};
+  for (const Case &c : cases) {
+    unaryForward(c.f, x.data(), y.data(), 4);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(y[i], c.want(x[i]),
+                  2e-7 * std::max(1.0, std::abs(c.want(x[i]))))
+          << int(c.f) << " at " << x[i];
+  }
+  std::vector<float> p = {0.25f, 1, 4, 9};
+  unaryForward(Unary::Sqrt, p.data(), y.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{0.5f, 1, 2, 3}));
+  unaryForward(Unary::Log, p.data(), y.data(), 4);
+  EXPECT_FLOAT_EQ(y[1], 0.0f);
+  EXPECT_NEAR(y[2], std::log(4.0), 1e-7);
+}
+
+// A batch of products, a broadcast over b's missing batch dim and a's 1,
+// against the sum written out.
+TEST(PrimitiveOps, BatchMatmulBroadcastsTheBatchDims) {
+  Dims ad = {2, 1, 3, 4}, bd = {5, 4, 2}, od = {2, 5, 3, 2};
+  std::vector<float> a(24), b(40), out(60);
+  for (int i = 0; i < 24; ++i)
+    a[i] = float(i % 7) - 3;
+  for (int i = 0; i < 40; ++i)
+    b[i] = float(i % 5) * 0.5f - 1;
+  batchMatmul(a.data(), ad, b.data(), bd, out.data(), od);
+  for (int64_t p = 0; p < 2; ++p)
+    for (int64_t q = 0; q < 5; ++q)
+      for (int64_t m = 0; m < 3; ++m)
+        for (int64_t n = 0; n < 2; ++n) {
+          double want = 0;
+          for (int64_t k = 0; k < 4; ++k)
+            want += a[(p * 3 + m) * 4 + k] * b[(q * 4 + k) * 2 + n];
+          EXPECT_NEAR(out[((p * 5 + q) * 3 + m) * 2 + n], want, 1e-5);
+        }
+}
+
+TEST(PrimitiveOps, SoftmaxAlongAnyAxisAndExpand) {
+  // [2, 3, 2] along axis 1: each (i, k) column of 3 sums to 1.
+  std::vector<float> x = {0, 1, 2, 3, 4, 5, -1, 0, 1, -2, 30, 31}, y(12);
+  softmax(x.data(), {2, 3, 2}, 1, y.data());
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 2; ++k) {
+      double sum = 0, denom = 0;
+      for (int j = 0; j < 3; ++j)
+        denom += std::exp(double(x[(i * 3 + j) * 2 + k]));
+      for (int j = 0; j < 3; ++j) {
+        float v = y[(i * 3 + j) * 2 + k];
+        EXPECT_NEAR(v, std::exp(double(x[(i * 3 + j) * 2 + k])) / denom, 1e-7);
+        sum += v;
+      }
+      EXPECT_NEAR(sum, 1.0, 1e-6);
+    }
+  // A line of -inf is NaN, as PyTorch's.
+  float ninf = -std::numeric_limits<float>::infinity();
+  std::vector<float> masked = {ninf, ninf}, p(2);
+  softmax(masked.data(), {1, 2}, 1, p.data());
+  EXPECT_TRUE(std::isnan(p[0]) && std::isnan(p[1]));
+  std::vector<float> e = {1, 2}, big(6);
+  expand(e.data(), {2, 1}, big.data(), {1, 2, 3});
+  EXPECT_EQ(big, (std::vector<float>{1, 1, 1, 2, 2, 2}));
 }
 
 // The row loops (an operand whole or repeated along the leading dims) give

@@ -56,6 +56,16 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](SubOp) { return Kernel::Sub; })
       .Case([](MulOp) { return Kernel::Mul; })
       .Case([](NegOp) { return Kernel::Neg; })
+      .Case([](DivOp) { return Kernel::Div; })
+      .Case([](ExpOp) { return Kernel::Exp; })
+      .Case([](LogOp) { return Kernel::Log; })
+      .Case([](TanhOp) { return Kernel::Tanh; })
+      .Case([](SqrtOp) { return Kernel::Sqrt; })
+      .Case([](ReciprocalOp) { return Kernel::Reciprocal; })
+      .Case([](SigmoidOp) { return Kernel::Sigmoid; })
+      .Case([](MatMulOp) { return Kernel::Matmul; })
+      .Case([](SoftmaxOp) { return Kernel::Softmax; })
+      .Case([](ExpandOp) { return Kernel::Expand; })
       .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
       .Case([](ConcatOp) { return Kernel::Concat; })
       .Case([](SplitOp) { return Kernel::Split; })
@@ -77,6 +87,8 @@ double flopsOf(Operation *op) {
     auto q = tensorOf(a.getQ()).getShape();
     return 4.0 * q[0] * q[1] * q[1] * q[2];
   }
+  if (auto m = dyn_cast<MatMulOp>(op))
+    return 2.0 * n(m.getResult()) * tensorOf(m.getLhs()).getShape().back();
   if (auto h = dyn_cast<HeadCrossEntropyOp>(op))
     return 2.0 * n(h.getInput()) * tensorOf(h.getWeight()).getNumElements() /
            tensorOf(h.getInput()).getShape().back();
@@ -308,8 +320,10 @@ struct LowerToSched
         return op.emitError("'")
                << op.getName() << "' has no kernel; it cannot be scheduled";
       SmallVector<Value> ins, outs;
-      // Copies read their data only (a reshape's shape is in the type).
-      unsigned used = *k == Kernel::Copy ? 1 : op.getNumOperands();
+      // Copies and expansions read their data only (a reshape's or an
+      // expand's shape is in the type).
+      unsigned used =
+          *k == Kernel::Copy || *k == Kernel::Expand ? 1 : op.getNumOperands();
       for (Value v : op.getOperands().take_front(used)) {
         Value buf = bufs.lookup(v);
         if (!buf)

@@ -149,6 +149,139 @@ LogicalResult gradient(MulOp m, G &g) {
   return success();
 }
 
+/// A scalar constant of v's element type.
+Value scalar(OpBuilder &b, Location loc, Value like, double value) {
+  auto type = RankedTensorType::get({}, typeOf(like).getElementType());
+  return b.create<ConstantOp>(
+      loc, DenseElementsAttr::get(
+               type, b.getFloatAttr(type.getElementType(), value)));
+}
+
+/// d(a / b) = (dy / b, -(dy y) / b), y = a / b, each summed back over what
+/// the operand broadcast.
+LogicalResult gradient(DivOp d, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = d.getLoc();
+  Value dy = g.dy(d);
+  if (g.isActive(d.getLhs()))
+    g.accumulate(d.getLhs(),
+                 g.unbroadcast(loc, b.create<DivOp>(loc, dy, d.getRhs()),
+                               d.getLhs().getType()));
+  if (g.isActive(d.getRhs())) {
+    Value dyy = b.create<MulOp>(loc, dy, d.getResult());
+    Value q = b.create<DivOp>(loc, dyy, d.getRhs());
+    g.accumulate(d.getRhs(), g.unbroadcast(loc, b.create<NegOp>(loc, q),
+                                           d.getRhs().getType()));
+  }
+  return success();
+}
+
+/// The unary functions, each from its result y where that is cheaper.
+LogicalResult gradient(ExpOp e, G &g) { // dy y
+  g.accumulate(e.getInput(),
+               g.builder().create<MulOp>(e.getLoc(), g.dy(e), e.getResult()));
+  return success();
+}
+
+LogicalResult gradient(LogOp l, G &g) { // dy / x
+  g.accumulate(l.getInput(),
+               g.builder().create<DivOp>(l.getLoc(), g.dy(l), l.getInput()));
+  return success();
+}
+
+LogicalResult gradient(TanhOp t, G &g) { // dy (1 - y^2)
+  OpBuilder &b = g.builder();
+  Location loc = t.getLoc();
+  Value y = t.getResult();
+  Value y2 = b.create<MulOp>(loc, y, y);
+  Value d = b.create<SubOp>(loc, scalar(b, loc, y, 1.0), y2);
+  g.accumulate(t.getInput(), b.create<MulOp>(loc, g.dy(t), d));
+  return success();
+}
+
+LogicalResult gradient(SqrtOp s, G &g) { // (dy / y) / 2
+  OpBuilder &b = g.builder();
+  Location loc = s.getLoc();
+  Value q = b.create<DivOp>(loc, g.dy(s), s.getResult());
+  g.accumulate(s.getInput(), b.create<MulOp>(loc, q, scalar(b, loc, q, 0.5)));
+  return success();
+}
+
+LogicalResult gradient(ReciprocalOp r, G &g) { // -dy y^2
+  OpBuilder &b = g.builder();
+  Location loc = r.getLoc();
+  Value y = r.getResult();
+  Value dyy2 = b.create<MulOp>(loc, g.dy(r), b.create<MulOp>(loc, y, y));
+  g.accumulate(r.getInput(), b.create<NegOp>(loc, dyy2));
+  return success();
+}
+
+LogicalResult gradient(SigmoidOp s, G &g) { // dy y (1 - y)
+  OpBuilder &b = g.builder();
+  Location loc = s.getLoc();
+  Value y = s.getResult();
+  Value oneMinus = b.create<SubOp>(loc, scalar(b, loc, y, 1.0), y);
+  Value d = b.create<MulOp>(loc, y, oneMinus);
+  g.accumulate(s.getInput(), b.create<MulOp>(loc, g.dy(s), d));
+  return success();
+}
+
+/// The last two dims of v swapped.
+Value swapLastTwo(OpBuilder &b, Location loc, Value v) {
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < typeOf(v).getRank(); ++d)
+    perm.push_back(d);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return b.create<TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
+}
+
+/// d(A B) = (dY B^T, A^T dY), each summed back over the batch dims the
+/// operand broadcast (a product of two activations that no fused op took:
+/// attention with softcapped scores).
+LogicalResult gradient(MatMulOp m, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = m.getLoc();
+  if (typeOf(m.getLhs()).getRank() < 2 || typeOf(m.getRhs()).getRank() < 2)
+    return m.emitOpError("of a 1-D operand has no gradient rule; it lies on a "
+                         "path from a trainable weight to the loss");
+  Value dy = g.dy(m);
+  if (g.isActive(m.getLhs()))
+    g.accumulate(
+        m.getLhs(),
+        g.unbroadcast(
+            loc, b.create<MatMulOp>(loc, dy, swapLastTwo(b, loc, m.getRhs())),
+            m.getLhs().getType()));
+  if (g.isActive(m.getRhs()))
+    g.accumulate(
+        m.getRhs(),
+        g.unbroadcast(
+            loc, b.create<MatMulOp>(loc, swapLastTwo(b, loc, m.getLhs()), dy),
+            m.getRhs().getType()));
+  return success();
+}
+
+/// The gradient summed back over what the input was broadcast along (GQA's
+/// repeated key/value heads when attention is not fused).
+LogicalResult gradient(ExpandOp e, G &g) {
+  g.accumulate(e.getInput(),
+               g.unbroadcast(e.getLoc(), g.dy(e), e.getInput().getType()));
+  return success();
+}
+
+/// dx = y (dy - sum(dy y)) along the softmax's axis.
+LogicalResult gradient(SoftmaxOp s, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = s.getLoc();
+  Value y = s.getResult(), dy = g.dy(s);
+  Value dyy = b.create<MulOp>(loc, dy, y);
+  Value sum = b.create<ReduceSumOp>(
+      loc, dyy, b.getDenseI64ArrayAttr({int64_t(s.getAxis())}),
+      b.getUnitAttr());
+  Value centered = b.create<SubOp>(loc, dy, sum);
+  g.accumulate(s.getInput(), b.create<MulOp>(loc, y, centered));
+  return success();
+}
+
 LogicalResult gradient(NegOp n, G &g) {
   g.accumulate(n.getInput(),
                g.builder().create<NegOp>(n.getLoc(), g.dy(n)).getResult());
@@ -260,8 +393,10 @@ Value GradientBuilder::reshapeTo(Location loc, Value v, Type target) {
 void attachGradientRules(MLIRContext &context) {
   attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
-         NegOp, IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp,
-         TransposeOp, SplitOp, ConcatOp, CastOp>(context);
+         DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
+         SoftmaxOp, ExpandOp, NegOp, IdentityOp, ReshapeOp, FlattenOp,
+         SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, CastOp>(
+      context);
 }
 
 } // namespace mt::train

@@ -1066,7 +1066,7 @@ LogicalResult Importer::addCausalLmLoss(func::FuncOp func,
                           "output) and ";
   };
   // The token ids: "input_ids", else the only rank-2 integer input.
-  std::optional<unsigned> tokens;
+  std::optional<unsigned> tokens, lastInteger;
   int integerInputs = 0;
   for (BlockArgument arg : func.getArguments()) {
     auto t = cast<RankedTensorType>(arg.getType());
@@ -1079,15 +1079,12 @@ LogicalResult Importer::addCausalLmLoss(func::FuncOp func,
     if (t.getRank() != 2 || !isa<IntegerType>(t.getElementType()))
       continue;
     ++integerInputs;
+    lastInteger = arg.getArgNumber();
     if (name && name.getValue() == "input_ids")
       tokens = arg.getArgNumber();
   }
   if (!tokens && integerInputs == 1)
-    for (BlockArgument arg : func.getArguments()) {
-      auto t = cast<RankedTensorType>(arg.getType());
-      if (t.getRank() == 2 && isa<IntegerType>(t.getElementType()))
-        tokens = arg.getArgNumber();
-    }
+    tokens = lastInteger;
   if (!tokens)
     return noLoss() << "no input is the token ids (named 'input_ids', or the "
                        "only [batch, seq] integer input), so no causal "

@@ -383,7 +383,8 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::ADD:
   case Kernel::SUB:
   case Kernel::MUL:
-  case Kernel::DIV: {
+  case Kernel::DIV:
+  case Kernel::POW: {
     In x = in(operand(0)), y = in(operand(1));
     Out z = out(result(0));
     k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);

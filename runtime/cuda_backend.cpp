@@ -951,6 +951,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::SUB:
   case Kernel::MUL:
   case Kernel::DIV:
+  case Kernel::POW:
     return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
                            out(result(0)), d.out, stream));
   case Kernel::NEG:

@@ -156,6 +156,7 @@ Status Describer::run() {
   case Kernel::SUB:
   case Kernel::MUL:
   case Kernel::DIV:
+  case Kernel::POW:
     return binary();
   case Kernel::MATMUL:
     return matmul();
@@ -461,6 +462,19 @@ Status Describer::head() {
   return holds(result(1), count(w), "the weight's gradient");
 }
 
+/// Whether x broadcasts (numpy rules) to out: its dims, right-aligned, are
+/// out's or 1.
+bool broadcastsTo(const Dims &x, const Dims &out) {
+  if (x.size() > out.size())
+    return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    int64_t xd = x[x.size() - 1 - i], od = out[out.size() - 1 - i];
+    if (xd != od && xd != 1)
+      return false;
+  }
+  return true;
+}
+
 Status Describer::binary() {
   d_.binary = binaryOf(op_.kernel());
   d_.a = dims(operand(0));
@@ -468,14 +482,8 @@ Status Describer::binary() {
   d_.out = dims(result(0));
   if (Status st = floats({operand(0), operand(1), result(0)}); !st)
     return st;
-  // numpy broadcasting: each operand's dims, right-aligned, are out's or 1.
   for (const Dims *x : {&d_.a, &d_.b}) {
-    bool ok = x->size() <= d_.out.size();
-    for (size_t i = 0; ok && i < x->size(); ++i) {
-      int64_t xd = (*x)[x->size() - 1 - i], od = d_.out[d_.out.size() - 1 - i];
-      ok = xd == od || xd == 1;
-    }
-    if (!ok)
+    if (!broadcastsTo(*x, d_.out))
       return fail(str(d_.a) + " and " + str(d_.b) +
                   " do not broadcast to the result " + name(result(0)) + " " +
                   str(d_.out));
@@ -498,14 +506,11 @@ Status Describer::matmul() {
   int64_t m = d_.a[ra - 2], k = d_.a[ra - 1], n = d_.b[rb - 1];
   if (d_.b[rb - 2] != k || d_.out[ro - 2] != m || d_.out[ro - 1] != n)
     return fail(str(d_.a) + " x " + str(d_.b) + " is not " + str(d_.out));
-  // The batch dims: each operand's, right-aligned, the result's or 1.
+  auto batch = [](const Dims &x) { return Dims(x.begin(), x.end() - 2); };
   for (const Dims *x : {&d_.a, &d_.b})
-    for (size_t i = 2; i < x->size(); ++i) {
-      int64_t xd = (*x)[x->size() - 1 - i], od = d_.out[ro - 1 - i];
-      if (xd != od && xd != 1)
-        return fail("the batch dims of " + str(d_.a) + " and " + str(d_.b) +
-                    " do not broadcast to " + str(d_.out));
-    }
+    if (!broadcastsTo(batch(*x), batch(d_.out)))
+      return fail("the batch dims of " + str(d_.a) + " and " + str(d_.b) +
+                  " do not broadcast to " + str(d_.out));
   return Status::ok();
 }
 
@@ -523,12 +528,7 @@ Status Describer::expand() {
   d_.out = dims(result(0));
   if (Status st = floats({operand(0), result(0)}); !st)
     return st;
-  bool ok = d_.a.size() <= d_.out.size();
-  for (size_t i = 0; ok && i < d_.a.size(); ++i) {
-    int64_t xd = d_.a[d_.a.size() - 1 - i], od = d_.out[d_.out.size() - 1 - i];
-    ok = xd == od || xd == 1;
-  }
-  if (!ok)
+  if (!broadcastsTo(d_.a, d_.out))
     return fail(str(d_.a) + " does not broadcast to the result " +
                 name(result(0)) + " " + str(d_.out));
   return Status::ok();
@@ -630,6 +630,8 @@ k::Binary binaryOf(plan::Kernel kernel) {
     return k::Binary::Sub;
   case plan::DIV:
     return k::Binary::Div;
+  case plan::POW:
+    return k::Binary::Pow;
   default:
     return k::Binary::Mul;
   }

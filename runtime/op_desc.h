@@ -54,7 +54,7 @@ struct OpDesc {
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
-  /// ADD, SUB, MUL, DIV, MATMUL (a op b -> out), REDUCE_SUM, TRANSPOSE,
+  /// ADD, SUB, MUL, DIV, POW, MATMUL (a op b -> out), REDUCE_SUM, TRANSPOSE,
   /// EXPAND (a -> out), SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
   /// (a -> parts); `axis` is non-negative.
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
@@ -94,7 +94,7 @@ private:
 /// The kernels' activation of a plan's.
 kernels::cpu::Activation activationOf(plan::Activation act);
 
-/// ADD, SUB, MUL or DIV as the kernels' binary op.
+/// ADD, SUB, MUL, DIV or POW as the kernels' binary op.
 kernels::cpu::Binary binaryOf(plan::Kernel kernel);
 /// EXP, LOG, TANH, SQRT, RECIPROCAL or SIGMOID as the kernels' function.
 kernels::cpu::Unary unaryOf(plan::Kernel kernel);

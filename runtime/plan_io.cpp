@@ -116,6 +116,7 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::SUB:
   case K::MUL:
   case K::DIV:
+  case K::POW:
   case K::MATMUL:
     a = {2, 2, 1, 1};
     return true;

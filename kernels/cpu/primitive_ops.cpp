@@ -108,34 +108,12 @@ void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
 }
 
 void unaryForward(Unary f, const float *x, float *y, int64_t n) {
-  // The C library's functions (correctly rounded or within an ulp), in
-  // blocks of 16 Ki elements on the pool.
+  // Blocks of 16 Ki elements on the pool.
   constexpr int64_t kBlock = 1 << 14;
   parallelFor((n + kBlock - 1) / kBlock, 20.0 * kBlock, [&](int64_t blk) {
     int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
-    for (int64_t i = begin; i < end; ++i) {
-      float v = x[i];
-      switch (f) {
-      case Unary::Exp:
-        y[i] = std::exp(v);
-        break;
-      case Unary::Log:
-        y[i] = std::log(v);
-        break;
-      case Unary::Tanh:
-        y[i] = std::tanh(v);
-        break;
-      case Unary::Sqrt:
-        y[i] = std::sqrt(v);
-        break;
-      case Unary::Reciprocal:
-        y[i] = 1.0f / v;
-        break;
-      case Unary::Sigmoid:
-        y[i] = 1.0f / (1.0f + std::exp(-v));
-        break;
-      }
-    }
+    for (int64_t i = begin; i < end; ++i)
+      y[i] = applyUnary(f, x[i]);
   });
 }
 

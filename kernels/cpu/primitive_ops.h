@@ -4,6 +4,7 @@
 #ifndef MT_KERNELS_CPU_PRIMITIVE_OPS_H
 #define MT_KERNELS_CPU_PRIMITIVE_OPS_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -56,13 +57,20 @@ inline uint16_t toF16(float f) {
   return uint16_t(sign | round((uint32_t(e) << 23) | mant, 13));
 }
 
-enum class Binary { Add, Sub, Mul, Div };
+enum class Binary { Add, Sub, Mul, Div, Pow };
 
 /// The elementwise functions that stay in a training step when no fused op
 /// absorbs them (softcapping's tanh, a division's reciprocal, ...).
 enum class Unary { Exp, Log, Tanh, Sqrt, Reciprocal, Sigmoid };
 
-inline float applyBinary(Binary op, float x, float y) {
+// The CUDA kernels call the same functions on the device.
+#ifdef __CUDACC__
+#define MT_HOST_DEVICE __host__ __device__
+#else
+#define MT_HOST_DEVICE
+#endif
+
+MT_HOST_DEVICE inline float applyBinary(Binary op, float x, float y) {
   switch (op) {
   case Binary::Add:
     return x + y;
@@ -72,6 +80,28 @@ inline float applyBinary(Binary op, float x, float y) {
     return x * y;
   case Binary::Div:
     return x / y;
+  case Binary::Pow:
+    return powf(x, y);
+  }
+  return 0.0f;
+}
+
+/// The C library's functions (on the device, CUDA's IEEE forms: expf, logf
+/// and tanhf within 2 ulp; no fast math).
+MT_HOST_DEVICE inline float applyUnary(Unary f, float x) {
+  switch (f) {
+  case Unary::Exp:
+    return expf(x);
+  case Unary::Log:
+    return logf(x);
+  case Unary::Tanh:
+    return tanhf(x);
+  case Unary::Sqrt:
+    return sqrtf(x);
+  case Unary::Reciprocal:
+    return 1.0f / x;
+  case Unary::Sigmoid:
+    return 1.0f / (1.0f + expf(-x));
   }
   return 0.0f;
 }

@@ -38,6 +38,18 @@ void broadcastStrides(const Dims &dims, const Dims &outDims, int64_t *stride) {
   }
 }
 
+/// The index over outDims of a (stride[0]) and b (stride[1]), each broadcast
+/// to it (an empty b: stride 0).
+Index broadcastIndex(const Dims &outDims, const Dims &a, const Dims &b = {}) {
+  Index ix;
+  ix.rank = int(outDims.size());
+  for (int d = 0; d < ix.rank; ++d)
+    ix.dims[d] = outDims[d];
+  broadcastStrides(a, outDims, ix.stride[0]);
+  broadcastStrides(b, outDims, ix.stride[1]);
+  return ix;
+}
+
 __device__ __forceinline__ void offsets(const Index &ix, int64_t flat,
                                         int64_t &a, int64_t &b) {
   a = b = 0;
@@ -57,51 +69,17 @@ __global__ void castKernel(Load x, Store y, int64_t n) {
   MT_GRID_STRIDE(i, n) y.set(i, x[i]);
 }
 
-__device__ __forceinline__ float binaryOp(Binary op, float x, float z) {
-  switch (op) {
-  case Binary::Add:
-    return x + z;
-  case Binary::Sub:
-    return x - z;
-  case Binary::Mul:
-    return x * z;
-  case Binary::Div:
-    return x / z;
-  }
-  return 0.0f;
-}
-
-/// The CPU kernels' functions, in CUDA's IEEE-accurate forms (no fast
-/// math: expf, logf and tanhf within 2 ulp).
-__device__ __forceinline__ float unaryOp(Unary f, float x) {
-  switch (f) {
-  case Unary::Exp:
-    return expf(x);
-  case Unary::Log:
-    return logf(x);
-  case Unary::Tanh:
-    return tanhf(x);
-  case Unary::Sqrt:
-    return sqrtf(x);
-  case Unary::Reciprocal:
-    return 1.0f / x;
-  case Unary::Sigmoid:
-    return 1.0f / (1.0f + expf(-x));
-  }
-  return 0.0f;
-}
-
 __global__ void binaryKernel(Binary op, Load a, Load b, Store y, Index ix,
                              int64_t n) {
   MT_GRID_STRIDE(i, n) {
     int64_t ia, ib;
     offsets(ix, i, ia, ib);
-    y.set(i, binaryOp(op, a[ia], b[ib]));
+    y.set(i, cpu::applyBinary(op, a[ia], b[ib]));
   }
 }
 
 __global__ void unaryKernel(Unary f, Load x, Store y, int64_t n) {
-  MT_GRID_STRIDE(i, n) y.set(i, unaryOp(f, x[i]));
+  MT_GRID_STRIDE(i, n) y.set(i, cpu::applyUnary(f, x[i]));
 }
 
 /// The fallback for a product of two activations that no fused op
@@ -305,12 +283,12 @@ struct GatedF {
 struct BinaryF {
   Binary op;
   __device__ float operator()(float x, float z) const {
-    return binaryOp(op, x, z);
+    return cpu::applyBinary(op, x, z);
   }
 };
 struct UnaryF {
   Unary f;
-  __device__ float operator()(float x) const { return unaryOp(f, x); }
+  __device__ float operator()(float x) const { return cpu::applyUnary(f, x); }
 };
 
 template <typename T, typename F>
@@ -516,12 +494,7 @@ cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
                    cudaStream_t stream) {
   if (yDims.size() > size_t(kMaxRank))
     return cudaErrorInvalidValue;
-  Index ix;
-  ix.rank = int(yDims.size());
-  for (int d = 0; d < ix.rank; ++d)
-    ix.dims[d] = yDims[d];
-  broadcastStrides(aDims, yDims, ix.stride[0]);
-  broadcastStrides(bDims, yDims, ix.stride[1]);
+  Index ix = broadcastIndex(yDims, aDims, bDims);
   int64_t n = product(yDims);
   if (aDims == yDims && bDims == yDims &&
       vectorPath(y.type, {a, b, asRef(y)}, n)) {
@@ -565,12 +538,7 @@ cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,
   Dims batch(yDims.begin(), yDims.end() - 2),
       aBatch(aDims.begin(), aDims.end() - 2),
       bBatch(bDims.begin(), bDims.end() - 2);
-  Index ix;
-  ix.rank = int(batch.size());
-  for (int d = 0; d < ix.rank; ++d)
-    ix.dims[d] = batch[d];
-  broadcastStrides(aBatch, batch, ix.stride[0]);
-  broadcastStrides(bBatch, batch, ix.stride[1]);
+  Index ix = broadcastIndex(batch, aBatch, bBatch);
   int64_t batches = product(batch);
   if (batches > 65535 || (m + kTile - 1) / kTile > 65535)
     return cudaErrorInvalidValue;
@@ -586,11 +554,7 @@ cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
   if (yDims.size() > size_t(kMaxRank))
     return cudaErrorInvalidValue;
   // A gather whose source strides are 0 along the broadcast dims.
-  Index ix;
-  ix.rank = int(yDims.size());
-  for (int d = 0; d < ix.rank; ++d)
-    ix.dims[d] = yDims[d];
-  broadcastStrides(dims, yDims, ix.stride[0]);
+  Index ix = broadcastIndex(yDims, dims);
   int64_t n = product(yDims);
   gatherKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), ix, n);
   return cudaGetLastError();

@@ -29,30 +29,19 @@ def checkpoint_names(model):
     A parameter that transformers would convert otherwise than by a renaming
     (stacked experts) is left out: mtc then matches it by its own rules."""
     params = dict(model.named_parameters())
-    saved = {name: name for name in params}
-    transform = {name: "same" for name in params}
     try:
         from transformers.core_model_loading import revert_weight_conversion
     except ImportError:  # before transformers 5: names are module names
-        revert = None
-    else:
-        revert = revert_weight_conversion
-    if revert is not None:
-        state = {n: p.detach() for n, p in params.items()}
-        by_tensor = {id(t): n for n, t in state.items()}
-        out = revert(model, dict(state))
-        seen = set()
-        for name, tensor in out.items():
-            source = by_tensor.get(id(tensor))
-            if source is None:
-                continue  # a converted (not renamed) tensor
-            seen.add(source)
-            saved[source] = name
-            transform[source] = "same" if name == source else "rename"
-        for name in params:
-            if name not in seen:
-                del saved[name]
-    return [{"parameter": n, "saved": saved[n], "transform": transform[n]}
+        return [{"parameter": n, "saved": n, "transform": "same"}
+                for n in params]
+    state = {n: p.detach() for n, p in params.items()}
+    source_of = {id(t): n for n, t in state.items()}
+    # A renamed tensor is the same object under its saved name.
+    saved = {source_of[id(t)]: name
+             for name, t in revert_weight_conversion(model, dict(state)).items()
+             if id(t) in source_of}
+    return [{"parameter": n, "saved": saved[n],
+             "transform": "same" if saved[n] == n else "rename"}
             for n in params if n in saved]
 
 

@@ -226,13 +226,14 @@ private:
           k::crossEntropyForward(logits.f.data(), in(1).i.data(), s, nullptr)};
       return {t};
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp>(op)) {
+    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp>(op)) {
       // numpy broadcasting, both ways.
       Tensor t = floats();
       auto &a = in(0), &b = in(1);
       k::Binary kind = isa<AddOp>(op)   ? k::Binary::Add
                        : isa<SubOp>(op) ? k::Binary::Sub
                        : isa<DivOp>(op) ? k::Binary::Div
+                       : isa<PowOp>(op) ? k::Binary::Pow
                                         : k::Binary::Mul;
       k::binaryForward(kind, a.f.data(), {a.shape.begin(), a.shape.end()},
                        b.f.data(), {b.shape.begin(), b.shape.end()}, t.f.data(),
@@ -380,12 +381,16 @@ private:
                               t.f.data());
       return {t};
     }
-    if (auto r = dyn_cast<ReduceSumOp>(op)) {
-      // Sums over the listed axes of the input into the result's layout.
+    if (isa<ReduceSumOp, ReduceMeanOp>(op)) {
+      // Sums over the listed axes of the input into the result's layout
+      // (a mean divides by the elements each sum took).
       auto &x = in(0);
       Tensor t = floats();
-      SmallVector<bool> reduced(x.shape.size(), false);
-      for (int64_t a : r.getAxes())
+      ArrayRef<int64_t> axes = isa<ReduceSumOp>(op)
+                                   ? cast<ReduceSumOp>(op).getAxes()
+                                   : cast<ReduceMeanOp>(op).getAxes();
+      SmallVector<bool> reduced(x.shape.size(), axes.empty());
+      for (int64_t a : axes)
         reduced[a < 0 ? a + int64_t(x.shape.size()) : a] = true;
       std::vector<double> acc(t.f.size(), 0.0);
       SmallVector<int64_t> idx(x.shape.size(), 0);
@@ -401,7 +406,9 @@ private:
           idx[d] = 0;
         }
       }
-      std::copy(acc.begin(), acc.end(), t.f.begin());
+      double per = isa<ReduceMeanOp>(op) ? double(x.f.size()) / t.f.size() : 1;
+      for (size_t i = 0; i < t.f.size(); ++i)
+        t.f[i] = float(acc[i] / per);
       return {t};
     }
     if (isa<ReshapeOp>(op)) {

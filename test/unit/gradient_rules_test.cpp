@@ -163,6 +163,19 @@ INSTANTIATE_TEST_SUITE_P(
   %s = train.constant dense<[1, 6, 4]> : tensor<3xi64>
   %e = train.expand %a, %s : (tensor<6x1xf32>, tensor<3xi64>) -> tensor<1x6x4xf32>
   %y = train.mul %e, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Cohere's layer norm in primitives: x - mean(x), its mean square,
+        // a power of a positive base and of a weight exponent.
+        RuleCase{"reduce_mean_and_pow",
+                 W("a", "tensor<1x6x4xf32>") W("p", "tensor<4xf32>") R"(
+  %m = train.reduce_mean %a {axes = array<i64: -1>, keepdims} : (tensor<1x6x4xf32>) -> tensor<1x6x1xf32>
+  %c = train.sub %a, %m : (tensor<1x6x4xf32>, tensor<1x6x1xf32>) -> tensor<1x6x4xf32>
+  %two = train.constant dense<2.0> : tensor<f32>
+  %sq = train.pow %c, %two : (tensor<1x6x4xf32>, tensor<f32>) -> tensor<1x6x4xf32>
+  %v = train.reduce_mean %sq {axes = array<i64: 1, 2>} : (tensor<1x6x4xf32>) -> tensor<1xf32>
+  %e = train.exp %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %q = train.pow %e, %p : (tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
+  %s = train.mul %c, %v : (tensor<1x6x4xf32>, tensor<1xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %s, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -149,6 +149,7 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"Matmul", 49, "matmul">,
     I32EnumAttrCase<"Softmax", 50, "softmax">,
     I32EnumAttrCase<"Expand", 51, "expand">,
+    I32EnumAttrCase<"Pow", 52, "pow">,
     I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
     I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
     I32EnumAttrCase<"Accumulate", 66, "accumulate">,

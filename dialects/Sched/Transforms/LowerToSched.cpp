@@ -57,6 +57,7 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](MulOp) { return Kernel::Mul; })
       .Case([](NegOp) { return Kernel::Neg; })
       .Case([](DivOp) { return Kernel::Div; })
+      .Case([](PowOp) { return Kernel::Pow; })
       .Case([](ExpOp) { return Kernel::Exp; })
       .Case([](LogOp) { return Kernel::Log; })
       .Case([](TanhOp) { return Kernel::Tanh; })

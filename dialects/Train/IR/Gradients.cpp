@@ -176,6 +176,57 @@ LogicalResult gradient(DivOp d, G &g) {
   return success();
 }
 
+/// d(a ^ b) = (dy b a^(b - 1), dy y log(a)), y = a ^ b, each summed back
+/// over what the operand broadcast; a float exponent only.
+LogicalResult gradient(PowOp p, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = p.getLoc();
+  Value base = p.getLhs(), exponent = p.getRhs(), dy = g.dy(p);
+  if (typeOf(exponent).getElementType() != typeOf(base).getElementType())
+    return p.emitOpError("with an exponent of another type than its base has "
+                         "no gradient rule; it lies on a path from a "
+                         "trainable weight to the loss");
+  if (g.isActive(base)) {
+    Value less = b.create<SubOp>(loc, exponent, scalar(b, loc, exponent, 1.0));
+    Value d = b.create<MulOp>(loc, exponent, b.create<PowOp>(loc, base, less));
+    g.accumulate(
+        base, g.unbroadcast(loc, b.create<MulOp>(loc, dy, d), base.getType()));
+  }
+  if (g.isActive(exponent)) {
+    Value dyy = b.create<MulOp>(loc, dy, p.getResult());
+    Value d = b.create<MulOp>(loc, dyy, b.create<LogOp>(loc, base));
+    g.accumulate(exponent, g.unbroadcast(loc, d, exponent.getType()));
+  }
+  return success();
+}
+
+/// dx = dy / n, back over the reduced axes (n elements each).
+LogicalResult gradient(ReduceMeanOp r, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = r.getLoc();
+  auto x = typeOf(r.getInput());
+  SmallVector<int64_t> kept(x.getShape());
+  int64_t n = 1;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    bool reduced =
+        r.getAxes().empty() || llvm::any_of(r.getAxes(), [&](int64_t a) {
+          return a == d || a + x.getRank() == d;
+        });
+    if (reduced) {
+      n *= kept[d];
+      kept[d] = 1;
+    }
+  }
+  Value dy = g.reshapeTo(loc, g.dy(r),
+                         RankedTensorType::get(kept, x.getElementType()));
+  Value scaled = b.create<MulOp>(loc, dy, scalar(b, loc, dy, 1.0 / double(n)));
+  auto st = RankedTensorType::get({x.getRank()}, b.getI64Type());
+  Value shape =
+      b.create<ConstantOp>(loc, DenseElementsAttr::get(st, x.getShape()));
+  g.accumulate(r.getInput(), b.create<ExpandOp>(loc, x, scaled, shape));
+  return success();
+}
+
 /// The unary functions, each from its result y where that is cheaper.
 LogicalResult gradient(ExpOp e, G &g) { // dy y
   g.accumulate(e.getInput(),
@@ -394,9 +445,9 @@ void attachGradientRules(MLIRContext &context) {
   attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
          DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
-         SoftmaxOp, ExpandOp, NegOp, IdentityOp, ReshapeOp, FlattenOp,
-         SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, CastOp>(
-      context);
+         SoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, NegOp, IdentityOp, ReshapeOp,
+         FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp,
+         CastOp>(context);
 }
 
 } // namespace mt::train

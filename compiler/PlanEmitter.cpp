@@ -20,7 +20,8 @@ std::optional<plan::DType> dtypeOf(Type t) {
     return plan::I64;
   if (t.isSignedInteger(8))
     return plan::I8;
-  if (t.isUnsignedInteger(8))
+  // Booleans (IsNaN's results, Where's conditions) take a byte each.
+  if (t.isUnsignedInteger(8) || t.isInteger(1))
     return plan::U8;
   return std::nullopt;
 }
@@ -97,6 +98,9 @@ std::optional<std::string> bytesOf(ElementsAttr value) {
   } else if (e.isInteger(64)) {
     for (int64_t v : dense.getValues<int64_t>())
       put(&v, 8);
+  } else if (e.isInteger(1)) {
+    for (bool v : dense.getValues<bool>())
+      out.push_back(char(v));
   } else {
     return std::nullopt;
   }

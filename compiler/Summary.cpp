@@ -39,10 +39,7 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
     if (!isa<TrainDialect>(op->getDialect()) || isa<ConstantOp>(op))
       return;
     StringRef name = op->getName().stripDialect();
-    bool isFused =
-        isa<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp,
-            AttentionOp, ActivationOp, GatedActivationOp, CrossEntropyOp>(op);
-    ++(isFused ? fused : primitive)[name.str()];
+    ++(op->hasTrait<FusedOp>() ? fused : primitive)[name.str()];
   });
 
   if (auto model = module.lookupSymbol<func::FuncOp>("model")) {

@@ -168,6 +168,8 @@ private:
     r.bf16 = static_cast<uint16_t *>(ptr(b));
     return r;
   }
+  /// A U8 buffer of booleans (a byte each).
+  uint8_t *booleans(uint32_t b) const { return static_cast<uint8_t *>(ptr(b)); }
   const int64_t *ids(uint32_t b) const {
     return static_cast<const int64_t *>(ptr(b));
   }
@@ -432,11 +434,26 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
-  case Kernel::REDUCE_SUM: {
+  case Kernel::REDUCE_SUM:
+  case Kernel::REDUCE_MEAN: {
     In x = in(operand(0));
     Out y = out(result(0));
-    k::reduceSum(x.data, d.a, d.axes, y.data);
+    (op.kernel() == Kernel::REDUCE_SUM ? k::reduceSum : k::reduceMean)(
+        x.data, d.a, d.axes, y.data);
     y.commit();
+    return Status::ok();
+  }
+  case Kernel::IS_NAN: {
+    In x = in(operand(0));
+    k::isNaN(x.data, booleans(result(0)), d.elements);
+    return Status::ok();
+  }
+  case Kernel::WHERE: {
+    In x = in(operand(1)), y = in(operand(2));
+    Out z = out(result(0));
+    k::where(booleans(operand(0)), d.cond, x.data, d.a, y.data, d.b, z.data,
+             d.out);
+    z.commit();
     return Status::ok();
   }
   case Kernel::TRANSPOSE: {

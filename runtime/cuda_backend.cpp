@@ -218,6 +218,8 @@ private:
   /// A float tensor of the device.
   kc::Ref in(uint32_t b) const { return {ptr(b), typeOf(b)}; }
   kc::MutRef out(uint32_t b) const { return {ptr(b), typeOf(b)}; }
+  /// A U8 buffer of booleans (a byte each).
+  uint8_t *booleans(uint32_t b) const { return static_cast<uint8_t *>(ptr(b)); }
   const int64_t *ids(uint32_t b) const {
     return static_cast<const int64_t *>(ptr(b));
   }
@@ -975,6 +977,15 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::REDUCE_SUM:
     return cuda(
         kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::REDUCE_MEAN:
+    return cuda(
+        kc::reduceMean(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::IS_NAN:
+    return cuda(
+        kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));
+  case Kernel::WHERE:
+    return cuda(kc::where(booleans(operand(0)), d.cond, in(operand(1)), d.a,
+                          in(operand(2)), d.b, out(result(0)), d.out, stream));
   case Kernel::TRANSPOSE:
     return cuda(
         kc::transpose(in(operand(0)), d.a, d.perm, out(result(0)), stream));

@@ -63,6 +63,13 @@ private:
     }
     return Status::ok();
   }
+  /// Buffer b holds booleans, a byte each.
+  Status booleans(uint32_t b) const {
+    if (buf(b).dtype() != plan::U8)
+      return fail(name(b) + " holds booleans and must be U8, not " +
+                  plan::DType_Name(buf(b).dtype()));
+    return Status::ok();
+  }
   Status ids(uint32_t b) const {
     if (buf(b).dtype() != plan::I64)
       return fail(name(b) + " holds ids or labels and must be I64, not " +
@@ -105,6 +112,8 @@ private:
   Status matmul();
   Status softmax();
   Status expand();
+  Status isNaN();
+  Status where();
   Status layout();
 
   const plan::Plan &plan_;
@@ -164,7 +173,12 @@ Status Describer::run() {
     return softmax();
   case Kernel::EXPAND:
     return expand();
+  case Kernel::IS_NAN:
+    return isNaN();
+  case Kernel::WHERE:
+    return where();
   case Kernel::REDUCE_SUM:
+  case Kernel::REDUCE_MEAN:
   case Kernel::TRANSPOSE:
   case Kernel::CONCAT:
   case Kernel::SPLIT:
@@ -534,6 +548,32 @@ Status Describer::expand() {
   return Status::ok();
 }
 
+Status Describer::isNaN() {
+  d_.elements = count(operand(0));
+  if (Status st = floats({operand(0)}); !st)
+    return st;
+  if (Status st = booleans(result(0)); !st)
+    return st;
+  return holds(result(0), d_.elements, "a result of the same size");
+}
+
+Status Describer::where() {
+  d_.cond = dims(operand(0));
+  d_.a = dims(operand(1));
+  d_.b = dims(operand(2));
+  d_.out = dims(result(0));
+  if (Status st = booleans(operand(0)); !st)
+    return st;
+  if (Status st = floats({operand(1), operand(2), result(0)}); !st)
+    return st;
+  for (const Dims *x : {&d_.cond, &d_.a, &d_.b})
+    if (!broadcastsTo(*x, d_.out))
+      return fail(str(d_.cond) + ", " + str(d_.a) + " and " + str(d_.b) +
+                  " do not broadcast to the result " + name(result(0)) + " " +
+                  str(d_.out));
+  return Status::ok();
+}
+
 Status Describer::layout() {
   const plan::Attrs &at = op_.attrs();
   Kernel kind = op_.kernel();
@@ -543,7 +583,7 @@ Status Describer::layout() {
   for (uint32_t b : op_.results())
     if (Status st = floats({b}); !st)
       return st;
-  if (kind == Kernel::REDUCE_SUM) {
+  if (kind == Kernel::REDUCE_SUM || kind == Kernel::REDUCE_MEAN) {
     d_.a = dims(operand(0));
     int64_t rank = int64_t(d_.a.size());
     Dims kept = d_.a;
@@ -559,7 +599,7 @@ Status Describer::layout() {
     return holds(result(0),
                  std::accumulate(kept.begin(), kept.end(), int64_t(1),
                                  std::multiplies<int64_t>()),
-                 "the sum over the reduced axes");
+                 "the reduction over the reduced axes");
   }
   if (kind == Kernel::TRANSPOSE) {
     d_.a = dims(operand(0));

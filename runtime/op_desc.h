@@ -54,12 +54,13 @@ struct OpDesc {
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
-  /// ADD, SUB, MUL, DIV, POW, MATMUL (a op b -> out), REDUCE_SUM, TRANSPOSE,
-  /// EXPAND (a -> out), SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
-  /// (a -> parts); `axis` is non-negative.
+  /// ADD, SUB, MUL, DIV, POW, MATMUL (a op b -> out), REDUCE_SUM,
+  /// REDUCE_MEAN, TRANSPOSE, EXPAND (a -> out), SOFTMAX (a along axis),
+  /// CONCAT (parts -> out), SPLIT (a -> parts), WHERE (cond ? a : b -> out);
+  /// `axis` is non-negative.
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
   kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
-  Dims a, b, out;
+  Dims a, b, out, cond;
   std::vector<int64_t> axes, perm;
   std::vector<Dims> parts;
   int64_t axis = 0;

@@ -120,6 +120,9 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::MATMUL:
     a = {2, 2, 1, 1};
     return true;
+  case K::WHERE:
+    a = {3, 3, 1, 1};
+    return true;
   case K::NEG:
   case K::EXP:
   case K::LOG:
@@ -130,6 +133,8 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::SOFTMAX:
   case K::EXPAND:
   case K::REDUCE_SUM:
+  case K::REDUCE_MEAN:
+  case K::IS_NAN:
   case K::TRANSPOSE:
   case K::COPY:
   case K::COPY_TO_DEVICE:

@@ -170,12 +170,39 @@ void softmax(const float *x, const Dims &dims, int64_t axis, float *y) {
   });
 }
 
-void reduceSum(const float *x, const Dims &dims,
-               const std::vector<int64_t> &axes, float *out) {
+namespace {
+/// The sum over `axes` times `scale`. Reduced axes that are one run of
+/// consecutive dims (a norm's last dim, a bias's leading ones) are lines
+/// [outer, n, inner] on the pool; any other set by multi-index. Sums in
+/// double.
+void reduce(const float *x, const Dims &dims, const std::vector<int64_t> &axes,
+            double scale, float *out) {
   int64_t rank = int64_t(dims.size());
   std::vector<bool> reduced(rank, axes.empty());
   for (int64_t a : axes)
     reduced[a < 0 ? a + rank : a] = true;
+  int64_t first = 0;
+  while (first < rank && !reduced[first])
+    ++first;
+  int64_t last = first;
+  while (last < rank && reduced[last])
+    ++last;
+  bool oneRun = std::none_of(reduced.begin() + last, reduced.end(),
+                             [](bool r) { return r; });
+  if (oneRun) {
+    int64_t outer = 1, n = 1, inner = 1;
+    for (int64_t d = 0; d < rank; ++d)
+      (d < first ? outer : d < last ? n : inner) *= dims[d];
+    parallelFor(outer * inner, 2.0 * n, [&](int64_t line) {
+      int64_t o = line / inner, i = line % inner;
+      const float *xl = x + o * n * inner + i;
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j)
+        acc += xl[j * inner];
+      out[line] = float(acc * scale);
+    });
+    return;
+  }
   Dims kept(dims);
   for (int64_t d = 0; d < rank; ++d)
     if (reduced[d])
@@ -183,7 +210,39 @@ void reduceSum(const float *x, const Dims &dims,
   std::vector<double> acc(count(kept), 0.0);
   Broadcast io(kept, dims);
   forEach(dims, [&](int64_t k, const Dims &idx) { acc[io(idx)] += x[k]; });
-  std::copy(acc.begin(), acc.end(), out);
+  for (size_t i = 0; i < acc.size(); ++i)
+    out[i] = float(acc[i] * scale);
+}
+} // namespace
+
+void reduceSum(const float *x, const Dims &dims,
+               const std::vector<int64_t> &axes, float *out) {
+  reduce(x, dims, axes, 1.0, out);
+}
+
+void reduceMean(const float *x, const Dims &dims,
+                const std::vector<int64_t> &axes, float *out) {
+  // Elements in each mean (none: 0 / 0, NaN, as PyTorch's).
+  int64_t rank = int64_t(dims.size()), each = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (axes.empty() || std::count(axes.begin(), axes.end(), d) ||
+        std::count(axes.begin(), axes.end(), d - rank))
+      each *= dims[d];
+  reduce(x, dims, axes, 1.0 / double(each), out);
+}
+
+void isNaN(const float *x, uint8_t *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = std::isnan(x[i]) ? 1 : 0;
+}
+
+void where(const uint8_t *cond, const Dims &condDims, const float *a,
+           const Dims &aDims, const float *b, const Dims &bDims, float *out,
+           const Dims &outDims) {
+  Broadcast ic(condDims, outDims), ia(aDims, outDims), ib(bDims, outDims);
+  forEach(outDims, [&](int64_t k, const Dims &idx) {
+    out[k] = cond[ic(idx)] ? a[ia(idx)] : b[ib(idx)];
+  });
 }
 
 void transpose(const float *x, const Dims &dims,

@@ -130,6 +130,19 @@ void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
 void reduceSum(const float *x, const Dims &dims,
                const std::vector<int64_t> &axes, float *out);
 
+/// The mean of x over `axes` (all when empty).
+void reduceMean(const float *x, const Dims &dims,
+                const std::vector<int64_t> &axes, float *out);
+
+/// y[i] = 1 where x[i] is NaN, else 0.
+void isNaN(const float *x, uint8_t *y, int64_t n);
+
+/// out = cond ? a : b, the three broadcast (numpy rules) to outDims; cond
+/// holds a byte per element, nonzero for true.
+void where(const uint8_t *cond, const Dims &condDims, const float *a,
+           const Dims &aDims, const float *b, const Dims &bDims, float *out,
+           const Dims &outDims);
+
 /// out = x with its dims permuted: out dim d is x dim perm[d].
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out);

@@ -12,12 +12,12 @@ namespace {
 
 constexpr int kMaxRank = 8;
 
-/// Up to 8 dims and, per operand, the stride of each output dim (0 where
-/// the operand broadcasts), by value into the kernel.
+/// Up to 8 dims and, per operand (up to 3), the stride of each output dim
+/// (0 where the operand broadcasts), by value into the kernel.
 struct Index {
   int rank = 0;
   int64_t dims[kMaxRank] = {};
-  int64_t stride[2][kMaxRank] = {};
+  int64_t stride[3][kMaxRank] = {};
 };
 
 int64_t product(const Dims &d) {
@@ -38,15 +38,17 @@ void broadcastStrides(const Dims &dims, const Dims &outDims, int64_t *stride) {
   }
 }
 
-/// The index over outDims of a (stride[0]) and b (stride[1]), each broadcast
-/// to it (an empty b: stride 0).
-Index broadcastIndex(const Dims &outDims, const Dims &a, const Dims &b = {}) {
+/// The index over outDims of a (stride[0]), b (stride[1]) and c
+/// (stride[2]), each broadcast to it (an empty operand: stride 0).
+Index broadcastIndex(const Dims &outDims, const Dims &a, const Dims &b = {},
+                     const Dims &c = {}) {
   Index ix;
   ix.rank = int(outDims.size());
   for (int d = 0; d < ix.rank; ++d)
     ix.dims[d] = outDims[d];
   broadcastStrides(a, outDims, ix.stride[0]);
   broadcastStrides(b, outDims, ix.stride[1]);
+  broadcastStrides(c, outDims, ix.stride[2]);
   return ix;
 }
 
@@ -58,6 +60,18 @@ __device__ __forceinline__ void offsets(const Index &ix, int64_t flat,
     flat /= ix.dims[d];
     a += i * ix.stride[0][d];
     b += i * ix.stride[1][d];
+  }
+}
+
+__device__ __forceinline__ void offsets3(const Index &ix, int64_t flat,
+                                         int64_t &a, int64_t &b, int64_t &c) {
+  a = b = c = 0;
+  for (int d = ix.rank - 1; d >= 0; --d) {
+    int64_t i = flat % ix.dims[d];
+    flat /= ix.dims[d];
+    a += i * ix.stride[0][d];
+    b += i * ix.stride[1][d];
+    c += i * ix.stride[2][d];
   }
 }
 
@@ -75,6 +89,20 @@ __global__ void binaryKernel(Binary op, Load a, Load b, Store y, Index ix,
     int64_t ia, ib;
     offsets(ix, i, ia, ib);
     y.set(i, cpu::applyBinary(op, a[ia], b[ib]));
+  }
+}
+
+__global__ void isNaNKernel(Load x, uint8_t *y, int64_t n) {
+  MT_GRID_STRIDE(i, n) y[i] = isnan(x[i]) ? 1 : 0;
+}
+
+/// stride[0] of the condition, [1] of a, [2] of b.
+__global__ void whereKernel(const uint8_t *cond, Load a, Load b, Store y,
+                            Index ix, int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t ic, ia, ib;
+    offsets3(ix, i, ic, ia, ib);
+    y.set(i, cond[ic] ? a[ia] : b[ib]);
   }
 }
 
@@ -136,7 +164,7 @@ __global__ void negKernel(Load x, Store y, int64_t n) {
 /// One thread per output element; it walks the reduced sub-space
 /// (ix.dims over the reduced dims, stride[0] their strides in x).
 __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
-                                int64_t outN, int64_t inner) {
+                                int64_t outN, int64_t inner, float scale) {
   MT_GRID_STRIDE(o, outN) {
     int64_t base, unused;
     offsets(kept, o, base, unused);
@@ -146,7 +174,7 @@ __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
       offsets(reduced, r, off, unused);
       acc += x[base + off];
     }
-    y.set(o, acc);
+    y.set(o, acc * scale);
   }
 }
 
@@ -154,7 +182,8 @@ __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
 /// block per 32 columns, its 8 warps over interleaved rows, then across the
 /// warps in shared memory; coalesced, no index arithmetic per element.
 constexpr int kColumnRows = 8;
-__global__ void columnSumKernel(Load x, Store y, int64_t rows, int64_t cols) {
+__global__ void columnSumKernel(Load x, Store y, int64_t rows, int64_t cols,
+                                float scale) {
   __shared__ float partial[kColumnRows][kWarp + 1];
   int64_t c = int64_t(blockIdx.x) * kWarp + threadIdx.x;
   float acc = 0.0f;
@@ -166,7 +195,7 @@ __global__ void columnSumKernel(Load x, Store y, int64_t rows, int64_t cols) {
   if (threadIdx.y == 0 && c < cols) {
     for (int w = 1; w < kColumnRows; ++w)
       acc += partial[w][threadIdx.x];
-    y.set(c, acc);
+    y.set(c, acc * scale);
   }
 }
 
@@ -572,8 +601,11 @@ cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
   return cudaGetLastError();
 }
 
-cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
-                      MutRef y, cudaStream_t stream) {
+namespace {
+/// The sum over `axes` times `scale` (1 for a sum); a mean's scale is 1 over
+/// the reduced elements.
+cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                   bool mean, MutRef y, cudaStream_t stream) {
   int rank = int(dims.size());
   if (rank > kMaxRank)
     return cudaErrorInvalidValue;
@@ -595,6 +627,8 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
     ix.stride[0][ix.rank++] = stride[d];
     (isReduced[d] ? inner : outN) *= dims[d];
   }
+  // An empty mean is 0 / 0: NaN, as the CPU's.
+  float scale = mean ? float(1.0 / double(inner)) : 1.0f;
   // Leading dims reduced, trailing kept: column sums.
   int leading = 0;
   while (leading < rank && isReduced[leading])
@@ -605,7 +639,7 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
   if (prefix) {
     dim3 block(kWarp, kColumnRows);
     columnSumKernel<<<unsigned((outN + kWarp - 1) / kWarp), block, 0, stream>>>(
-        load(x), store(y), inner, outN);
+        load(x), store(y), inner, outN, scale);
     return cudaGetLastError();
   }
   if (kept.rank == 0)
@@ -613,7 +647,36 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
   if (reduced.rank == 0)
     reduced = Index{1, {1}, {{0}}};
   reduceSumKernel<<<blocksFor(outN), kThreads, 0, stream>>>(
-      load(x), store(y), kept, reduced, outN, inner);
+      load(x), store(y), kept, reduced, outN, inner, scale);
+  return cudaGetLastError();
+}
+} // namespace
+
+cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                      MutRef y, cudaStream_t stream) {
+  return reduce(x, dims, axes, /*mean=*/false, y, stream);
+}
+
+cudaError_t reduceMean(Ref x, const Dims &dims,
+                       const std::vector<int64_t> &axes, MutRef y,
+                       cudaStream_t stream) {
+  return reduce(x, dims, axes, /*mean=*/true, y, stream);
+}
+
+cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream) {
+  isNaNKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), y, n);
+  return cudaGetLastError();
+}
+
+cudaError_t where(const uint8_t *cond, const Dims &condDims, Ref a,
+                  const Dims &aDims, Ref b, const Dims &bDims, MutRef y,
+                  const Dims &yDims, cudaStream_t stream) {
+  if (yDims.size() > size_t(kMaxRank))
+    return cudaErrorInvalidValue;
+  Index ix = broadcastIndex(yDims, condDims, aDims, bDims);
+  int64_t n = product(yDims);
+  whereKernel<<<blocksFor(n), kThreads, 0, stream>>>(cond, load(a), load(b),
+                                                     store(y), ix, n);
   return cudaGetLastError();
 }
 

@@ -68,6 +68,17 @@ cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
 /// reduced dims of size 1).
 cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
                       MutRef y, cudaStream_t stream);
+/// The mean over `axes` (all when empty), as reduceSum lays it out.
+cudaError_t reduceMean(Ref x, const Dims &dims,
+                       const std::vector<int64_t> &axes, MutRef y,
+                       cudaStream_t stream);
+/// y[i] = 1 where x[i] is NaN, else 0 (a byte each).
+cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream);
+/// y = cond ? a : b, the three broadcast (numpy rules) to yDims (rank <= 8);
+/// cond a byte per element, nonzero for true.
+cudaError_t where(const uint8_t *cond, const Dims &condDims, Ref a,
+                  const Dims &aDims, Ref b, const Dims &bDims, MutRef y,
+                  const Dims &yDims, cudaStream_t stream);
 /// y = x with dims permuted: y dim d is x dim perm[d].
 cudaError_t transpose(Ref x, const Dims &dims, const std::vector<int64_t> &perm,
                       MutRef y, cudaStream_t stream);

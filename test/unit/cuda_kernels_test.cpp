@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -416,11 +417,42 @@ TEST_P(Kernels, Primitives) {
     for (int64_t ax : axes)
       kept[ax < 0 ? ax + 3 : ax] = 1;
     size_t n = axes.empty() ? 1 : size_t(kept[0] * kept[1] * kept[2]);
-    Tensor R(n, t);
+    Tensor R(n, t), Mean(n, t);
     CUDA_OK(kc::reduceSum(X.ref(), xd, axes, R.mut(), nullptr));
-    Vec r(n);
+    CUDA_OK(kc::reduceMean(X.ref(), xd, axes, Mean.mut(), nullptr));
+    Vec r(n), mean(n);
     cpu::reduceSum(x.data(), xd, axes, r.data());
+    cpu::reduceMean(x.data(), xd, axes, mean.data());
     EXPECT_LT(relError(R.download(), r), tolerance(t));
+    EXPECT_LT(relError(Mean.download(), mean), tolerance(t));
+  }
+  // IsNaN's bytes, and Where of a condition [3, 1, 5] between x and a
+  // scalar (the safe softmax's form).
+  {
+    Vec withNaN = x;
+    withNaN[7] = withNaN[30] = std::numeric_limits<float>::quiet_NaN();
+    Tensor W(withNaN, t), Zero(Vec{0.0f}, t), Out(60, t);
+    uint8_t *mask = nullptr, *cond = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&mask), 60), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&cond), 15), cudaSuccess);
+    CUDA_OK(kc::isNaN(W.ref(), mask, 60, nullptr));
+    std::vector<uint8_t> gotMask(60), wantMask(60);
+    cudaDeviceSynchronize();
+    cudaMemcpy(gotMask.data(), mask, 60, cudaMemcpyDeviceToHost);
+    cpu::isNaN(withNaN.data(), wantMask.data(), 60);
+    EXPECT_EQ(gotMask, wantMask);
+    std::vector<uint8_t> c(15);
+    for (int i = 0; i < 15; ++i)
+      c[size_t(i)] = uint8_t(i % 3 == 0);
+    cudaMemcpy(cond, c.data(), 15, cudaMemcpyHostToDevice);
+    CUDA_OK(kc::where(cond, {3, 1, 5}, X.ref(), xd, Zero.ref(), {}, Out.mut(),
+                      xd, nullptr));
+    Vec zero{0.0f}, want(60);
+    cpu::where(c.data(), {3, 1, 5}, x.data(), xd, zero.data(), {}, want.data(),
+               xd);
+    EXPECT_EQ(Out.download(), want);
+    cudaFree(mask);
+    cudaFree(cond);
   }
   for (std::vector<int64_t> perm : {std::vector<int64_t>{2, 0, 1}, {1, 0, 2}}) {
     Tensor P(60, t);

@@ -274,6 +274,25 @@ private:
                  axis < 0 ? axis + rank : axis, t.f.data());
       return {t};
     }
+    if (isa<IsNaNOp>(op)) {
+      // Booleans as integers, nonzero for true.
+      Tensor t;
+      t.shape = outShape();
+      std::vector<uint8_t> nan(in(0).f.size());
+      k::isNaN(in(0).f.data(), nan.data(), int64_t(nan.size()));
+      t.i.assign(nan.begin(), nan.end());
+      return {t};
+    }
+    if (isa<WhereOp>(op)) {
+      Tensor t = floats();
+      auto &c = in(0), &a = in(1), &b = in(2);
+      std::vector<uint8_t> cond(c.i.begin(), c.i.end());
+      k::where(cond.data(), {c.shape.begin(), c.shape.end()}, a.f.data(),
+               {a.shape.begin(), a.shape.end()}, b.f.data(),
+               {b.shape.begin(), b.shape.end()}, t.f.data(),
+               {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
     if (auto tr = dyn_cast<TransposeOp>(op)) {
       Tensor t = floats();
       auto &x = in(0);

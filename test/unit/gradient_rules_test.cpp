@@ -176,6 +176,28 @@ INSTANTIATE_TEST_SUITE_P(
   %q = train.pow %e, %p : (tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
   %s = train.mul %c, %v : (tensor<1x6x4xf32>, tensor<1xf32>) -> tensor<1x6x4xf32>
   %y = train.add %s, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Each element's gradient goes to the branch it took, summed back
+        // over what that branch broadcast; the condition has none.
+        RuleCase{"where_both_branches_broadcast",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<4xf32>") R"(
+  %c = train.constant dense<[[true], [false], [true], [true], [false], [false]]> : tensor<6x1xi1>
+  %y = train.where %c, %a, %b : (tensor<6x1xi1>, tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>)"},
+        // PyTorch's safe softmax: IsNaN of the probabilities picks 0 or p.
+        RuleCase{"safe_softmax",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %p = train.softmax %a {axis = -1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %nan = train.is_nan %p : (tensor<1x6x4xf32>) -> tensor<1x6x4xi1>
+  %zero = train.constant dense<0.0> : tensor<f32>
+  %safe = train.where %nan, %zero, %p : (tensor<1x6x4xi1>, tensor<f32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %safe, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"reduce_sum_kept_and_dropped",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %s = train.reduce_sum %a {axes = array<i64: 1>, keepdims} : (tensor<1x6x4xf32>) -> tensor<1x1x4xf32>
+  %r = train.reduce_sum %c {axes = array<i64: 0, -1>} : (tensor<1x6x4xf32>) -> tensor<6xf32>
+  %shape = train.constant dense<[6, 1]> : tensor<2xi64>
+  %u = train.reshape %r, %shape : (tensor<6xf32>, tensor<2xi64>) -> tensor<6x1xf32>
+  %p = train.mul %s, %u : (tensor<1x1x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %p, %a : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -159,6 +159,28 @@ TEST(OpDesc, LayoutAxesAreNonNegative) {
   EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
 }
 
+TEST(OpDesc, WhereAndIsNaNTakeBooleanBytes) {
+  OneOp w(WHERE);
+  w.in(w.buffer("c", {2, 1}, U8))
+      .in(w.buffer("a", {2, 3}))
+      .in(w.buffer("b", {}))
+      .out(w.buffer("y", {2, 3}));
+  OpDesc d;
+  ASSERT_TRUE(w.describe(d).isOk()) << w.describe(d).message();
+  EXPECT_EQ(d.cond, (Dims{2, 1}));
+  EXPECT_EQ(d.b, (Dims{}));
+  EXPECT_EQ(d.out, (Dims{2, 3}));
+  OneOp n(IS_NAN);
+  n.in(n.buffer("x", {2, 3})).out(n.buffer("m", {2, 3}, U8));
+  ASSERT_TRUE(n.describe(d).isOk()) << n.describe(d).message();
+  EXPECT_EQ(d.elements, 6);
+  OneOp m(REDUCE_MEAN);
+  m.op->mutable_attrs()->add_axes(-1);
+  m.in(m.buffer("x", {2, 3})).out(m.buffer("y", {2, 1}));
+  ASSERT_TRUE(m.describe(d).isOk()) << m.describe(d).message();
+  EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
+}
+
 struct Bad {
   const char *name;
   std::function<OneOp()> make;
@@ -206,6 +228,49 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "needs operands of rank 2 or more"},
+        Bad{"WhereOfAFloatCondition",
+            [] {
+              OneOp o(WHERE);
+              o.in(o.buffer("c", {2, 3}))
+                  .in(o.buffer("a", {2, 3}))
+                  .in(o.buffer("b", {2, 3}))
+                  .out(o.buffer("y", {2, 3}));
+              return o;
+            },
+            "'c' holds booleans and must be U8, not F32"},
+        Bad{"WhereOfBranchesThatDoNotBroadcast",
+            [] {
+              OneOp o(WHERE);
+              o.in(o.buffer("c", {2, 1}, U8))
+                  .in(o.buffer("a", {2, 4}))
+                  .in(o.buffer("b", {3}))
+                  .out(o.buffer("y", {2, 3}));
+              return o;
+            },
+            "[2, 1], [2, 4] and [3] do not broadcast to the result 'y' [2, "
+            "3]"},
+        Bad{"IsNaNIntoFloats",
+            [] {
+              OneOp o(IS_NAN);
+              o.in(o.buffer("x", {4})).out(o.buffer("m", {4}));
+              return o;
+            },
+            "'m' holds booleans and must be U8, not F32"},
+        Bad{"IsNaNOfAnotherSize",
+            [] {
+              OneOp o(IS_NAN);
+              o.in(o.buffer("x", {4})).out(o.buffer("m", {5}, U8));
+              return o;
+            },
+            "'m' [5] has 5 elements; a result of the same size needs 4"},
+        Bad{"ReduceMeanOfAnAxisOutside",
+            [] {
+              OneOp o(REDUCE_MEAN);
+              o.op->mutable_attrs()->add_axes(2);
+              o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {2, 1}));
+              return o;
+            },
+            "reduced axis 2 is outside [2, 3]"},
         Bad{"SoftmaxAxisOutside",
             [] {
               OneOp o(SOFTMAX);

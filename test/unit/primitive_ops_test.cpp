@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -159,6 +160,69 @@ TEST(PrimitiveOps, ReduceSumOverAxes) {
   std::vector<float> all(1);
   reduceSum(x.data(), {2, 3}, {}, all.data());
   EXPECT_EQ(all[0], 21);
+}
+
+// Each way of reducing (one run of axes as lines, any other set by index)
+// against the sum written out.
+TEST(PrimitiveOps, ReduceMeanAndSumOfEveryAxisSet) {
+  Dims dims = {2, 3, 2};
+  std::vector<float> x(12);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i * i % 7) - 2.5f;
+  for (std::vector<int64_t> axes : {std::vector<int64_t>{0},
+                                    {1},
+                                    {2},
+                                    {0, 1},
+                                    {1, 2},
+                                    {0, 2},
+                                    {-1, 0},
+                                    {}}) {
+    Dims kept = dims;
+    int64_t each = 1;
+    for (int64_t d = 0; d < 3; ++d)
+      if (axes.empty() || std::count(axes.begin(), axes.end(), d) ||
+          std::count(axes.begin(), axes.end(), d - 3)) {
+        each *= kept[d];
+        kept[d] = 1;
+      }
+    std::vector<float> want(size_t(12 / each), 0.0f);
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 3; ++j)
+        for (int64_t k = 0; k < 2; ++k)
+          want[size_t(
+              ((kept[0] > 1 ? i : 0) * kept[1] + (kept[1] > 1 ? j : 0)) *
+                  kept[2] +
+              (kept[2] > 1 ? k : 0))] += x[size_t((i * 3 + j) * 2 + k)];
+    std::vector<float> sum(want.size()), mean(want.size());
+    reduceSum(x.data(), dims, axes, sum.data());
+    reduceMean(x.data(), dims, axes, mean.data());
+    for (size_t o = 0; o < want.size(); ++o) {
+      EXPECT_FLOAT_EQ(sum[o], want[o]) << axes.size() << " axes, " << o;
+      EXPECT_FLOAT_EQ(mean[o], want[o] / float(each)) << o;
+    }
+  }
+}
+
+TEST(PrimitiveOps, IsNaNAndWhereBroadcast) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.0f, nan, -inf, 1.0f, -nan, inf};
+  std::vector<uint8_t> isnan(6);
+  isNaN(x.data(), isnan.data(), 6);
+  EXPECT_EQ(isnan, (std::vector<uint8_t>{0, 1, 0, 0, 1, 0}));
+  // cond [2, 1] picks a [2, 3] row-wise or b [3] (the safe softmax's form
+  // is cond of the output's shape and a scalar branch).
+  std::vector<uint8_t> cond = {1, 0};
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {-1, -2, -3}, out(6);
+  where(cond.data(), {2, 1}, a.data(), {2, 3}, b.data(), {3}, out.data(),
+        {2, 3});
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, -1, -2, -3}));
+  std::vector<float> zero = {0.0f}, safe(6);
+  where(isnan.data(), {6}, zero.data(), {}, x.data(), {6}, safe.data(), {6});
+  EXPECT_EQ(safe[1], 0.0f);
+  EXPECT_EQ(safe[4], 0.0f);
+  EXPECT_EQ(safe[2], -inf);
+  EXPECT_EQ(safe[3], 1.0f);
 }
 
 TEST(PrimitiveOps, TransposeConcatAndSplitInvert) {

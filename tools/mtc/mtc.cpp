@@ -106,8 +106,26 @@ cl::opt<std::string>
              cl::value_desc("regex"), cl::cat(category));
 cl::opt<bool> explainFusion(
     "explain-fusion",
-    cl::desc("Say, as remarks at each op, why an exporter pattern did not "
-             "become a fused op (linear, norm, attention, ...)"),
+    cl::desc("Name, as a remark at each op left unfused (each op that runs "
+             "as its own primitive kernel), why each pattern that starts "
+             "there did not make it part of a fused op (linear, norm, "
+             "attention, ...)"),
+    cl::cat(category));
+enum class Fuse { All, None };
+ChoiceOpt<Fuse> fuse(
+    "fuse",
+    cl::desc("Which exporter patterns become fused ops (the model's numbers "
+             "are the same either way)"),
+    cl::init(Fuse::All),
+    cl::values(clEnumValN(Fuse::All, "all",
+                          "every pattern that matches: linear, norm, "
+                          "activation, rotary, attention, cross_entropy"),
+               clEnumValN(Fuse::None, "none",
+                          "no pattern of several ops: each op runs as its own "
+                          "kernel with its own gradient (a Gather of weight "
+                          "rows, a Gemm, LayerNormalization, Gelu and "
+                          "SoftmaxCrossEntropyLoss are single ops); slower, "
+                          "to check fusion or train what it does not know")),
     cl::cat(category));
 cl::opt<int64_t> batch("batch",
                        cl::desc("Batch size for a dynamic dim 0 of inputs"),
@@ -362,7 +380,8 @@ mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
   pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm, explainFusion, keepLast);
+  mt::train::buildFrontendPipeline(pm, explainFusion, keepLast,
+                                   fuse == Fuse::All);
   if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
     pm.addPass(mt::train::createDeriveTrainingStepPass());
   if (failed(pm.run(*module)))

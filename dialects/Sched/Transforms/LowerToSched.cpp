@@ -68,6 +68,14 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](SoftmaxOp) { return Kernel::Softmax; })
       .Case([](ExpandOp) { return Kernel::Expand; })
       .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
+      .Case([](ReduceMeanOp) { return Kernel::ReduceMean; })
+      .Case([](IsNaNOp) { return Kernel::IsNaN; })
+      .Case([](WhereOp w) -> std::optional<Kernel> {
+        // Floats only: a Where of integers is shape arithmetic, folded.
+        if (!isa<FloatType>(tensorOf(w).getElementType()))
+          return std::nullopt;
+        return Kernel::Where;
+      })
       .Case([](ConcatOp) { return Kernel::Concat; })
       .Case([](SplitOp) { return Kernel::Split; })
       .Case([](TransposeOp) { return Kernel::Transpose; })

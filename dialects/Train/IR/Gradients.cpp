@@ -200,8 +200,9 @@ LogicalResult gradient(PowOp p, G &g) {
   return success();
 }
 
-/// dx = dy / n, back over the reduced axes (n elements each).
-LogicalResult gradient(ReduceMeanOp r, G &g) {
+/// dx = dy * scale expanded back over the reduced axes: a sum's scale is
+/// 1, a mean's 1 over the elements of each.
+template <typename OpTy> LogicalResult reduceBack(OpTy r, G &g, bool mean) {
   OpBuilder &b = g.builder();
   Location loc = r.getLoc();
   auto x = typeOf(r.getInput());
@@ -219,11 +220,33 @@ LogicalResult gradient(ReduceMeanOp r, G &g) {
   }
   Value dy = g.reshapeTo(loc, g.dy(r),
                          RankedTensorType::get(kept, x.getElementType()));
-  Value scaled = b.create<MulOp>(loc, dy, scalar(b, loc, dy, 1.0 / double(n)));
+  if (mean)
+    dy = b.create<MulOp>(loc, dy, scalar(b, loc, dy, 1.0 / double(n)));
   auto st = RankedTensorType::get({x.getRank()}, b.getI64Type());
   Value shape =
       b.create<ConstantOp>(loc, DenseElementsAttr::get(st, x.getShape()));
-  g.accumulate(r.getInput(), b.create<ExpandOp>(loc, x, scaled, shape));
+  g.accumulate(r.getInput(), b.create<ExpandOp>(loc, x, dy, shape));
+  return success();
+}
+LogicalResult gradient(ReduceSumOp r, G &g) { return reduceBack(r, g, false); }
+LogicalResult gradient(ReduceMeanOp r, G &g) { return reduceBack(r, g, true); }
+
+/// The gradient goes to the branch each element chose (zeros to the other),
+/// summed back over what that branch broadcast; the condition has none.
+LogicalResult gradient(WhereOp w, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = w.getLoc();
+  Value dy = g.dy(w), zero = scalar(b, loc, dy, 0.0);
+  if (g.isActive(w.getX()))
+    g.accumulate(
+        w.getX(),
+        g.unbroadcast(loc, b.create<WhereOp>(loc, w.getCondition(), dy, zero),
+                      w.getX().getType()));
+  if (g.isActive(w.getY()))
+    g.accumulate(
+        w.getY(),
+        g.unbroadcast(loc, b.create<WhereOp>(loc, w.getCondition(), zero, dy),
+                      w.getY().getType()));
   return success();
 }
 
@@ -445,9 +468,9 @@ void attachGradientRules(MLIRContext &context) {
   attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
          DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
-         SoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, NegOp, IdentityOp, ReshapeOp,
-         FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp,
-         CastOp>(context);
+         SoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp, WhereOp, NegOp,
+         IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
+         SplitOp, ConcatOp, CastOp>(context);
 }
 
 } // namespace mt::train

@@ -6,6 +6,12 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mt::train {
+/// Marks the fused ops (TrainOps.td's Train_Fused).
+template <typename ConcreteType>
+class FusedOp : public mlir::OpTrait::TraitBase<ConcreteType, FusedOp> {};
+} // namespace mt::train
+
 #define GET_OP_CLASSES
 #include "dialects/Train/IR/TrainOps.h.inc"
 

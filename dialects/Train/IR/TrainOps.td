@@ -16,6 +16,11 @@ def Train_Tensor : RankedTensorOf<[AnyType]>;
 def Train_FloatTensor : RankedTensorOf<[AnyFloat]>;
 def Train_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
 
+// An op that stands for a pattern of several (a layer's linear, norm,
+// attention, ...): the summary counts it as fused, and --explain-fusion
+// says nothing of it.
+def Train_Fused : NativeOpTrait<"FusedOp"> { let cppNamespace = "::mt::train"; }
+
 // Most ops print as `train.op %a, %b {attrs} : (types) -> types`.
 class Train_PureOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat([Pure], traits)> {
@@ -415,7 +420,7 @@ def Train_SizeOp : Train_InferOp<"size"> {
 // Fused ops
 //===----------------------------------------------------------------------===//
 
-def Train_EmbeddingOp : Train_InferOp<"embedding"> {
+def Train_EmbeddingOp : Train_InferOp<"embedding", [Train_Fused]> {
   let summary = "Rows of an embedding table by token id";
   let description = [{
     `table[ids]`: ids [d...] of integers, table [V, D], result [d..., D].
@@ -427,7 +432,7 @@ def Train_EmbeddingOp : Train_InferOp<"embedding"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_LinearOp : Train_InferOp<"linear"> {
+def Train_LinearOp : Train_InferOp<"linear", [Train_Fused]> {
   let summary = "x W (+ bias) over the last dim of x";
   let description = [{
     `layout = out_in`: weight [N, K] (PyTorch's nn.Linear, y = x W^T);
@@ -441,7 +446,7 @@ def Train_LinearOp : Train_InferOp<"linear"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_RmsNormOp : Train_InferOp<"rms_norm"> {
+def Train_RmsNormOp : Train_InferOp<"rms_norm", [Train_Fused]> {
   let summary = "x / sqrt(mean(x^2) + eps) * w, over the last dim";
   let description = [{
     With `plus_one` the scale is (1 + w) (Gemma's form).
@@ -454,7 +459,7 @@ def Train_RmsNormOp : Train_InferOp<"rms_norm"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_LayerNormOp : Train_InferOp<"layer_norm"> {
+def Train_LayerNormOp : Train_InferOp<"layer_norm", [Train_Fused]> {
   let summary = "(x - mean) / sqrt(var + eps) * w + b, over the last dim";
   let description = [{
     ```mlir
@@ -466,7 +471,7 @@ def Train_LayerNormOp : Train_InferOp<"layer_norm"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_RotaryOp : Train_InferOp<"rotary"> {
+def Train_RotaryOp : Train_InferOp<"rotary", [Train_Fused]> {
   let summary = "Rotary position embedding applied to packed heads";
   let description = [{
     x [B, S, H * head_dim]; cos and sin [S, head_dim] or [B, S, head_dim]
@@ -481,7 +486,7 @@ def Train_RotaryOp : Train_InferOp<"rotary"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_AttentionOp : Train_InferOp<"attention"> {
+def Train_AttentionOp : Train_InferOp<"attention", [Train_Fused]> {
   let summary = "Scaled dot-product attention over packed heads, grouped-query";
   let description = [{
     q [B, S, num_heads * D], k and v [B, S, num_kv_heads * D]; result
@@ -500,21 +505,21 @@ def Train_AttentionOp : Train_InferOp<"attention"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_ActivationOp : Train_InferOp<"activation"> {
+def Train_ActivationOp : Train_InferOp<"activation", [Train_Fused]> {
   let summary = "Plain MLP activation: gelu (exact), gelu_tanh, silu, relu";
   let description = "`%y = train.activation %x {act = #train<act gelu>} : (tensor<2x16x256xf32>) -> tensor<2x16x256xf32>`";
   let arguments = (ins Train_FloatTensor:$input, Train_ActivationAttr:$act);
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_GatedActivationOp : Train_InferOp<"gated_activation"> {
+def Train_GatedActivationOp : Train_InferOp<"gated_activation", [Train_Fused]> {
   let summary = "Gated MLP activation: act(gate) * up (SwiGLU when act = silu)";
   let description = "`%y = train.gated_activation %g, %u {act = #train<act silu>} : (tensor<2x16x128xf32>, tensor<2x16x128xf32>) -> tensor<2x16x128xf32>`";
   let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up, Train_ActivationAttr:$act);
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_CrossEntropyOp : Train_InferOp<"cross_entropy"> {
+def Train_CrossEntropyOp : Train_InferOp<"cross_entropy", [Train_Fused]> {
   let summary = "Mean token cross-entropy of logits against labels (fp32 scalar)";
   let description = [{
     logits [B, S, V] or [N, V]; labels with the leading shape. Tokens whose
@@ -615,7 +620,7 @@ def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad",
   let results = (outs Train_FloatTensor:$logits_grad);
 }
 
-def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy"> {
+def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy", [Train_Fused]> {
   let summary = "The head's linear and the mean cross-entropy, chunk by chunk";
   let description = [{
     `cross_entropy(linear(x, weight), labels)` computed `chunk_rows` rows

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Debug.h"
 
 #include <cmath>
@@ -24,6 +25,7 @@
 
 namespace mt::train {
 #define GEN_PASS_DEF_FUSEOPSPASS
+#define GEN_PASS_DEF_EXPLAINFUSIONPASS
 #include "dialects/Train/Transforms/Passes.h.inc"
 } // namespace mt::train
 
@@ -919,21 +921,23 @@ struct ConcatWithoutEmpty : FusionPattern<ConcatOp> {
   }
 };
 
-/// Prints why a pattern did not match, as a remark at the op (explain) and
-/// in the debug output.
+/// Keeps why each pattern did not match at the op it started from (and
+/// prints it in the debug output).
 struct ExplainListener : RewriterBase::Listener {
-  bool explain = false;
   StringRef family;
+  Operation *root = nullptr;
+  DenseMap<Operation *, SmallVector<std::string>> reasons;
   void notifyMatchFailure(Location loc,
                           function_ref<void(Diagnostic &)> reason) override {
     Diagnostic why(loc, DiagnosticSeverity::Remark);
     reason(why);
     LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << family << " at " << loc
                             << ": " << why.str() << "\n");
-    if (explain)
-      emitRemark(loc) << family << " not fused: " << why.str();
+    reasons[root].push_back((family + ": " + why.str()).str());
   }
 };
+
+constexpr StringLiteral kUnfused = "train.unfused";
 
 /// Patterns that run together, and the statistic of what they fused.
 struct Family {
@@ -958,26 +962,36 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     Fusion f;
     // In the order they must run: a later family matches the fused ops of
     // an earlier one (a gated activation the activations, attention the
-    // linears), and the slices are what no family took.
+    // linears), and the slices are what no family took. One-to-one keeps
+    // the rewrites of a single op into its kernel, the rest stays in
+    // primitives, each with its own kernel and gradient rule.
     std::vector<Family> families;
-    families.push_back(
-        family<LinearFromMatMul, LinearFromGemm>("linear", numLinear, ctx, f));
-    families.push_back(
-        family<EmbeddingFromGather>("embedding", numEmbedding, ctx, f));
-    families.push_back(
-        family<RmsNormFromMul, LayerNormFromOnnx>("norm", numNorms, ctx, f));
-    families.push_back(
-        family<ActivationFromGelu, ActivationFromMul, GatedActivationFromMul>(
-            "activation", numActivations, ctx, f));
-    families.push_back(family<RotaryFromAdd>("rotary", numRotary, ctx, f));
-    families.push_back(
-        family<AttentionFromMatMul>("attention", numAttention, ctx, f));
+    if (onlyOneToOne) {
+      families.push_back(family<LinearFromGemm>("linear", numLinear, ctx, f));
+      families.push_back(
+          family<EmbeddingFromGather>("embedding", numEmbedding, ctx, f));
+      families.push_back(family<LayerNormFromOnnx>("norm", numNorms, ctx, f));
+      families.push_back(
+          family<ActivationFromGelu>("activation", numActivations, ctx, f));
+    } else {
+      families.push_back(family<LinearFromMatMul, LinearFromGemm>(
+          "linear", numLinear, ctx, f));
+      families.push_back(
+          family<EmbeddingFromGather>("embedding", numEmbedding, ctx, f));
+      families.push_back(
+          family<RmsNormFromMul, LayerNormFromOnnx>("norm", numNorms, ctx, f));
+      families.push_back(
+          family<ActivationFromGelu, ActivationFromMul, GatedActivationFromMul>(
+              "activation", numActivations, ctx, f));
+      families.push_back(family<RotaryFromAdd>("rotary", numRotary, ctx, f));
+      families.push_back(
+          family<AttentionFromMatMul>("attention", numAttention, ctx, f));
+    }
     families.push_back(
         family<CrossEntropyFromOnnx>("cross_entropy", numCrossEntropy, ctx, f));
     families.push_back(family<SplitFromSlice, ConcatWithoutEmpty>(
         "slice", numSlicesSplit, ctx, f));
     ExplainListener listener;
-    listener.explain = explain;
     PatternRewriter rewriter(ctx);
     rewriter.setListener(&listener);
     for (auto func : getOperation().getOps<func::FuncOp>()) {
@@ -999,6 +1013,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
             if (op->use_empty())
               continue;
             rewriter.setInsertionPoint(op);
+            listener.root = op;
             if (succeeded(pattern->matchAndRewrite(op, rewriter))) {
               ++*fam.fused;
               ++numFused;
@@ -1007,6 +1022,63 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         }
       }
     }
+    if (!explain)
+      return;
+    // What the patterns found, at the ops still there (fused ones lost
+    // theirs with the op).
+    for (auto &[op, why] : listener.reasons) {
+      if (op->use_empty())
+        continue;
+      SmallVector<Attribute> list;
+      for (const std::string &w : why)
+        list.push_back(StringAttr::get(ctx, w));
+      op->setAttr(kUnfused, ArrayAttr::get(ctx, list));
+    }
+  }
+};
+
+struct ExplainFusion
+    : public mt::train::impl::ExplainFusionPassBase<ExplainFusion> {
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<func::FuncOp>())
+      explain(func);
+    getOperation().walk([](Operation *op) { op->removeAttr(kUnfused); });
+  }
+
+  static bool isFloat(Type t) {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    return tensor && isa<FloatType>(tensor.getElementType());
+  }
+
+  /// One remark at each op of `func` that stays a primitive kernel.
+  static void explain(func::FuncOp func) {
+    DenseSet<Operation *> live;
+    SmallVector<Operation *> work;
+    func.walk([&](func::ReturnOp r) { work.push_back(r); });
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      for (Value v : op->getOperands())
+        if (Operation *d = v.getDefiningOp(); d && live.insert(d).second)
+          work.push_back(d);
+    }
+    func.walk([&](Operation *op) {
+      if (!live.contains(op) || op->hasTrait<FusedOp>() ||
+          isa<WeightOp, ConstantOp>(op) ||
+          llvm::none_of(op->getResultTypes(), isFloat) ||
+          llvm::all_of(op->getOperands(),
+                       [](Value v) { return v.getDefiningOp<ConstantOp>(); }))
+        return;
+      InFlightDiagnostic d = op->emitRemark()
+                             << op->getName() << " left unfused: ";
+      auto why = op->getAttrOfType<ArrayAttr>(kUnfused);
+      if (!why) {
+        d << "no pattern starts at it";
+        return;
+      }
+      llvm::interleave(
+          why.getAsValueRange<StringAttr>(), [&](StringRef w) { d << w; },
+          [&] { d << "; "; });
+    });
   }
 };
 

@@ -20,9 +20,10 @@ namespace mt::train {
 /// The last `keepLast` layers stay inline (all with a negative count, the
 /// pass not run), so that the backward the step derives reads their
 /// forward's activations instead of recomputing each from its input (more
-/// memory, a quarter less work for each).
+/// memory, a quarter less work for each). Without `fusePatterns`, only
+/// single ops become fused ops; every pattern of several stays primitive.
 void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false,
-                           int64_t keepLast = 0);
+                           int64_t keepLast = 0, bool fusePatterns = true);
 
 } // namespace mt::train
 

@@ -75,8 +75,29 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
   ];
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",
-           "Say at each op where a pattern did not match why not (remarks)">,
+           "Keep at each op why each pattern that started there did not "
+           "match (a train.unfused attribute), for mt-explain-fusion">,
+    Option<"onlyOneToOne", "one-to-one", "bool", /*default=*/"false",
+           "Rewrite only single ops into their kernels (Gather of a weight, "
+           "Gemm, LayerNormalization, Gelu, SoftmaxCrossEntropyLoss, Slice); "
+           "leave every pattern of several ops in primitives">,
   ];
+}
+
+def ExplainFusionPass : Pass<"mt-explain-fusion", "mlir::ModuleOp"> {
+  let summary = "Say at each op left unfused why (remarks)";
+  let description = [{
+    After fusion and folding: one remark at each op that stays a primitive
+    kernel of the step (its results reach a return, it is not a fused op,
+    and it computes floats from something other than constants), naming
+    what each pattern that started there found instead (the
+    `train.unfused` reasons mt-fuse-ops{explain} kept), or that none
+    starts at it. The reasons are then removed.
+
+    ```
+    remark: train.matmul left unfused: linear: not [..., K] x [K, N]; attention: the scores are not a scaled q k^T
+    ```
+  }];
 }
 
 def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {

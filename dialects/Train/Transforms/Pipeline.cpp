@@ -4,15 +4,19 @@
 #include "mlir/Pass/PassManager.h"
 
 void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
-                                      bool explainFusion, int64_t keepLast) {
+                                      bool explainFusion, int64_t keepLast,
+                                      bool fusePatterns) {
   // CSE is not used: it erases unused weights, which are part of the model's
   // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
-  FuseOpsPassOptions fuse;
-  fuse.explain = explainFusion;
-  pm.addPass(createFuseOpsPass(fuse));
+  FuseOpsPassOptions options;
+  options.explain = explainFusion;
+  options.onlyOneToOne = !fusePatterns;
+  pm.addPass(createFuseOpsPass(options));
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
   pm.addPass(createFoldConstantsPass());
+  if (explainFusion)
+    pm.addPass(createExplainFusionPass());
   if (keepLast >= 0) {
     OutlineLayersPassOptions o;
     o.keepLast = keepLast;

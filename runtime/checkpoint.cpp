@@ -375,6 +375,20 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
     if (Status st = fsyncPath(path); !st)
       return fail(st);
   }
+  // The model's configuration, as mtc found it beside the weights.
+  for (const auto &f : plan.checkpoint_files()) {
+    std::string path = tmp + "/" + f.name();
+    std::ofstream out(path, std::ios::binary);
+    out.write(f.content().data(), std::streamsize(f.content().size()));
+    out.close();
+    bool ok = bool(out);
+    if (ok)
+      crcs[f.name()] = fileCrc(path, ok);
+    if (!ok)
+      return fail(Status::error(path + ": cannot write (is the disk full?)"));
+    if (Status st = fsyncPath(path); !st)
+      return fail(st);
+  }
   nlohmann::json j = {{"format", kFormat},
                       {"model", plan.model()},
                       {"plan_fingerprint", planFingerprint(plan)},

@@ -217,6 +217,13 @@ public:
     for (int i = 0; i < p.buffers_size(); ++i)
       if (Status st = checkBuffer(i); !st)
         return st;
+    std::set<std::string> extraFiles;
+    for (int i = 0; i < p.checkpoint_files_size(); ++i) {
+      const std::string &name = p.checkpoint_files(i).name();
+      if (Status st = checkCheckpointFile(name, extraFiles); !st)
+        return fail("checkpoint_files[" + std::to_string(i) + "] '" + name +
+                    "': " + st.message());
+    }
     for (int i = 0; i < p.parameters_size(); ++i)
       if (Status st = checkParameter(i); !st)
         return st;
@@ -316,6 +323,29 @@ private:
                   a.name() + "', " + std::to_string(a.size_bytes()) +
                   " bytes)");
     bytes.push_back(size);
+    return Status::ok();
+  }
+
+  /// A name mtrun can write inside a checkpoint folder without leaving it
+  /// or replacing a file of its own.
+  static Status checkCheckpointFile(const std::string &name,
+                                    std::set<std::string> &seen) {
+    bool plain = !name.empty() && name[0] != '.' &&
+                 std::all_of(name.begin(), name.end(), [](char c) {
+                   return std::isalnum(static_cast<unsigned char>(c)) ||
+                          c == '_' || c == '-' || c == '.';
+                 });
+    if (!plain)
+      return Status::error("not a plain file name");
+    const std::string tensors = ".safetensors";
+    bool tensorFile = name.size() >= tensors.size() &&
+                      name.compare(name.size() - tensors.size(), tensors.size(),
+                                   tensors) == 0;
+    if (tensorFile || name == "state.json" ||
+        name == "model.safetensors.index.json")
+      return Status::error("a file mtrun writes itself");
+    if (!seen.insert(name).second)
+      return Status::error("named twice");
     return Status::ok();
   }
 

@@ -189,6 +189,27 @@ INSTANTIATE_TEST_SUITE_P(
                       "a/../../b");
                 },
                 "data file 'a/../../b' is refused: it has a '..' component"},
+        BadCase{"checkpoint_file_outside",
+                [](Plan &p) {
+                  p.add_checkpoint_files()->set_name("../config.json");
+                },
+                "checkpoint_files[0] '../config.json': not a plain file name"},
+        BadCase{"checkpoint_file_of_mtrun",
+                [](Plan &p) {
+                  p.add_checkpoint_files()->set_name("config.json");
+                  p.add_checkpoint_files()->set_name("optimizer.safetensors");
+                },
+                "checkpoint_files[1] 'optimizer.safetensors': a file mtrun "
+                "writes itself"},
+        BadCase{"checkpoint_file_twice",
+                [](Plan &p) {
+                  p.add_checkpoint_files()->set_name("config.json");
+                  p.add_checkpoint_files()->set_name("config.json");
+                },
+                "checkpoint_files[1] 'config.json': named twice"},
+        BadCase{"checkpoint_file_hidden",
+                [](Plan &p) { p.add_checkpoint_files()->set_name(".."); },
+                "not a plain file name"},
         BadCase{"moments",
                 [](Plan &p) { p.mutable_parameters(0)->set_exp_avg(5); },
                 "the two moments must have the master's shape (or, 4-bit, be "

@@ -30,6 +30,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <sys/statvfs.h>
@@ -94,7 +96,8 @@ ChoiceOpt<Emit> emit(
 cl::opt<std::string> weightsPath(
     "weights",
     cl::desc("safetensors file whose tensors are the trainable set (matched "
-             "by name or by a unique suffix)"),
+             "by name or by a unique suffix); the config.json and "
+             "generation_config.json beside it go into every checkpoint"),
     cl::value_desc("file"), cl::cat(category));
 cl::opt<std::string>
     trainableRe("trainable",
@@ -362,6 +365,40 @@ int64_t parseSize(StringRef text) {
 
 using mt::planner::Overlap;
 using mt::planner::Schedule;
+
+/// The config.json and generation_config.json beside `beside` (the
+/// weights, or the model when its initializers are the weights), for every
+/// checkpoint folder (where from_pretrained looks for them); one larger
+/// than a configuration can be is left out, said.
+void addCheckpointFiles(mt::plan::Plan &plan, StringRef beside) {
+  constexpr uint64_t kMaxConfigBytes = 1 << 20;
+  SmallString<256> dir(beside);
+  llvm::sys::path::remove_filename(dir);
+  for (const char *name : {"config.json", "generation_config.json"}) {
+    SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    uint64_t size = 0;
+    if (!llvm::sys::fs::is_regular_file(path) ||
+        llvm::sys::fs::file_size(path, size))
+      continue;
+    if (size > kMaxConfigBytes) {
+      errs() << "mtc: warning: " << path << ": " << size
+             << " bytes, more than a model configuration's 1 MiB; not "
+                "copied into the checkpoints\n";
+      continue;
+    }
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    if (!buffer) {
+      errs() << "mtc: warning: " << path << ": cannot read ("
+             << buffer.getError().message()
+             << "); not copied into the checkpoints\n";
+      continue;
+    }
+    auto *file = plan.add_checkpoint_files();
+    file->set_name(name);
+    file->set_content((*buffer)->getBuffer().str());
+  }
+}
 
 /// The model through the front end, for `what` (up to the training step
 /// for the back end).
@@ -810,6 +847,8 @@ int main(int argc, char **argv) {
     errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
     return 1;
   }
+  addCheckpointFiles(best, weightsPath.empty() ? StringRef(inputPath)
+                                               : StringRef(weightsPath));
   // The model's bytes are found from the plan's folder, so that the two
   // can move together.
   mt::runtime::relocateData(best, outputPath);

@@ -279,6 +279,11 @@ class Trainer:
             from .export import WithLoss, write_checkpoint_names
             module = WithLoss(self.model)
             write_checkpoint_names(self.model, work)
+            # Beside the weights, so that mtc puts them in every checkpoint
+            # folder (from_pretrained reads them there).
+            self.model.config.save_pretrained(work)
+            if getattr(self.model, "generation_config", None) is not None:
+                self.model.generation_config.save_pretrained(work)
         ids = torch.randint(0, 2, (batch, seq))
         module.eval()
         dynamo = int(torch.__version__.split(".")[0]) >= 2

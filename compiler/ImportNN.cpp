@@ -75,6 +75,61 @@ LogicalResult Importer::importLayerNormalization() {
                  named("epsilon", b.getF32FloatAttr(*eps))}));
 }
 
+/// RMSNormalization (opset 23) in the primitives exporters spell it with
+/// before: x * (1 / sqrt(mean(x^2) + eps)) * scale over the dims from
+/// `axis` on; the norm's pattern fuses it when that is the last dim, and
+/// it trains as primitives otherwise.
+LogicalResult Importer::importRmsNormalization() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  auto axis = attrInt("axis", -1);
+  auto eps = attrFloat("epsilon", 1e-5f);
+  auto stash = attrInt("stash_type", 1);
+  if (failed(axis) || failed(eps) || failed(stash))
+    return failure();
+  Value x = in(0);
+  auto type = typeOf(x);
+  if (*stash != 1)
+    return nodeError() << "stash_type " << *stash
+                       << " is not supported (1: float32)",
+           failure();
+  if (type.getElementType() != b.getF32Type())
+    return nodeError() << "input X is " << type.getElementType()
+                       << "; only float32 normalizes",
+           failure();
+  int64_t rank = type.getRank(), first = *axis < 0 ? *axis + rank : *axis;
+  if (first < 0 || first >= rank)
+    return nodeError() << "axis " << *axis << " is outside the rank " << rank
+                       << " of X",
+           failure();
+  auto scalarOf = [&](float v) -> Value {
+    auto t = RankedTensorType::get({}, b.getF32Type());
+    auto attr = DenseElementsAttr::get(t, b.getF32FloatAttr(v));
+    auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
+    known[c] = attr;
+    return c;
+  };
+  SmallVector<int64_t> axes;
+  for (int64_t d = first; d < rank; ++d)
+    axes.push_back(d);
+  auto value = [](FailureOr<Operation *> op) {
+    return succeeded(op) ? (*op)->getResult(0) : Value();
+  };
+  Value square = value(make<PowOp>({x, scalarOf(2.0f)}));
+  Value mean = square
+                   ? value(make<ReduceMeanOp>(
+                         {square}, {named("axes", b.getDenseI64ArrayAttr(axes)),
+                                    named("keepdims", b.getUnitAttr())}))
+                   : Value();
+  Value shifted = mean ? value(make<AddOp>({mean, scalarOf(*eps)})) : Value();
+  Value root = shifted ? value(make<SqrtOp>({shifted})) : Value();
+  Value inverse = root ? value(make<ReciprocalOp>({root})) : Value();
+  Value normed = inverse ? value(make<MulOp>({x, inverse})) : Value();
+  if (!normed)
+    return failure();
+  return bind(make<MulOp>({normed, in(1)}));
+}
+
 LogicalResult Importer::importCumSum() {
   if (failed(needInputs(2, 2)))
     return failure();
@@ -137,6 +192,7 @@ ArrayRef<OpRule> nnRules() {
       {"LogSoftmax", kMinOpset, kMaxOpset, &Importer::importSoftmax},
       {"LayerNormalization", kMinOpset, kMaxOpset,
        &Importer::importLayerNormalization},
+      {"RMSNormalization", 23, kMaxOpset, &Importer::importRmsNormalization},
       {"CumSum", kMinOpset, kMaxOpset, &Importer::importCumSum},
       {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu},
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,

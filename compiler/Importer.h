@@ -38,7 +38,7 @@ namespace mt::importer {
 using namespace mlir;
 using namespace mt::train;
 
-constexpr int64_t kMinOpset = 14, kMaxOpset = 20;
+constexpr int64_t kMinOpset = 14, kMaxOpset = 23;
 
 /// Element type of an ONNX TensorProto data type, or null.
 Type elementTypeOf(MLIRContext &ctx, int dtype);
@@ -111,6 +111,7 @@ public:
   LogicalResult importGemm();
   LogicalResult importSoftmax();
   LogicalResult importLayerNormalization();
+  LogicalResult importRmsNormalization();
   LogicalResult importCumSum();
   LogicalResult importTrilu();
   LogicalResult importSoftmaxCrossEntropyLoss();

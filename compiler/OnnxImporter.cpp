@@ -45,7 +45,7 @@ using namespace mt::train;
 namespace mt::importer {
 namespace {
 
-constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 10;
+constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 11;
 /// Frozen inline buffers up to this size (bytes) are read so that what is
 /// derived from them (rotary tables) folds. Trainable weights never are.
 constexpr int64_t kMaxFrozenValueBytes = 1 << 20;

@@ -21,7 +21,7 @@ struct ImportOptions {
   int64_t batch = 0, seq = 0;
 };
 
-/// Imports an ONNX model (IR 7-10, opset 14-20) into a module with one
+/// Imports an ONNX model (IR 7-11, opset 14-23) into a module with one
 /// function `@model`. Never reads the data of a floating initializer that is
 /// trainable. On failure, emits one diagnostic naming the file, the node and
 /// the field, and returns null.

@@ -427,10 +427,12 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
-  case Kernel::SOFTMAX: {
+  case Kernel::SOFTMAX:
+  case Kernel::LOG_SOFTMAX: {
     In x = in(operand(0));
     Out y = out(result(0));
-    k::softmax(x.data, d.a, d.axis, y.data);
+    k::softmax(x.data, d.a, d.axis, y.data,
+               /*log=*/op.kernel() == Kernel::LOG_SOFTMAX);
     y.commit();
     return Status::ok();
   }

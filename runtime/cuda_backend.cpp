@@ -972,8 +972,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::EXPAND:
     return cuda(kc::expand(in(operand(0)), d.a, out(result(0)), d.out, stream));
   case Kernel::SOFTMAX:
-    return cuda(
-        kc::softmax(in(operand(0)), d.a, d.axis, out(result(0)), stream));
+  case Kernel::LOG_SOFTMAX:
+    return cuda(kc::softmax(in(operand(0)), d.a, d.axis, out(result(0)),
+                            op.kernel() == Kernel::LOG_SOFTMAX, stream));
   case Kernel::REDUCE_SUM:
     return cuda(
         kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));

@@ -170,6 +170,7 @@ Status Describer::run() {
   case Kernel::MATMUL:
     return matmul();
   case Kernel::SOFTMAX:
+  case Kernel::LOG_SOFTMAX:
     return softmax();
   case Kernel::EXPAND:
     return expand();

@@ -55,9 +55,9 @@ struct OpDesc {
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
   /// ADD, SUB, MUL, DIV, POW, MATMUL (a op b -> out), REDUCE_SUM,
-  /// REDUCE_MEAN, TRANSPOSE, EXPAND (a -> out), SOFTMAX (a along axis),
-  /// CONCAT (parts -> out), SPLIT (a -> parts), WHERE (cond ? a : b -> out);
-  /// `axis` is non-negative.
+  /// REDUCE_MEAN, TRANSPOSE, EXPAND (a -> out), SOFTMAX and LOG_SOFTMAX (a
+  /// along axis), CONCAT (parts -> out), SPLIT (a -> parts), WHERE (cond ? a :
+  /// b -> out); `axis` is non-negative.
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
   kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
   Dims a, b, out, cond;

@@ -131,6 +131,7 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::RECIPROCAL:
   case K::SIGMOID:
   case K::SOFTMAX:
+  case K::LOG_SOFTMAX:
   case K::EXPAND:
   case K::REDUCE_SUM:
   case K::REDUCE_MEAN:

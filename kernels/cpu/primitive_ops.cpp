@@ -144,7 +144,8 @@ void expand(const float *x, const Dims &dims, float *out, const Dims &outDims) {
   forEach(outDims, [&](int64_t k, const Dims &idx) { out[k] = x[ix(idx)]; });
 }
 
-void softmax(const float *x, const Dims &dims, int64_t axis, float *y) {
+void softmax(const float *x, const Dims &dims, int64_t axis, float *y,
+             bool log) {
   int64_t n = dims[axis], outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= dims[d];
@@ -161,8 +162,15 @@ void softmax(const float *x, const Dims &dims, int64_t axis, float *y) {
     double sum = 0;
     for (int64_t j = 0; j < n; ++j) {
       float e = std::exp(xl[j * inner] - maxValue);
-      yl[j * inner] = e;
+      if (!log)
+        yl[j * inner] = e;
       sum += e;
+    }
+    if (log) {
+      double shift = double(maxValue) + std::log(sum);
+      for (int64_t j = 0; j < n; ++j)
+        yl[j * inner] = float(double(xl[j * inner]) - shift);
+      return;
     }
     float inv = float(1.0 / sum);
     for (int64_t j = 0; j < n; ++j)

@@ -119,8 +119,10 @@ void batchMatmul(const float *a, const Dims &aDims, const float *b,
 void expand(const float *x, const Dims &dims, float *out, const Dims &outDims);
 
 /// y = softmax(x) along `axis` (0 <= axis < rank): exp(x - max) / sum, the
-/// sum in double. A line whose every element is -inf is NaN, as PyTorch's.
-void softmax(const float *x, const Dims &dims, int64_t axis, float *y);
+/// sum in double; with `log`, its log, x - max - log(sum). A line whose
+/// every element is -inf is NaN, as PyTorch's.
+void softmax(const float *x, const Dims &dims, int64_t axis, float *y,
+             bool log = false);
 
 /// out[outDims] = a op b, both broadcast (numpy rules) to outDims.
 void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,

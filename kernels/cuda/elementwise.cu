@@ -142,7 +142,7 @@ __global__ void batchMatmulKernel(Load a, Load b, Store y, Index ix, int64_t m,
 
 /// One thread per line of the softmax axis: [outer, n, inner].
 __global__ void softmaxKernel(Load x, Store y, int64_t outer, int64_t n,
-                              int64_t inner) {
+                              int64_t inner, bool log) {
   MT_GRID_STRIDE(line, outer * inner) {
     int64_t base = (line / inner) * n * inner + line % inner;
     float maxValue = -INFINITY;
@@ -151,6 +151,12 @@ __global__ void softmaxKernel(Load x, Store y, int64_t outer, int64_t n,
     float sum = 0.0f;
     for (int64_t j = 0; j < n; ++j)
       sum += expf(x[base + j * inner] - maxValue);
+    if (log) {
+      float shift = maxValue + logf(sum);
+      for (int64_t j = 0; j < n; ++j)
+        y.set(base + j * inner, x[base + j * inner] - shift);
+      continue;
+    }
     float inv = 1.0f / sum;
     for (int64_t j = 0; j < n; ++j)
       y.set(base + j * inner, expf(x[base + j * inner] - maxValue) * inv);
@@ -589,7 +595,7 @@ cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
   return cudaGetLastError();
 }
 
-cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
+cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y, bool log,
                     cudaStream_t stream) {
   int64_t outer = 1, inner = 1, n = dims[size_t(axis)];
   for (int64_t d = 0; d < axis; ++d)
@@ -597,7 +603,7 @@ cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
   for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
     inner *= dims[d];
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
-      load(x), store(y), outer, n, inner);
+      load(x), store(y), outer, n, inner, log);
   return cudaGetLastError();
 }
 

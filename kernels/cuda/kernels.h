@@ -61,8 +61,8 @@ cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,
 /// y[yDims] = x broadcast (numpy rules) to yDims (rank <= 8).
 cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
                    cudaStream_t stream);
-/// y = softmax(x) along `axis` (non-negative).
-cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y,
+/// y = softmax(x) along `axis` (non-negative), or with `log` its log.
+cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y, bool log,
                     cudaStream_t stream);
 /// Sums x over `axes` (all when empty) into y (x's element order, the
 /// reduced dims of size 1).

@@ -397,10 +397,15 @@ TEST_P(Kernels, Primitives) {
                      {2, 5, 3, 2});
     EXPECT_LT(relError(M.download(), m), tolerance(t));
     Tensor S(60, t);
-    CUDA_OK(kc::softmax(X.ref(), {3, 4, 5}, 1, S.mut(), nullptr));
+    CUDA_OK(kc::softmax(X.ref(), {3, 4, 5}, 1, S.mut(), false, nullptr));
     Vec s(60);
     cpu::softmax(x.data(), {3, 4, 5}, 1, s.data());
     EXPECT_LT(relError(S.download(), s), tolerance(t));
+    Tensor L(60, t);
+    CUDA_OK(kc::softmax(X.ref(), {3, 4, 5}, 2, L.mut(), true, nullptr));
+    Vec l(60);
+    cpu::softmax(x.data(), {3, 4, 5}, 2, l.data(), /*log=*/true);
+    EXPECT_LT(relError(L.download(), l), tolerance(t));
     Tensor E(120, t);
     CUDA_OK(kc::expand(X.ref(), {3, 1, 4, 5}, E.mut(), {3, 2, 4, 5}, nullptr));
     Vec e(120);

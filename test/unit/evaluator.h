@@ -266,12 +266,14 @@ private:
                 {t.shape.begin(), t.shape.end()});
       return {t};
     }
-    if (auto sm = dyn_cast<SoftmaxOp>(op)) {
+    if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
       Tensor t = floats();
       auto &x = in(0);
-      int64_t rank = int64_t(x.shape.size()), axis = int64_t(sm.getAxis());
+      int64_t rank = int64_t(x.shape.size()),
+              axis = op.getAttrOfType<IntegerAttr>("axis").getInt();
       k::softmax(x.f.data(), {x.shape.begin(), x.shape.end()},
-                 axis < 0 ? axis + rank : axis, t.f.data());
+                 axis < 0 ? axis + rank : axis, t.f.data(),
+                 isa<LogSoftmaxOp>(op));
       return {t};
     }
     if (isa<IsNaNOp>(op)) {

@@ -158,6 +158,11 @@ INSTANTIATE_TEST_SUITE_P(
   %p = train.softmax %a {axis = -1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %q = train.softmax %p {axis = 1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.mul %q, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"log_softmax_along_two_axes",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %p = train.log_softmax %a {axis = -1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %q = train.log_softmax %c {axis = 1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %p, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"expand",
                  W("a", "tensor<6x1xf32>") W("c", "tensor<1x6x4xf32>") R"(
   %s = train.constant dense<[1, 6, 4]> : tensor<3xi64>

@@ -153,6 +153,7 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"ReduceMean", 53, "reduce_mean">,
     I32EnumAttrCase<"IsNaN", 54, "is_nan">,
     I32EnumAttrCase<"Where", 55, "where">,
+    I32EnumAttrCase<"LogSoftmax", 56, "log_softmax">,
     I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
     I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
     I32EnumAttrCase<"Accumulate", 66, "accumulate">,

@@ -66,6 +66,7 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](SigmoidOp) { return Kernel::Sigmoid; })
       .Case([](MatMulOp) { return Kernel::Matmul; })
       .Case([](SoftmaxOp) { return Kernel::Softmax; })
+      .Case([](LogSoftmaxOp) { return Kernel::LogSoftmax; })
       .Case([](ExpandOp) { return Kernel::Expand; })
       .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
       .Case([](ReduceMeanOp) { return Kernel::ReduceMean; })

@@ -356,6 +356,19 @@ LogicalResult gradient(SoftmaxOp s, G &g) {
   return success();
 }
 
+/// dx = dy - exp(y) sum(dy) along the axis (exp(y) is the softmax).
+LogicalResult gradient(LogSoftmaxOp s, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = s.getLoc();
+  Value dy = g.dy(s);
+  Value sum = b.create<ReduceSumOp>(
+      loc, dy, b.getDenseI64ArrayAttr({int64_t(s.getAxis())}), b.getUnitAttr());
+  Value p = b.create<ExpOp>(loc, s.getResult());
+  g.accumulate(s.getInput(),
+               b.create<SubOp>(loc, dy, b.create<MulOp>(loc, p, sum)));
+  return success();
+}
+
 LogicalResult gradient(NegOp n, G &g) {
   g.accumulate(n.getInput(),
                g.builder().create<NegOp>(n.getLoc(), g.dy(n)).getResult());
@@ -468,9 +481,9 @@ void attachGradientRules(MLIRContext &context) {
   attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
          DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
-         SoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp, WhereOp, NegOp,
-         IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, CastOp>(context);
+         SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
+         WhereOp, NegOp, IdentityOp, ReshapeOp, FlattenOp, SqueezeOp,
+         UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, CastOp>(context);
 }
 
 } // namespace mt::train

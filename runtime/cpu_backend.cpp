@@ -386,7 +386,9 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::SUB:
   case Kernel::MUL:
   case Kernel::DIV:
-  case Kernel::POW: {
+  case Kernel::POW:
+  case Kernel::MAX:
+  case Kernel::MIN: {
     In x = in(operand(0)), y = in(operand(1));
     Out z = out(result(0));
     k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);
@@ -406,7 +408,10 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::TANH:
   case Kernel::SQRT:
   case Kernel::RECIPROCAL:
-  case Kernel::SIGMOID: {
+  case Kernel::SIGMOID:
+  case Kernel::ERF:
+  case Kernel::COS:
+  case Kernel::SIN: {
     In x = in(operand(0));
     Out y = out(result(0));
     k::unaryForward(d.unary, x.data, y.data, d.elements);
@@ -437,12 +442,25 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     return Status::ok();
   }
   case Kernel::REDUCE_SUM:
-  case Kernel::REDUCE_MEAN: {
+  case Kernel::REDUCE_MEAN:
+  case Kernel::REDUCE_MAX: {
     In x = in(operand(0));
     Out y = out(result(0));
-    (op.kernel() == Kernel::REDUCE_SUM ? k::reduceSum : k::reduceMean)(
-        x.data, d.a, d.axes, y.data);
+    auto reduce = op.kernel() == Kernel::REDUCE_SUM    ? k::reduceSum
+                  : op.kernel() == Kernel::REDUCE_MEAN ? k::reduceMean
+                                                       : k::reduceMax;
+    reduce(x.data, d.a, d.axes, y.data);
     y.commit();
+    return Status::ok();
+  }
+  case Kernel::EQUAL:
+  case Kernel::LESS:
+  case Kernel::LESS_OR_EQUAL:
+  case Kernel::GREATER:
+  case Kernel::GREATER_OR_EQUAL: {
+    In x = in(operand(0)), y = in(operand(1));
+    k::compareForward(d.compare, x.data, d.a, y.data, d.b, booleans(result(0)),
+                      d.out);
     return Status::ok();
   }
   case Kernel::IS_NAN: {

@@ -954,6 +954,8 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::MUL:
   case Kernel::DIV:
   case Kernel::POW:
+  case Kernel::MAX:
+  case Kernel::MIN:
     return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
                            out(result(0)), d.out, stream));
   case Kernel::NEG:
@@ -964,6 +966,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::SQRT:
   case Kernel::RECIPROCAL:
   case Kernel::SIGMOID:
+  case Kernel::ERF:
+  case Kernel::COS:
+  case Kernel::SIN:
     return cuda(
         kc::unary(d.unary, in(operand(0)), out(result(0)), d.elements, stream));
   case Kernel::MATMUL:
@@ -981,6 +986,16 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::REDUCE_MEAN:
     return cuda(
         kc::reduceMean(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::REDUCE_MAX:
+    return cuda(
+        kc::reduceMax(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::EQUAL:
+  case Kernel::LESS:
+  case Kernel::LESS_OR_EQUAL:
+  case Kernel::GREATER:
+  case Kernel::GREATER_OR_EQUAL:
+    return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
+                            booleans(result(0)), d.out, stream));
   case Kernel::IS_NAN:
     return cuda(
         kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));

@@ -112,6 +112,7 @@ private:
   Status matmul();
   Status softmax();
   Status expand();
+  Status compare();
   Status isNaN();
   Status where();
   Status layout();
@@ -153,6 +154,9 @@ Status Describer::run() {
   case Kernel::SQRT:
   case Kernel::RECIPROCAL:
   case Kernel::SIGMOID:
+  case Kernel::ERF:
+  case Kernel::COS:
+  case Kernel::SIN:
     d_.unary = unaryOf(op_.kernel());
     return elementwise();
   case Kernel::CROSS_ENTROPY:
@@ -166,7 +170,15 @@ Status Describer::run() {
   case Kernel::MUL:
   case Kernel::DIV:
   case Kernel::POW:
+  case Kernel::MAX:
+  case Kernel::MIN:
     return binary();
+  case Kernel::EQUAL:
+  case Kernel::LESS:
+  case Kernel::LESS_OR_EQUAL:
+  case Kernel::GREATER:
+  case Kernel::GREATER_OR_EQUAL:
+    return compare();
   case Kernel::MATMUL:
     return matmul();
   case Kernel::SOFTMAX:
@@ -180,6 +192,7 @@ Status Describer::run() {
     return where();
   case Kernel::REDUCE_SUM:
   case Kernel::REDUCE_MEAN:
+  case Kernel::REDUCE_MAX:
   case Kernel::TRANSPOSE:
   case Kernel::CONCAT:
   case Kernel::SPLIT:
@@ -549,6 +562,23 @@ Status Describer::expand() {
   return Status::ok();
 }
 
+Status Describer::compare() {
+  d_.compare = compareOf(op_.kernel());
+  d_.a = dims(operand(0));
+  d_.b = dims(operand(1));
+  d_.out = dims(result(0));
+  if (Status st = floats({operand(0), operand(1)}); !st)
+    return st;
+  if (Status st = booleans(result(0)); !st)
+    return st;
+  for (const Dims *x : {&d_.a, &d_.b})
+    if (!broadcastsTo(*x, d_.out))
+      return fail(str(d_.a) + " and " + str(d_.b) +
+                  " do not broadcast to the result " + name(result(0)) + " " +
+                  str(d_.out));
+  return Status::ok();
+}
+
 Status Describer::isNaN() {
   d_.elements = count(operand(0));
   if (Status st = floats({operand(0)}); !st)
@@ -584,7 +614,8 @@ Status Describer::layout() {
   for (uint32_t b : op_.results())
     if (Status st = floats({b}); !st)
       return st;
-  if (kind == Kernel::REDUCE_SUM || kind == Kernel::REDUCE_MEAN) {
+  if (kind == Kernel::REDUCE_SUM || kind == Kernel::REDUCE_MEAN ||
+      kind == Kernel::REDUCE_MAX) {
     d_.a = dims(operand(0));
     int64_t rank = int64_t(d_.a.size());
     Dims kept = d_.a;
@@ -673,6 +704,10 @@ k::Binary binaryOf(plan::Kernel kernel) {
     return k::Binary::Div;
   case plan::POW:
     return k::Binary::Pow;
+  case plan::MAX:
+    return k::Binary::Max;
+  case plan::MIN:
+    return k::Binary::Min;
   default:
     return k::Binary::Mul;
   }
@@ -690,8 +725,29 @@ k::Unary unaryOf(plan::Kernel kernel) {
     return k::Unary::Sqrt;
   case plan::RECIPROCAL:
     return k::Unary::Reciprocal;
+  case plan::ERF:
+    return k::Unary::Erf;
+  case plan::COS:
+    return k::Unary::Cos;
+  case plan::SIN:
+    return k::Unary::Sin;
   default:
     return k::Unary::Sigmoid;
+  }
+}
+
+k::Compare compareOf(plan::Kernel kernel) {
+  switch (kernel) {
+  case plan::LESS:
+    return k::Compare::Less;
+  case plan::LESS_OR_EQUAL:
+    return k::Compare::LessOrEqual;
+  case plan::GREATER:
+    return k::Compare::Greater;
+  case plan::GREATER_OR_EQUAL:
+    return k::Compare::GreaterOrEqual;
+  default:
+    return k::Compare::Equal;
   }
 }
 

@@ -54,12 +54,13 @@ struct OpDesc {
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
-  /// ADD, SUB, MUL, DIV, POW, MATMUL (a op b -> out), REDUCE_SUM,
-  /// REDUCE_MEAN, TRANSPOSE, EXPAND (a -> out), SOFTMAX and LOG_SOFTMAX (a
-  /// along axis), CONCAT (parts -> out), SPLIT (a -> parts), WHERE (cond ? a :
-  /// b -> out); `axis` is non-negative.
+  /// ADD, SUB, MUL, DIV, POW, MAX, MIN, MATMUL, the comparisons (a op b
+  /// -> out), REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, TRANSPOSE, EXPAND (a ->
+  /// out), SOFTMAX and LOG_SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
+  /// (a -> parts), WHERE (cond ? a : b -> out); `axis` is non-negative.
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
   kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
+  kernels::cpu::Compare compare = kernels::cpu::Compare::Equal;
   Dims a, b, out, cond;
   std::vector<int64_t> axes, perm;
   std::vector<Dims> parts;
@@ -95,10 +96,14 @@ private:
 /// The kernels' activation of a plan's.
 kernels::cpu::Activation activationOf(plan::Activation act);
 
-/// ADD, SUB, MUL, DIV or POW as the kernels' binary op.
+/// ADD, SUB, MUL, DIV, POW, MAX or MIN as the kernels' binary op.
 kernels::cpu::Binary binaryOf(plan::Kernel kernel);
-/// EXP, LOG, TANH, SQRT, RECIPROCAL or SIGMOID as the kernels' function.
+/// EXP, LOG, TANH, SQRT, RECIPROCAL, SIGMOID, ERF, COS or SIN as the
+/// kernels' function.
 kernels::cpu::Unary unaryOf(plan::Kernel kernel);
+/// EQUAL, LESS, LESS_OR_EQUAL, GREATER or GREATER_OR_EQUAL as the kernels'
+/// comparison.
+kernels::cpu::Compare compareOf(plan::Kernel kernel);
 
 /// Describes and checks one op (see OpTable::build).
 Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc);

@@ -117,6 +117,13 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::MUL:
   case K::DIV:
   case K::POW:
+  case K::MAX:
+  case K::MIN:
+  case K::EQUAL:
+  case K::LESS:
+  case K::LESS_OR_EQUAL:
+  case K::GREATER:
+  case K::GREATER_OR_EQUAL:
   case K::MATMUL:
     a = {2, 2, 1, 1};
     return true;
@@ -130,6 +137,10 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::SQRT:
   case K::RECIPROCAL:
   case K::SIGMOID:
+  case K::ERF:
+  case K::COS:
+  case K::SIN:
+  case K::REDUCE_MAX:
   case K::SOFTMAX:
   case K::LOG_SOFTMAX:
   case K::EXPAND:

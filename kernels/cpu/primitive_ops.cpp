@@ -179,12 +179,24 @@ void softmax(const float *x, const Dims &dims, int64_t axis, float *y,
 }
 
 namespace {
-/// The sum over `axes` times `scale`. Reduced axes that are one run of
-/// consecutive dims (a norm's last dim, a bias's leading ones) are lines
-/// [outer, n, inner] on the pool; any other set by multi-index. Sums in
-/// double.
+/// Sums (in double) or maxima (a NaN wins).
+struct Accumulator {
+  bool max;
+  double start() const {
+    return max ? -std::numeric_limits<double>::infinity() : 0.0;
+  }
+  double add(double acc, float v) const {
+    if (!max)
+      return acc + v;
+    return v != v || v > acc ? double(v) : acc;
+  }
+};
+
+/// The sum (or maximum) over `axes` times `scale`. Reduced axes that are
+/// one run of consecutive dims (a norm's last dim, a bias's leading ones)
+/// are lines [outer, n, inner] on the pool; any other set by multi-index.
 void reduce(const float *x, const Dims &dims, const std::vector<int64_t> &axes,
-            double scale, float *out) {
+            Accumulator a, double scale, float *out) {
   int64_t rank = int64_t(dims.size());
   std::vector<bool> reduced(rank, axes.empty());
   for (int64_t a : axes)
@@ -204,9 +216,9 @@ void reduce(const float *x, const Dims &dims, const std::vector<int64_t> &axes,
     parallelFor(outer * inner, 2.0 * n, [&](int64_t line) {
       int64_t o = line / inner, i = line % inner;
       const float *xl = x + o * n * inner + i;
-      double acc = 0;
+      double acc = a.start();
       for (int64_t j = 0; j < n; ++j)
-        acc += xl[j * inner];
+        acc = a.add(acc, xl[j * inner]);
       out[line] = float(acc * scale);
     });
     return;
@@ -215,9 +227,12 @@ void reduce(const float *x, const Dims &dims, const std::vector<int64_t> &axes,
   for (int64_t d = 0; d < rank; ++d)
     if (reduced[d])
       kept[d] = 1;
-  std::vector<double> acc(count(kept), 0.0);
+  std::vector<double> acc(count(kept), a.start());
   Broadcast io(kept, dims);
-  forEach(dims, [&](int64_t k, const Dims &idx) { acc[io(idx)] += x[k]; });
+  forEach(dims, [&](int64_t k, const Dims &idx) {
+    double &s = acc[io(idx)];
+    s = a.add(s, x[k]);
+  });
   for (size_t i = 0; i < acc.size(); ++i)
     out[i] = float(acc[i] * scale);
 }
@@ -225,7 +240,21 @@ void reduce(const float *x, const Dims &dims, const std::vector<int64_t> &axes,
 
 void reduceSum(const float *x, const Dims &dims,
                const std::vector<int64_t> &axes, float *out) {
-  reduce(x, dims, axes, 1.0, out);
+  reduce(x, dims, axes, Accumulator{false}, 1.0, out);
+}
+
+void reduceMax(const float *x, const Dims &dims,
+               const std::vector<int64_t> &axes, float *out) {
+  reduce(x, dims, axes, Accumulator{true}, 1.0, out);
+}
+
+void compareForward(Compare op, const float *a, const Dims &aDims,
+                    const float *b, const Dims &bDims, uint8_t *out,
+                    const Dims &outDims) {
+  Broadcast ia(aDims, outDims), ib(bDims, outDims);
+  forEach(outDims, [&](int64_t k, const Dims &idx) {
+    out[k] = applyCompare(op, a[ia(idx)], b[ib(idx)]) ? 1 : 0;
+  });
 }
 
 void reduceMean(const float *x, const Dims &dims,
@@ -236,7 +265,7 @@ void reduceMean(const float *x, const Dims &dims,
     if (axes.empty() || std::count(axes.begin(), axes.end(), d) ||
         std::count(axes.begin(), axes.end(), d - rank))
       each *= dims[d];
-  reduce(x, dims, axes, 1.0 / double(each), out);
+  reduce(x, dims, axes, Accumulator{false}, 1.0 / double(each), out);
 }
 
 void isNaN(const float *x, uint8_t *y, int64_t n) {

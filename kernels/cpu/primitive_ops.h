@@ -57,11 +57,14 @@ inline uint16_t toF16(float f) {
   return uint16_t(sign | round((uint32_t(e) << 23) | mant, 13));
 }
 
-enum class Binary { Add, Sub, Mul, Div, Pow };
+enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
+
+/// Comparisons of floats into bytes (1 where true).
+enum class Compare { Equal, Less, LessOrEqual, Greater, GreaterOrEqual };
 
 /// The elementwise functions that stay in a training step when no fused op
 /// absorbs them (softcapping's tanh, a division's reciprocal, ...).
-enum class Unary { Exp, Log, Tanh, Sqrt, Reciprocal, Sigmoid };
+enum class Unary { Exp, Log, Tanh, Sqrt, Reciprocal, Sigmoid, Erf, Cos, Sin };
 
 // The CUDA kernels call the same functions on the device.
 #ifdef __CUDACC__
@@ -82,8 +85,28 @@ MT_HOST_DEVICE inline float applyBinary(Binary op, float x, float y) {
     return x / y;
   case Binary::Pow:
     return powf(x, y);
+  case Binary::Max: // a NaN wins, as torch.maximum's
+    return x != x || x > y ? x : y;
+  case Binary::Min:
+    return x != x || x < y ? x : y;
   }
   return 0.0f;
+}
+
+MT_HOST_DEVICE inline bool applyCompare(Compare op, float x, float y) {
+  switch (op) {
+  case Compare::Equal:
+    return x == y;
+  case Compare::Less:
+    return x < y;
+  case Compare::LessOrEqual:
+    return x <= y;
+  case Compare::Greater:
+    return x > y;
+  case Compare::GreaterOrEqual:
+    return x >= y;
+  }
+  return false;
 }
 
 /// The C library's functions (on the device, CUDA's IEEE forms: expf, logf
@@ -102,6 +125,12 @@ MT_HOST_DEVICE inline float applyUnary(Unary f, float x) {
     return 1.0f / x;
   case Unary::Sigmoid:
     return 1.0f / (1.0f + expf(-x));
+  case Unary::Erf:
+    return erff(x);
+  case Unary::Cos:
+    return cosf(x);
+  case Unary::Sin:
+    return sinf(x);
   }
   return 0.0f;
 }
@@ -130,6 +159,16 @@ void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
 
 /// Sums x over `axes` (all when empty); out has x's rank when keepdims.
 void reduceSum(const float *x, const Dims &dims,
+               const std::vector<int64_t> &axes, float *out);
+
+/// out[outDims] = a op b (1 or 0), both broadcast (numpy rules) to outDims.
+void compareForward(Compare op, const float *a, const Dims &aDims,
+                    const float *b, const Dims &bDims, uint8_t *out,
+                    const Dims &outDims);
+
+/// The maximum of x over `axes` (all when empty; -inf over nothing, a NaN
+/// wins).
+void reduceMax(const float *x, const Dims &dims,
                const std::vector<int64_t> &axes, float *out);
 
 /// The mean of x over `axes` (all when empty).

@@ -167,18 +167,24 @@ __global__ void negKernel(Load x, Store y, int64_t n) {
   MT_GRID_STRIDE(i, n) y.set(i, -x[i]);
 }
 
+/// A sum, or (max) a maximum where a NaN wins.
+__device__ __forceinline__ float combine(bool max, float acc, float v) {
+  return !max ? acc + v : v != v || v > acc ? v : acc;
+}
+
 /// One thread per output element; it walks the reduced sub-space
 /// (ix.dims over the reduced dims, stride[0] their strides in x).
 __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
-                                int64_t outN, int64_t inner, float scale) {
+                                int64_t outN, int64_t inner, float scale,
+                                bool max) {
   MT_GRID_STRIDE(o, outN) {
     int64_t base, unused;
     offsets(kept, o, base, unused);
-    float acc = 0.0f;
+    float acc = max ? -INFINITY : 0.0f;
     for (int64_t r = 0; r < inner; ++r) {
       int64_t off;
       offsets(reduced, r, off, unused);
-      acc += x[base + off];
+      acc = combine(max, acc, x[base + off]);
     }
     y.set(o, acc * scale);
   }
@@ -189,19 +195,29 @@ __global__ void reduceSumKernel(Load x, Store y, Index kept, Index reduced,
 /// warps in shared memory; coalesced, no index arithmetic per element.
 constexpr int kColumnRows = 8;
 __global__ void columnSumKernel(Load x, Store y, int64_t rows, int64_t cols,
-                                float scale) {
+                                float scale, bool max) {
   __shared__ float partial[kColumnRows][kWarp + 1];
   int64_t c = int64_t(blockIdx.x) * kWarp + threadIdx.x;
-  float acc = 0.0f;
+  float acc = max ? -INFINITY : 0.0f;
   if (c < cols)
     for (int64_t r = threadIdx.y; r < rows; r += kColumnRows)
-      acc += x[r * cols + c];
+      acc = combine(max, acc, x[r * cols + c]);
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && c < cols) {
     for (int w = 1; w < kColumnRows; ++w)
-      acc += partial[w][threadIdx.x];
+      acc = combine(max, acc, partial[w][threadIdx.x]);
     y.set(c, acc * scale);
+  }
+}
+
+/// y[flat] = a op b as a byte (stride[0] of a, [1] of b).
+__global__ void compareKernel(cpu::Compare op, Load a, Load b, uint8_t *y,
+                              Index ix, int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t ia, ib;
+    offsets(ix, i, ia, ib);
+    y[i] = cpu::applyCompare(op, a[ia], b[ib]) ? 1 : 0;
   }
 }
 
@@ -608,10 +624,12 @@ cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y, bool log,
 }
 
 namespace {
-/// The sum over `axes` times `scale` (1 for a sum); a mean's scale is 1 over
-/// the reduced elements.
+enum class Reduction { Sum, Mean, Max };
+
+/// The sum (or maximum) over `axes` times `scale` (1 but for a mean, 1 over
+/// the reduced elements).
 cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
-                   bool mean, MutRef y, cudaStream_t stream) {
+                   Reduction how, MutRef y, cudaStream_t stream) {
   int rank = int(dims.size());
   if (rank > kMaxRank)
     return cudaErrorInvalidValue;
@@ -634,7 +652,8 @@ cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
     (isReduced[d] ? inner : outN) *= dims[d];
   }
   // An empty mean is 0 / 0: NaN, as the CPU's.
-  float scale = mean ? float(1.0 / double(inner)) : 1.0f;
+  float scale = how == Reduction::Mean ? float(1.0 / double(inner)) : 1.0f;
+  bool max = how == Reduction::Max;
   // Leading dims reduced, trailing kept: column sums.
   int leading = 0;
   while (leading < rank && isReduced[leading])
@@ -645,7 +664,7 @@ cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
   if (prefix) {
     dim3 block(kWarp, kColumnRows);
     columnSumKernel<<<unsigned((outN + kWarp - 1) / kWarp), block, 0, stream>>>(
-        load(x), store(y), inner, outN, scale);
+        load(x), store(y), inner, outN, scale, max);
     return cudaGetLastError();
   }
   if (kept.rank == 0)
@@ -653,20 +672,37 @@ cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
   if (reduced.rank == 0)
     reduced = Index{1, {1}, {{0}}};
   reduceSumKernel<<<blocksFor(outN), kThreads, 0, stream>>>(
-      load(x), store(y), kept, reduced, outN, inner, scale);
+      load(x), store(y), kept, reduced, outN, inner, scale, max);
   return cudaGetLastError();
 }
 } // namespace
 
 cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
                       MutRef y, cudaStream_t stream) {
-  return reduce(x, dims, axes, /*mean=*/false, y, stream);
+  return reduce(x, dims, axes, Reduction::Sum, y, stream);
+}
+
+cudaError_t reduceMax(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                      MutRef y, cudaStream_t stream) {
+  return reduce(x, dims, axes, Reduction::Max, y, stream);
+}
+
+cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
+                    const Dims &bDims, uint8_t *y, const Dims &yDims,
+                    cudaStream_t stream) {
+  if (yDims.size() > size_t(kMaxRank))
+    return cudaErrorInvalidValue;
+  Index ix = broadcastIndex(yDims, aDims, bDims);
+  int64_t n = product(yDims);
+  compareKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, load(a), load(b), y,
+                                                       ix, n);
+  return cudaGetLastError();
 }
 
 cudaError_t reduceMean(Ref x, const Dims &dims,
                        const std::vector<int64_t> &axes, MutRef y,
                        cudaStream_t stream) {
-  return reduce(x, dims, axes, /*mean=*/true, y, stream);
+  return reduce(x, dims, axes, Reduction::Mean, y, stream);
 }
 
 cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream) {

@@ -72,6 +72,13 @@ cudaError_t reduceSum(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
 cudaError_t reduceMean(Ref x, const Dims &dims,
                        const std::vector<int64_t> &axes, MutRef y,
                        cudaStream_t stream);
+/// The maximum over `axes` (a NaN wins), as reduceSum lays it out.
+cudaError_t reduceMax(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
+                      MutRef y, cudaStream_t stream);
+/// y[yDims] = a op b (a byte, 1 where true), both broadcast to yDims.
+cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
+                    const Dims &bDims, uint8_t *y, const Dims &yDims,
+                    cudaStream_t stream);
 /// y[i] = 1 where x[i] is NaN, else 0 (a byte each).
 cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream);
 /// y = cond ? a : b, the three broadcast (numpy rules) to yDims (rank <= 8);

@@ -351,8 +351,9 @@ TEST_P(Kernels, Primitives) {
   kc::Dims ad{4, 1, 6}, bd{5, 1}, yd{4, 5, 6};
   Vec a = rounded(randomVec(24), t), b = rounded(randomVec(5), t);
   Tensor A(a, t), B(b, t), Y(120, t);
-  for (cpu::Binary op : {cpu::Binary::Add, cpu::Binary::Sub, cpu::Binary::Mul,
-                         cpu::Binary::Div}) {
+  for (cpu::Binary op :
+       {cpu::Binary::Add, cpu::Binary::Sub, cpu::Binary::Mul, cpu::Binary::Div,
+        cpu::Binary::Max, cpu::Binary::Min}) {
     CUDA_OK(kc::binary(op, A.ref(), ad, B.ref(), bd, Y.mut(), yd, nullptr));
     Vec y(120);
     cpu::binaryForward(op, a.data(), ad, b.data(), bd, y.data(), yd);
@@ -381,7 +382,8 @@ TEST_P(Kernels, Primitives) {
       pos[i] = rounded(Vec{0.1f + std::abs(x[i])}, t)[0];
     for (cpu::Unary f :
          {cpu::Unary::Exp, cpu::Unary::Log, cpu::Unary::Tanh, cpu::Unary::Sqrt,
-          cpu::Unary::Reciprocal, cpu::Unary::Sigmoid}) {
+          cpu::Unary::Reciprocal, cpu::Unary::Sigmoid, cpu::Unary::Erf,
+          cpu::Unary::Cos, cpu::Unary::Sin}) {
       Tensor X(pos, t), Y(60, t);
       CUDA_OK(kc::unary(f, X.ref(), Y.mut(), 60, nullptr));
       Vec want(60);
@@ -422,14 +424,17 @@ TEST_P(Kernels, Primitives) {
     for (int64_t ax : axes)
       kept[ax < 0 ? ax + 3 : ax] = 1;
     size_t n = axes.empty() ? 1 : size_t(kept[0] * kept[1] * kept[2]);
-    Tensor R(n, t), Mean(n, t);
+    Tensor R(n, t), Mean(n, t), Max(n, t);
     CUDA_OK(kc::reduceSum(X.ref(), xd, axes, R.mut(), nullptr));
     CUDA_OK(kc::reduceMean(X.ref(), xd, axes, Mean.mut(), nullptr));
-    Vec r(n), mean(n);
+    CUDA_OK(kc::reduceMax(X.ref(), xd, axes, Max.mut(), nullptr));
+    Vec r(n), mean(n), max(n);
     cpu::reduceSum(x.data(), xd, axes, r.data());
     cpu::reduceMean(x.data(), xd, axes, mean.data());
+    cpu::reduceMax(x.data(), xd, axes, max.data());
     EXPECT_LT(relError(R.download(), r), tolerance(t));
     EXPECT_LT(relError(Mean.download(), mean), tolerance(t));
+    EXPECT_EQ(Max.download(), max);
   }
   // IsNaN's bytes, and Where of a condition [3, 1, 5] between x and a
   // scalar (the safe softmax's form).
@@ -456,6 +461,19 @@ TEST_P(Kernels, Primitives) {
     cpu::where(c.data(), {3, 1, 5}, x.data(), xd, zero.data(), {}, want.data(),
                xd);
     EXPECT_EQ(Out.download(), want);
+    // Each comparison of x with a broadcast [5] (ties included: x itself).
+    for (cpu::Compare op :
+         {cpu::Compare::Equal, cpu::Compare::Less, cpu::Compare::LessOrEqual,
+          cpu::Compare::Greater, cpu::Compare::GreaterOrEqual}) {
+      CUDA_OK(
+          kc::compare(op, X.ref(), xd, X.ref(), {1, 1, 5}, mask, xd, nullptr));
+      cudaDeviceSynchronize();
+      cudaMemcpy(gotMask.data(), mask, 60, cudaMemcpyDeviceToHost);
+      Vec xs = X.download(), head(xs.begin(), xs.begin() + 5);
+      cpu::compareForward(op, xs.data(), xd, head.data(), {1, 1, 5},
+                          wantMask.data(), xd);
+      EXPECT_EQ(gotMask, wantMask) << int(op);
+    }
     cudaFree(mask);
     cudaFree(cond);
   }

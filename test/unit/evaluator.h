@@ -226,7 +226,12 @@ private:
           k::crossEntropyForward(logits.f.data(), in(1).i.data(), s, nullptr)};
       return {t};
     }
-    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp>(op)) {
+    bool floatOperands =
+        op.getNumOperands() > 0 &&
+        isa<FloatType>(cast<RankedTensorType>(op.getOperand(0).getType())
+                           .getElementType());
+    if (isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaxOp, MinOp>(op) &&
+        floatOperands) {
       // numpy broadcasting, both ways.
       Tensor t = floats();
       auto &a = in(0), &b = in(1);
@@ -234,19 +239,43 @@ private:
                        : isa<SubOp>(op) ? k::Binary::Sub
                        : isa<DivOp>(op) ? k::Binary::Div
                        : isa<PowOp>(op) ? k::Binary::Pow
+                       : isa<MaxOp>(op) ? k::Binary::Max
+                       : isa<MinOp>(op) ? k::Binary::Min
                                         : k::Binary::Mul;
       k::binaryForward(kind, a.f.data(), {a.shape.begin(), a.shape.end()},
                        b.f.data(), {b.shape.begin(), b.shape.end()}, t.f.data(),
                        {t.shape.begin(), t.shape.end()});
       return {t};
     }
-    if (isa<ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp>(op)) {
+    if (isa<EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp>(op) &&
+        floatOperands) {
+      // Booleans as integers, 1 for true.
+      auto &a = in(0), &b = in(1);
+      Tensor t;
+      t.shape = outShape();
+      std::vector<uint8_t> out(numel(t.shape));
+      k::Compare c = isa<EqualOp>(op)         ? k::Compare::Equal
+                     : isa<LessOp>(op)        ? k::Compare::Less
+                     : isa<LessOrEqualOp>(op) ? k::Compare::LessOrEqual
+                     : isa<GreaterOp>(op)     ? k::Compare::Greater
+                                              : k::Compare::GreaterOrEqual;
+      k::compareForward(c, a.f.data(), {a.shape.begin(), a.shape.end()},
+                        b.f.data(), {b.shape.begin(), b.shape.end()},
+                        out.data(), {t.shape.begin(), t.shape.end()});
+      t.i.assign(out.begin(), out.end());
+      return {t};
+    }
+    if (isa<ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp,
+            SinOp>(op)) {
       Tensor t = in(0);
       k::Unary f = isa<ExpOp>(op)          ? k::Unary::Exp
                    : isa<LogOp>(op)        ? k::Unary::Log
                    : isa<TanhOp>(op)       ? k::Unary::Tanh
                    : isa<SqrtOp>(op)       ? k::Unary::Sqrt
                    : isa<ReciprocalOp>(op) ? k::Unary::Reciprocal
+                   : isa<ErfOp>(op)        ? k::Unary::Erf
+                   : isa<CosOp>(op)        ? k::Unary::Cos
+                   : isa<SinOp>(op)        ? k::Unary::Sin
                                            : k::Unary::Sigmoid;
       k::unaryForward(f, t.f.data(), t.f.data(), int64_t(t.f.size()));
       return {t};
@@ -400,6 +429,13 @@ private:
                              ce.getShift()};
       k::crossEntropyBackward(in(0).f.data(), in(1).i.data(), s, in(2).f[0],
                               t.f.data());
+      return {t};
+    }
+    if (auto r = dyn_cast<ReduceMaxOp>(op); r && floatOperands) {
+      auto &x = in(0);
+      Tensor t = floats();
+      k::reduceMax(x.f.data(), {x.shape.begin(), x.shape.end()},
+                   {r.getAxes().begin(), r.getAxes().end()}, t.f.data());
       return {t};
     }
     if (isa<ReduceSumOp, ReduceMeanOp>(op)) {

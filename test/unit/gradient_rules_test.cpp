@@ -203,6 +203,31 @@ INSTANTIATE_TEST_SUITE_P(
   %u = train.reshape %r, %shape : (tensor<6xf32>, tensor<2xi64>) -> tensor<6x1xf32>
   %p = train.mul %s, %u : (tensor<1x1x4xf32>, tensor<6x1xf32>) -> tensor<1x6x4xf32>
   %y = train.mul %p, %a : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"erf_sin_cos",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>")
+                     W("c", "tensor<1x6x4xf32>") R"(
+  %e = train.erf %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %s = train.sin %b : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %c2 = train.cos %c : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %p = train.mul %e, %s : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %p, %c2 : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"max_min_broadcast",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<4xf32>")
+                     W("c", "tensor<6x1xf32>") R"(
+  %m = train.max %a, %b : (tensor<1x6x4xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
+  %n = train.min %c, %a : (tensor<6x1xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %m, %n : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Every element a tie: half to each operand, the whole together.
+        RuleCase{"max_of_itself", W("a", "tensor<1x6x4xf32>") R"(
+  %y = train.max %a, %a : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // A softmax's max subtraction left on the path, and a max kept.
+        RuleCase{"reduce_max",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %m = train.reduce_max %a {axes = array<i64: -1>, keepdims} : (tensor<1x6x4xf32>) -> tensor<1x6x1xf32>
+  %d = train.sub %a, %m : (tensor<1x6x4xf32>, tensor<1x6x1xf32>) -> tensor<1x6x4xf32>
+  %k = train.reduce_max %c {axes = array<i64: 1>} : (tensor<1x6x4xf32>) -> tensor<1x4xf32>
+  %p = train.mul %d, %k : (tensor<1x6x4xf32>, tensor<1x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %p, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

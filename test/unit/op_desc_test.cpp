@@ -249,6 +249,15 @@ INSTANTIATE_TEST_SUITE_P(
             },
             "[2, 1], [2, 4] and [3] do not broadcast to the result 'y' [2, "
             "3]"},
+        Bad{"CompareIntoFloats",
+            [] {
+              OneOp o(GREATER);
+              o.in(o.buffer("a", {2, 3}))
+                  .in(o.buffer("b", {3}))
+                  .out(o.buffer("m", {2, 3}));
+              return o;
+            },
+            "'m' holds booleans and must be U8, not F32"},
         Bad{"IsNaNIntoFloats",
             [] {
               OneOp o(IS_NAN);

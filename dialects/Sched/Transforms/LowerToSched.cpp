@@ -28,6 +28,13 @@ RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
+/// `k` for an op on floats; on integers (shape arithmetic, folded) none.
+std::optional<Kernel> floats(Value v, Kernel k) {
+  if (!isa<FloatType>(tensorOf(v).getElementType()))
+    return std::nullopt;
+  return k;
+}
+
 /// The plan kernel of a train op, for the ops that reach the schedule.
 std::optional<Kernel> kernelOf(Operation *op) {
   using namespace mt::train;
@@ -67,16 +74,28 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](MatMulOp) { return Kernel::Matmul; })
       .Case([](SoftmaxOp) { return Kernel::Softmax; })
       .Case([](LogSoftmaxOp) { return Kernel::LogSoftmax; })
+      .Case([](ErfOp) { return Kernel::Erf; })
+      .Case([](CosOp) { return Kernel::Cos; })
+      .Case([](SinOp) { return Kernel::Sin; })
+      .Case([](MaxOp m) { return floats(m.getResult(), Kernel::Max); })
+      .Case([](MinOp m) { return floats(m.getResult(), Kernel::Min); })
+      .Case([](ReduceMaxOp r) {
+        return floats(r.getResult(), Kernel::ReduceMax);
+      })
+      .Case([](EqualOp c) { return floats(c.getLhs(), Kernel::Equal); })
+      .Case([](LessOp c) { return floats(c.getLhs(), Kernel::Less); })
+      .Case([](LessOrEqualOp c) {
+        return floats(c.getLhs(), Kernel::LessOrEqual);
+      })
+      .Case([](GreaterOp c) { return floats(c.getLhs(), Kernel::Greater); })
+      .Case([](GreaterOrEqualOp c) {
+        return floats(c.getLhs(), Kernel::GreaterOrEqual);
+      })
       .Case([](ExpandOp) { return Kernel::Expand; })
       .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
       .Case([](ReduceMeanOp) { return Kernel::ReduceMean; })
       .Case([](IsNaNOp) { return Kernel::IsNaN; })
-      .Case([](WhereOp w) -> std::optional<Kernel> {
-        // Floats only: a Where of integers is shape arithmetic, folded.
-        if (!isa<FloatType>(tensorOf(w).getElementType()))
-          return std::nullopt;
-        return Kernel::Where;
-      })
+      .Case([](WhereOp w) { return floats(w.getResult(), Kernel::Where); })
       .Case([](ConcatOp) { return Kernel::Concat; })
       .Case([](SplitOp) { return Kernel::Split; })
       .Case([](TransposeOp) { return Kernel::Transpose; })

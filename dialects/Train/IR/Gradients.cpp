@@ -12,6 +12,8 @@
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
 
+#include <cmath>
+
 using namespace mlir;
 
 namespace mt::train {
@@ -231,6 +233,59 @@ template <typename OpTy> LogicalResult reduceBack(OpTy r, G &g, bool mean) {
 LogicalResult gradient(ReduceSumOp r, G &g) { return reduceBack(r, g, false); }
 LogicalResult gradient(ReduceMeanOp r, G &g) { return reduceBack(r, g, true); }
 
+/// dx = dy / count where x is the maximum of its reduced elements (ties
+/// share it evenly, as torch.amax), 0 elsewhere.
+LogicalResult gradient(ReduceMaxOp r, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = r.getLoc();
+  Value x = r.getInput();
+  auto xt = typeOf(x);
+  SmallVector<int64_t> kept(xt.getShape());
+  for (int64_t d = 0; d < xt.getRank(); ++d)
+    if (r.getAxes().empty() || llvm::any_of(r.getAxes(), [&](int64_t a) {
+          return a == d || a + xt.getRank() == d;
+        }))
+      kept[d] = 1;
+  auto keptType = RankedTensorType::get(kept, xt.getElementType());
+  Value y = g.reshapeTo(loc, r.getResult(), keptType);
+  Value dy = g.reshapeTo(loc, g.dy(r), keptType);
+  Value isMax = b.create<EqualOp>(loc, x, y);
+  Value zero = scalar(b, loc, x, 0.0), one = scalar(b, loc, x, 1.0);
+  Value count =
+      b.create<ReduceSumOp>(loc, b.create<WhereOp>(loc, isMax, one, zero),
+                            r.getAxesAttr(), b.getUnitAttr());
+  Value share = b.create<DivOp>(loc, dy, count);
+  g.accumulate(x, b.create<WhereOp>(loc, isMax, share, zero));
+  return success();
+}
+
+/// max(a, b): dy to the larger, half to each where they tie (as
+/// torch.maximum); min the same with the smaller. Each summed back over
+/// what its operand broadcast.
+template <typename OpTy> LogicalResult maxOrMin(OpTy op, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = op.getLoc();
+  Value lhs = op.getLhs(), rhs = op.getRhs(), dy = g.dy(op);
+  constexpr bool isMax = std::is_same_v<OpTy, MaxOp>;
+  Value zero = scalar(b, loc, dy, 0.0);
+  Value half = b.create<MulOp>(loc, dy, scalar(b, loc, dy, 0.5));
+  Value tie = b.create<EqualOp>(loc, lhs, rhs);
+  auto share = [&](Value self, Value other) {
+    Value wins = isMax ? b.create<GreaterOp>(loc, self, other).getResult()
+                       : b.create<LessOp>(loc, self, other).getResult();
+    Value strict = b.create<WhereOp>(loc, wins, dy, zero);
+    return g.unbroadcast(loc, b.create<WhereOp>(loc, tie, half, strict),
+                         self.getType());
+  };
+  if (g.isActive(lhs))
+    g.accumulate(lhs, share(lhs, rhs));
+  if (g.isActive(rhs))
+    g.accumulate(rhs, share(rhs, lhs));
+  return success();
+}
+LogicalResult gradient(MaxOp op, G &g) { return maxOrMin(op, g); }
+LogicalResult gradient(MinOp op, G &g) { return maxOrMin(op, g); }
+
 /// The gradient goes to the branch each element chose (zeros to the other),
 /// summed back over what that branch broadcast; the condition has none.
 LogicalResult gradient(WhereOp w, G &g) {
@@ -278,6 +333,34 @@ LogicalResult gradient(SqrtOp s, G &g) { // (dy / y) / 2
   Location loc = s.getLoc();
   Value q = b.create<DivOp>(loc, g.dy(s), s.getResult());
   g.accumulate(s.getInput(), b.create<MulOp>(loc, q, scalar(b, loc, q, 0.5)));
+  return success();
+}
+
+LogicalResult gradient(ErfOp e, G &g) { // dy 2/sqrt(pi) exp(-x^2)
+  OpBuilder &b = g.builder();
+  Location loc = e.getLoc();
+  Value x = e.getInput();
+  Value gauss =
+      b.create<ExpOp>(loc, b.create<NegOp>(loc, b.create<MulOp>(loc, x, x)));
+  Value d = b.create<MulOp>(loc, gauss, scalar(b, loc, x, M_2_SQRTPI));
+  g.accumulate(x, b.create<MulOp>(loc, g.dy(e), d));
+  return success();
+}
+
+LogicalResult gradient(SinOp s, G &g) { // dy cos(x)
+  OpBuilder &b = g.builder();
+  Location loc = s.getLoc();
+  g.accumulate(
+      s.getInput(),
+      b.create<MulOp>(loc, g.dy(s), b.create<CosOp>(loc, s.getInput())));
+  return success();
+}
+
+LogicalResult gradient(CosOp c, G &g) { // -dy sin(x)
+  OpBuilder &b = g.builder();
+  Location loc = c.getLoc();
+  Value d = b.create<MulOp>(loc, g.dy(c), b.create<SinOp>(loc, c.getInput()));
+  g.accumulate(c.getInput(), b.create<NegOp>(loc, d));
   return success();
 }
 
@@ -482,8 +565,9 @@ void attachGradientRules(MLIRContext &context) {
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
          DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
-         WhereOp, NegOp, IdentityOp, ReshapeOp, FlattenOp, SqueezeOp,
-         UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, CastOp>(context);
+         ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
+         IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
+         SplitOp, ConcatOp, CastOp>(context);
 }
 
 } // namespace mt::train

@@ -73,6 +73,10 @@ void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
       a.set_axis(i64());
     else if (k == "perm")
       ints(a.mutable_perm());
+    else if (k == "starts")
+      ints(a.mutable_starts());
+    else if (k == "steps")
+      ints(a.mutable_steps());
     else if (k == "value")
       a.set_value(cast<FloatAttr>(v).getValueAsDouble());
     else if (k == "chunk_rows")

@@ -463,6 +463,20 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
                       d.out);
     return Status::ok();
   }
+  case Kernel::SLICE: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::slice(x.data, d.a, d.starts, d.steps, y.data, d.out);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::SLICE_GRAD: {
+    In dy = in(operand(0));
+    Out dx = out(result(0));
+    k::sliceGrad(dy.data, d.out, d.starts, d.steps, dx.data, d.a);
+    dx.commit();
+    return Status::ok();
+  }
   case Kernel::IS_NAN: {
     In x = in(operand(0));
     k::isNaN(x.data, booleans(result(0)), d.elements);

@@ -996,6 +996,12 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::GREATER_OR_EQUAL:
     return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
                             booleans(result(0)), d.out, stream));
+  case Kernel::SLICE:
+    return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
+                          out(result(0)), d.out, stream));
+  case Kernel::SLICE_GRAD:
+    return cuda(kc::sliceGrad(in(operand(0)), d.out, d.starts, d.steps,
+                              out(result(0)), d.a, stream));
   case Kernel::IS_NAN:
     return cuda(
         kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));

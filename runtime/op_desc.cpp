@@ -113,6 +113,7 @@ private:
   Status softmax();
   Status expand();
   Status compare();
+  Status slice();
   Status isNaN();
   Status where();
   Status layout();
@@ -188,6 +189,9 @@ Status Describer::run() {
     return expand();
   case Kernel::IS_NAN:
     return isNaN();
+  case Kernel::SLICE:
+  case Kernel::SLICE_GRAD:
+    return slice();
   case Kernel::WHERE:
     return where();
   case Kernel::REDUCE_SUM:
@@ -576,6 +580,44 @@ Status Describer::compare() {
       return fail(str(d_.a) + " and " + str(d_.b) +
                   " do not broadcast to the result " + name(result(0)) + " " +
                   str(d_.out));
+  return Status::ok();
+}
+
+/// SLICE reads `a` at starts + i * steps into `out`; SLICE_GRAD writes
+/// its operand (the slice's shape, `out` here) into the result (`a`).
+Status Describer::slice() {
+  bool grad = op_.kernel() == Kernel::SLICE_GRAD;
+  uint32_t whole = grad ? result(0) : operand(0),
+           part = grad ? operand(0) : result(0);
+  if (Status st = floats({whole, part}); !st)
+    return st;
+  d_.a = dims(whole);
+  d_.out = dims(part);
+  const plan::Attrs &at = op_.attrs();
+  d_.starts.assign(at.starts().begin(), at.starts().end());
+  d_.steps.assign(at.steps().begin(), at.steps().end());
+  size_t rank = d_.a.size();
+  if (d_.out.size() != rank || d_.starts.size() != rank ||
+      d_.steps.size() != rank)
+    return fail(str(d_.out) + " from " + str(d_.a) + " needs " +
+                std::to_string(rank) + " starts and steps, not " +
+                std::to_string(d_.starts.size()) + " and " +
+                std::to_string(d_.steps.size()));
+  for (size_t d = 0; d < rank; ++d) {
+    if (d_.out[d] == 0)
+      continue;
+    int64_t first = d_.starts[d], step = d_.steps[d];
+    // The last index, saturated: hostile steps must not overflow.
+    int64_t span = times(d_.out[d] - 1, step < 0 ? -step : step);
+    int64_t last = step < 0 ? first - span : first + span;
+    if (step == 0 || first < 0 || first >= d_.a[d] || last < 0 ||
+        last >= d_.a[d] || span == std::numeric_limits<int64_t>::max())
+      return fail("dim " + std::to_string(d) + ": " +
+                  std::to_string(d_.out[d]) + " elements from " +
+                  std::to_string(first) + " by " + std::to_string(step) +
+                  " leave [0, " + std::to_string(d_.a[d]) + ") of " +
+                  name(whole) + " " + str(d_.a));
+  }
   return Status::ok();
 }
 

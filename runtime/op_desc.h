@@ -63,6 +63,9 @@ struct OpDesc {
   kernels::cpu::Compare compare = kernels::cpu::Compare::Equal;
   Dims a, b, out, cond;
   std::vector<int64_t> axes, perm;
+  /// SLICE (a -> out) and SLICE_GRAD (out-shaped dy -> a): element i of dim
+  /// d of the slice is element starts[d] + i * steps[d] of the whole.
+  std::vector<int64_t> starts, steps;
   std::vector<Dims> parts;
   int64_t axis = 0;
 };

@@ -141,6 +141,8 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::COS:
   case K::SIN:
   case K::REDUCE_MAX:
+  case K::SLICE:
+  case K::SLICE_GRAD:
   case K::SOFTMAX:
   case K::LOG_SOFTMAX:
   case K::EXPAND:

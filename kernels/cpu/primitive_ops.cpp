@@ -282,6 +282,46 @@ void where(const uint8_t *cond, const Dims &condDims, const float *a,
   });
 }
 
+namespace {
+/// The offset in a tensor of `dims` of slice element `idx`, and the stride
+/// of each slice dim in it.
+struct SliceIndex {
+  SliceIndex(const Dims &dims, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &steps)
+      : stride(dims.size()) {
+    int64_t s = 1;
+    for (int64_t d = int64_t(dims.size()) - 1; d >= 0; --d) {
+      base += starts[d] * s;
+      stride[d] = steps[d] * s;
+      s *= dims[d];
+    }
+  }
+  int64_t operator()(const Dims &idx) const {
+    int64_t f = base;
+    for (size_t d = 0; d < idx.size(); ++d)
+      f += idx[d] * stride[d];
+    return f;
+  }
+  int64_t base = 0;
+  Dims stride;
+};
+} // namespace
+
+void slice(const float *x, const Dims &dims, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, float *out, const Dims &outDims) {
+  SliceIndex at(dims, starts, steps);
+  forEach(outDims, [&](int64_t k, const Dims &idx) { out[k] = x[at(idx)]; });
+}
+
+void sliceGrad(const float *dy, const Dims &dyDims,
+               const std::vector<int64_t> &starts,
+               const std::vector<int64_t> &steps, float *dx,
+               const Dims &dxDims) {
+  std::fill_n(dx, count(dxDims), 0.0f);
+  SliceIndex at(dxDims, starts, steps);
+  forEach(dyDims, [&](int64_t k, const Dims &idx) { dx[at(idx)] = dy[k]; });
+}
+
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out) {
   Dims outDims, inStride(dims.size(), 1);

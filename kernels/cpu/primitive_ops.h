@@ -184,6 +184,15 @@ void where(const uint8_t *cond, const Dims &condDims, const float *a,
            const Dims &aDims, const float *b, const Dims &bDims, float *out,
            const Dims &outDims);
 
+/// out[i...] = x[starts + i * steps...] (per dim; steps may be negative).
+void slice(const float *x, const Dims &dims, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, float *out, const Dims &outDims);
+/// dx = zeros of dxDims with dx[starts + i * steps...] = dy[i...].
+void sliceGrad(const float *dy, const Dims &dyDims,
+               const std::vector<int64_t> &starts,
+               const std::vector<int64_t> &steps, float *dx,
+               const Dims &dxDims);
+
 /// out = x with its dims permuted: out dim d is x dim perm[d].
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out);

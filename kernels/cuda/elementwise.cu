@@ -230,6 +230,21 @@ __global__ void gatherKernel(Load x, Store y, Index ix, int64_t n) {
   }
 }
 
+/// A strided slice: element `flat` of the slice is element base + the
+/// offsets of ix (stride[0]: steps times the whole's strides) of the whole;
+/// toWhole scatters the slice into the whole (each place once).
+__global__ void sliceKernel(Load from, Store to, Index ix, int64_t base,
+                            int64_t n, bool toWhole) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t off, unused;
+    offsets(ix, i, off, unused);
+    if (toWhole)
+      to.set(base + off, from[i]);
+    else
+      to.set(i, from[base + off]);
+  }
+}
+
 /// Concat/split of one part: [outer, partAxis * inner] of the part against
 /// [outer, wholeAxis * inner] of the whole, at `offset * inner`.
 __global__ void slabKernel(Load from, Store to, int64_t outer, int64_t chunk,
@@ -703,6 +718,56 @@ cudaError_t reduceMean(Ref x, const Dims &dims,
                        const std::vector<int64_t> &axes, MutRef y,
                        cudaStream_t stream) {
   return reduce(x, dims, axes, Reduction::Mean, y, stream);
+}
+
+namespace {
+/// The index of a slice of `part` dims in a whole of `whole` dims.
+bool sliceIndex(const Dims &whole, const Dims &part,
+                const std::vector<int64_t> &starts,
+                const std::vector<int64_t> &steps, Index &ix, int64_t &base) {
+  int rank = int(whole.size());
+  if (rank > kMaxRank || part.size() != whole.size())
+    return false;
+  ix.rank = rank;
+  base = 0;
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    ix.dims[d] = part[size_t(d)];
+    ix.stride[0][d] = steps[size_t(d)] * s;
+    base += starts[size_t(d)] * s;
+    s *= whole[size_t(d)];
+  }
+  return true;
+}
+} // namespace
+
+cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &steps, MutRef y,
+                  const Dims &yDims, cudaStream_t stream) {
+  Index ix;
+  int64_t base;
+  if (!sliceIndex(dims, yDims, starts, steps, ix, base))
+    return cudaErrorInvalidValue;
+  int64_t n = product(yDims);
+  sliceKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), ix,
+                                                     base, n, false);
+  return cudaGetLastError();
+}
+
+cudaError_t sliceGrad(Ref dy, const Dims &dyDims,
+                      const std::vector<int64_t> &starts,
+                      const std::vector<int64_t> &steps, MutRef dx,
+                      const Dims &dxDims, cudaStream_t stream) {
+  Index ix;
+  int64_t base;
+  if (!sliceIndex(dxDims, dyDims, starts, steps, ix, base))
+    return cudaErrorInvalidValue;
+  if (cudaError_t e = fill(dx, product(dxDims), 0.0f, stream))
+    return e;
+  int64_t n = product(dyDims);
+  sliceKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(dy), store(dx), ix,
+                                                     base, n, true);
+  return cudaGetLastError();
 }
 
 cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream) {

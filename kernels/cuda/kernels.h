@@ -79,6 +79,15 @@ cudaError_t reduceMax(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
 cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
                     const Dims &bDims, uint8_t *y, const Dims &yDims,
                     cudaStream_t stream);
+/// y[i...] = x[starts + i * steps...] (rank <= 8; steps may be negative).
+cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
+                  const std::vector<int64_t> &steps, MutRef y,
+                  const Dims &yDims, cudaStream_t stream);
+/// dx = zeros with dx[starts + i * steps...] = dy[i...].
+cudaError_t sliceGrad(Ref dy, const Dims &dyDims,
+                      const std::vector<int64_t> &starts,
+                      const std::vector<int64_t> &steps, MutRef dx,
+                      const Dims &dxDims, cudaStream_t stream);
 /// y[i] = 1 where x[i] is NaN, else 0 (a byte each).
 cudaError_t isNaN(Ref x, uint8_t *y, int64_t n, cudaStream_t stream);
 /// y = cond ? a : b, the three broadcast (numpy rules) to yDims (rank <= 8);

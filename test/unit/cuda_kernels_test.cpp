@@ -495,6 +495,19 @@ TEST_P(Kernels, Primitives) {
   EXPECT_LT(relError(S0.download(), s0), tolerance(t));
   EXPECT_LT(relError(S1.download(), s1), tolerance(t));
   EXPECT_EQ(C.download(), X.download());
+  // A reversed, strided slice of x and its gradient (zeros elsewhere).
+  {
+    kc::Dims sd{3, 2, 2};
+    std::vector<int64_t> starts{0, 3, 4}, steps{1, -2, -3};
+    Tensor S(12, t), G(60, t);
+    CUDA_OK(kc::slice(X.ref(), xd, starts, steps, S.mut(), sd, nullptr));
+    CUDA_OK(kc::sliceGrad(S.ref(), sd, starts, steps, G.mut(), xd, nullptr));
+    Vec s(12), g(60);
+    cpu::slice(x.data(), xd, starts, steps, s.data(), sd);
+    cpu::sliceGrad(s.data(), sd, starts, steps, g.data(), xd);
+    EXPECT_EQ(S.download(), rounded(s, t));
+    EXPECT_EQ(G.download(), rounded(g, t));
+  }
   // Casts, negation and fills.
   Tensor F(60, kc::DType::F32), N(60, t), Z(60, t);
   CUDA_OK(kc::cast(X.ref(), F.mut(), 60, nullptr));

@@ -324,6 +324,27 @@ private:
                {t.shape.begin(), t.shape.end()});
       return {t};
     }
+    if (auto sl = dyn_cast<SliceOp>(op); sl && floatOperands) {
+      std::optional<mt::train::SliceLayout> layout = constantSlice(sl);
+      if (!layout)
+        return {};
+      Tensor t = floats();
+      auto &x = in(0);
+      k::slice(x.f.data(), {x.shape.begin(), x.shape.end()},
+               {layout->starts.begin(), layout->starts.end()},
+               {layout->steps.begin(), layout->steps.end()}, t.f.data(),
+               {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (auto sg = dyn_cast<SliceGradOp>(op)) {
+      Tensor t = floats();
+      auto &dy = in(0);
+      k::sliceGrad(dy.f.data(), {dy.shape.begin(), dy.shape.end()},
+                   {sg.getStarts().begin(), sg.getStarts().end()},
+                   {sg.getSteps().begin(), sg.getSteps().end()}, t.f.data(),
+                   {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
     if (auto tr = dyn_cast<TransposeOp>(op)) {
       Tensor t = floats();
       auto &x = in(0);

@@ -228,6 +228,24 @@ INSTANTIATE_TEST_SUITE_P(
   %k = train.reduce_max %c {axes = array<i64: 1>} : (tensor<1x6x4xf32>) -> tensor<1x4xf32>
   %p = train.mul %d, %k : (tensor<1x6x4xf32>, tensor<1x4xf32>) -> tensor<1x6x4xf32>
   %y = train.mul %p, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Cohere's interleaved rotary reads x[..., ::2] and x[..., 1::2];
+        // a reversal and a stride of 2 over another dim.
+        RuleCase{"strided_slices",
+                 W("a", "tensor<1x6x8xf32>") W("b", "tensor<1x12x4xf32>") R"(
+  %s0 = train.constant dense<[0]> : tensor<1xi64>
+  %s1 = train.constant dense<[1]> : tensor<1xi64>
+  %e = train.constant dense<[9223372036854775807]> : tensor<1xi64>
+  %last = train.constant dense<[-1]> : tensor<1xi64>
+  %two = train.constant dense<[2]> : tensor<1xi64>
+  %rev = train.constant dense<[-1]> : tensor<1xi64>
+  %before = train.constant dense<[-9223372036854775807]> : tensor<1xi64>
+  %ax1 = train.constant dense<[1]> : tensor<1xi64>
+  %even = train.slice %a, %s0, %e, %last, %two : (tensor<1x6x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>
+  %odd = train.slice %a, %s1, %e, %last, %two : (tensor<1x6x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>
+  %back = train.slice %odd, %last, %before, %last, %rev : (tensor<1x6x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>
+  %rows = train.slice %b, %s1, %e, %ax1, %two : (tensor<1x12x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>
+  %p = train.mul %even, %back : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %p, %rows : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -249,6 +249,26 @@ INSTANTIATE_TEST_SUITE_P(
             },
             "[2, 1], [2, 4] and [3] do not broadcast to the result 'y' [2, "
             "3]"},
+        Bad{"SliceReadingPastTheEnd",
+            [] {
+              OneOp o(SLICE);
+              for (int64_t v : {0, 1})
+                o.op->mutable_attrs()->add_starts(v);
+              for (int64_t v : {1, 2})
+                o.op->mutable_attrs()->add_steps(v);
+              o.in(o.buffer("x", {2, 5})).out(o.buffer("y", {2, 3}));
+              return o;
+            },
+            "dim 1: 3 elements from 1 by 2 leave [0, 5) of 'x' [2, 5]"},
+        Bad{"SliceGradOfHostileSteps",
+            [] {
+              OneOp o(SLICE_GRAD);
+              o.op->mutable_attrs()->add_starts(0);
+              o.op->mutable_attrs()->add_steps(int64_t(1) << 62);
+              o.in(o.buffer("dy", {4})).out(o.buffer("dx", {8}));
+              return o;
+            },
+            "dim 0: 4 elements from 0 by 4611686018427387904 leave [0, 8)"},
         Bad{"CompareIntoFloats",
             [] {
               OneOp o(GREATER);

@@ -96,6 +96,12 @@ std::optional<Kernel> kernelOf(Operation *op) {
       .Case([](ReduceMeanOp) { return Kernel::ReduceMean; })
       .Case([](IsNaNOp) { return Kernel::IsNaN; })
       .Case([](WhereOp w) { return floats(w.getResult(), Kernel::Where); })
+      .Case([](SliceOp s) -> std::optional<Kernel> {
+        if (!constantSlice(s))
+          return std::nullopt;
+        return floats(s.getResult(), Kernel::Slice);
+      })
+      .Case([](SliceGradOp) { return Kernel::SliceGrad; })
       .Case([](ConcatOp) { return Kernel::Concat; })
       .Case([](SplitOp) { return Kernel::Split; })
       .Case([](TransposeOp) { return Kernel::Transpose; })
@@ -349,10 +355,12 @@ struct LowerToSched
         return op.emitError("'")
                << op.getName() << "' has no kernel; it cannot be scheduled";
       SmallVector<Value> ins, outs;
-      // Copies and expansions read their data only (a reshape's or an
-      // expand's shape is in the type).
+      // Copies, expansions and slices read their data only (a reshape's or
+      // an expand's shape is in the type, a slice's layout in its attrs).
       unsigned used =
-          *k == Kernel::Copy || *k == Kernel::Expand ? 1 : op.getNumOperands();
+          *k == Kernel::Copy || *k == Kernel::Expand || *k == Kernel::Slice
+              ? 1
+              : op.getNumOperands();
       for (Value v : op.getOperands().take_front(used)) {
         Value buf = bufs.lookup(v);
         if (!buf)
@@ -408,9 +416,16 @@ struct LowerToSched
             waits.push_back(copied);
           copyTokens.erase(in);
         }
-      Value token =
-          exec(micro, "compute", *k, ins, outs, waits, op.getAttrDictionary(),
-               flopsOf(&op), bytes, op.getLoc());
+      DictionaryAttr attrs = op.getAttrDictionary();
+      if (auto s = dyn_cast<train::SliceOp>(op)) {
+        std::optional<train::SliceLayout> layout = train::constantSlice(s);
+        OpBuilder b(&op);
+        attrs = b.getDictionaryAttr(
+            {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(layout->starts)),
+             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(layout->steps))});
+      }
+      Value token = exec(micro, "compute", *k, ins, outs, waits, attrs,
+                         flopsOf(&op), bytes, op.getLoc());
       for (Value r : op.getResults())
         tokens[bufs[r]] = token;
     }

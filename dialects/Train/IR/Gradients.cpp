@@ -512,6 +512,22 @@ LogicalResult gradient(ConcatOp c, G &g) {
   return success();
 }
 
+/// dy back at the places the slice read (any steps), zeros elsewhere.
+LogicalResult gradient(SliceOp s, G &g) {
+  std::optional<SliceLayout> layout = constantSlice(s);
+  if (!layout)
+    return s.emitOpError("with bounds that are not constant has no gradient "
+                         "rule; it lies on a path from a trainable weight to "
+                         "the loss");
+  OpBuilder &b = g.builder();
+  g.accumulate(s.getInput(), b.create<SliceGradOp>(
+                                  s.getLoc(), s.getInput().getType(), g.dy(s),
+                                  b.getDenseI64ArrayAttr(layout->starts),
+                                  b.getDenseI64ArrayAttr(layout->steps))
+                                 .getResult());
+  return success();
+}
+
 /// Back to the input's float type; an integer input has no gradient.
 LogicalResult gradient(CastOp c, G &g) {
   Type from = typeOf(c.getInput()).getElementType();
@@ -567,7 +583,7 @@ void attachGradientRules(MLIRContext &context) {
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
          ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, CastOp>(context);
+         SplitOp, ConcatOp, SliceOp, CastOp>(context);
 }
 
 } // namespace mt::train

@@ -646,6 +646,25 @@ LogicalResult SliceOp::verify() {
   return checkResult(*this, p.size);
 }
 
+LogicalResult SliceGradOp::verify() {
+  auto dy = rankedType(getGrad()).getShape(),
+       dx = rankedType(getInputGrad()).getShape();
+  if (dy.size() != dx.size() || getStarts().size() != dx.size() ||
+      getSteps().size() != dx.size())
+    return emitOpError("starts and steps need one entry per dim of dy and dx");
+  for (size_t d = 0; d < dx.size(); ++d) {
+    if (dy[d] == 0)
+      continue;
+    int64_t first = getStarts()[d], last = first + (dy[d] - 1) * getSteps()[d];
+    if (getSteps()[d] == 0 || std::min(first, last) < 0 ||
+        std::max(first, last) >= dx[d])
+      return emitOpError("dim ")
+             << d << ": " << dy[d] << " elements from " << first << " by "
+             << getSteps()[d] << " leave [0, " << dx[d] << ")";
+  }
+  return success();
+}
+
 LogicalResult PadOp::verify() {
   if (rankedType(getValue()).getRank() > 1 ||
       numElements(rankedType(getValue()).getShape()) != 1)
@@ -848,6 +867,20 @@ MT_FOLD(RangeOp)
 MT_FOLD(ConstantOfShapeOp)
 MT_FOLD(ShapeOp)
 MT_FOLD(SizeOp)
+
+std::optional<SliceLayout> mt::train::constantSlice(SliceOp op) {
+  auto s = constInts(op.getStarts()), e = constInts(op.getEnds()),
+       ax = constInts(op.getAxes()), st = constInts(op.getSteps());
+  if (!s || !e || !ax || !st)
+    return std::nullopt;
+  SliceParams p;
+  std::string err;
+  if (!sliceShape(rankedType(op.getInput()).getShape(), *s, *e, *ax, *st, p,
+                  err))
+    return std::nullopt;
+  return SliceLayout{SmallVector<int64_t>(p.start.begin(), p.start.end()),
+                     SmallVector<int64_t>(p.step.begin(), p.step.end())};
+}
 
 int64_t mt::train::elementBytes(Type type) {
   return type.isInteger(1) ? 1 : (type.getIntOrFloatBitWidth() + 7) / 8;

@@ -17,6 +17,13 @@ class FusedOp : public mlir::OpTrait::TraitBase<ConcreteType, FusedOp> {};
 
 namespace mt::train {
 
+/// The first element and the step of each dim a Slice with constant bounds
+/// reads (steps may be negative), or none when a bound is not constant.
+struct SliceLayout {
+  llvm::SmallVector<int64_t> starts, steps;
+};
+std::optional<SliceLayout> constantSlice(SliceOp op);
+
 /// Bytes of one element of `type` as stored (i1 takes a byte).
 int64_t elementBytes(mlir::Type type);
 

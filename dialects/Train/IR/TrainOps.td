@@ -577,6 +577,16 @@ def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
+def Train_SliceGradOp : Train_GradOp<"slice_grad",
+    "Gradient of a Slice: zeros of the input's shape with dy at the places the slice read"> {
+  let description = "Dim d of dy's element i is dx's element `starts[d] + i * steps[d]` "
+      "(steps may be negative). `%dx = train.slice_grad %dy {starts = array<i64: 0, 3>, "
+      "steps = array<i64: 1, -2>} : (tensor<2x2xf32>) -> tensor<2x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$steps);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
 def Train_RotaryGradOp : Train_GradOp<"rotary_grad",
     "Gradient of rotary: the transposed rotation of dy"> {
   let description = "`%dx = train.rotary_grad %dy, %cos, %sin {head_dim = 16 : i64} : (...) -> tensor<2x16x64xf32>`";

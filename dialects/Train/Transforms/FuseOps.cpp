@@ -837,8 +837,8 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
 /// A Slice of a float tensor with constant bounds and step 1 on each of
 /// its axes becomes a Split per axis, keeping the middle part: the runtime
 /// has SPLIT, and its gradient (a Concat with zeros for the parts nothing
-/// reads) is exact. Other steps stay Slices (reversals and strides have no
-/// gradient rule, and the training step says so).
+/// reads) is exact. Other steps stay Slices (reversals and strides: the
+/// SLICE kernel, and SLICE_GRAD for their gradient).
 struct SplitFromSlice : FusionPattern<SliceOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {

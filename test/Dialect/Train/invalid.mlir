@@ -125,3 +125,19 @@ func.func @embedding_grad_shape(%dy: tensor<2x8xf32>, %ids: tensor<3xi64>) {
   %dt = train.embedding_grad %dy, %ids : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<16x8xf32>
   return
 }
+
+// -----
+
+func.func @slice_grad_outside(%dy: tensor<2x3xf32>) {
+  // expected-error @+1 {{dim 1: 3 elements from 3 by -2 leave [0, 4)}}
+  %dx = train.slice_grad %dy {starts = array<i64: 0, 3>, steps = array<i64: 1, -2>} : (tensor<2x3xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @slice_grad_rank(%dy: tensor<2x2xf32>) {
+  // expected-error @+1 {{starts and steps need one entry per dim of dy and dx}}
+  %dx = train.slice_grad %dy {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
+  return
+}

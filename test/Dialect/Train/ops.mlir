@@ -111,3 +111,10 @@ func.func @fused(%ids: tensor<2x16xi64>, %t: tensor<256x64xf32>, %wq: tensor<64x
   %l = train.cross_entropy %lg, %ids {ignore_index = -100 : i64, shift} : (tensor<2x16x256xf32>, tensor<2x16xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// CHECK-LABEL: func @slice_grad
+// CHECK: train.slice_grad %{{.*}} {starts = array<i64: 0, 3>, steps = array<i64: 1, -2>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
+func.func @slice_grad(%dy: tensor<2x2xf32>) -> tensor<2x4xf32> {
+  %dx = train.slice_grad %dy {starts = array<i64: 0, 3>, steps = array<i64: 1, -2>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
+  return %dx : tensor<2x4xf32>
+}

@@ -142,7 +142,11 @@ case("Slice", "step1", [("x", X, "data"), ("st", i64([1]), "const"),
 case("Slice", "strided_negative", [("x", X, "data"), ("st", i64([-1]), "const"),
                                    ("en", i64([-5]), "const"),
                                    ("ax", i64([2]), "const"),
-                                   ("sp", i64([-2]), "const")], modes=FROZEN)
+                                   ("sp", i64([-2]), "const")])
+case("Slice", "every_other", [("x", X, "data"), ("st", i64([1, 0]), "const"),
+                              ("en", i64([2**62, 3]), "const"),
+                              ("ax", i64([2, 1]), "const"),
+                              ("sp", i64([2, 2]), "const")])
 case("Gather", "rows", [("t", f(5, 4), "const"),
                         ("i", i64([[0, 4, 2], [1, 1, 3]]), "const")],
      {"axis": 0})

@@ -463,6 +463,23 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
                       d.out);
     return Status::ok();
   }
+  case Kernel::GATHER:
+  case Kernel::GATHER_GRAD: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    int64_t count = bufferElements(*plan_, operand(1));
+    bool ok =
+        op.kernel() == Kernel::GATHER
+            ? k::gather(x.data, d.a, d.axis, ids(operand(1)), count, y.data)
+            : k::gatherGrad(x.data, d.a, d.axis, ids(operand(1)), count,
+                            y.data);
+    if (!ok)
+      return Status::error("an index is outside the " +
+                           std::to_string(d.a[size_t(d.axis)]) +
+                           " of the gathered axis");
+    y.commit();
+    return Status::ok();
+  }
   case Kernel::SLICE: {
     In x = in(operand(0));
     Out y = out(result(0));

@@ -591,7 +591,9 @@ CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
 Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
   switch (op.kernel()) {
   case Kernel::EMBEDDING:
-    bytes = sizeof(int);
+  case Kernel::GATHER:
+  case Kernel::GATHER_GRAD:
+    bytes = sizeof(int); // the flag of an id or index out of range
     return Status::ok();
   case Kernel::EMBEDDING_GRAD:
     return MT_CUDA(kc::embeddingGradWorkspaceBytes(
@@ -685,21 +687,26 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
       return st;
     recorded_[t] = 1;
   }
-  // The embedding's id check is read back at once; MT_CUDA_SYNC=1 waits
+  // The id and index checks are read back at once; MT_CUDA_SYNC=1 waits
   // after every op, so that an asynchronous error names the op that made it.
-  if (op.kernel() != Kernel::EMBEDDING && !syncEveryOp_)
+  bool checked = op.kernel() == Kernel::EMBEDDING ||
+                 op.kernel() == Kernel::GATHER ||
+                 op.kernel() == Kernel::GATHER_GRAD;
+  if (!checked && !syncEveryOp_)
     return Status::ok();
   if (Status st = drain(op.stream()); !st)
     return st;
-  if (op.kernel() == Kernel::EMBEDDING) {
+  if (checked) {
     int bad = 0;
     if (Status st = MT_CUDA(
             cudaMemcpy(&bad, scratch, sizeof bad, cudaMemcpyDeviceToHost));
         !st)
       return st;
-    if (bad)
+    if (bad && op.kernel() == Kernel::EMBEDDING)
       return Status::error("a token id is outside the vocabulary of " +
                            std::to_string(dims(op.operands(0))[0]));
+    if (bad)
+      return Status::error("an index is outside the gathered axis");
   }
   return Status::ok();
 }
@@ -996,6 +1003,18 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::GREATER_OR_EQUAL:
     return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
                             booleans(result(0)), d.out, stream));
+  case Kernel::GATHER:
+  case Kernel::GATHER_GRAD: {
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    int64_t indices = count(operand(1));
+    if (op.kernel() == Kernel::GATHER)
+      return cuda(kc::gather(in(operand(0)), d.a, d.axis, ids(operand(1)),
+                             indices, out(result(0)), bad, stream));
+    return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
+                               indices, out(result(0)), bad, stream));
+  }
   case Kernel::SLICE:
     return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
                           out(result(0)), d.out, stream));

@@ -114,6 +114,7 @@ private:
   Status expand();
   Status compare();
   Status slice();
+  Status gather();
   Status isNaN();
   Status where();
   Status layout();
@@ -192,6 +193,9 @@ Status Describer::run() {
   case Kernel::SLICE:
   case Kernel::SLICE_GRAD:
     return slice();
+  case Kernel::GATHER:
+  case Kernel::GATHER_GRAD:
+    return gather();
   case Kernel::WHERE:
     return where();
   case Kernel::REDUCE_SUM:
@@ -580,6 +584,33 @@ Status Describer::compare() {
       return fail(str(d_.a) + " and " + str(d_.b) +
                   " do not broadcast to the result " + name(result(0)) + " " +
                   str(d_.out));
+  return Status::ok();
+}
+
+/// GATHER reads slices of `a` along `axis` into `out`; GATHER_GRAD sums
+/// its operand (`out`'s shape) back into the result (`a`'s).
+Status Describer::gather() {
+  bool grad = op_.kernel() == Kernel::GATHER_GRAD;
+  uint32_t data = grad ? result(0) : operand(0),
+           part = grad ? operand(0) : result(0), indices = operand(1);
+  if (Status st = floats({data, part}); !st)
+    return st;
+  if (Status st = ids(indices); !st)
+    return st;
+  d_.a = dims(data);
+  d_.b = dims(indices);
+  d_.out = dims(part);
+  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis();
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
+  d_.axis = axis < 0 ? axis + rank : axis;
+  Dims want(d_.a.begin(), d_.a.begin() + d_.axis);
+  want.insert(want.end(), d_.b.begin(), d_.b.end());
+  want.insert(want.end(), d_.a.begin() + d_.axis + 1, d_.a.end());
+  if (want != d_.out)
+    return fail(name(part) + " " + str(d_.out) + " is not the gather of " +
+                str(d_.b) + " indices along axis " + std::to_string(d_.axis) +
+                " of " + str(d_.a) + ": " + str(want));
   return Status::ok();
 }
 

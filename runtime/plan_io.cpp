@@ -125,6 +125,8 @@ bool arityOf(plan::Kernel k, Arity &a) {
   case K::GREATER:
   case K::GREATER_OR_EQUAL:
   case K::MATMUL:
+  case K::GATHER:
+  case K::GATHER_GRAD:
     a = {2, 2, 1, 1};
     return true;
   case K::WHERE:

@@ -322,6 +322,60 @@ void sliceGrad(const float *dy, const Dims &dyDims,
   forEach(dyDims, [&](int64_t k, const Dims &idx) { dx[at(idx)] = dy[k]; });
 }
 
+namespace {
+/// [outer, n, inner] of a gather along `axis`.
+void gatherLines(const Dims &dims, int64_t axis, int64_t &outer, int64_t &n,
+                 int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[d];
+  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  n = dims[axis];
+}
+bool validIndices(const int64_t *indices, int64_t count, int64_t n) {
+  for (int64_t i = 0; i < count; ++i)
+    if (indices[i] < -n || indices[i] >= n)
+      return false;
+  return true;
+}
+} // namespace
+
+bool gather(const float *x, const Dims &dims, int64_t axis,
+            const int64_t *indices, int64_t count, float *out) {
+  int64_t outer, n, inner;
+  gatherLines(dims, axis, outer, n, inner);
+  if (!validIndices(indices, count, n))
+    return false;
+  parallelFor(outer * count, double(inner), [&](int64_t r) {
+    int64_t o = r / count, i = indices[r % count];
+    std::copy_n(x + (o * n + (i < 0 ? i + n : i)) * inner, inner,
+                out + r * inner);
+  });
+  return true;
+}
+
+bool gatherGrad(const float *dy, const Dims &dims, int64_t axis,
+                const int64_t *indices, int64_t count, float *dx) {
+  int64_t outer, n, inner;
+  gatherLines(dims, axis, outer, n, inner);
+  if (!validIndices(indices, count, n))
+    return false;
+  std::fill_n(dx, outer * n * inner, 0.0f);
+  // Each outer block on its own, its indices in order: the same sums every
+  // run.
+  parallelFor(outer, double(count * inner), [&](int64_t o) {
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t i = indices[r] < 0 ? indices[r] + n : indices[r];
+      float *to = dx + (o * n + i) * inner;
+      const float *from = dy + (o * count + r) * inner;
+      for (int64_t c = 0; c < inner; ++c)
+        to[c] += from[c];
+    }
+  });
+  return true;
+}
+
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out) {
   Dims outDims, inStride(dims.size(), 1);

@@ -193,6 +193,16 @@ void sliceGrad(const float *dy, const Dims &dyDims,
                const std::vector<int64_t> &steps, float *dx,
                const Dims &dxDims);
 
+/// out = slices of x (dims) along `axis` at `indices` (negative from the
+/// end): out's dims are dims[:axis] + the indices' + dims[axis + 1:]. False
+/// (out unspecified) when an index is outside the axis.
+bool gather(const float *x, const Dims &dims, int64_t axis,
+            const int64_t *indices, int64_t count, float *out);
+/// dx = zeros of dims, then each slice of dy added at the place its index
+/// names, in index order (false when an index is outside the axis).
+bool gatherGrad(const float *dy, const Dims &dims, int64_t axis,
+                const int64_t *indices, int64_t count, float *dx);
+
 /// out = x with its dims permuted: out dim d is x dim perm[d].
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out);

@@ -230,6 +230,43 @@ __global__ void gatherKernel(Load x, Store y, Index ix, int64_t n) {
   }
 }
 
+/// One thread per element of the gather [outer, count, inner].
+__global__ void gatherAxisKernel(Load x, Store y, const int64_t *indices,
+                                 int64_t outer, int64_t n, int64_t count,
+                                 int64_t inner, int *bad) {
+  MT_GRID_STRIDE(e, outer * count * inner) {
+    int64_t c = e % inner, r = (e / inner) % count, o = e / (inner * count);
+    int64_t i = indices[r];
+    if (i < -n || i >= n) {
+      *bad = 1;
+      y.set(e, 0.0f);
+      continue;
+    }
+    y.set(e, x[(o * n + (i < 0 ? i + n : i)) * inner + c]);
+  }
+}
+
+/// One thread per element of dx [outer, n, inner]: the sum of the dy
+/// slices whose index names its row, in index order.
+__global__ void gatherGradKernel(Load dy, Store dx, const int64_t *indices,
+                                 int64_t outer, int64_t n, int64_t count,
+                                 int64_t inner, int *bad) {
+  MT_GRID_STRIDE(e, outer * n * inner) {
+    int64_t c = e % inner, j = (e / inner) % n, o = e / (inner * n);
+    float acc = 0.0f;
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t i = indices[r];
+      if (i < -n || i >= n) {
+        *bad = 1;
+        continue;
+      }
+      if ((i < 0 ? i + n : i) == j)
+        acc += dy[(o * count + r) * inner + c];
+    }
+    dx.set(e, acc);
+  }
+}
+
 /// A strided slice: element `flat` of the slice is element base + the
 /// offsets of ix (stride[0]: steps times the whole's strides) of the whole;
 /// toWhole scatters the slice into the whole (each place once).
@@ -718,6 +755,40 @@ cudaError_t reduceMean(Ref x, const Dims &dims,
                        const std::vector<int64_t> &axes, MutRef y,
                        cudaStream_t stream) {
   return reduce(x, dims, axes, Reduction::Mean, y, stream);
+}
+
+namespace {
+void gatherLines(const Dims &dims, int64_t axis, int64_t &outer, int64_t &n,
+                 int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  n = dims[size_t(axis)];
+}
+} // namespace
+
+cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
+                   const int64_t *indices, int64_t count, MutRef y, int *bad,
+                   cudaStream_t stream) {
+  int64_t outer, n, inner;
+  gatherLines(dims, axis, outer, n, inner);
+  int64_t total = outer * count * inner;
+  gatherAxisKernel<<<blocksFor(total), kThreads, 0, stream>>>(
+      load(x), store(y), indices, outer, n, count, inner, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
+                       const int64_t *indices, int64_t count, MutRef dx,
+                       int *bad, cudaStream_t stream) {
+  int64_t outer, n, inner;
+  gatherLines(dims, axis, outer, n, inner);
+  int64_t total = outer * n * inner;
+  gatherGradKernel<<<blocksFor(total), kThreads, 0, stream>>>(
+      load(dy), store(dx), indices, outer, n, count, inner, bad);
+  return cudaGetLastError();
 }
 
 namespace {

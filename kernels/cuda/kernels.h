@@ -79,6 +79,17 @@ cudaError_t reduceMax(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
 cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
                     const Dims &bDims, uint8_t *y, const Dims &yDims,
                     cudaStream_t stream);
+/// y = slices of x along `axis` at `indices` (count of them; negative from
+/// the end). An index outside the axis writes zeros and sets *bad (device
+/// memory) to 1.
+cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
+                   const int64_t *indices, int64_t count, MutRef y, int *bad,
+                   cudaStream_t stream);
+/// dx = zeros, then each slice of dy added where its index names, in index
+/// order (a thread per element of dx: the same sums every run).
+cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
+                       const int64_t *indices, int64_t count, MutRef dx,
+                       int *bad, cudaStream_t stream);
 /// y[i...] = x[starts + i * steps...] (rank <= 8; steps may be negative).
 cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
                   const std::vector<int64_t> &steps, MutRef y,

@@ -495,6 +495,34 @@ TEST_P(Kernels, Primitives) {
   EXPECT_LT(relError(S0.download(), s0), tolerance(t));
   EXPECT_LT(relError(S1.download(), s1), tolerance(t));
   EXPECT_EQ(C.download(), X.download());
+  // A gather along the middle axis (an index twice, one negative) and its
+  // gradient; then an index outside the axis, flagged.
+  {
+    std::vector<int64_t> idx{3, -4, 1, 3};
+    Ids I(idx);
+    int *bad = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&bad), sizeof(int)),
+              cudaSuccess);
+    cudaMemset(bad, 0, sizeof(int));
+    Tensor Gt(60, t), Dx(60, t);
+    CUDA_OK(kc::gather(X.ref(), xd, 1, I.data, 4, Gt.mut(), bad, nullptr));
+    CUDA_OK(kc::gatherGrad(Gt.ref(), xd, 1, I.data, 4, Dx.mut(), bad, nullptr));
+    Vec g(60), dx(60);
+    ASSERT_TRUE(cpu::gather(x.data(), xd, 1, idx.data(), 4, g.data()));
+    ASSERT_TRUE(cpu::gatherGrad(g.data(), xd, 1, idx.data(), 4, dx.data()));
+    EXPECT_EQ(Gt.download(), rounded(g, t));
+    EXPECT_LT(relError(Dx.download(), dx), tolerance(t));
+    int flag = 1;
+    cudaDeviceSynchronize();
+    cudaMemcpy(&flag, bad, sizeof flag, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(flag, 0);
+    Ids Out(std::vector<int64_t>{4});
+    CUDA_OK(kc::gather(X.ref(), xd, 1, Out.data, 1, Gt.mut(), bad, nullptr));
+    cudaDeviceSynchronize();
+    cudaMemcpy(&flag, bad, sizeof flag, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(flag, 1);
+    cudaFree(bad);
+  }
   // A reversed, strided slice of x and its gradient (zeros elsewhere).
   {
     kc::Dims sd{3, 2, 2};

@@ -336,6 +336,23 @@ private:
                {t.shape.begin(), t.shape.end()});
       return {t};
     }
+    if (isa<GatherOp, GatherGradOp>(op) && floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0), &idx = in(1);
+      bool grad = isa<GatherGradOp>(op);
+      const Tensor &data = grad ? t : x;
+      int64_t rank = int64_t(data.shape.size()),
+              axis = op.getAttrOfType<IntegerAttr>("axis").getInt();
+      if (axis < 0)
+        axis += rank;
+      mt::kernels::cpu::Dims dims(data.shape.begin(), data.shape.end());
+      bool ok = grad ? k::gatherGrad(x.f.data(), dims, axis, idx.i.data(),
+                                     int64_t(idx.i.size()), t.f.data())
+                     : k::gather(x.f.data(), dims, axis, idx.i.data(),
+                                 int64_t(idx.i.size()), t.f.data());
+      EXPECT_TRUE(ok) << "an index outside the axis";
+      return {t};
+    }
     if (auto sg = dyn_cast<SliceGradOp>(op)) {
       Tensor t = floats();
       auto &dy = in(0);

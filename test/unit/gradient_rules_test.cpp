@@ -246,6 +246,13 @@ INSTANTIATE_TEST_SUITE_P(
   %rows = train.slice %b, %s1, %e, %ax1, %two : (tensor<1x12x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<1x6x4xf32>
   %p = train.mul %even, %back : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.add %p, %rows : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Rows picked twice (their gradients add up), one never, and a
+        // negative index.
+        RuleCase{"gather_of_an_activation",
+                 W("a", "tensor<1x5x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %i = train.constant dense<[4, 0, -1, 2, 0, 1]> : tensor<6xi64>
+  %g = train.gather %a, %i {axis = 1 : i64} : (tensor<1x5x4xf32>, tensor<6xi64>) -> tensor<1x6x4xf32>
+  %y = train.mul %g, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -249,6 +249,26 @@ INSTANTIATE_TEST_SUITE_P(
             },
             "[2, 1], [2, 4] and [3] do not broadcast to the result 'y' [2, "
             "3]"},
+        Bad{"GatherOfAnotherShape",
+            [] {
+              OneOp o(GATHER);
+              o.op->mutable_attrs()->set_axis(1);
+              o.in(o.buffer("x", {2, 5, 3}))
+                  .in(o.buffer("i", {4}, I64))
+                  .out(o.buffer("y", {2, 3, 3}));
+              return o;
+            },
+            "'y' [2, 3, 3] is not the gather of [4] indices along axis 1 of "
+            "[2, 5, 3]: [2, 4, 3]"},
+        Bad{"GatherOfFloatIndices",
+            [] {
+              OneOp o(GATHER_GRAD);
+              o.in(o.buffer("dy", {4}))
+                  .in(o.buffer("i", {4}))
+                  .out(o.buffer("dx", {8}));
+              return o;
+            },
+            "'i' holds ids or labels and must be I64, not F32"},
         Bad{"SliceReadingPastTheEnd",
             [] {
               OneOp o(SLICE);

@@ -167,6 +167,8 @@ def Sched_Kernel : I32EnumAttr<"Kernel", "what an op runs", [
     I32EnumAttrCase<"Greater", 83, "greater">,
     I32EnumAttrCase<"GreaterOrEqual", 84, "greater_or_equal">,
     I32EnumAttrCase<"SliceGrad", 85, "slice_grad">,
+    I32EnumAttrCase<"Gather", 86, "gather">,
+    I32EnumAttrCase<"GatherGrad", 87, "gather_grad">,
     I32EnumAttrCase<"CopyToDevice", 64, "copy_to_device">,
     I32EnumAttrCase<"CopyToHost", 65, "copy_to_host">,
     I32EnumAttrCase<"Accumulate", 66, "accumulate">,

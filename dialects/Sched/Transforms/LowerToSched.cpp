@@ -102,6 +102,8 @@ std::optional<Kernel> kernelOf(Operation *op) {
         return floats(s.getResult(), Kernel::Slice);
       })
       .Case([](SliceGradOp) { return Kernel::SliceGrad; })
+      .Case([](GatherOp g) { return floats(g.getResult(), Kernel::Gather); })
+      .Case([](GatherGradOp) { return Kernel::GatherGrad; })
       .Case([](ConcatOp) { return Kernel::Concat; })
       .Case([](SplitOp) { return Kernel::Split; })
       .Case([](TransposeOp) { return Kernel::Transpose; })

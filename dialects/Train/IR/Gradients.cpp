@@ -512,6 +512,18 @@ LogicalResult gradient(ConcatOp c, G &g) {
   return success();
 }
 
+/// dy summed back into the rows (along the axis) the indices read; the
+/// indices have no gradient.
+LogicalResult gradient(GatherOp gather, G &g) {
+  OpBuilder &b = g.builder();
+  g.accumulate(gather.getData(),
+               b.create<GatherGradOp>(gather.getLoc(),
+                                      gather.getData().getType(), g.dy(gather),
+                                      gather.getIndices(), gather.getAxisAttr())
+                   .getResult());
+  return success();
+}
+
 /// dy back at the places the slice read (any steps), zeros elsewhere.
 LogicalResult gradient(SliceOp s, G &g) {
   std::optional<SliceLayout> layout = constantSlice(s);
@@ -583,7 +595,7 @@ void attachGradientRules(MLIRContext &context) {
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
          ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, SliceOp, CastOp>(context);
+         SplitOp, ConcatOp, SliceOp, GatherOp, CastOp>(context);
 }
 
 } // namespace mt::train

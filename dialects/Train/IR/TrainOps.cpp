@@ -646,6 +646,27 @@ LogicalResult SliceOp::verify() {
   return checkResult(*this, p.size);
 }
 
+LogicalResult GatherGradOp::verify() {
+  auto dy = rankedType(getGrad()).getShape(),
+       idx = rankedType(getIndices()).getShape(),
+       dx = rankedType(getInputGrad()).getShape();
+  auto axis = normalizeAxis(getAxis(), int64_t(dx.size()));
+  if (!axis)
+    return emitOpError("axis ")
+           << getAxis() << " is outside the rank " << dx.size() << " of dx";
+  SmallVector<int64_t> want(dx.begin(), dx.begin() + *axis);
+  want.append(idx.begin(), idx.end());
+  want.append(dx.begin() + *axis + 1, dx.end());
+  if (ArrayRef<int64_t>(want) != dy)
+    return emitOpError("dy ")
+           << shapeStr(dy) << " is not the gather of " << shapeStr(idx)
+           << " indices along axis " << *axis << " of " << shapeStr(dx);
+  if (rankedType(getGrad()).getElementType() !=
+      rankedType(getInputGrad()).getElementType())
+    return emitOpError("dy and dx differ in element type");
+  return success();
+}
+
 LogicalResult SliceGradOp::verify() {
   auto dy = rankedType(getGrad()).getShape(),
        dx = rankedType(getInputGrad()).getShape();

@@ -577,6 +577,15 @@ def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
+def Train_GatherGradOp : Train_GradOp<"gather_grad",
+    "Gradient of a Gather of activations: dy summed into the places its indices name"> {
+  let description = "Zeros of the data's shape, then `dx[.., indices[i], ..] += dy[.., i, ..]` "
+      "along `axis`, in index order. `%dx = train.gather_grad %dy, %i {axis = 1 : i64} : "
+      "(tensor<2x3x4xf32>, tensor<3xi64>) -> tensor<2x5x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
 def Train_SliceGradOp : Train_GradOp<"slice_grad",
     "Gradient of a Slice: zeros of the input's shape with dy at the places the slice read"> {
   let description = "Dim d of dy's element i is dx's element `starts[d] + i * steps[d]` "

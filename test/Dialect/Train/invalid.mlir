@@ -141,3 +141,11 @@ func.func @slice_grad_rank(%dy: tensor<2x2xf32>) {
   %dx = train.slice_grad %dy {starts = array<i64: 0>, steps = array<i64: 1>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @gather_grad_shape(%dy: tensor<2x3x4xf32>, %i: tensor<2xi64>) {
+  // expected-error @+1 {{dy [2,3,4] is not the gather of [2] indices along axis 1 of [2,5,4]}}
+  %dx = train.gather_grad %dy, %i {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<2x5x4xf32>
+  return
+}

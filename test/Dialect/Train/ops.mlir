@@ -118,3 +118,10 @@ func.func @slice_grad(%dy: tensor<2x2xf32>) -> tensor<2x4xf32> {
   %dx = train.slice_grad %dy {starts = array<i64: 0, 3>, steps = array<i64: 1, -2>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
   return %dx : tensor<2x4xf32>
 }
+
+// CHECK-LABEL: func @gather_grad
+// CHECK: train.gather_grad %{{.*}}, %{{.*}} {axis = -1 : i64} : (tensor<2x3x2xf32>, tensor<2xi64>) -> tensor<2x3x5xf32>
+func.func @gather_grad(%dy: tensor<2x3x2xf32>, %i: tensor<2xi64>) -> tensor<2x3x5xf32> {
+  %dx = train.gather_grad %dy, %i {axis = -1 : i64} : (tensor<2x3x2xf32>, tensor<2xi64>) -> tensor<2x3x5xf32>
+  return %dx : tensor<2x3x5xf32>
+}

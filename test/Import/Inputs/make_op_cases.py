@@ -151,7 +151,10 @@ case("Gather", "rows", [("t", f(5, 4), "const"),
                         ("i", i64([[0, 4, 2], [1, 1, 3]]), "const")],
      {"axis": 0})
 case("Gather", "axis1_negative", [("x", X, "data"), ("i", i64([-1, 0]), "const")],
-     {"axis": 1}, modes=FROZEN)
+     {"axis": 1})
+case("Gather", "last_axis_2d_indices", [("x", X, "data"),
+                                        ("i", i64([[3, 1], [0, 3]]), "const")],
+     {"axis": -1})
 case("GatherND", "pairs", [("x", X, "data"),
                            ("i", i64([[0, 1], [1, 2]]), "const")], modes=FROZEN)
 case("Expand", "broadcast", [("x", f(3, 1), "data"),

@@ -184,6 +184,10 @@ private:
 Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   auto operand = [&](int i) { return op.operands(i); };
   auto result = [&](int i) { return op.results(i); };
+  if (isHostOp(op.kernel()))
+    return runHostOp(
+        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
+        threads_);
   switch (op.kernel()) {
   // Every tier is host memory here.
   case Kernel::COPY:
@@ -194,15 +198,6 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   case Kernel::FILL:
     return hostFill(*plan_, result(0), float(op.attrs().value()),
                     [this](uint32_t b) { return ptr(b); });
-  case Kernel::ACCUMULATE:
-  case Kernel::READ_DISK:
-  case Kernel::WRITE_DISK:
-  case Kernel::ADAMW:
-  case Kernel::REDUCE_TO_OWNER:
-  case Kernel::BROADCAST:
-    return runHostOp(
-        *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
-        threads_);
   default:
     break;
   }

@@ -3,6 +3,7 @@
 
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/kernel_table.h"
 #include "runtime/numa.h"
 #include "runtime/plan_io.h"
 
@@ -22,9 +23,8 @@ void placeOnNodes(const plan::Plan &plan, int arena, void *base) {
 }
 
 bool isHostOp(plan::Kernel kernel) {
-  return kernel == plan::ACCUMULATE || kernel == plan::ADAMW ||
-         kernel == plan::READ_DISK || kernel == plan::WRITE_DISK ||
-         kernel == plan::REDUCE_TO_OWNER || kernel == plan::BROADCAST;
+  const KernelInfo *info = kernelInfo(kernel);
+  return info && info->runs == Runs::Host;
 }
 
 double sumOfSquares(const float *x, int64_t n) {

@@ -1,6 +1,7 @@
 // Op descriptions (see op_desc.h).
 #include "runtime/op_desc.h"
 
+#include "runtime/kernel_table.h"
 #include "runtime/plan_io.h"
 
 #include <algorithm>
@@ -126,90 +127,55 @@ private:
 
 Status Describer::run() {
   d_.kernel = op_.kernel();
-  switch (op_.kernel()) {
-  case Kernel::EMBEDDING:
-  case Kernel::EMBEDDING_GRAD:
+  const KernelInfo *info = kernelInfo(op_.kernel());
+  if (!info)
+    return fail("no description of kernel " + std::to_string(op_.kernel()));
+  switch (info->describe) {
+  case Describe::Embedding:
     return embedding();
-  case Kernel::LINEAR:
-  case Kernel::LINEAR_GRAD:
+  case Describe::Linear:
     return linear();
-  case Kernel::RMS_NORM:
-  case Kernel::RMS_NORM_GRAD:
-  case Kernel::LAYER_NORM:
-  case Kernel::LAYER_NORM_GRAD:
+  case Describe::Norm:
     return norm();
-  case Kernel::ROTARY:
-  case Kernel::ROTARY_GRAD:
+  case Describe::Rotary:
     return rotary();
-  case Kernel::ATTENTION:
-  case Kernel::ATTENTION_GRAD:
+  case Describe::Attention:
     return attention();
-  case Kernel::ACTIVATION:
-  case Kernel::ACTIVATION_GRAD:
-  case Kernel::GATED_ACTIVATION:
-  case Kernel::GATED_ACTIVATION_GRAD:
-  case Kernel::NEG:
+  case Describe::Elementwise:
     return elementwise();
-  case Kernel::EXP:
-  case Kernel::LOG:
-  case Kernel::TANH:
-  case Kernel::SQRT:
-  case Kernel::RECIPROCAL:
-  case Kernel::SIGMOID:
-  case Kernel::ERF:
-  case Kernel::COS:
-  case Kernel::SIN:
+  case Describe::Unary:
     d_.unary = unaryOf(op_.kernel());
     return elementwise();
-  case Kernel::CROSS_ENTROPY:
-  case Kernel::CROSS_ENTROPY_GRAD:
+  case Describe::CrossEntropy:
     return crossEntropy();
-  case Kernel::HEAD_CROSS_ENTROPY:
-  case Kernel::HEAD_CROSS_ENTROPY_GRAD:
+  case Describe::Head:
     return head();
-  case Kernel::ADD:
-  case Kernel::SUB:
-  case Kernel::MUL:
-  case Kernel::DIV:
-  case Kernel::POW:
-  case Kernel::MAX:
-  case Kernel::MIN:
+  case Describe::Binary:
     return binary();
-  case Kernel::EQUAL:
-  case Kernel::LESS:
-  case Kernel::LESS_OR_EQUAL:
-  case Kernel::GREATER:
-  case Kernel::GREATER_OR_EQUAL:
+  case Describe::Compare:
     return compare();
-  case Kernel::MATMUL:
+  case Describe::Matmul:
     return matmul();
-  case Kernel::SOFTMAX:
-  case Kernel::LOG_SOFTMAX:
+  case Describe::Softmax:
     return softmax();
-  case Kernel::EXPAND:
+  case Describe::Expand:
     return expand();
-  case Kernel::IS_NAN:
+  case Describe::IsNaN:
     return isNaN();
-  case Kernel::SLICE:
-  case Kernel::SLICE_GRAD:
-    return slice();
-  case Kernel::GATHER:
-  case Kernel::GATHER_GRAD:
-    return gather();
-  case Kernel::WHERE:
+  case Describe::Where:
     return where();
-  case Kernel::REDUCE_SUM:
-  case Kernel::REDUCE_MEAN:
-  case Kernel::REDUCE_MAX:
-  case Kernel::TRANSPOSE:
-  case Kernel::CONCAT:
-  case Kernel::SPLIT:
+  case Describe::Slice:
+    return slice();
+  case Describe::Gather:
+    return gather();
+  case Describe::Layout:
     return layout();
-  default:
+  case Describe::Buffers:
     // Copies, fills and the host ops check their buffers as they run.
     d_.elements = count(result(0));
     return Status::ok();
   }
+  return fail("no description of kernel " + plan::Kernel_Name(op_.kernel()));
 }
 
 Status Describer::embedding() {

@@ -2,6 +2,7 @@
 #include "runtime/plan_io.h"
 
 #include "runtime/data_path.h"
+#include "runtime/kernel_table.h"
 #include "runtime/op_desc.h"
 
 #include <google/protobuf/stubs/logging.h>
@@ -41,142 +42,6 @@ uint64_t getLE(const char *p, int bytes) {
   for (int i = bytes - 1; i >= 0; --i)
     v = (v << 8) | uint8_t(p[i]);
   return v;
-}
-
-/// Number of operands (min, max) and results (min, max) of each kernel.
-struct Arity {
-  int minOperands, maxOperands, minResults, maxResults;
-};
-
-bool arityOf(plan::Kernel k, Arity &a) {
-  constexpr int kMany = std::numeric_limits<int>::max();
-  using K = plan::Kernel;
-  switch (k) {
-  case K::EMBEDDING:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::EMBEDDING_GRAD:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::LINEAR:
-    a = {2, 3, 1, 1};
-    return true;
-  case K::LINEAR_GRAD:
-    a = {3, 3, 2, 2};
-    return true;
-  case K::RMS_NORM:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::RMS_NORM_GRAD:
-    a = {3, 3, 2, 2};
-    return true;
-  case K::LAYER_NORM:
-    a = {2, 3, 1, 1};
-    return true;
-  case K::LAYER_NORM_GRAD:
-    a = {3, 3, 2, 2};
-    return true;
-  case K::ROTARY:
-    a = {3, 3, 1, 1};
-    return true;
-  case K::ROTARY_GRAD:
-    a = {3, 3, 1, 1};
-    return true;
-  case K::ATTENTION:
-    a = {3, 4, 1, 1};
-    return true;
-  case K::ATTENTION_GRAD:
-    a = {4, 5, 3, 3};
-    return true;
-  case K::ACTIVATION:
-    a = {1, 1, 1, 1};
-    return true;
-  case K::ACTIVATION_GRAD:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::GATED_ACTIVATION:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::GATED_ACTIVATION_GRAD:
-    a = {3, 3, 2, 2};
-    return true;
-  case K::CROSS_ENTROPY:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::CROSS_ENTROPY_GRAD:
-    a = {3, 3, 1, 1};
-    return true;
-  case K::HEAD_CROSS_ENTROPY:
-    a = {3, 3, 2, 2}; // the loss, then the chunk scratch
-    return true;
-  case K::HEAD_CROSS_ENTROPY_GRAD:
-    a = {4, 4, 3, 3}; // dx, dw, then the chunk scratch
-    return true;
-  case K::ADD:
-  case K::SUB:
-  case K::MUL:
-  case K::DIV:
-  case K::POW:
-  case K::MAX:
-  case K::MIN:
-  case K::EQUAL:
-  case K::LESS:
-  case K::LESS_OR_EQUAL:
-  case K::GREATER:
-  case K::GREATER_OR_EQUAL:
-  case K::MATMUL:
-  case K::GATHER:
-  case K::GATHER_GRAD:
-    a = {2, 2, 1, 1};
-    return true;
-  case K::WHERE:
-    a = {3, 3, 1, 1};
-    return true;
-  case K::NEG:
-  case K::EXP:
-  case K::LOG:
-  case K::TANH:
-  case K::SQRT:
-  case K::RECIPROCAL:
-  case K::SIGMOID:
-  case K::ERF:
-  case K::COS:
-  case K::SIN:
-  case K::REDUCE_MAX:
-  case K::SLICE:
-  case K::SLICE_GRAD:
-  case K::SOFTMAX:
-  case K::LOG_SOFTMAX:
-  case K::EXPAND:
-  case K::REDUCE_SUM:
-  case K::REDUCE_MEAN:
-  case K::IS_NAN:
-  case K::TRANSPOSE:
-  case K::COPY:
-  case K::COPY_TO_DEVICE:
-  case K::COPY_TO_HOST:
-  case K::ACCUMULATE:
-  case K::READ_DISK:
-  case K::WRITE_DISK:
-  case K::REDUCE_TO_OWNER:
-  case K::BROADCAST:
-    a = {1, 1, 1, 1};
-    return true;
-  case K::CONCAT:
-    a = {1, kMany, 1, 1};
-    return true;
-  case K::SPLIT:
-    a = {1, 1, 1, kMany};
-    return true;
-  case K::FILL:
-    a = {0, 0, 1, 1};
-    return true;
-  case K::ADAMW:
-    a = {1, 1, 3, 5}; // 8-bit moments add their scales
-    return true;
-  default:
-    return false;
-  }
 }
 
 /// Element count of a shape, or -1 on a negative dim or overflow.
@@ -499,8 +364,8 @@ private:
       if (op.stream() >= uint32_t(p.streams_size()))
         return fail(ow + ": stream " + std::to_string(op.stream()) +
                     " does not exist");
-      Arity a;
-      if (!plan::Kernel_IsValid(op.kernel()) || !arityOf(op.kernel(), a))
+      const KernelInfo *a = kernelInfo(op.kernel());
+      if (!a)
         return fail(ow + ": unknown kernel " + std::to_string(op.kernel()));
       ow += " (" + plan::Kernel_Name(op.kernel()) + ")";
       if ((op.first_micro_batch_only() || op.last_micro_batch_only()) &&
@@ -508,9 +373,10 @@ private:
            (op.first_micro_batch_only() && op.last_micro_batch_only())))
         return fail(ow + ": first_micro_batch_only or last_micro_batch_only "
                          "(not both) is for ops of the MICRO_BATCH phase");
-      if (op.operands_size() < a.minOperands ||
-          op.operands_size() > a.maxOperands ||
-          op.results_size() < a.minResults || op.results_size() > a.maxResults)
+      if (op.operands_size() < a->minOperands ||
+          op.operands_size() > a->maxOperands ||
+          op.results_size() < a->minResults ||
+          op.results_size() > a->maxResults)
         return fail(ow + ": wrong number of operands or results");
       for (uint32_t b : op.operands())
         if (!buffer(b))

@@ -1,0 +1,59 @@
+// One entry per plan kernel: how many operands and results its ops take,
+// where it runs, and which description checks its buffers when a plan
+// loads. Plan validation (plan_io), the backends' split of host and device
+// ops and the op descriptions (op_desc) read it; a kernel without an entry
+// is refused at plan load by name, and test/unit/kernel_table_test.cpp walks
+// every value of plan.proto's Kernel.
+#ifndef MT_RUNTIME_KERNEL_TABLE_H
+#define MT_RUNTIME_KERNEL_TABLE_H
+
+#include "runtime/schema/plan.pb.h"
+
+#include <limits>
+
+namespace mt::runtime {
+
+/// Where a kernel's ops run.
+enum class Runs {
+  Device, ///< on the backend's device (the CPU backend's host memory)
+  Host,   ///< on the host on either backend (the optimizer, disk, network)
+};
+
+/// The description (op_desc.cpp) that resolves and checks an op's buffers.
+enum class Describe {
+  Embedding,
+  Linear,
+  Norm,
+  Rotary,
+  Attention,
+  Elementwise, ///< same-size operands and results (activations, NEG)
+  Unary,       ///< Elementwise, with the kernels' function
+  CrossEntropy,
+  Head,
+  Binary,
+  Compare,
+  Matmul,
+  Softmax,
+  Expand,
+  IsNaN,
+  Where,
+  Slice,
+  Gather,
+  Layout,  ///< REDUCE_*, TRANSPOSE, CONCAT, SPLIT
+  Buffers, ///< copies, fills and host ops check their buffers as they run
+};
+
+/// What a kernel is, for every op of it.
+struct KernelInfo {
+  static constexpr int kMany = std::numeric_limits<int>::max();
+  int minOperands, maxOperands, minResults, maxResults;
+  Runs runs;
+  Describe describe;
+};
+
+/// The entry of `kernel`, or null for a value this runtime does not run.
+const KernelInfo *kernelInfo(plan::Kernel kernel);
+
+} // namespace mt::runtime
+
+#endif // MT_RUNTIME_KERNEL_TABLE_H

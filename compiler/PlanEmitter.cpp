@@ -26,8 +26,9 @@ std::optional<plan::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-/// Copies the attributes a kernel reads from the train op's dictionary.
-void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
+/// Copies the attributes a kernel reads from the train op's dictionary;
+/// false with `unknown` the first name the schema has no field for.
+bool setAttrs(DictionaryAttr dict, plan::Attrs &a, StringRef &unknown) {
   for (NamedAttribute n : dict) {
     StringRef k = n.getName().strref();
     Attribute v = n.getValue();
@@ -83,7 +84,14 @@ void setAttrs(DictionaryAttr dict, plan::Attrs &a) {
       a.set_chunk_rows(i64());
     else if (k == "owner")
       a.set_owner(uint32_t(i64()));
+    // What the kernels take from the buffers instead: Split's sizes are
+    // its results', a cast's type and a reshape's are the result buffer's.
+    else if (k != "sizes" && k != "to" && k != "allowzero") {
+      unknown = k;
+      return false;
+    }
   }
+  return true;
 }
 
 /// Little-endian bytes of a constant in its element type.
@@ -275,7 +283,13 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
           po->add_signals(out.num_tokens());
           out.set_num_tokens(out.num_tokens() + 1);
         }
-        setAttrs(exec.getAttrs(), *po->mutable_attrs());
+        StringRef unknown;
+        if (!setAttrs(exec.getAttrs(), *po->mutable_attrs(), unknown))
+          return exec.emitError("attribute '")
+                 << unknown << "' of kernel '"
+                 << stringifyEnum(exec.getKernel())
+                 << "' has no field in the plan schema (plan.proto's Attrs, "
+                    "filled in PlanEmitter.cpp's setAttrs)";
         po->set_flops(exec.getFlops().convertToDouble());
         po->set_bytes(uint64_t(exec.getBytes()));
         po->set_first_micro_batch_only(exec.getFirstMicroBatch());

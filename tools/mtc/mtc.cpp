@@ -117,8 +117,8 @@ cl::opt<bool> explainFusion(
 enum class Fuse { All, None };
 ChoiceOpt<Fuse> fuse(
     "fuse",
-    cl::desc("Which exporter patterns become fused ops (the model's numbers "
-             "are the same either way)"),
+    cl::desc("Which exporter patterns become fused ops (the losses agree "
+             "either way, up to float rounding)"),
     cl::init(Fuse::All),
     cl::values(clEnumValN(Fuse::All, "all",
                           "every pattern that matches: linear, norm, "

@@ -353,6 +353,18 @@ private:
       EXPECT_TRUE(ok) << "an index outside the axis";
       return {t};
     }
+    if (auto pad = dyn_cast<PadOp>(op); pad && floatOperands) {
+      std::optional<SmallVector<int64_t>> begins = zeroPadBegins(pad);
+      if (!begins)
+        return {};
+      Tensor t = floats();
+      auto &x = in(0);
+      std::vector<int64_t> steps(x.shape.size(), 1);
+      k::sliceGrad(x.f.data(), {x.shape.begin(), x.shape.end()},
+                   {begins->begin(), begins->end()}, steps, t.f.data(),
+                   {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
     if (auto sg = dyn_cast<SliceGradOp>(op)) {
       Tensor t = floats();
       auto &dy = in(0);

@@ -253,6 +253,12 @@ INSTANTIATE_TEST_SUITE_P(
   %i = train.constant dense<[4, 0, -1, 2, 0, 1]> : tensor<6xi64>
   %g = train.gather %a, %i {axis = 1 : i64} : (tensor<1x5x4xf32>, tensor<6xi64>) -> tensor<1x6x4xf32>
   %y = train.mul %g, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"pad_by_zeros",
+                 W("a", "tensor<1x4x3xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %p = train.constant dense<[0, 2, 0, 0, 0, 1]> : tensor<6xi64>
+  %z = train.constant dense<0.0> : tensor<f32>
+  %q = train.pad %a, %p, %z : (tensor<1x4x3xf32>, tensor<6xi64>, tensor<f32>) -> tensor<1x6x4xf32>
+  %y = train.mul %q, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

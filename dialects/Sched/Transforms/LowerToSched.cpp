@@ -102,6 +102,12 @@ std::optional<Kernel> kernelOf(Operation *op) {
         return floats(s.getResult(), Kernel::Slice);
       })
       .Case([](SliceGradOp) { return Kernel::SliceGrad; })
+      // Zeros with the input at its place: what SLICE_GRAD writes.
+      .Case([](PadOp p) -> std::optional<Kernel> {
+        if (!zeroPadBegins(p))
+          return std::nullopt;
+        return floats(p.getResult(), Kernel::SliceGrad);
+      })
       .Case([](GatherOp g) { return floats(g.getResult(), Kernel::Gather); })
       .Case([](GatherGradOp) { return Kernel::GatherGrad; })
       .Case([](ConcatOp) { return Kernel::Concat; })
@@ -359,10 +365,10 @@ struct LowerToSched
       SmallVector<Value> ins, outs;
       // Copies, expansions and slices read their data only (a reshape's or
       // an expand's shape is in the type, a slice's layout in its attrs).
-      unsigned used =
-          *k == Kernel::Copy || *k == Kernel::Expand || *k == Kernel::Slice
-              ? 1
-              : op.getNumOperands();
+      unsigned used = *k == Kernel::Copy || *k == Kernel::Expand ||
+                              *k == Kernel::Slice || isa<train::PadOp>(op)
+                          ? 1
+                          : op.getNumOperands();
       for (Value v : op.getOperands().take_front(used)) {
         Value buf = bufs.lookup(v);
         if (!buf)
@@ -419,6 +425,14 @@ struct LowerToSched
           copyTokens.erase(in);
         }
       DictionaryAttr attrs = op.getAttrDictionary();
+      if (auto p = dyn_cast<train::PadOp>(op)) {
+        OpBuilder b(&op);
+        SmallVector<int64_t> steps(tensorOf(p.getInput()).getRank(), 1);
+        attrs = b.getDictionaryAttr(
+            {b.getNamedAttr("starts",
+                            b.getDenseI64ArrayAttr(*train::zeroPadBegins(p))),
+             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+      }
       if (auto s = dyn_cast<train::SliceOp>(op)) {
         std::optional<train::SliceLayout> layout = train::constantSlice(s);
         OpBuilder b(&op);

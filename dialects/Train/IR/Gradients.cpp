@@ -524,6 +524,32 @@ LogicalResult gradient(GatherOp gather, G &g) {
   return success();
 }
 
+/// A Pad by zeros: dy where the input sits (a Slice of dy).
+LogicalResult gradient(PadOp p, G &g) {
+  std::optional<SmallVector<int64_t>> begins = zeroPadBegins(p);
+  if (!begins)
+    return p.emitOpError("other than by zeros with constant, non-negative "
+                         "pads has no gradient rule; it lies on a path from "
+                         "a trainable weight to the loss");
+  OpBuilder &b = g.builder();
+  Location loc = p.getLoc();
+  auto in = typeOf(p.getInput());
+  SmallVector<int64_t> ends, axes, steps(in.getRank(), 1);
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    ends.push_back((*begins)[d] + in.getDimSize(d));
+    axes.push_back(d);
+  }
+  auto ints = [&](ArrayRef<int64_t> v) -> Value {
+    auto t = RankedTensorType::get({int64_t(v.size())}, b.getI64Type());
+    return b.create<ConstantOp>(loc, DenseElementsAttr::get(t, v));
+  };
+  g.accumulate(p.getInput(),
+               b.create<SliceOp>(loc, in, g.dy(p), ints(*begins), ints(ends),
+                                 ints(axes), ints(steps))
+                   .getResult());
+  return success();
+}
+
 /// dy back at the places the slice read (any steps), zeros elsewhere.
 LogicalResult gradient(SliceOp s, G &g) {
   std::optional<SliceLayout> layout = constantSlice(s);
@@ -595,7 +621,7 @@ void attachGradientRules(MLIRContext &context) {
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
          ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, SliceOp, GatherOp, CastOp>(context);
+         SplitOp, ConcatOp, SliceOp, GatherOp, PadOp, CastOp>(context);
 }
 
 } // namespace mt::train

@@ -903,6 +903,19 @@ std::optional<SliceLayout> mt::train::constantSlice(SliceOp op) {
                      SmallVector<int64_t>(p.step.begin(), p.step.end())};
 }
 
+std::optional<SmallVector<int64_t>> mt::train::zeroPadBegins(PadOp op) {
+  auto pads = constInts(op.getPads());
+  Attribute value;
+  if (!pads || !matchPattern(op.getValue(), m_Constant(&value)))
+    return std::nullopt;
+  auto dense = dyn_cast<DenseElementsAttr>(value);
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
+      !dense.getSplatValue<APFloat>().isZero() ||
+      llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
+    return std::nullopt;
+  return SmallVector<int64_t>(pads->begin(), pads->begin() + pads->size() / 2);
+}
+
 int64_t mt::train::elementBytes(Type type) {
   return type.isInteger(1) ? 1 : (type.getIntOrFloatBitWidth() + 7) / 8;
 }

@@ -24,6 +24,10 @@ struct SliceLayout {
 };
 std::optional<SliceLayout> constantSlice(SliceOp op);
 
+/// The begins of a Pad by zeros with constant pads, none negative (the
+/// input's place in the result), or none for another Pad.
+std::optional<llvm::SmallVector<int64_t>> zeroPadBegins(PadOp op);
+
 /// Bytes of one element of `type` as stored (i1 takes a byte).
 int64_t elementBytes(mlir::Type type);
 

@@ -164,6 +164,7 @@ case("Tile", "repeats", [("x", f(2, 3), "data"), ("r", i64([2, 1]), "const")],
 case("Pad", "constant", [("x", f(2, 3), "data"), ("p", i64([0, 1, 1, 0]), "const"),
                         ("v", np.array(0.5, np.float32), "const")],
      modes=FROZEN)
+case("Pad", "zeros", [("x", f(2, 3), "data"), ("p", i64([1, 0, 0, 2]), "const")])
 case("Range", "ints", [("a", i64(2), "const"), ("l", i64(11), "const"),
                        ("d", i64(3), "const")], modes=FROZEN)
 case("ConstantOfShape", "float", [("s", i64([2, 3]), "const")],

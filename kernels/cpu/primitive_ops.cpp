@@ -146,11 +146,8 @@ void expand(const float *x, const Dims &dims, float *out, const Dims &outDims) {
 
 void softmax(const float *x, const Dims &dims, int64_t axis, float *y,
              bool log) {
-  int64_t n = dims[axis], outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= dims[d];
-  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
-    inner *= dims[d];
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
   // Each (outer, inner) line on its own: max, exponentials, their sum.
   parallelFor(outer * inner, 4.0 * n, [&](int64_t line) {
     int64_t o = line / inner, i = line % inner;
@@ -323,16 +320,6 @@ void sliceGrad(const float *dy, const Dims &dyDims,
 }
 
 namespace {
-/// [outer, n, inner] of a gather along `axis`.
-void gatherLines(const Dims &dims, int64_t axis, int64_t &outer, int64_t &n,
-                 int64_t &inner) {
-  outer = inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= dims[d];
-  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
-    inner *= dims[d];
-  n = dims[axis];
-}
 bool validIndices(const int64_t *indices, int64_t count, int64_t n) {
   for (int64_t i = 0; i < count; ++i)
     if (indices[i] < -n || indices[i] >= n)
@@ -344,7 +331,7 @@ bool validIndices(const int64_t *indices, int64_t count, int64_t n) {
 bool gather(const float *x, const Dims &dims, int64_t axis,
             const int64_t *indices, int64_t count, float *out) {
   int64_t outer, n, inner;
-  gatherLines(dims, axis, outer, n, inner);
+  linesAlong(dims, axis, outer, n, inner);
   if (!validIndices(indices, count, n))
     return false;
   parallelFor(outer * count, double(inner), [&](int64_t r) {
@@ -358,7 +345,7 @@ bool gather(const float *x, const Dims &dims, int64_t axis,
 bool gatherGrad(const float *dy, const Dims &dims, int64_t axis,
                 const int64_t *indices, int64_t count, float *dx) {
   int64_t outer, n, inner;
-  gatherLines(dims, axis, outer, n, inner);
+  linesAlong(dims, axis, outer, n, inner);
   if (!validIndices(indices, count, n))
     return false;
   std::fill_n(dx, outer * n * inner, 0.0f);

@@ -193,6 +193,17 @@ void sliceGrad(const float *dy, const Dims &dyDims,
                const std::vector<int64_t> &steps, float *dx,
                const Dims &dxDims);
 
+/// The lines of a tensor of `dims` along `axis`: [outer, n, inner].
+inline void linesAlong(const Dims &dims, int64_t axis, int64_t &outer,
+                       int64_t &n, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= dims[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  n = dims[size_t(axis)];
+}
+
 /// out = slices of x (dims) along `axis` at `indices` (negative from the
 /// end): out's dims are dims[:axis] + the indices' + dims[axis + 1:]. False
 /// (out unspecified) when an index is outside the axis.

@@ -665,11 +665,8 @@ cudaError_t expand(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
 
 cudaError_t softmax(Ref x, const Dims &dims, int64_t axis, MutRef y, bool log,
                     cudaStream_t stream) {
-  int64_t outer = 1, inner = 1, n = dims[size_t(axis)];
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= dims[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
-    inner *= dims[d];
+  int64_t outer, n, inner;
+  cpu::linesAlong(dims, axis, outer, n, inner);
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
       load(x), store(y), outer, n, inner, log);
   return cudaGetLastError();
@@ -757,23 +754,11 @@ cudaError_t reduceMean(Ref x, const Dims &dims,
   return reduce(x, dims, axes, Reduction::Mean, y, stream);
 }
 
-namespace {
-void gatherLines(const Dims &dims, int64_t axis, int64_t &outer, int64_t &n,
-                 int64_t &inner) {
-  outer = inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= dims[size_t(d)];
-  for (size_t d = size_t(axis) + 1; d < dims.size(); ++d)
-    inner *= dims[d];
-  n = dims[size_t(axis)];
-}
-} // namespace
-
 cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
                    const int64_t *indices, int64_t count, MutRef y, int *bad,
                    cudaStream_t stream) {
   int64_t outer, n, inner;
-  gatherLines(dims, axis, outer, n, inner);
+  cpu::linesAlong(dims, axis, outer, n, inner);
   int64_t total = outer * count * inner;
   gatherAxisKernel<<<blocksFor(total), kThreads, 0, stream>>>(
       load(x), store(y), indices, outer, n, count, inner, bad);
@@ -784,7 +769,7 @@ cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
                        const int64_t *indices, int64_t count, MutRef dx,
                        int *bad, cudaStream_t stream) {
   int64_t outer, n, inner;
-  gatherLines(dims, axis, outer, n, inner);
+  cpu::linesAlong(dims, axis, outer, n, inner);
   int64_t total = outer * n * inner;
   gatherGradKernel<<<blocksFor(total), kThreads, 0, stream>>>(
       load(dy), store(dx), indices, outer, n, count, inner, bad);

@@ -202,26 +202,30 @@ LogicalResult gradient(PowOp p, G &g) {
   return success();
 }
 
+/// x's type with the reduced `axes` (all when empty) of size 1, and in `n`
+/// the elements each reduction takes.
+RankedTensorType keptType(RankedTensorType x, ArrayRef<int64_t> axes,
+                          int64_t &n) {
+  SmallVector<int64_t> kept(x.getShape());
+  n = 1;
+  for (int64_t d = 0; d < x.getRank(); ++d)
+    if (axes.empty() || llvm::any_of(axes, [&](int64_t a) {
+          return a == d || a + x.getRank() == d;
+        })) {
+      n *= kept[d];
+      kept[d] = 1;
+    }
+  return RankedTensorType::get(kept, x.getElementType());
+}
+
 /// dx = dy * scale expanded back over the reduced axes: a sum's scale is
 /// 1, a mean's 1 over the elements of each.
 template <typename OpTy> LogicalResult reduceBack(OpTy r, G &g, bool mean) {
   OpBuilder &b = g.builder();
   Location loc = r.getLoc();
   auto x = typeOf(r.getInput());
-  SmallVector<int64_t> kept(x.getShape());
-  int64_t n = 1;
-  for (int64_t d = 0; d < x.getRank(); ++d) {
-    bool reduced =
-        r.getAxes().empty() || llvm::any_of(r.getAxes(), [&](int64_t a) {
-          return a == d || a + x.getRank() == d;
-        });
-    if (reduced) {
-      n *= kept[d];
-      kept[d] = 1;
-    }
-  }
-  Value dy = g.reshapeTo(loc, g.dy(r),
-                         RankedTensorType::get(kept, x.getElementType()));
+  int64_t n;
+  Value dy = g.reshapeTo(loc, g.dy(r), keptType(x, r.getAxes(), n));
   if (mean)
     dy = b.create<MulOp>(loc, dy, scalar(b, loc, dy, 1.0 / double(n)));
   auto st = RankedTensorType::get({x.getRank()}, b.getI64Type());
@@ -240,15 +244,10 @@ LogicalResult gradient(ReduceMaxOp r, G &g) {
   Location loc = r.getLoc();
   Value x = r.getInput();
   auto xt = typeOf(x);
-  SmallVector<int64_t> kept(xt.getShape());
-  for (int64_t d = 0; d < xt.getRank(); ++d)
-    if (r.getAxes().empty() || llvm::any_of(r.getAxes(), [&](int64_t a) {
-          return a == d || a + xt.getRank() == d;
-        }))
-      kept[d] = 1;
-  auto keptType = RankedTensorType::get(kept, xt.getElementType());
-  Value y = g.reshapeTo(loc, r.getResult(), keptType);
-  Value dy = g.reshapeTo(loc, g.dy(r), keptType);
+  int64_t n;
+  RankedTensorType kept = keptType(xt, r.getAxes(), n);
+  Value y = g.reshapeTo(loc, r.getResult(), kept);
+  Value dy = g.reshapeTo(loc, g.dy(r), kept);
   Value isMax = b.create<EqualOp>(loc, x, y);
   Value zero = scalar(b, loc, x, 0.0), one = scalar(b, loc, x, 1.0);
   Value count =

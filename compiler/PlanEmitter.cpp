@@ -82,6 +82,14 @@ bool setAttrs(DictionaryAttr dict, plan::Attrs &a, StringRef &unknown) {
       a.set_value(cast<FloatAttr>(v).getValueAsDouble());
     else if (k == "chunk_rows")
       a.set_chunk_rows(i64());
+    else if (k == "diagonal")
+      a.set_diagonal(i64());
+    else if (k == "upper")
+      a.set_upper(true);
+    else if (k == "exclusive")
+      a.set_exclusive(true);
+    else if (k == "reverse")
+      a.set_reverse(true);
     else if (k == "owner")
       a.set_owner(uint32_t(i64()));
     // What the kernels take from the buffers instead: Split's sizes are

@@ -475,6 +475,21 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
+  case Kernel::GATHER_ND:
+  case Kernel::GATHER_ND_GRAD: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    bool ok = op.kernel() == Kernel::GATHER_ND
+                  ? k::gatherND(x.data, d.a, ids(operand(1)), d.tuples, d.axis,
+                                y.data)
+                  : k::gatherNDGrad(x.data, d.a, ids(operand(1)), d.tuples,
+                                    d.axis, y.data);
+    if (!ok)
+      return Status::error("an index tuple of '" + buf(operand(1)).name() +
+                           "' names a place outside the gathered data");
+    y.commit();
+    return Status::ok();
+  }
   case Kernel::SLICE: {
     In x = in(operand(0));
     Out y = out(result(0));
@@ -487,6 +502,35 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     Out dx = out(result(0));
     k::sliceGrad(dy.data, d.out, d.starts, d.steps, dx.data, d.a);
     dx.commit();
+    return Status::ok();
+  }
+  case Kernel::TRILU: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::trilu(x.data, d.a, op.attrs().upper(), op.attrs().diagonal(), y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::CUMSUM: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::cumSum(x.data, d.a, d.axis, op.attrs().exclusive(), op.attrs().reverse(),
+              y.data);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::TILE: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::tile(x.data, d.a, y.data, d.out);
+    y.commit();
+    return Status::ok();
+  }
+  case Kernel::PAD: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    k::pad(x.data, d.a, d.starts, d.value, y.data, d.out);
+    y.commit();
     return Status::ok();
   }
   case Kernel::IS_NAN: {

@@ -15,6 +15,7 @@
 #include "runtime/cuda_gemm.h"
 #include "runtime/disk_arena.h"
 #include "runtime/host_ops.h"
+#include "runtime/kernel_table.h"
 #include "runtime/pinned.h"
 #include "runtime/plan_io.h"
 
@@ -589,29 +590,30 @@ CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
 }
 
 Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
-  switch (op.kernel()) {
-  case Kernel::EMBEDDING:
-  case Kernel::GATHER:
-  case Kernel::GATHER_GRAD:
-    bytes = sizeof(int); // the flag of an id or index out of range
+  bytes = 0;
+  // The table's column, with no default: a new kind of scratch must be sized.
+  switch (kernelInfo(op.kernel())->scratch) {
+  case Scratch::None:
     return Status::ok();
-  case Kernel::EMBEDDING_GRAD:
+  case Scratch::IndexFlag:
+    bytes = sizeof(int);
+    return Status::ok();
+  case Scratch::FlatIndices:
+    bytes = kAlign + size_t(desc(op).tuples) * sizeof(int64_t);
+    return Status::ok();
+  case Scratch::EmbeddingGrad:
     return MT_CUDA(kc::embeddingGradWorkspaceBytes(
         desc(op).embedding.vocab, desc(op).embedding.count, bytes));
-  case Kernel::RMS_NORM_GRAD:
-  case Kernel::LAYER_NORM_GRAD:
+  case Scratch::NormGrad:
     bytes = kc::normGradWorkspaceBytes(desc(op).norm.rows, desc(op).norm.dim);
     return Status::ok();
-  case Kernel::ATTENTION_GRAD:
+  case Scratch::AttentionGrad:
     bytes = kc::attentionGradWorkspaceBytes(desc(op).attention);
     return Status::ok();
-  case Kernel::CROSS_ENTROPY:
-  case Kernel::CROSS_ENTROPY_GRAD:
-    // Row losses (forward) or the count of rows (backward).
+  case Scratch::RowLosses:
     bytes = alignUp(size_t(count(op.operands(1))) * sizeof(float)) + kAlign;
     return Status::ok();
-  case Kernel::HEAD_CROSS_ENTROPY:
-  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
+  case Scratch::Head: {
     Head h = headOf(op);
     bytes = alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
     // bf16 gradients of one chunk of logits, for the bf16 GEMMs.
@@ -620,10 +622,9 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
       bytes += alignUp(size_t(h.chunk * h.vocab) * 2);
     return Status::ok();
   }
-  default:
-    bytes = 0;
-    return Status::ok();
   }
+  return Status::error("unknown scratch of kernel " +
+                       plan::Kernel_Name(op.kernel()));
 }
 
 Status CudaBackend::prepareGemms(const plan::Op &op) {
@@ -689,9 +690,9 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
   }
   // The id and index checks are read back at once; MT_CUDA_SYNC=1 waits
   // after every op, so that an asynchronous error names the op that made it.
-  bool checked = op.kernel() == Kernel::EMBEDDING ||
-                 op.kernel() == Kernel::GATHER ||
-                 op.kernel() == Kernel::GATHER_GRAD;
+  Scratch scratchKind = kernelInfo(op.kernel())->scratch;
+  bool checked =
+      scratchKind == Scratch::IndexFlag || scratchKind == Scratch::FlatIndices;
   if (!checked && !syncEveryOp_)
     return Status::ok();
   if (Status st = drain(op.stream()); !st)
@@ -1015,12 +1016,37 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
                                indices, out(result(0)), bad, stream));
   }
+  case Kernel::GATHER_ND:
+  case Kernel::GATHER_ND_GRAD: {
+    // The flag, then a flat index per tuple (Scratch::FlatIndices).
+    int *bad = reinterpret_cast<int *>(scratch);
+    auto *flat =
+        reinterpret_cast<int64_t *>(static_cast<char *>(scratch) + kAlign);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    if (op.kernel() == Kernel::GATHER_ND)
+      return cuda(kc::gatherND(in(operand(0)), d.a, ids(operand(1)), d.tuples,
+                               d.axis, out(result(0)), flat, bad, stream));
+    return cuda(kc::gatherNDGrad(in(operand(0)), d.a, ids(operand(1)), d.tuples,
+                                 d.axis, out(result(0)), flat, bad, stream));
+  }
   case Kernel::SLICE:
     return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
                           out(result(0)), d.out, stream));
   case Kernel::SLICE_GRAD:
     return cuda(kc::sliceGrad(in(operand(0)), d.out, d.starts, d.steps,
                               out(result(0)), d.a, stream));
+  case Kernel::TRILU:
+    return cuda(kc::trilu(in(operand(0)), d.a, op.attrs().upper(),
+                          op.attrs().diagonal(), out(result(0)), stream));
+  case Kernel::CUMSUM:
+    return cuda(kc::cumSum(in(operand(0)), d.a, d.axis, op.attrs().exclusive(),
+                           op.attrs().reverse(), out(result(0)), stream));
+  case Kernel::TILE:
+    return cuda(kc::tile(in(operand(0)), d.a, out(result(0)), d.out, stream));
+  case Kernel::PAD:
+    return cuda(kc::pad(in(operand(0)), d.a, d.starts, d.value, out(result(0)),
+                        d.out, stream));
   case Kernel::IS_NAN:
     return cuda(
         kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));

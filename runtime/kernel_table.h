@@ -3,7 +3,7 @@
 // loads. Plan validation (plan_io), the backends' split of host and device
 // ops and the op descriptions (op_desc) read it; a kernel without an entry
 // is refused at plan load by name, and test/unit/kernel_table_test.cpp walks
-// every value of plan.proto's Kernel.
+// every value of plan.proto's Kernel. A new kernel's row states all of it.
 #ifndef MT_RUNTIME_KERNEL_TABLE_H
 #define MT_RUNTIME_KERNEL_TABLE_H
 
@@ -33,14 +33,32 @@ enum class Describe {
   Binary,
   Compare,
   Matmul,
-  Softmax,
+  Lines, ///< SOFTMAX, LOG_SOFTMAX, CUMSUM: same-size, along attrs.axis
   Expand,
   IsNaN,
   Where,
   Slice,
+  Pad,
+  Trilu,
+  Tile,
+  GatherND,
   Gather,
   Layout,  ///< REDUCE_*, TRANSPOSE, CONCAT, SPLIT
   Buffers, ///< copies, fills and host ops check their buffers as they run
+};
+
+/// The device workspace an op of the kernel needs beside its buffers, which
+/// the CUDA backend sizes per op from its description (none on the CPU
+/// backend, whose kernels allocate what they need).
+enum class Scratch {
+  None,
+  IndexFlag,     ///< a flag for an id or index out of range
+  FlatIndices,   ///< the flag, then each index tuple as one flat index
+  EmbeddingGrad, ///< the tokens grouped by id
+  NormGrad,      ///< partial sums of the weight's gradient
+  AttentionGrad, ///< each row's log-sum-exp and dO . O
+  RowLosses,     ///< a loss (forward) or the count of rows (backward)
+  Head,          ///< row losses and, for bf16, one chunk's logit gradients
 };
 
 /// What a kernel is, for every op of it.
@@ -49,6 +67,7 @@ struct KernelInfo {
   int minOperands, maxOperands, minResults, maxResults;
   Runs runs;
   Describe describe;
+  Scratch scratch;
 };
 
 /// The entry of `kernel`, or null for a value this runtime does not run.

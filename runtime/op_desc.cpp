@@ -115,6 +115,10 @@ private:
   Status expand();
   Status compare();
   Status slice();
+  Status pad();
+  Status trilu();
+  Status tile();
+  Status gatherND();
   Status gather();
   Status isNaN();
   Status where();
@@ -156,7 +160,7 @@ Status Describer::run() {
     return compare();
   case Describe::Matmul:
     return matmul();
-  case Describe::Softmax:
+  case Describe::Lines:
     return softmax();
   case Describe::Expand:
     return expand();
@@ -166,6 +170,14 @@ Status Describer::run() {
     return where();
   case Describe::Slice:
     return slice();
+  case Describe::Pad:
+    return pad();
+  case Describe::Trilu:
+    return trilu();
+  case Describe::Tile:
+    return tile();
+  case Describe::GatherND:
+    return gatherND();
   case Describe::Gather:
     return gather();
   case Describe::Layout:
@@ -580,6 +592,36 @@ Status Describer::gather() {
   return Status::ok();
 }
 
+/// GATHER_ND reads the slices of `a` that the k-tuples of `b` name into
+/// `out`; GATHER_ND_GRAD sums its operand (`out` here) back into `a`. The
+/// tuples' length k goes to `axis`.
+Status Describer::gatherND() {
+  bool grad = op_.kernel() == Kernel::GATHER_ND_GRAD;
+  uint32_t data = grad ? result(0) : operand(0),
+           part = grad ? operand(0) : result(0), indices = operand(1);
+  if (Status st = floats({data, part}); !st)
+    return st;
+  if (Status st = ids(indices); !st)
+    return st;
+  d_.a = dims(data);
+  d_.b = dims(indices);
+  d_.out = dims(part);
+  if (d_.b.empty() || d_.b.back() < 0 || d_.b.back() > int64_t(d_.a.size()))
+    return fail("the indices " + name(indices) + " " + str(d_.b) +
+                " are not tuples of at most " + std::to_string(d_.a.size()) +
+                " indices into " + str(d_.a));
+  d_.axis = d_.b.back();
+  Dims want(d_.b.begin(), d_.b.end() - 1);
+  d_.tuples = 1;
+  for (int64_t n : want)
+    d_.tuples *= n;
+  want.insert(want.end(), d_.a.begin() + d_.axis, d_.a.end());
+  if (want != d_.out)
+    return fail(name(part) + " " + str(d_.out) + " is not the gather of " +
+                str(d_.b) + " index tuples of " + str(d_.a) + ": " + str(want));
+  return Status::ok();
+}
+
 /// SLICE reads `a` at starts + i * steps into `out`; SLICE_GRAD writes
 /// its operand (the slice's shape, `out` here) into the result (`a`).
 Status Describer::slice() {
@@ -615,6 +657,61 @@ Status Describer::slice() {
                   " leave [0, " + std::to_string(d_.a[d]) + ") of " +
                   name(whole) + " " + str(d_.a));
   }
+  return Status::ok();
+}
+
+Status Describer::pad() {
+  if (Status st = floats({operand(0), result(0)}); !st)
+    return st;
+  d_.a = dims(operand(0));
+  d_.out = dims(result(0));
+  const plan::Attrs &at = op_.attrs();
+  d_.starts.assign(at.starts().begin(), at.starts().end());
+  d_.value = float(at.value());
+  size_t rank = d_.a.size();
+  if (d_.out.size() != rank || d_.starts.size() != rank)
+    return fail(str(d_.out) + " from " + str(d_.a) + " needs " +
+                std::to_string(rank) + " starts, not " +
+                std::to_string(d_.starts.size()));
+  // A pad wider than the result, or a crop of more than the whole, is
+  // not one an export makes; the bounds also keep the index arithmetic
+  // from overflowing.
+  for (size_t d = 0; d < rank; ++d)
+    if (d_.starts[d] < -d_.a[d] || d_.starts[d] > d_.out[d])
+      return fail("dim " + std::to_string(d) + ": start " +
+                  std::to_string(d_.starts[d]) + " places " + name(operand(0)) +
+                  " " + str(d_.a) + " outside [-" + std::to_string(d_.a[d]) +
+                  ", " + std::to_string(d_.out[d]) + "] of the result " +
+                  str(d_.out));
+  return Status::ok();
+}
+
+Status Describer::trilu() {
+  d_.a = dims(operand(0));
+  if (d_.a.size() < 2)
+    return fail(name(operand(0)) + " " + str(d_.a) +
+                " has no matrices in its last two dims");
+  // Bounded so that i + diagonal cannot overflow; beyond the matrix a
+  // diagonal keeps all or nothing alike.
+  int64_t bound = std::numeric_limits<int32_t>::max();
+  if (op_.attrs().diagonal() < -bound || op_.attrs().diagonal() > bound)
+    return fail("diagonal " + std::to_string(op_.attrs().diagonal()) +
+                " is outside +-(2^31 - 1)");
+  return elementwise();
+}
+
+Status Describer::tile() {
+  if (Status st = floats({operand(0), result(0)}); !st)
+    return st;
+  d_.a = dims(operand(0));
+  d_.out = dims(result(0));
+  bool repeats = d_.a.size() == d_.out.size();
+  for (size_t d = 0; repeats && d < d_.a.size(); ++d)
+    repeats = d_.a[d] > 0 ? d_.out[d] % d_.a[d] == 0 : d_.out[d] == 0;
+  if (!repeats)
+    return fail("the result " + name(result(0)) + " " + str(d_.out) +
+                " does not repeat " + name(operand(0)) + " " + str(d_.a) +
+                " a whole number of times along each dim");
   return Status::ok();
 }
 

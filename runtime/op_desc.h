@@ -66,8 +66,14 @@ struct OpDesc {
   /// SLICE (a -> out) and SLICE_GRAD (out-shaped dy -> a): element i of dim
   /// d of the slice is element starts[d] + i * steps[d] of the whole.
   std::vector<int64_t> starts, steps;
+  /// PAD: a -> out, out[j...] = a[j - starts...] inside a, else value.
+  float value = 0.0f;
   std::vector<Dims> parts;
+  /// The axis of SOFTMAX, LOG_SOFTMAX, CUMSUM, GATHER, CONCAT and SPLIT;
+  /// GATHER_ND's (a, indices b -> out) tuple length.
   int64_t axis = 0;
+  /// GATHER_ND: how many index tuples b holds.
+  int64_t tuples = 0;
 };
 
 /// The descriptions of a plan's ops, by op.

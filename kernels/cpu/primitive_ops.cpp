@@ -319,6 +319,110 @@ void sliceGrad(const float *dy, const Dims &dyDims,
   forEach(dyDims, [&](int64_t k, const Dims &idx) { dx[at(idx)] = dy[k]; });
 }
 
+void pad(const float *x, const Dims &dims, const std::vector<int64_t> &begins,
+         float value, float *out, const Dims &outDims) {
+  size_t rank = outDims.size();
+  if (rank == 0) {
+    out[0] = x[0];
+    return;
+  }
+  int64_t width = outDims[rank - 1], xWidth = dims[rank - 1],
+          shift = begins[rank - 1];
+  if (width == 0)
+    return;
+  // Columns [lo, hi) of each result row read x's columns [lo - shift,
+  // hi - shift); the rest of the row, and rows outside x, are `value`.
+  int64_t lo = std::clamp<int64_t>(shift, 0, width),
+          hi = std::clamp<int64_t>(shift + xWidth, lo, width);
+  parallelFor(count(outDims) / width, double(width), [&](int64_t row) {
+    float *o = out + row * width;
+    int64_t rest = row, from = 0, stride = 1;
+    bool inside = hi > lo;
+    for (size_t d = rank - 1; d-- > 0;) {
+      int64_t i = rest % outDims[d] - begins[d];
+      rest /= outDims[d];
+      inside = inside && i >= 0 && i < dims[d];
+      from += i * stride;
+      stride *= dims[d];
+    }
+    if (!inside) {
+      std::fill_n(o, width, value);
+      return;
+    }
+    std::fill_n(o, lo, value);
+    std::copy_n(x + from * xWidth + (lo - shift), hi - lo, o + lo);
+    std::fill_n(o + hi, width - hi, value);
+  });
+}
+
+void trilu(const float *x, const Dims &dims, bool upper, int64_t diagonal,
+           float *out) {
+  size_t rank = dims.size();
+  int64_t rows = dims[rank - 2], cols = dims[rank - 1];
+  if (rows == 0 || cols == 0)
+    return;
+  // Row i keeps columns [i + diagonal, cols) (upper) or [0, i + diagonal
+  // + 1) (lower): one contiguous run, the rest zeros.
+  parallelFor(count(dims) / cols, double(cols), [&](int64_t line) {
+    int64_t i = line % rows;
+    int64_t edge = std::clamp<int64_t>(i + diagonal + (upper ? 0 : 1), 0, cols);
+    const float *xl = x + line * cols;
+    float *ol = out + line * cols;
+    int64_t lo = upper ? edge : 0, hi = upper ? cols : edge;
+    std::fill_n(ol, lo, 0.0f);
+    std::copy(xl + lo, xl + hi, ol + lo);
+    std::fill(ol + hi, ol + cols, 0.0f);
+  });
+}
+
+void cumSum(const float *x, const Dims &dims, int64_t axis, bool exclusive,
+            bool reverse, float *out) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  if (n == 0)
+    return;
+  // A block of `inner` lines at a time: each step along the axis adds a
+  // contiguous row of them, which vectorizes.
+  parallelFor(outer, double(n * inner), [&](int64_t o) {
+    std::vector<float> sum(size_t(inner), 0.0f);
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t at = (o * n + (reverse ? n - 1 - s : s)) * inner;
+      for (int64_t c = 0; c < inner; ++c) {
+        float v = x[at + c];
+        if (!exclusive)
+          sum[size_t(c)] += v;
+        out[at + c] = sum[size_t(c)];
+        if (exclusive)
+          sum[size_t(c)] += v;
+      }
+    }
+  });
+}
+
+void tile(const float *x, const Dims &dims, float *out, const Dims &outDims) {
+  size_t rank = outDims.size();
+  if (rank == 0) {
+    out[0] = x[0];
+    return;
+  }
+  int64_t width = outDims[rank - 1], xWidth = dims[rank - 1];
+  if (count(outDims) == 0)
+    return;
+  // Each result row repeats one row of x along the last dim.
+  parallelFor(count(outDims) / width, double(width), [&](int64_t row) {
+    int64_t rest = row, from = 0, stride = 1;
+    for (size_t d = rank - 1; d-- > 0;) {
+      from += (rest % outDims[d]) % dims[d] * stride;
+      rest /= outDims[d];
+      stride *= dims[d];
+    }
+    const float *xr = x + from * xWidth;
+    float *o = out + row * width;
+    for (int64_t c = 0; c < width; c += xWidth)
+      std::copy_n(xr, xWidth, o + c);
+  });
+}
+
 namespace {
 bool validIndices(const int64_t *indices, int64_t count, int64_t n) {
   for (int64_t i = 0; i < count; ++i)
@@ -361,6 +465,48 @@ bool gatherGrad(const float *dy, const Dims &dims, int64_t axis,
     }
   });
   return true;
+}
+
+namespace {
+/// dims as [dims[0] * ... * dims[k-1], dims[k:]...], and each k-tuple of
+/// indices as one index into its first dim; false when an index is outside
+/// its dim.
+bool flattenTuples(const Dims &dims, const int64_t *indices, int64_t tuples,
+                   int64_t k, Dims &flatDims, std::vector<int64_t> &flat) {
+  int64_t lead = 1;
+  for (int64_t d = 0; d < k; ++d)
+    lead *= dims[size_t(d)];
+  flatDims.assign(1, lead);
+  flatDims.insert(flatDims.end(), dims.begin() + k, dims.end());
+  flat.resize(size_t(tuples));
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t at = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t i = indices[t * k + j], n = dims[size_t(j)];
+      if (i < -n || i >= n)
+        return false;
+      at = at * n + (i < 0 ? i + n : i);
+    }
+    flat[size_t(t)] = at;
+  }
+  return true;
+}
+} // namespace
+
+bool gatherND(const float *x, const Dims &dims, const int64_t *indices,
+              int64_t tuples, int64_t k, float *out) {
+  Dims flatDims;
+  std::vector<int64_t> flat;
+  return flattenTuples(dims, indices, tuples, k, flatDims, flat) &&
+         gather(x, flatDims, 0, flat.data(), tuples, out);
+}
+
+bool gatherNDGrad(const float *dy, const Dims &dims, const int64_t *indices,
+                  int64_t tuples, int64_t k, float *dx) {
+  Dims flatDims;
+  std::vector<int64_t> flat;
+  return flattenTuples(dims, indices, tuples, k, flatDims, flat) &&
+         gatherGrad(dy, flatDims, 0, flat.data(), tuples, dx);
 }
 
 void transpose(const float *x, const Dims &dims,

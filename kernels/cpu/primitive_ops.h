@@ -193,6 +193,41 @@ void sliceGrad(const float *dy, const Dims &dyDims,
                const std::vector<int64_t> &steps, float *dx,
                const Dims &dxDims);
 
+/// out = the slices of x (dims) that the `tuples` k-tuples of `indices`
+/// name (negative from the end), as ONNX GatherND with batch_dims 0: out is
+/// [tuples, dims[k:]...]. False (out unspecified) when an index is outside
+/// its dim.
+bool gatherND(const float *x, const Dims &dims, const int64_t *indices,
+              int64_t tuples, int64_t k, float *out);
+/// dx = zeros of dims, then each slice of dy added where its tuple names,
+/// in tuple order (false when an index is outside its dim).
+bool gatherNDGrad(const float *dy, const Dims &dims, const int64_t *indices,
+                  int64_t tuples, int64_t k, float *dx);
+
+/// out[j...] = x[j - begins...] where that is inside x (dims), else
+/// `value`: a constant pad, negative begins and a smaller outDims cropping.
+/// The gradient of a pad is the pad of dy by -begins and 0.
+void pad(const float *x, const Dims &dims, const std::vector<int64_t> &begins,
+         float value, float *out, const Dims &outDims);
+
+/// out = x (dims, rank >= 2) with the elements off the kept triangle of
+/// each matrix of its last two dims zeroed: (row i, column j) is kept when
+/// j - i >= diagonal (upper) or j - i <= diagonal (lower), as ONNX Trilu.
+/// The gradient of a Trilu is the same Trilu of dy.
+void trilu(const float *x, const Dims &dims, bool upper, int64_t diagonal,
+           float *out);
+
+/// out = the running sums of x (dims) along `axis`: element i sums
+/// elements 0..i (exclusive: 0..i-1; reverse: from the end), as ONNX
+/// CumSum, in fp32 in order. The gradient of a CumSum is the CumSum of dy
+/// the other way.
+void cumSum(const float *x, const Dims &dims, int64_t axis, bool exclusive,
+            bool reverse, float *out);
+
+/// out (outDims, each a multiple of dims) = x repeated along every dim:
+/// out[j...] = x[j % dims...], as ONNX Tile.
+void tile(const float *x, const Dims &dims, float *out, const Dims &outDims);
+
 /// The lines of a tensor of `dims` along `axis`: [outer, n, inner].
 inline void linesAlong(const Dims &dims, int64_t axis, int64_t &outer,
                        int64_t &n, int64_t &inner) {

@@ -282,6 +282,91 @@ __global__ void sliceKernel(Load from, Store to, Index ix, int64_t base,
   }
 }
 
+/// The dims of a pad's operand and result and where the operand begins.
+struct PadIndex {
+  int rank = 0;
+  int64_t in[kMaxRank] = {}, out[kMaxRank] = {}, begin[kMaxRank] = {};
+};
+
+/// y[j...] = x[j - begin...] inside x, else `value`: one thread an element.
+__global__ void padKernel(Load x, Store y, PadIndex p, int64_t n, float value) {
+  MT_GRID_STRIDE(e, n) {
+    int64_t rest = e, from = 0, stride = 1;
+    bool inside = true;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t i = rest % p.out[d] - p.begin[d];
+      rest /= p.out[d];
+      inside = inside && i >= 0 && i < p.in[d];
+      from += i * stride;
+      stride *= p.in[d];
+    }
+    y.set(e, inside ? x[from] : value);
+  }
+}
+
+/// Each k-tuple of indices as one index into the tuples' leading dims
+/// flattened (`lead` of them), one thread a tuple; a tuple outside them
+/// sets *bad and becomes `lead`, which the gather then refuses too.
+__global__ void flattenTuplesKernel(const int64_t *indices, int64_t tuples,
+                                    PadIndex p, int64_t lead, int64_t *flat,
+                                    int *bad) {
+  MT_GRID_STRIDE(t, tuples) {
+    int64_t at = 0;
+    for (int j = 0; j < p.rank; ++j) {
+      int64_t i = indices[t * p.rank + j], n = p.in[j];
+      if (i < -n || i >= n) {
+        *bad = 1;
+        at = lead;
+        break;
+      }
+      at = at * n + (i < 0 ? i + n : i);
+    }
+    flat[t] = at;
+  }
+}
+
+/// Trilu of [*, rows, cols]: one thread an element.
+__global__ void triluKernel(Load x, Store y, int64_t rows, int64_t cols,
+                            bool upper, int64_t diagonal, int64_t n) {
+  MT_GRID_STRIDE(e, n) {
+    int64_t j = e % cols, i = (e / cols) % rows;
+    bool keep = upper ? j - i >= diagonal : j - i <= diagonal;
+    y.set(e, keep ? x[e] : 0.0f);
+  }
+}
+
+/// CumSum of [outer, n, inner]: one thread a line, its sum in fp32 in
+/// order along the axis (neighbouring threads read neighbouring columns).
+__global__ void cumSumKernel(Load x, Store y, int64_t outer, int64_t n,
+                             int64_t inner, bool exclusive, bool reverse) {
+  MT_GRID_STRIDE(line, outer * inner) {
+    int64_t o = line / inner, c = line % inner;
+    float sum = 0.0f;
+    for (int64_t s = 0; s < n; ++s) {
+      int64_t at = (o * n + (reverse ? n - 1 - s : s)) * inner + c;
+      float v = x[at];
+      if (!exclusive)
+        sum += v;
+      y.set(at, sum);
+      if (exclusive)
+        sum += v;
+    }
+  }
+}
+
+/// Tile: y[j...] = x[j % in...], one thread an element.
+__global__ void tileKernel(Load x, Store y, PadIndex p, int64_t n) {
+  MT_GRID_STRIDE(e, n) {
+    int64_t rest = e, from = 0, stride = 1;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      from += (rest % p.out[d]) % p.in[d] * stride;
+      rest /= p.out[d];
+      stride *= p.in[d];
+    }
+    y.set(e, x[from]);
+  }
+}
+
 /// Concat/split of one part: [outer, partAxis * inner] of the part against
 /// [outer, wholeAxis * inner] of the whole, at `offset * inner`.
 __global__ void slabKernel(Load from, Store to, int64_t outer, int64_t chunk,
@@ -823,6 +908,121 @@ cudaError_t sliceGrad(Ref dy, const Dims &dyDims,
   int64_t n = product(dyDims);
   sliceKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(dy), store(dx), ix,
                                                      base, n, true);
+  return cudaGetLastError();
+}
+
+cudaError_t pad(Ref x, const Dims &dims, const std::vector<int64_t> &begins,
+                float value, MutRef y, const Dims &yDims, cudaStream_t stream) {
+  size_t rank = yDims.size();
+  if (rank > size_t(kMaxRank) || dims.size() != rank || begins.size() != rank)
+    return cudaErrorInvalidValue;
+  PadIndex p;
+  p.rank = int(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    p.in[d] = dims[d];
+    p.out[d] = yDims[d];
+    p.begin[d] = begins[d];
+  }
+  int64_t n = product(yDims);
+  if (n == 0)
+    return cudaSuccess;
+  padKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), p, n,
+                                                   value);
+  return cudaGetLastError();
+}
+
+namespace {
+/// Writes the flat index of each tuple into `flat` and gives the dims of
+/// the data with its first k dims as one.
+cudaError_t flattenTuples(const Dims &dims, const int64_t *indices,
+                          int64_t tuples, int64_t k, int64_t *flat, int *bad,
+                          Dims &flatDims, cudaStream_t stream) {
+  if (k < 0 || k > int64_t(dims.size()) || k > kMaxRank)
+    return cudaErrorInvalidValue;
+  PadIndex p;
+  p.rank = int(k);
+  int64_t lead = 1;
+  for (int64_t d = 0; d < k; ++d) {
+    p.in[d] = dims[size_t(d)];
+    lead *= dims[size_t(d)];
+  }
+  flatDims.assign(1, lead);
+  flatDims.insert(flatDims.end(), dims.begin() + k, dims.end());
+  if (tuples == 0)
+    return cudaSuccess;
+  flattenTuplesKernel<<<blocksFor(tuples), kThreads, 0, stream>>>(
+      indices, tuples, p, lead, flat, bad);
+  return cudaGetLastError();
+}
+} // namespace
+
+cudaError_t gatherND(Ref x, const Dims &dims, const int64_t *indices,
+                     int64_t tuples, int64_t k, MutRef y, int64_t *flat,
+                     int *bad, cudaStream_t stream) {
+  Dims flatDims;
+  if (cudaError_t e =
+          flattenTuples(dims, indices, tuples, k, flat, bad, flatDims, stream))
+    return e;
+  return gather(x, flatDims, 0, flat, tuples, y, bad, stream);
+}
+
+cudaError_t gatherNDGrad(Ref dy, const Dims &dims, const int64_t *indices,
+                         int64_t tuples, int64_t k, MutRef dx, int64_t *flat,
+                         int *bad, cudaStream_t stream) {
+  Dims flatDims;
+  if (cudaError_t e =
+          flattenTuples(dims, indices, tuples, k, flat, bad, flatDims, stream))
+    return e;
+  return gatherGrad(dy, flatDims, 0, flat, tuples, dx, bad, stream);
+}
+
+cudaError_t trilu(Ref x, const Dims &dims, bool upper, int64_t diagonal,
+                  MutRef y, cudaStream_t stream) {
+  if (dims.size() < 2)
+    return cudaErrorInvalidValue;
+  int64_t n = product(dims);
+  if (n == 0)
+    return cudaSuccess;
+  triluKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+      load(x), store(y), dims[dims.size() - 2], dims.back(), upper, diagonal,
+      n);
+  return cudaGetLastError();
+}
+
+cudaError_t cumSum(Ref x, const Dims &dims, int64_t axis, bool exclusive,
+                   bool reverse, MutRef y, cudaStream_t stream) {
+  if (axis < 0 || size_t(axis) >= dims.size())
+    return cudaErrorInvalidValue;
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (int64_t(d) < axis)
+      outer *= dims[d];
+    else if (int64_t(d) > axis)
+      inner *= dims[d];
+  if (outer * inner == 0 || dims[size_t(axis)] == 0)
+    return cudaSuccess;
+  cumSumKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(x), store(y), outer, dims[size_t(axis)], inner, exclusive, reverse);
+  return cudaGetLastError();
+}
+
+cudaError_t tile(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
+                 cudaStream_t stream) {
+  size_t rank = yDims.size();
+  if (rank > size_t(kMaxRank) || dims.size() != rank)
+    return cudaErrorInvalidValue;
+  PadIndex p;
+  p.rank = int(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    if (dims[d] <= 0 && yDims[d] != 0)
+      return cudaErrorInvalidValue;
+    p.in[d] = dims[d];
+    p.out[d] = yDims[d];
+  }
+  int64_t n = product(yDims);
+  if (n == 0)
+    return cudaSuccess;
+  tileKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), p, n);
   return cudaGetLastError();
 }
 

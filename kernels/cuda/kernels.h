@@ -90,6 +90,31 @@ cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
 cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
                        const int64_t *indices, int64_t count, MutRef dx,
                        int *bad, cudaStream_t stream);
+/// y = the slices of x that the k-tuples of indices name (as the CPU
+/// gatherND); `flat` (device, a slot per tuple) takes each tuple's flat
+/// index, *bad is set for a tuple outside x (k <= 8).
+cudaError_t gatherND(Ref x, const Dims &dims, const int64_t *indices,
+                     int64_t tuples, int64_t k, MutRef y, int64_t *flat,
+                     int *bad, cudaStream_t stream);
+/// dx = zeros, then each slice of dy added where its tuple names, in tuple
+/// order (as gatherGrad, on the flat indices).
+cudaError_t gatherNDGrad(Ref dy, const Dims &dims, const int64_t *indices,
+                         int64_t tuples, int64_t k, MutRef dx, int64_t *flat,
+                         int *bad, cudaStream_t stream);
+/// y[j...] = x[j - begins...] where that is inside x, else value (rank
+/// <= 8; negative begins crop).
+cudaError_t pad(Ref x, const Dims &dims, const std::vector<int64_t> &begins,
+                float value, MutRef y, const Dims &yDims, cudaStream_t stream);
+/// y = x off the kept triangle of each matrix of the last two dims zeroed
+/// (as the CPU trilu).
+cudaError_t trilu(Ref x, const Dims &dims, bool upper, int64_t diagonal,
+                  MutRef y, cudaStream_t stream);
+/// y = the running sums of x along `axis` (as the CPU cumSum).
+cudaError_t cumSum(Ref x, const Dims &dims, int64_t axis, bool exclusive,
+                   bool reverse, MutRef y, cudaStream_t stream);
+/// y[j...] = x[j % dims...] (rank <= 8; each of yDims a multiple of dims).
+cudaError_t tile(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
+                 cudaStream_t stream);
 /// y[i...] = x[starts + i * steps...] (rank <= 8; steps may be negative).
 cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
                   const std::vector<int64_t> &steps, MutRef y,

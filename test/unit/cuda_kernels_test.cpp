@@ -536,6 +536,81 @@ TEST_P(Kernels, Primitives) {
     EXPECT_EQ(S.download(), rounded(s, t));
     EXPECT_EQ(G.download(), rounded(g, t));
   }
+  // A pad by 0.5 that crops dim 1 and pads dims 0 and 2, and its gradient
+  // (the pad back by the negated begins).
+  {
+    kc::Dims pd{4, 2, 7};
+    std::vector<int64_t> begins{1, -1, 2}, back{-1, 1, -2};
+    Tensor P(56, t), G(60, t);
+    CUDA_OK(kc::pad(X.ref(), xd, begins, 0.5f, P.mut(), pd, nullptr));
+    CUDA_OK(kc::pad(P.ref(), pd, back, 0.0f, G.mut(), xd, nullptr));
+    Vec p(56), g(60);
+    cpu::pad(x.data(), xd, begins, 0.5f, p.data(), pd);
+    cpu::pad(p.data(), pd, back, 0.0f, g.data(), xd);
+    EXPECT_EQ(P.download(), rounded(p, t));
+    EXPECT_EQ(G.download(), rounded(g, t));
+  }
+  // Index pairs into x's first two dims (one repeated, one negative) and
+  // their gradient; a pair outside x raises the flag.
+  {
+    Ids I(std::vector<int64_t>{0, 3, 2, -1, 0, 3});
+    int *bad = nullptr;
+    int64_t *flat = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&bad), sizeof(int)),
+              cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&flat), 3 * sizeof(int64_t)),
+              cudaSuccess);
+    cudaMemset(bad, 0, sizeof(int));
+    Tensor G(15, t), Dx(60, t);
+    CUDA_OK(
+        kc::gatherND(X.ref(), xd, I.data, 3, 2, G.mut(), flat, bad, nullptr));
+    CUDA_OK(kc::gatherNDGrad(G.ref(), xd, I.data, 3, 2, Dx.mut(), flat, bad,
+                             nullptr));
+    std::vector<int64_t> idx{0, 3, 2, -1, 0, 3};
+    Vec g(15), dx(60);
+    ASSERT_TRUE(cpu::gatherND(x.data(), xd, idx.data(), 3, 2, g.data()));
+    ASSERT_TRUE(cpu::gatherNDGrad(g.data(), xd, idx.data(), 3, 2, dx.data()));
+    EXPECT_EQ(G.download(), rounded(g, t));
+    EXPECT_LT(relError(Dx.download(), dx), tolerance(t));
+    int flag = 1;
+    cudaDeviceSynchronize();
+    cudaMemcpy(&flag, bad, sizeof flag, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(flag, 0);
+    Ids Out(std::vector<int64_t>{3, 0});
+    CUDA_OK(
+        kc::gatherND(X.ref(), xd, Out.data, 1, 2, G.mut(), flat, bad, nullptr));
+    cudaDeviceSynchronize();
+    cudaMemcpy(&flag, bad, sizeof flag, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(flag, 1);
+    cudaFree(flat);
+    cudaFree(bad);
+  }
+  // Both triangles, running sums every way along the middle dim, a tile.
+  {
+    Tensor Lo(60, t), Up(60, t);
+    CUDA_OK(kc::trilu(X.ref(), xd, false, 1, Lo.mut(), nullptr));
+    CUDA_OK(kc::trilu(X.ref(), xd, true, -2, Up.mut(), nullptr));
+    Vec lo(60), up(60);
+    cpu::trilu(x.data(), xd, false, 1, lo.data());
+    cpu::trilu(x.data(), xd, true, -2, up.data());
+    EXPECT_EQ(Lo.download(), rounded(lo, t));
+    EXPECT_EQ(Up.download(), rounded(up, t));
+    for (bool exclusive : {false, true})
+      for (bool reverse : {false, true}) {
+        Tensor C(60, t);
+        CUDA_OK(
+            kc::cumSum(X.ref(), xd, 1, exclusive, reverse, C.mut(), nullptr));
+        Vec c(60);
+        cpu::cumSum(x.data(), xd, 1, exclusive, reverse, c.data());
+        EXPECT_LT(relError(C.download(), c), tolerance(t));
+      }
+    kc::Dims td{6, 4, 10};
+    Tensor T(240, t);
+    CUDA_OK(kc::tile(X.ref(), xd, T.mut(), td, nullptr));
+    Vec tiled(240);
+    cpu::tile(x.data(), xd, tiled.data(), td);
+    EXPECT_EQ(T.download(), rounded(tiled, t));
+  }
   // Casts, negation and fills.
   Tensor F(60, kc::DType::F32), N(60, t), Z(60, t);
   CUDA_OK(kc::cast(X.ref(), F.mut(), 60, nullptr));

@@ -353,16 +353,54 @@ private:
       EXPECT_TRUE(ok) << "an index outside the axis";
       return {t};
     }
+    if (isa<GatherNDOp, GatherNDGradOp>(op) && floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0), &idx = in(1);
+      bool grad = isa<GatherNDGradOp>(op);
+      const Tensor &data = grad ? t : x;
+      int64_t k = idx.shape.back(),
+              tuples = numel(ArrayRef<int64_t>(idx.shape).drop_back());
+      mt::kernels::cpu::Dims dims(data.shape.begin(), data.shape.end());
+      bool ok = grad ? k::gatherNDGrad(x.f.data(), dims, idx.i.data(), tuples,
+                                       k, t.f.data())
+                     : k::gatherND(x.f.data(), dims, idx.i.data(), tuples, k,
+                                   t.f.data());
+      EXPECT_TRUE(ok) << "an index outside its dim";
+      return {t};
+    }
     if (auto pad = dyn_cast<PadOp>(op); pad && floatOperands) {
-      std::optional<SmallVector<int64_t>> begins = zeroPadBegins(pad);
-      if (!begins)
+      std::optional<mt::train::PadLayout> layout = constantPad(pad);
+      if (!layout)
         return {};
       Tensor t = floats();
       auto &x = in(0);
-      std::vector<int64_t> steps(x.shape.size(), 1);
-      k::sliceGrad(x.f.data(), {x.shape.begin(), x.shape.end()},
-                   {begins->begin(), begins->end()}, steps, t.f.data(),
-                   {t.shape.begin(), t.shape.end()});
+      k::pad(x.f.data(), {x.shape.begin(), x.shape.end()},
+             {layout->begins.begin(), layout->begins.end()},
+             float(layout->value), t.f.data(),
+             {t.shape.begin(), t.shape.end()});
+      return {t};
+    }
+    if (auto tr = dyn_cast<TriluOp>(op); tr && floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0);
+      k::trilu(x.f.data(), {x.shape.begin(), x.shape.end()}, tr.getUpper(),
+               tr.getK(), t.f.data());
+      return {t};
+    }
+    if (auto cs = dyn_cast<CumSumOp>(op); cs && floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0);
+      int64_t rank = int64_t(x.shape.size()), axis = cs.getAxis();
+      k::cumSum(x.f.data(), {x.shape.begin(), x.shape.end()},
+                axis < 0 ? axis + rank : axis, cs.getExclusive(),
+                cs.getReverse(), t.f.data());
+      return {t};
+    }
+    if (isa<TileOp>(op) && floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0);
+      k::tile(x.f.data(), {x.shape.begin(), x.shape.end()}, t.f.data(),
+              {t.shape.begin(), t.shape.end()});
       return {t};
     }
     if (auto sg = dyn_cast<SliceGradOp>(op)) {

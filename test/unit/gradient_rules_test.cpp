@@ -259,6 +259,44 @@ INSTANTIATE_TEST_SUITE_P(
   %z = train.constant dense<0.0> : tensor<f32>
   %q = train.pad %a, %p, %z : (tensor<1x4x3xf32>, tensor<6xi64>, tensor<f32>) -> tensor<1x6x4xf32>
   %y = train.mul %q, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Crops two rows at the start and pads one at the end, and a
+        // column each side, by 0.5.
+        RuleCase{"pad_cropping_by_a_value",
+                 W("a", "tensor<1x7x2xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %p = train.constant dense<[0, -2, 1, 0, 1, 1]> : tensor<6xi64>
+  %v = train.constant dense<0.5> : tensor<f32>
+  %q = train.pad %a, %p, %v : (tensor<1x7x2xf32>, tensor<6xi64>, tensor<f32>) -> tensor<1x6x4xf32>
+  %y = train.mul %q, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Pairs into the first two dims (one repeated, one negative) and
+        // single indices into the first (whole [6, 4] slices).
+        RuleCase{"gather_nd_of_an_activation",
+                 W("a", "tensor<3x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %i = train.constant dense<[[0, 5], [2, -1], [0, 5], [1, 0], [-1, 3], [2, 2]]> : tensor<6x2xi64>
+  %g = train.gather_nd %a, %i {batch_dims = 0 : i64} : (tensor<3x6x4xf32>, tensor<6x2xi64>) -> tensor<6x4xf32>
+  %j = train.constant dense<[[2]]> : tensor<1x1xi64>
+  %h = train.gather_nd %a, %j {batch_dims = 0 : i64} : (tensor<3x6x4xf32>, tensor<1x1xi64>) -> tensor<1x6x4xf32>
+  %m = train.mul %g, %c : (tensor<6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %m, %h : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"trilu_both_triangles",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %lo = train.trilu %a {k = 1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %up = train.trilu %a {upper, k = -2 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %m = train.mul %up, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.add %lo, %m : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"cumsum_all_ways",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %f = train.cumsum %a {axis = -1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %r = train.cumsum %a {axis = 1 : i64, exclusive, reverse} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %e = train.cumsum %f {axis = 1 : i64, exclusive} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %m = train.mul %r, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %s = train.add %e, %m : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %k = train.constant dense<0.1> : tensor<f32>
+  %y = train.mul %s, %k : (tensor<1x6x4xf32>, tensor<f32>) -> tensor<1x6x4xf32>)"},
+        RuleCase{"tile",
+                 W("a", "tensor<1x3x2xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %n = train.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %r = train.tile %a, %n : (tensor<1x3x2xf32>, tensor<3xi64>) -> tensor<1x6x4xf32>
+  %y = train.mul %r, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"neg", W("a", "tensor<1x6x4xf32>") R"(
   %y = train.neg %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"identity", W("a", "tensor<1x6x4xf32>") R"(

@@ -174,6 +174,14 @@ TEST(OpDesc, WhereAndIsNaNTakeBooleanBytes) {
   n.in(n.buffer("x", {2, 3})).out(n.buffer("m", {2, 3}, U8));
   ASSERT_TRUE(n.describe(d).isOk()) << n.describe(d).message();
   EXPECT_EQ(d.elements, 6);
+  OneOp p(PAD);
+  for (int64_t v : {1, -2})
+    p.op->mutable_attrs()->add_starts(v);
+  p.op->mutable_attrs()->set_value(0.5);
+  p.in(p.buffer("x", {2, 5})).out(p.buffer("y", {4, 3}));
+  ASSERT_TRUE(p.describe(d).isOk()) << p.describe(d).message();
+  EXPECT_EQ(d.starts, (std::vector<int64_t>{1, -2}));
+  EXPECT_EQ(d.value, 0.5f);
   OneOp m(REDUCE_MEAN);
   m.op->mutable_attrs()->add_axes(-1);
   m.in(m.buffer("x", {2, 3})).out(m.buffer("y", {2, 1}));
@@ -289,6 +297,59 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "dim 0: 4 elements from 0 by 4611686018427387904 leave [0, 8)"},
+        Bad{"PadPlacingTheInputOutside",
+            [] {
+              OneOp o(PAD);
+              for (int64_t v : {int64_t(0), int64_t(1) << 62})
+                o.op->mutable_attrs()->add_starts(v);
+              o.in(o.buffer("x", {2, 5})).out(o.buffer("y", {2, 7}));
+              return o;
+            },
+            "dim 1: start 4611686018427387904 places 'x' [2, 5] outside [-5, "
+            "7] of the result [2, 7]"},
+        Bad{"GatherNDOfLongTuples",
+            [] {
+              OneOp o(GATHER_ND);
+              o.in(o.buffer("x", {2, 3}))
+                  .in(o.buffer("i", {4, 3}, I64))
+                  .out(o.buffer("y", {4}));
+              return o;
+            },
+            "the indices 'i' [4, 3] are not tuples of at most 2 indices into "
+            "[2, 3]"},
+        Bad{"GatherNDIntoAWrongShape",
+            [] {
+              OneOp o(GATHER_ND_GRAD);
+              o.in(o.buffer("dy", {4, 2}))
+                  .in(o.buffer("i", {4, 1}, I64))
+                  .out(o.buffer("dx", {2, 3}));
+              return o;
+            },
+            "'dy' [4, 2] is not the gather of [4, 1] index tuples of [2, 3]: "
+            "[4, 3]"},
+        Bad{"TriluOfAVector",
+            [] {
+              OneOp o(TRILU);
+              o.in(o.buffer("x", {5})).out(o.buffer("y", {5}));
+              return o;
+            },
+            "'x' [5] has no matrices in its last two dims"},
+        Bad{"TileOfPartialRepeats",
+            [] {
+              OneOp o(TILE);
+              o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {4, 7}));
+              return o;
+            },
+            "the result 'y' [4, 7] does not repeat 'x' [2, 3] a whole number "
+            "of times along each dim"},
+        Bad{"CumSumAlongNoAxis",
+            [] {
+              OneOp o(CUMSUM);
+              o.op->mutable_attrs()->set_axis(2);
+              o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {2, 3}));
+              return o;
+            },
+            "axis 2 is outside [2, 3]"},
         Bad{"CompareIntoFloats",
             [] {
               OneOp o(GREATER);

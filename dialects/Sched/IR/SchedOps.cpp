@@ -8,6 +8,7 @@
 using namespace mlir;
 using namespace mt::sched;
 
+#include "dialects/Sched/IR/KernelOpInterface.cpp.inc"
 #include "dialects/Sched/IR/SchedDialect.cpp.inc"
 #include "dialects/Sched/IR/SchedEnums.cpp.inc"
 #define GET_ATTRDEF_CLASSES

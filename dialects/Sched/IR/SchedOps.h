@@ -12,8 +12,12 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 #include "dialects/Sched/IR/SchedDialect.h.inc"
 #include "dialects/Sched/IR/SchedEnums.h.inc"
+// After the enums: the interface returns a Kernel.
+#include "dialects/Sched/IR/KernelOpInterface.h.inc"
 #define GET_ATTRDEF_CLASSES
 #include "dialects/Sched/IR/SchedAttrs.h.inc"
 #define GET_TYPEDEF_CLASSES

@@ -1,10 +1,10 @@
 //===- LowerToSched.cpp - the training step as a schedule on streams ------===//
 #include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Sched/Transforms/TrainKernels.h"
 #include "dialects/Train/IR/TrainOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/Debug.h"
 
 #define DEBUG_TYPE "mt-lower-to-sched"
@@ -28,126 +28,14 @@ RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// `k` for an op on floats; on integers (shape arithmetic, folded) none.
-std::optional<Kernel> floats(Value v, Kernel k) {
-  if (!isa<FloatType>(tensorOf(v).getElementType()))
-    return std::nullopt;
-  return k;
-}
-
-/// The plan kernel of a train op, for the ops that reach the schedule.
-std::optional<Kernel> kernelOf(Operation *op) {
-  using namespace mt::train;
-  return TypeSwitch<Operation *, std::optional<Kernel>>(op)
-      .Case([](EmbeddingOp) { return Kernel::Embedding; })
-      .Case([](EmbeddingGradOp) { return Kernel::EmbeddingGrad; })
-      .Case([](LinearOp) { return Kernel::Linear; })
-      .Case([](LinearGradOp) { return Kernel::LinearGrad; })
-      .Case([](RmsNormOp) { return Kernel::RmsNorm; })
-      .Case([](RmsNormGradOp) { return Kernel::RmsNormGrad; })
-      .Case([](LayerNormOp) { return Kernel::LayerNorm; })
-      .Case([](LayerNormGradOp) { return Kernel::LayerNormGrad; })
-      .Case([](RotaryOp) { return Kernel::Rotary; })
-      .Case([](RotaryGradOp) { return Kernel::RotaryGrad; })
-      .Case([](AttentionOp) { return Kernel::Attention; })
-      .Case([](AttentionGradOp) { return Kernel::AttentionGrad; })
-      .Case([](ActivationOp) { return Kernel::Activation; })
-      .Case([](ActivationGradOp) { return Kernel::ActivationGrad; })
-      .Case([](GatedActivationOp) { return Kernel::GatedActivation; })
-      .Case([](GatedActivationGradOp) { return Kernel::GatedActivationGrad; })
-      .Case([](CrossEntropyOp) { return Kernel::CrossEntropy; })
-      .Case([](CrossEntropyGradOp) { return Kernel::CrossEntropyGrad; })
-      .Case([](HeadCrossEntropyOp) { return Kernel::HeadCrossEntropy; })
-      .Case([](HeadCrossEntropyGradOp) { return Kernel::HeadCrossEntropyGrad; })
-      .Case([](AddOp) { return Kernel::Add; })
-      .Case([](SubOp) { return Kernel::Sub; })
-      .Case([](MulOp) { return Kernel::Mul; })
-      .Case([](NegOp) { return Kernel::Neg; })
-      .Case([](DivOp) { return Kernel::Div; })
-      .Case([](PowOp) { return Kernel::Pow; })
-      .Case([](ExpOp) { return Kernel::Exp; })
-      .Case([](LogOp) { return Kernel::Log; })
-      .Case([](TanhOp) { return Kernel::Tanh; })
-      .Case([](SqrtOp) { return Kernel::Sqrt; })
-      .Case([](ReciprocalOp) { return Kernel::Reciprocal; })
-      .Case([](SigmoidOp) { return Kernel::Sigmoid; })
-      .Case([](MatMulOp) { return Kernel::Matmul; })
-      .Case([](SoftmaxOp) { return Kernel::Softmax; })
-      .Case([](LogSoftmaxOp) { return Kernel::LogSoftmax; })
-      .Case([](ErfOp) { return Kernel::Erf; })
-      .Case([](CosOp) { return Kernel::Cos; })
-      .Case([](SinOp) { return Kernel::Sin; })
-      .Case([](MaxOp m) { return floats(m.getResult(), Kernel::Max); })
-      .Case([](MinOp m) { return floats(m.getResult(), Kernel::Min); })
-      .Case([](ReduceMaxOp r) {
-        return floats(r.getResult(), Kernel::ReduceMax);
-      })
-      .Case([](EqualOp c) { return floats(c.getLhs(), Kernel::Equal); })
-      .Case([](LessOp c) { return floats(c.getLhs(), Kernel::Less); })
-      .Case([](LessOrEqualOp c) {
-        return floats(c.getLhs(), Kernel::LessOrEqual);
-      })
-      .Case([](GreaterOp c) { return floats(c.getLhs(), Kernel::Greater); })
-      .Case([](GreaterOrEqualOp c) {
-        return floats(c.getLhs(), Kernel::GreaterOrEqual);
-      })
-      .Case([](ExpandOp) { return Kernel::Expand; })
-      .Case([](ReduceSumOp) { return Kernel::ReduceSum; })
-      .Case([](ReduceMeanOp) { return Kernel::ReduceMean; })
-      .Case([](IsNaNOp) { return Kernel::IsNaN; })
-      .Case([](WhereOp w) { return floats(w.getResult(), Kernel::Where); })
-      .Case([](SliceOp s) -> std::optional<Kernel> {
-        if (!constantSlice(s))
-          return std::nullopt;
-        return floats(s.getResult(), Kernel::Slice);
-      })
-      .Case([](SliceGradOp) { return Kernel::SliceGrad; })
-      // Zeros with the input at its place: what SLICE_GRAD writes.
-      .Case([](PadOp p) -> std::optional<Kernel> {
-        if (!zeroPadBegins(p))
-          return std::nullopt;
-        return floats(p.getResult(), Kernel::SliceGrad);
-      })
-      .Case([](GatherOp g) { return floats(g.getResult(), Kernel::Gather); })
-      .Case([](GatherGradOp) { return Kernel::GatherGrad; })
-      .Case([](ConcatOp) { return Kernel::Concat; })
-      .Case([](SplitOp) { return Kernel::Split; })
-      .Case([](TransposeOp) { return Kernel::Transpose; })
-      .Case<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, IdentityOp, CastOp>(
-          [](Operation *) { return Kernel::Copy; })
-      .Default([](Operation *) { return std::nullopt; });
-}
-
-/// FLOPs of the ops whose cost is arithmetic; 0 for memory-bound ones.
-double flopsOf(Operation *op) {
-  using namespace mt::train;
-  auto n = [](Value v) { return double(tensorOf(v).getNumElements()); };
-  if (auto l = dyn_cast<LinearOp>(op))
-    return 2.0 * n(l.getResult()) * tensorOf(l.getInput()).getShape().back();
-  if (auto l = dyn_cast<LinearGradOp>(op))
-    return 4.0 * n(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
-  if (auto a = dyn_cast<AttentionOp>(op)) {
-    auto q = tensorOf(a.getQ()).getShape();
-    return 4.0 * q[0] * q[1] * q[1] * q[2];
-  }
-  if (auto m = dyn_cast<MatMulOp>(op))
-    return 2.0 * n(m.getResult()) * tensorOf(m.getLhs()).getShape().back();
-  if (auto h = dyn_cast<HeadCrossEntropyOp>(op))
-    return 2.0 * n(h.getInput()) * tensorOf(h.getWeight()).getNumElements() /
-           tensorOf(h.getInput()).getShape().back();
-  if (auto h = dyn_cast<HeadCrossEntropyGradOp>(op))
-    return 6.0 * n(h.getInput()) * tensorOf(h.getWeight()).getNumElements() /
-           tensorOf(h.getInput()).getShape().back();
-  if (auto a = dyn_cast<AttentionGradOp>(op)) {
-    auto q = tensorOf(a.getQ()).getShape();
-    return 10.0 * q[0] * q[1] * q[1] * q[2];
-  }
-  return 0.0;
-}
-
 struct LowerToSched
     : public mt::sched::impl::LowerToSchedPassBase<LowerToSched> {
   using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registerTrainKernels(registry);
+  }
 
   /// The host and device buffers of one weight.
   struct Weight {
@@ -358,18 +246,15 @@ struct LowerToSched
       }
       if (isa<func::ReturnOp>(op))
         continue;
-      std::optional<Kernel> k = kernelOf(&op);
+      auto described = dyn_cast<KernelOpInterface>(op);
+      std::optional<Kernel> k =
+          described ? described.getKernel() : std::nullopt;
       if (!k)
         return op.emitError("'")
                << op.getName() << "' has no kernel; it cannot be scheduled";
       SmallVector<Value> ins, outs;
-      // Copies, expansions and slices read their data only (a reshape's or
-      // an expand's shape is in the type, a slice's layout in its attrs).
-      unsigned used = *k == Kernel::Copy || *k == Kernel::Expand ||
-                              *k == Kernel::Slice || isa<train::PadOp>(op)
-                          ? 1
-                          : op.getNumOperands();
-      for (Value v : op.getOperands().take_front(used)) {
+      for (Value v :
+           op.getOperands().take_front(described.getKernelOperands())) {
         Value buf = bufs.lookup(v);
         if (!buf)
           return op.emitError("operand has no buffer");
@@ -424,24 +309,9 @@ struct LowerToSched
             waits.push_back(copied);
           copyTokens.erase(in);
         }
-      DictionaryAttr attrs = op.getAttrDictionary();
-      if (auto p = dyn_cast<train::PadOp>(op)) {
-        OpBuilder b(&op);
-        SmallVector<int64_t> steps(tensorOf(p.getInput()).getRank(), 1);
-        attrs = b.getDictionaryAttr(
-            {b.getNamedAttr("starts",
-                            b.getDenseI64ArrayAttr(*train::zeroPadBegins(p))),
-             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
-      }
-      if (auto s = dyn_cast<train::SliceOp>(op)) {
-        std::optional<train::SliceLayout> layout = train::constantSlice(s);
-        OpBuilder b(&op);
-        attrs = b.getDictionaryAttr(
-            {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(layout->starts)),
-             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(layout->steps))});
-      }
-      Value token = exec(micro, "compute", *k, ins, outs, waits, attrs,
-                         flopsOf(&op), bytes, op.getLoc());
+      Value token = exec(micro, "compute", *k, ins, outs, waits,
+                         described.getKernelAttrs(), described.getFlops(),
+                         bytes, op.getLoc());
       for (Value r : op.getResults())
         tokens[bufs[r]] = token;
     }

@@ -523,29 +523,88 @@ LogicalResult gradient(GatherOp gather, G &g) {
   return success();
 }
 
-/// A Pad by zeros: dy where the input sits (a Slice of dy).
+/// Trilu keeps or zeroes each element by its place alone: the same Trilu
+/// of dy.
+LogicalResult gradient(TriluOp t, G &g) {
+  g.accumulate(
+      t.getInput(),
+      g.builder()
+          .create<TriluOp>(t.getLoc(), g.dy(t), t.getUpperAttr(), t.getKAttr())
+          .getResult());
+  return success();
+}
+
+/// Element j is in the sums of the elements after it (before it, when
+/// reversed): the CumSum of dy the other way, as exclusive as the forward.
+LogicalResult gradient(CumSumOp c, G &g) {
+  OpBuilder &b = g.builder();
+  g.accumulate(c.getInput(),
+               b.create<CumSumOp>(c.getLoc(), g.dy(c), c.getAxisAttr(),
+                                  c.getExclusiveAttr(),
+                                  c.getReverse() ? UnitAttr() : b.getUnitAttr())
+                   .getResult());
+  return success();
+}
+
+/// Each element is read once per repeat: dy as [r0, d0, r1, d1, ...] summed
+/// over the repeats.
+LogicalResult gradient(TileOp t, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = t.getLoc();
+  auto in = typeOf(t.getInput()), out = typeOf(t);
+  SmallVector<int64_t> split, axes;
+  for (int64_t d = 0; d < in.getRank(); ++d) {
+    int64_t n = in.getDimSize(d);
+    split.push_back(n ? out.getDimSize(d) / n : 0);
+    split.push_back(n);
+    axes.push_back(2 * d);
+  }
+  Value dy = g.reshapeTo(loc, g.dy(t),
+                         RankedTensorType::get(split, in.getElementType()));
+  Value sum = b.create<ReduceSumOp>(loc, dy, b.getDenseI64ArrayAttr(axes),
+                                    /*keepdims=*/nullptr);
+  g.accumulate(t.getInput(), g.reshapeTo(loc, sum, in));
+  return success();
+}
+
+/// dy summed back into the slices the index tuples read; the indices have
+/// no gradient.
+LogicalResult gradient(GatherNDOp gather, G &g) {
+  g.accumulate(gather.getData(),
+               g.builder()
+                   .create<GatherNDGradOp>(gather.getLoc(),
+                                           gather.getData().getType(),
+                                           g.dy(gather), gather.getIndices())
+                   .getResult());
+  return success();
+}
+
+/// A Pad by a constant: dy where the input sits, zeros where the pad
+/// cropped it; that is the Pad of dy by the negated pads and 0.
 LogicalResult gradient(PadOp p, G &g) {
-  std::optional<SmallVector<int64_t>> begins = zeroPadBegins(p);
-  if (!begins)
-    return p.emitOpError("other than by zeros with constant, non-negative "
-                         "pads has no gradient rule; it lies on a path from "
-                         "a trainable weight to the loss");
+  std::optional<PadLayout> layout = constantPad(p);
+  if (!layout)
+    return p.emitOpError("with pads or a value that are computed has no "
+                         "gradient rule; it lies on a path from a trainable "
+                         "weight to the loss");
   OpBuilder &b = g.builder();
   Location loc = p.getLoc();
   auto in = typeOf(p.getInput());
-  SmallVector<int64_t> ends, axes, steps(in.getRank(), 1);
-  for (int64_t d = 0; d < in.getRank(); ++d) {
-    ends.push_back((*begins)[d] + in.getDimSize(d));
-    axes.push_back(d);
-  }
-  auto ints = [&](ArrayRef<int64_t> v) -> Value {
-    auto t = RankedTensorType::get({int64_t(v.size())}, b.getI64Type());
-    return b.create<ConstantOp>(loc, DenseElementsAttr::get(t, v));
-  };
-  g.accumulate(p.getInput(),
-               b.create<SliceOp>(loc, in, g.dy(p), ints(*begins), ints(ends),
-                                 ints(axes), ints(steps))
-                   .getResult());
+  SmallVector<int64_t> back;
+  for (int64_t pad : llvm::concat<int64_t>(layout->begins, layout->ends))
+    back.push_back(-pad);
+  auto padsType = RankedTensorType::get({int64_t(back.size())}, b.getI64Type());
+  auto zero = RankedTensorType::get({}, in.getElementType());
+  g.accumulate(
+      p.getInput(),
+      b.create<PadOp>(
+           loc, in, g.dy(p),
+           b.create<ConstantOp>(
+               loc, DenseElementsAttr::get(padsType, ArrayRef<int64_t>(back))),
+           b.create<ConstantOp>(
+               loc, DenseElementsAttr::get(
+                        zero, b.getFloatAttr(in.getElementType(), 0.0))))
+          .getResult());
   return success();
 }
 
@@ -620,7 +679,8 @@ void attachGradientRules(MLIRContext &context) {
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
          ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, SliceOp, GatherOp, PadOp, CastOp>(context);
+         SplitOp, ConcatOp, SliceOp, GatherOp, GatherNDOp, PadOp, TriluOp,
+         CumSumOp, TileOp, CastOp>(context);
 }
 
 } // namespace mt::train

@@ -646,6 +646,26 @@ LogicalResult SliceOp::verify() {
   return checkResult(*this, p.size);
 }
 
+LogicalResult GatherNDGradOp::verify() {
+  auto dy = rankedType(getGrad()).getShape(),
+       idx = rankedType(getIndices()).getShape(),
+       dx = rankedType(getInputGrad()).getShape();
+  if (idx.empty() || idx.back() > int64_t(dx.size()))
+    return emitOpError("indices ")
+           << shapeStr(idx) << " need tuples of at most " << dx.size()
+           << " indices into dx " << shapeStr(dx);
+  SmallVector<int64_t> want(idx.drop_back());
+  llvm::append_range(want, dx.drop_front(idx.back()));
+  if (ArrayRef<int64_t>(want) != dy)
+    return emitOpError("dy ")
+           << shapeStr(dy) << " is not the gather of " << shapeStr(idx)
+           << " index tuples of " << shapeStr(dx);
+  if (rankedType(getGrad()).getElementType() !=
+      rankedType(getInputGrad()).getElementType())
+    return emitOpError("dy and dx differ in element type");
+  return success();
+}
+
 LogicalResult GatherGradOp::verify() {
   auto dy = rankedType(getGrad()).getShape(),
        idx = rankedType(getIndices()).getShape(),
@@ -903,17 +923,18 @@ std::optional<SliceLayout> mt::train::constantSlice(SliceOp op) {
                      SmallVector<int64_t>(p.step.begin(), p.step.end())};
 }
 
-std::optional<SmallVector<int64_t>> mt::train::zeroPadBegins(PadOp op) {
+std::optional<PadLayout> mt::train::constantPad(PadOp op) {
   auto pads = constInts(op.getPads());
   Attribute value;
   if (!pads || !matchPattern(op.getValue(), m_Constant(&value)))
     return std::nullopt;
   auto dense = dyn_cast<DenseElementsAttr>(value);
-  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()) ||
-      !dense.getSplatValue<APFloat>().isZero() ||
-      llvm::any_of(*pads, [](int64_t p) { return p < 0; }))
+  if (!dense || !dense.isSplat() || !isa<FloatType>(dense.getElementType()))
     return std::nullopt;
-  return SmallVector<int64_t>(pads->begin(), pads->begin() + pads->size() / 2);
+  size_t rank = pads->size() / 2;
+  return PadLayout{SmallVector<int64_t>(pads->begin(), pads->begin() + rank),
+                   SmallVector<int64_t>(pads->begin() + rank, pads->end()),
+                   dense.getSplatValue<APFloat>().convertToDouble()};
 }
 
 int64_t mt::train::elementBytes(Type type) {

@@ -24,9 +24,14 @@ struct SliceLayout {
 };
 std::optional<SliceLayout> constantSlice(SliceOp op);
 
-/// The begins of a Pad by zeros with constant pads, none negative (the
-/// input's place in the result), or none for another Pad.
-std::optional<llvm::SmallVector<int64_t>> zeroPadBegins(PadOp op);
+/// A Pad with constant pads and value: the elements it adds before and
+/// after the input in each dim (negative where it crops) and the value of
+/// those it adds; none when the pads or the value are computed.
+struct PadLayout {
+  llvm::SmallVector<int64_t> begins, ends;
+  double value;
+};
+std::optional<PadLayout> constantPad(PadOp op);
 
 /// Bytes of one element of `type` as stored (i1 takes a byte).
 int64_t elementBytes(mlir::Type type);

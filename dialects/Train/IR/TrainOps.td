@@ -586,6 +586,15 @@ def Train_GatherGradOp : Train_GradOp<"gather_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
+def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad",
+    "Gradient of a GatherND of activations: dy summed into the slices its index tuples name"> {
+  let description = "Zeros of the data's shape, then `dx[indices[t]] += dy[t]` for each index "
+      "tuple t (batch_dims 0), in tuple order. `%dx = train.gather_nd_grad %dy, %i : "
+      "(tensor<2x4xf32>, tensor<2x2xi64>) -> tensor<2x3x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$indices);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
 def Train_SliceGradOp : Train_GradOp<"slice_grad",
     "Gradient of a Slice: zeros of the input's shape with dy at the places the slice read"> {
   let description = "Dim d of dy's element i is dx's element `starts[d] + i * steps[d]` "

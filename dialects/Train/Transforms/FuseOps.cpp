@@ -799,22 +799,36 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
   }
 };
 
-/// SoftmaxCrossEntropyLoss (mean), looking through reshapes and the Hugging
-/// Face label shift; the labels get their role.
+/// SoftmaxCrossEntropyLoss (mean) over [N, C] scores, looking through
+/// reshapes and the Hugging Face label shift, or over [N, C, d] scores (the
+/// classes second, as `cross_entropy(logits.transpose(1, 2), labels)`
+/// exports) as a cross-entropy of their transpose; the labels get their
+/// role.
 struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(SoftmaxCrossEntropyLossOp ce,
                                 PatternRewriter &b) const override {
-    if (ce.getReduction() != "mean" || typeOf(ce.getScores()).getRank() != 2)
-      return b.notifyMatchFailure(ce, "not a mean over 2-D scores");
+    int64_t rank = typeOf(ce.getScores()).getRank();
+    if (ce.getReduction() != "mean" || rank > 3)
+      return b.notifyMatchFailure(
+          ce, "not a mean over [N, C] or [N, C, d] scores (mtc trains "
+              "reduction mean only: the fused cross-entropy divides by the "
+              "tokens that count)");
     int64_t ignore = ce.getIgnoreIndex() ? *ce.getIgnoreIndex() : -100;
-    Value logits = f.throughReshapes(ce.getScores());
-    Value labels = f.throughReshapes(ce.getLabels());
-    auto lt = typeOf(logits);
-    if (lt.getShape().back() != typeOf(ce.getScores()).getShape().back() ||
-        typeOf(labels).getShape() != lt.getShape().drop_back()) {
-      logits = ce.getScores();
+    Value logits, labels;
+    if (rank == 3) {
+      logits = b.create<TransposeOp>(ce.getLoc(), ce.getScores(),
+                                     b.getDenseI64ArrayAttr({0, 2, 1}));
       labels = ce.getLabels();
+    } else {
+      logits = f.throughReshapes(ce.getScores());
+      labels = f.throughReshapes(ce.getLabels());
+      auto lt = typeOf(logits);
+      if (lt.getShape().back() != typeOf(ce.getScores()).getShape().back() ||
+          typeOf(labels).getShape() != lt.getShape().drop_back()) {
+        logits = ce.getScores();
+        labels = ce.getLabels();
+      }
     }
     bool shift = false;
     if (Value raw = f.matchLabelShift(labels, ignore)) {

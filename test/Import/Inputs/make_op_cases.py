@@ -121,13 +121,12 @@ case("RMSNormalization", "last", [("x", X, "data"), ("s", f(4), "const")],
      {"epsilon": 1e-6})
 case("RMSNormalization", "two_dims", [("x", X, "data"), ("s", f(3, 4), "const")],
      {"axis": 1}, modes=FROZEN)
-case("CumSum", "float", [("x", X, "data"), ("axis", i64(1), "const")],
-     modes=FROZEN)
+case("CumSum", "float", [("x", X, "data"), ("axis", i64(1), "const")])
 case("CumSum", "exclusive_reverse", [("x", i64([[1, 2, 3], [4, 5, 6]]), "data"),
                                      ("axis", i64(1), "const")],
      {"exclusive": 1, "reverse": 1}, modes=FROZEN)
 case("Trilu", "upper_k1", [("x", f(4, 4), "data"), ("k", i64(1), "const")],
-     {"upper": 1}, modes=FROZEN)
+     {"upper": 1})
 case("SoftmaxCrossEntropyLoss", "mean_ignore",
      [("s", f(6, 5), "data"), ("l", i64([0, 4, -100, 2, 1, 3]), "const")],
      {"reduction": "mean", "ignore_index": -100})
@@ -156,14 +155,12 @@ case("Gather", "last_axis_2d_indices", [("x", X, "data"),
                                         ("i", i64([[3, 1], [0, 3]]), "const")],
      {"axis": -1})
 case("GatherND", "pairs", [("x", X, "data"),
-                           ("i", i64([[0, 1], [1, 2]]), "const")], modes=FROZEN)
+                           ("i", i64([[0, 1], [1, 2]]), "const")])
 case("Expand", "broadcast", [("x", f(3, 1), "data"),
                              ("s", i64([2, 3, 4]), "const")])
-case("Tile", "repeats", [("x", f(2, 3), "data"), ("r", i64([2, 1]), "const")],
-     modes=FROZEN)
+case("Tile", "repeats", [("x", f(2, 3), "data"), ("r", i64([2, 1]), "const")])
 case("Pad", "constant", [("x", f(2, 3), "data"), ("p", i64([0, 1, 1, 0]), "const"),
-                        ("v", np.array(0.5, np.float32), "const")],
-     modes=FROZEN)
+                        ("v", np.array(0.5, np.float32), "const")])
 case("Pad", "zeros", [("x", f(2, 3), "data"), ("p", i64([1, 0, 0, 2]), "const")])
 case("Range", "ints", [("a", i64(2), "const"), ("l", i64(11), "const"),
                        ("d", i64(3), "const")], modes=FROZEN)
@@ -172,6 +169,19 @@ case("ConstantOfShape", "float", [("s", i64([2, 3]), "const")],
      modes=FROZEN)
 case("Shape", "of_input", [("x", X, "data")])
 case("Size", "of_input", [("x", X, "data")])
+# Cases added later come last, so that the values above stay as they were.
+case("Pad", "crop_and_pad", [("x", f(3, 4), "data"),
+                             ("p", i64([-1, 2, 1, -1]), "const"),
+                             ("v", np.array(-2.0, np.float32), "const")])
+case("CumSum", "float_exclusive_reverse_negative_axis",
+     [("x", X, "data"), ("axis", i64(-2), "const")],
+     {"exclusive": 1, "reverse": 1})
+case("Trilu", "lower_batched_k_negative",
+     [("x", f(2, 3, 5), "data"), ("k", i64(-1), "const")])
+case("Tile", "three_dims", [("x", X, "data"), ("r", i64([1, 3, 2]), "const")])
+case("GatherND", "whole_tensors_negative",
+     [("x", X, "data"), ("i", i64([[[1, -1, 2]], [[0, 0, -4]]]), "const")])
+case("GatherND", "rows", [("x", X, "data"), ("i", i64([[1], [-2], [1]]), "const")])
 
 
 def split_case(opset):

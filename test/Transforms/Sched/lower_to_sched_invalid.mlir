@@ -7,11 +7,11 @@ module {
 // -----
 
 // An op without a kernel is named.
-// CHECK: error: 'train.cumsum' has no kernel; it cannot be scheduled
+// CHECK: error: 'train.dropout' has no kernel; it cannot be scheduled
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>}, %x: tensor<2x8xf32> {train.name = "x", train.role = #train<role targets>}) -> (tensor<f32> {train.loss}) {
   %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
   %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-  %s = train.cumsum %h {axis = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s = train.dropout %h {ratio = 0.1 : f32, training} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %l = train.cross_entropy %s, %ids {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }

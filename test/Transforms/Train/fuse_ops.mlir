@@ -380,6 +380,20 @@ func.func @cross_entropy_targets(%logits: tensor<2x4x8xf32>, %t: tensor<2x4xi64>
 
 // -----
 
+// Scores with the classes second ([N, C, d], as PyTorch exports
+// cross_entropy(logits.transpose(1, 2), labels)): the cross-entropy of
+// their transpose.
+// CHECK-LABEL: func @cross_entropy_classes_second
+// CHECK: %[[T:.+]] = train.transpose %arg0 {perm = array<i64: 0, 2, 1>} : (tensor<2x8x4xf32>) -> tensor<2x4x8xf32>
+// CHECK: train.cross_entropy %[[T]], %arg1 {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+// CHECK-NOT: softmax_cross_entropy_loss
+func.func @cross_entropy_classes_second(%scores: tensor<2x8x4xf32>, %t: tensor<2x4xi64>) -> tensor<f32> {
+  %l = train.softmax_cross_entropy_loss %scores, %t {ignore_index = -100 : i64, reduction = "mean"} : (tensor<2x8x4xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // A fused projection's output cut into parts (Phi-3's qkv_proj): each Slice
 // of the activation becomes a Split that keeps its part; a negative start
 // and an end past the dim are clamped as ONNX does. A stepped Slice stays.

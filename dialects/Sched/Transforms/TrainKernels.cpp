@@ -1,0 +1,240 @@
+//===- TrainKernels.cpp - the plan kernel of each train op ----------------===//
+//
+// The KernelOpInterface of the train ops that reach the schedule, attached
+// as external models (the train dialect knows nothing of plans). Each op
+// states its kernel in one `kernelOf` overload below; the few whose kernel
+// reads fewer operands, takes attributes other than the op's or does
+// arithmetic worth counting add an `operandsOf`, `attrsOf` or `flopsOf`.
+// An op missing from the list at the end has no kernel: lowering it is an
+// error that names it, never a silent default.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Sched/Transforms/TrainKernels.h"
+#include "dialects/Sched/IR/SchedOps.h"
+#include "dialects/Train/IR/TrainDialect.h"
+#include "dialects/Train/IR/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectRegistry.h"
+
+using namespace mlir;
+using namespace mt::train;
+
+namespace mt::sched {
+namespace {
+
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+double elements(Value v) { return double(tensorOf(v).getNumElements()); }
+
+/// `k` for an op on floats; none on integers (shape arithmetic, folded).
+std::optional<Kernel> floats(Value v, Kernel k) {
+  if (!isa<FloatType>(tensorOf(v).getElementType()))
+    return std::nullopt;
+  return k;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+using K = std::optional<Kernel>;
+K kernelOf(EmbeddingOp) { return Kernel::Embedding; }
+K kernelOf(EmbeddingGradOp) { return Kernel::EmbeddingGrad; }
+K kernelOf(LinearOp) { return Kernel::Linear; }
+K kernelOf(LinearGradOp) { return Kernel::LinearGrad; }
+K kernelOf(RmsNormOp) { return Kernel::RmsNorm; }
+K kernelOf(RmsNormGradOp) { return Kernel::RmsNormGrad; }
+K kernelOf(LayerNormOp) { return Kernel::LayerNorm; }
+K kernelOf(LayerNormGradOp) { return Kernel::LayerNormGrad; }
+K kernelOf(RotaryOp) { return Kernel::Rotary; }
+K kernelOf(RotaryGradOp) { return Kernel::RotaryGrad; }
+K kernelOf(AttentionOp) { return Kernel::Attention; }
+K kernelOf(AttentionGradOp) { return Kernel::AttentionGrad; }
+K kernelOf(ActivationOp) { return Kernel::Activation; }
+K kernelOf(ActivationGradOp) { return Kernel::ActivationGrad; }
+K kernelOf(GatedActivationOp) { return Kernel::GatedActivation; }
+K kernelOf(GatedActivationGradOp) { return Kernel::GatedActivationGrad; }
+K kernelOf(CrossEntropyOp) { return Kernel::CrossEntropy; }
+K kernelOf(CrossEntropyGradOp) { return Kernel::CrossEntropyGrad; }
+K kernelOf(HeadCrossEntropyOp) { return Kernel::HeadCrossEntropy; }
+K kernelOf(HeadCrossEntropyGradOp) { return Kernel::HeadCrossEntropyGrad; }
+K kernelOf(AddOp) { return Kernel::Add; }
+K kernelOf(SubOp) { return Kernel::Sub; }
+K kernelOf(MulOp) { return Kernel::Mul; }
+K kernelOf(NegOp) { return Kernel::Neg; }
+K kernelOf(DivOp) { return Kernel::Div; }
+K kernelOf(PowOp) { return Kernel::Pow; }
+K kernelOf(ExpOp) { return Kernel::Exp; }
+K kernelOf(LogOp) { return Kernel::Log; }
+K kernelOf(TanhOp) { return Kernel::Tanh; }
+K kernelOf(SqrtOp) { return Kernel::Sqrt; }
+K kernelOf(ReciprocalOp) { return Kernel::Reciprocal; }
+K kernelOf(SigmoidOp) { return Kernel::Sigmoid; }
+K kernelOf(ErfOp) { return Kernel::Erf; }
+K kernelOf(CosOp) { return Kernel::Cos; }
+K kernelOf(SinOp) { return Kernel::Sin; }
+K kernelOf(MatMulOp) { return Kernel::Matmul; }
+K kernelOf(SoftmaxOp) { return Kernel::Softmax; }
+K kernelOf(LogSoftmaxOp) { return Kernel::LogSoftmax; }
+K kernelOf(MaxOp m) { return floats(m, Kernel::Max); }
+K kernelOf(MinOp m) { return floats(m, Kernel::Min); }
+K kernelOf(ReduceMaxOp r) { return floats(r, Kernel::ReduceMax); }
+K kernelOf(EqualOp c) { return floats(c.getLhs(), Kernel::Equal); }
+K kernelOf(LessOp c) { return floats(c.getLhs(), Kernel::Less); }
+K kernelOf(LessOrEqualOp c) { return floats(c.getLhs(), Kernel::LessOrEqual); }
+K kernelOf(GreaterOp c) { return floats(c.getLhs(), Kernel::Greater); }
+K kernelOf(GreaterOrEqualOp c) {
+  return floats(c.getLhs(), Kernel::GreaterOrEqual);
+}
+K kernelOf(ExpandOp) { return Kernel::Expand; }
+K kernelOf(ReduceSumOp) { return Kernel::ReduceSum; }
+K kernelOf(ReduceMeanOp) { return Kernel::ReduceMean; }
+K kernelOf(IsNaNOp) { return Kernel::IsNaN; }
+K kernelOf(WhereOp w) { return floats(w, Kernel::Where); }
+K kernelOf(SliceOp s) {
+  return constantSlice(s) ? floats(s, Kernel::Slice) : std::nullopt;
+}
+K kernelOf(SliceGradOp) { return Kernel::SliceGrad; }
+K kernelOf(PadOp p) {
+  return constantPad(p) ? floats(p, Kernel::Pad) : std::nullopt;
+}
+K kernelOf(TriluOp t) { return floats(t, Kernel::Trilu); }
+K kernelOf(CumSumOp c) { return floats(c, Kernel::CumSum); }
+K kernelOf(TileOp t) { return floats(t, Kernel::Tile); }
+K kernelOf(GatherOp g) { return floats(g, Kernel::Gather); }
+K kernelOf(GatherGradOp) { return Kernel::GatherGrad; }
+K kernelOf(GatherNDOp g) { return floats(g, Kernel::GatherND); }
+K kernelOf(GatherNDGradOp) { return Kernel::GatherNDGrad; }
+K kernelOf(ConcatOp) { return Kernel::Concat; }
+K kernelOf(SplitOp) { return Kernel::Split; }
+K kernelOf(TransposeOp) { return Kernel::Transpose; }
+// Copies: the data stays, the result's type gives the shape or the dtype.
+K kernelOf(ReshapeOp) { return Kernel::Copy; }
+K kernelOf(FlattenOp) { return Kernel::Copy; }
+K kernelOf(SqueezeOp) { return Kernel::Copy; }
+K kernelOf(UnsqueezeOp) { return Kernel::Copy; }
+K kernelOf(IdentityOp) { return Kernel::Copy; }
+K kernelOf(CastOp) { return Kernel::Copy; }
+
+//===----------------------------------------------------------------------===//
+// Operands: all, but for the ops whose other operands the types or the
+// exec's attributes carry.
+//===----------------------------------------------------------------------===//
+
+unsigned operandsOf(Operation *op) { return op->getNumOperands(); }
+unsigned operandsOf(ReshapeOp) { return 1; }
+unsigned operandsOf(SqueezeOp) { return 1; }
+unsigned operandsOf(UnsqueezeOp) { return 1; }
+unsigned operandsOf(ExpandOp) { return 1; }
+unsigned operandsOf(SliceOp) { return 1; }
+unsigned operandsOf(PadOp) { return 1; }
+unsigned operandsOf(TileOp) { return 1; }
+
+//===----------------------------------------------------------------------===//
+// Attributes: the op's own, but for the ops whose kernel takes a layout
+// computed from constant operands.
+//===----------------------------------------------------------------------===//
+
+DictionaryAttr attrsOf(Operation *op) { return op->getAttrDictionary(); }
+
+DictionaryAttr attrsOf(SliceOp s) {
+  std::optional<SliceLayout> layout = constantSlice(s);
+  Builder b(s.getContext());
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(layout->starts)),
+       b.getNamedAttr("steps", b.getDenseI64ArrayAttr(layout->steps))});
+}
+DictionaryAttr attrsOf(PadOp p) {
+  std::optional<PadLayout> layout = constantPad(p);
+  Builder b(p.getContext());
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(layout->begins)),
+       b.getNamedAttr("value", b.getF64FloatAttr(layout->value))});
+}
+
+DictionaryAttr attrsOf(TriluOp t) {
+  Builder b(t.getContext());
+  SmallVector<NamedAttribute> attrs{
+      b.getNamedAttr("diagonal", b.getI64IntegerAttr(t.getK()))};
+  if (t.getUpper())
+    attrs.push_back(b.getNamedAttr("upper", b.getUnitAttr()));
+  return b.getDictionaryAttr(attrs);
+}
+
+//===----------------------------------------------------------------------===//
+// FLOPs: the ops whose time is arithmetic (a multiply-add counts 2).
+//===----------------------------------------------------------------------===//
+
+double flopsOf(Operation *) { return 0.0; }
+double flopsOf(LinearOp l) {
+  return 2.0 * elements(l) * tensorOf(l.getInput()).getShape().back();
+}
+double flopsOf(LinearGradOp l) {
+  return 4.0 * elements(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
+}
+double flopsOf(MatMulOp m) {
+  return 2.0 * elements(m) * tensorOf(m.getLhs()).getShape().back();
+}
+// [batch * heads, seq, head_dim]: QK^T and PV forward; the backward
+// recomputes the scores and takes three more products.
+double flopsOf(AttentionOp a) {
+  auto q = tensorOf(a.getQ()).getShape();
+  return 4.0 * q[0] * q[1] * q[1] * q[2];
+}
+double flopsOf(AttentionGradOp a) {
+  auto q = tensorOf(a.getQ()).getShape();
+  return 10.0 * q[0] * q[1] * q[1] * q[2];
+}
+// The logits GEMM, and for the backward its two gradient GEMMs too.
+double headFlops(Value input, Value weight, double products) {
+  return products * elements(input) * elements(weight) /
+         tensorOf(input).getShape().back();
+}
+double flopsOf(HeadCrossEntropyOp h) {
+  return headFlops(h.getInput(), h.getWeight(), 2.0);
+}
+double flopsOf(HeadCrossEntropyGradOp h) {
+  return headFlops(h.getInput(), h.getWeight(), 6.0);
+}
+
+template <typename OpTy>
+struct Model : KernelOpInterface::ExternalModel<Model<OpTy>, OpTy> {
+  std::optional<Kernel> getKernel(Operation *op) const {
+    return kernelOf(cast<OpTy>(op));
+  }
+  unsigned getKernelOperands(Operation *op) const {
+    return operandsOf(cast<OpTy>(op));
+  }
+  DictionaryAttr getKernelAttrs(Operation *op) const {
+    return attrsOf(cast<OpTy>(op));
+  }
+  double getFlops(Operation *op) const { return flopsOf(cast<OpTy>(op)); }
+};
+
+template <typename... OpTys> void attach(MLIRContext *context) {
+  (OpTys::template attachInterface<Model<OpTys>>(*context), ...);
+}
+
+} // namespace
+
+void registerTrainKernels(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *context, train::TrainDialect *) {
+    attach<EmbeddingOp, EmbeddingGradOp, LinearOp, LinearGradOp, RmsNormOp,
+           RmsNormGradOp, LayerNormOp, LayerNormGradOp, RotaryOp, RotaryGradOp,
+           AttentionOp, AttentionGradOp, ActivationOp, ActivationGradOp,
+           GatedActivationOp, GatedActivationGradOp, CrossEntropyOp,
+           CrossEntropyGradOp, HeadCrossEntropyOp, HeadCrossEntropyGradOp,
+           AddOp, SubOp, MulOp, NegOp, DivOp, PowOp, ExpOp, LogOp, TanhOp,
+           SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp, MatMulOp,
+           SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp, EqualOp, LessOp,
+           LessOrEqualOp, GreaterOp, GreaterOrEqualOp, ExpandOp, ReduceSumOp,
+           ReduceMeanOp, IsNaNOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp,
+           CumSumOp, TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp,
+           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
+           UnsqueezeOp, IdentityOp, CastOp>(context);
+  });
+}
+
+} // namespace mt::sched

@@ -102,32 +102,168 @@ LogicalResult Importer::importRmsNormalization() {
     return nodeError() << "axis " << *axis << " is outside the rank " << rank
                        << " of X",
            failure();
-  auto scalarOf = [&](float v) -> Value {
-    auto t = RankedTensorType::get({}, b.getF32Type());
-    auto attr = DenseElementsAttr::get(t, b.getF32FloatAttr(v));
-    auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
-    known[c] = attr;
-    return c;
-  };
   SmallVector<int64_t> axes;
   for (int64_t d = first; d < rank; ++d)
     axes.push_back(d);
-  auto value = [](FailureOr<Operation *> op) {
-    return succeeded(op) ? (*op)->getResult(0) : Value();
-  };
-  Value square = value(make<PowOp>({x, scalarOf(2.0f)}));
+  Value square = resultOf(make<PowOp>({x, floatConst(2.0f)}));
   Value mean = square
-                   ? value(make<ReduceMeanOp>(
+                   ? resultOf(make<ReduceMeanOp>(
                          {square}, {named("axes", b.getDenseI64ArrayAttr(axes)),
                                     named("keepdims", b.getUnitAttr())}))
                    : Value();
-  Value shifted = mean ? value(make<AddOp>({mean, scalarOf(*eps)})) : Value();
-  Value root = shifted ? value(make<SqrtOp>({shifted})) : Value();
-  Value inverse = root ? value(make<ReciprocalOp>({root})) : Value();
-  Value normed = inverse ? value(make<MulOp>({x, inverse})) : Value();
+  Value shifted =
+      mean ? resultOf(make<AddOp>({mean, floatConst(*eps)})) : Value();
+  Value root = shifted ? resultOf(make<SqrtOp>({shifted})) : Value();
+  Value inverse = root ? resultOf(make<ReciprocalOp>({root})) : Value();
+  Value normed = inverse ? resultOf(make<MulOp>({x, inverse})) : Value();
   if (!normed)
     return failure();
   return bind(make<MulOp>({normed, in(1)}));
+}
+
+/// Attention (opset 23) in the primitives an eager export spells it with:
+/// softmax(q k^T * scale [softcapped] + mask [+ causal]) v, the kv heads
+/// repeated for grouped queries, [B, S, H * D] inputs taken to heads and
+/// back; the attention pattern fuses it, and it trains as primitives
+/// otherwise. A past key/value cache and the extra outputs (what decoding
+/// reads) are refused.
+LogicalResult Importer::importAttention() {
+  if (failed(needInputs(3, 6)))
+    return failure();
+  if (in(4) || in(5))
+    return nodeError() << "a past key/value cache (inputs past_key, "
+                          "past_value) is for decoding, not training; export "
+                          "without use_cache",
+           failure();
+  unsupportedOutput(1, "the present_key output of Attention");
+  unsupportedOutput(2, "the present_value output of Attention");
+  unsupportedOutput(3, "the qk_matmul_output output of Attention");
+  auto causal = attrInt("is_causal", 0), qHeads = attrInt("q_num_heads", 0),
+       kvHeads = attrInt("kv_num_heads", 0);
+  auto softcap = attrFloat("softcap", 0.0f);
+  if (failed(causal) || failed(qHeads) || failed(kvHeads) || failed(softcap))
+    return failure();
+  Value q = in(0), k = in(1), v = in(2), mask = in(3);
+  Type f32 = b.getF32Type();
+  for (Value x : {q, k, v})
+    if (typeOf(x).getElementType() != f32)
+      return nodeError() << "Q, K and V must be float32, not "
+                         << typeOf(x).getElementType(),
+             failure();
+  int64_t rank = typeOf(q).getRank();
+  if (rank != 3 && rank != 4)
+    return nodeError() << "Q has rank " << rank << "; Attention takes 3 or 4",
+           failure();
+  if (typeOf(k).getRank() != rank || typeOf(v).getRank() != rank)
+    return nodeError() << "Q, K and V must have the same rank", failure();
+  auto reshape = [&](Value x, ArrayRef<int64_t> shape) -> Value {
+    auto s = intConst(shape);
+    return resultOf(
+        makeTyped<ReshapeOp>({x, *s}, {}, {RankedTensorType::get(shape, f32)}));
+  };
+  auto transpose = [&](Value x, ArrayRef<int64_t> perm) -> Value {
+    return x ? resultOf(make<TransposeOp>(
+                   {x}, {named("perm", b.getDenseI64ArrayAttr(perm))}))
+             : Value();
+  };
+  // [B, S, H * D] -> [B, H, S, D].
+  auto toHeads = [&](Value x, int64_t heads) -> Value {
+    auto s = typeOf(x).getShape();
+    if (heads <= 0 || s[2] % heads)
+      return nodeError() << "the last dim " << s[2]
+                         << " of a 3-D input does not split into " << heads
+                         << " heads (q_num_heads, kv_num_heads)",
+             Value();
+    return transpose(reshape(x, {s[0], s[1], heads, s[2] / heads}),
+                     {0, 2, 1, 3});
+  };
+  if (rank == 3) {
+    q = toHeads(q, *qHeads);
+    k = q ? toHeads(k, *kvHeads) : Value();
+    v = k ? toHeads(v, *kvHeads) : Value();
+    if (!v)
+      return failure();
+  }
+  auto qs = typeOf(q).getShape(), ks = typeOf(k).getShape(),
+       vs = typeOf(v).getShape();
+  int64_t batch = qs[0], hq = qs[1], sq = qs[2], dim = qs[3], hkv = ks[1],
+          skv = ks[2];
+  if (ks[0] != batch || vs[0] != batch || ks[3] != dim || vs[1] != hkv ||
+      vs[2] != skv || hkv <= 0 || hq % hkv)
+    return nodeError() << "Q " << shapeStr(qs) << ", K " << shapeStr(ks)
+                       << " and V " << shapeStr(vs)
+                       << " are not [B, H, S, D] with K's and V's heads "
+                          "dividing Q's",
+           failure();
+  // Each kv head serves hq / hkv query heads, as a repeat of it.
+  auto repeatHeads = [&](Value x) -> Value {
+    if (hq == hkv || !x)
+      return x;
+    auto s = typeOf(x).getShape();
+    int64_t group = hq / hkv;
+    Value one = reshape(x, {s[0], hkv, 1, s[2], s[3]});
+    SmallVector<int64_t> wide{s[0], hkv, group, s[2], s[3]};
+    auto shape = intConst(wide);
+    Value expanded =
+        one ? resultOf(makeTyped<ExpandOp>({one, *shape}, {},
+                                           {RankedTensorType::get(wide, f32)}))
+            : Value();
+    return expanded ? reshape(expanded, {s[0], hq, s[2], s[3]}) : Value();
+  };
+  k = repeatHeads(k);
+  v = repeatHeads(v);
+  auto scale = attrFloat("scale", float(1.0 / std::sqrt(double(dim))));
+  if (!k || !v || failed(scale))
+    return failure();
+  Value scores = resultOf(make<MatMulOp>({q, transpose(k, {0, 1, 3, 2})}));
+  scores =
+      scores ? resultOf(make<MulOp>({scores, floatConst(*scale)})) : Value();
+  if (scores && *softcap > 0.0f) {
+    Value down = resultOf(make<DivOp>({scores, floatConst(*softcap)}));
+    Value capped = down ? resultOf(make<TanhOp>({down})) : Value();
+    scores = capped ? resultOf(make<MulOp>({capped, floatConst(*softcap)}))
+                    : Value();
+  }
+  float negInf = -std::numeric_limits<float>::infinity();
+  if (scores && mask) {
+    // A boolean mask says which keys each query sees; a float one is added.
+    Type e = typeOf(mask).getElementType();
+    if (e.isInteger(1))
+      mask =
+          resultOf(make<WhereOp>({mask, floatConst(0.0f), floatConst(negInf)}));
+    else if (e != f32)
+      return nodeError() << "attn_mask is " << e
+                         << "; Attention takes a boolean or float32 one",
+             failure();
+    scores = mask ? resultOf(make<AddOp>({scores, mask})) : Value();
+  }
+  if (scores && *causal) {
+    // Query i sees keys 0..i (the top-left triangle, as ONNX's reference).
+    std::vector<float> tri(size_t(sq * skv));
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < skv; ++j)
+        tri[size_t(i * skv + j)] = j <= i ? 0.0f : negInf;
+    auto type = RankedTensorType::get({sq, skv}, f32);
+    auto attr = DenseElementsAttr::get(type, ArrayRef<float>(tri));
+    auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
+    known[c] = attr;
+    scores = resultOf(make<AddOp>({scores, c}));
+  }
+  Value probs = scores
+                    ? resultOf(make<SoftmaxOp>(
+                          {scores}, {named("axis", b.getI64IntegerAttr(-1))}))
+                    : Value();
+  Value out = probs ? resultOf(make<MatMulOp>({probs, v})) : Value();
+  if (!out)
+    return failure();
+  if (rank == 3) {
+    // Back to [B, S, H * Dv].
+    Value merged = transpose(out, {0, 2, 1, 3});
+    out = merged ? reshape(merged, {batch, sq, hq * vs[3]}) : Value();
+    if (!out)
+      return failure();
+  }
+  return bind(out.getDefiningOp());
 }
 
 LogicalResult Importer::importCumSum() {
@@ -193,6 +329,7 @@ ArrayRef<OpRule> nnRules() {
       {"LayerNormalization", kMinOpset, kMaxOpset,
        &Importer::importLayerNormalization},
       {"RMSNormalization", 23, kMaxOpset, &Importer::importRmsNormalization},
+      {"Attention", 23, kMaxOpset, &Importer::importAttention},
       {"CumSum", kMinOpset, kMaxOpset, &Importer::importCumSum},
       {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu},
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,

@@ -112,6 +112,7 @@ public:
   LogicalResult importSoftmax();
   LogicalResult importLayerNormalization();
   LogicalResult importRmsNormalization();
+  LogicalResult importAttention();
   LogicalResult importCumSum();
   LogicalResult importTrilu();
   LogicalResult importSoftmaxCrossEntropyLoss();
@@ -215,6 +216,12 @@ public:
   FailureOr<SmallVector<int64_t>> axesFrom(StringRef name, int inputIndex,
                                            bool required);
   FailureOr<Value> intConst(ArrayRef<int64_t> values);
+  /// A float32 scalar constant.
+  Value floatConst(float value);
+  /// The result of a new op, or null when it failed (reported).
+  static Value resultOf(FailureOr<Operation *> op) {
+    return succeeded(op) ? (*op)->getResult(0) : Value();
+  }
   RankedTensorType typeOf(Value v) {
     return cast<RankedTensorType>(v.getType());
   }

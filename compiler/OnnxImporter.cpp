@@ -983,6 +983,14 @@ FailureOr<Value> Importer::intConst(ArrayRef<int64_t> vals) {
   return c.getResult();
 }
 
+Value Importer::floatConst(float value) {
+  auto type = RankedTensorType::get({}, b.getF32Type());
+  auto attr = DenseElementsAttr::get(type, b.getF32FloatAttr(value));
+  auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
+  known[c] = attr;
+  return c;
+}
+
 /// Verifies a new op (operand types, attributes) so that a bad node is
 /// reported at import, with its name, and never reaches a pass.
 FailureOr<Operation *> Importer::verifyNew(Operation *op) {

@@ -182,6 +182,20 @@ case("Tile", "three_dims", [("x", X, "data"), ("r", i64([1, 3, 2]), "const")])
 case("GatherND", "whole_tensors_negative",
      [("x", X, "data"), ("i", i64([[[1, -1, 2]], [[0, 0, -4]]]), "const")])
 case("GatherND", "rows", [("x", X, "data"), ("i", i64([[1], [-2], [1]]), "const")])
+# Grouped queries (2 kv heads for 4), a boolean mask, a value head of its
+# own size; causal with a softcap; [B, S, H * D] inputs with a float mask.
+case("Attention", "gqa_bool_mask",
+     [("q", f(2, 4, 3, 4), "data"), ("k", f(2, 2, 5, 4), "data"),
+      ("v", f(2, 2, 5, 6), "data"),
+      ("m", b([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1], [1, 0, 0, 0, 1]]), "const")],
+     {"scale": 0.3})
+case("Attention", "causal_softcap",
+     [("q", f(1, 2, 4, 4), "data"), ("k", f(1, 2, 4, 4), "data"),
+      ("v", f(1, 2, 4, 4), "data")], {"is_causal": 1, "softcap": 2.0})
+case("Attention", "three_d_float_mask",
+     [("q", f(2, 3, 8), "data"), ("k", f(2, 5, 4), "data"),
+      ("v", f(2, 5, 4), "data"), ("m", f(3, 5), "const")],
+     {"q_num_heads": 2, "kv_num_heads": 1})
 
 
 def split_case(opset):
@@ -210,7 +224,7 @@ def since(op, at):
 # The rows of the importer's tables that split an op's range; the others
 # are [14, 23].
 ROWS = {"ReduceMean": [(14, 17), (18, 23)], "ReduceMax": [(14, 17), (18, 23)],
-        "RMSNormalization": [(23, 23)]}
+        "RMSNormalization": [(23, 23)], "Attention": [(23, 23)]}
 LAST = 23
 
 

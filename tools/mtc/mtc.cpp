@@ -546,6 +546,9 @@ int main(int argc, char **argv) {
   mlir::registerPassManagerCLOptions();
   mlir::registerDefaultTimingManagerCLOptions();
   mlir::registerAsmPrinterCLOptions();
+  // --help lists mtc's own options, not the hundreds LLVM's libraries
+  // register (MLIR's debugging flags still work; --help-hidden lists all).
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "mtc: compile an ONNX export of a decoder-only LLM for training\n\n"

@@ -154,6 +154,11 @@ DictionaryAttr attrsOf(PadOp p) {
        b.getNamedAttr("value", b.getF64FloatAttr(layout->value))});
 }
 
+// None: batch_dims is 0 (the op's verifier), the tuple length in the shapes.
+DictionaryAttr attrsOf(GatherNDOp g) {
+  return Builder(g.getContext()).getDictionaryAttr({});
+}
+
 DictionaryAttr attrsOf(TriluOp t) {
   Builder b(t.getContext());
   SmallVector<NamedAttribute> attrs{

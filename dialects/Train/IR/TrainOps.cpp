@@ -456,15 +456,23 @@ MT_INFER(GatherOp) {
   return push(types, out, data.getElementType());
 }
 
+/// The result shape of a GatherND (batch_dims 0) of `data` by index tuples
+/// `idx` whose last dim (the tuple length) is at most data's rank.
+static SmallVector<int64_t> gatherNDShape(ArrayRef<int64_t> data,
+                                          ArrayRef<int64_t> idx) {
+  SmallVector<int64_t> out(idx.drop_back());
+  llvm::append_range(out, data.drop_front(idx.back()));
+  return out;
+}
+
 MT_INFER(GatherNDOp) {
   auto data = rankedType(a.getData()), idx = rankedType(a.getIndices());
   int64_t q = idx.getRank() ? idx.getShape().back() : 0;
   if (a.getBatchDims() != 0 || idx.getRank() < 1 || q > data.getRank())
     return fail(loc,
                 "gather_nd supports batch_dims = 0 with index depth <= rank");
-  Shape out(idx.getShape().drop_back());
-  llvm::append_range(out, data.getShape().drop_front(q));
-  return push(types, out, data.getElementType());
+  return push(types, gatherNDShape(data.getShape(), idx.getShape()),
+              data.getElementType());
 }
 
 MT_INFER(ShapeOp) {
@@ -654,9 +662,7 @@ LogicalResult GatherNDGradOp::verify() {
     return emitOpError("indices ")
            << shapeStr(idx) << " need tuples of at most " << dx.size()
            << " indices into dx " << shapeStr(dx);
-  SmallVector<int64_t> want(idx.drop_back());
-  llvm::append_range(want, dx.drop_front(idx.back()));
-  if (ArrayRef<int64_t>(want) != dy)
+  if (ArrayRef<int64_t>(gatherNDShape(dx, idx)) != dy)
     return emitOpError("dy ")
            << shapeStr(dy) << " is not the gather of " << shapeStr(idx)
            << " index tuples of " << shapeStr(dx);

@@ -4,6 +4,7 @@
 
 #include "dialects/Sched/IR/SchedOps.h"
 #include "dialects/Train/IR/TrainOps.h"
+#include "runtime/kernel_table.h"
 
 using namespace mlir;
 using namespace mt::sched;
@@ -26,80 +27,107 @@ std::optional<plan::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-/// Copies the attributes a kernel reads from the train op's dictionary;
-/// false with `unknown` the first name the schema has no field for.
-bool setAttrs(DictionaryAttr dict, plan::Attrs &a, StringRef &unknown) {
-  for (NamedAttribute n : dict) {
-    StringRef k = n.getName().strref();
-    Attribute v = n.getValue();
-    auto i64 = [&] { return cast<IntegerAttr>(v).getValue().getSExtValue(); };
-    auto f32 = [&] { return float(cast<FloatAttr>(v).getValueAsDouble()); };
-    auto ints = [&](google::protobuf::RepeatedField<int64_t> *out) {
-      for (int64_t x : cast<DenseI64ArrayAttr>(v).asArrayRef())
-        out->Add(x);
-    };
-    if (k == "layout")
-      a.set_out_in(cast<train::WeightLayoutAttr>(v).getValue() ==
-                   train::WeightLayout::OutIn);
-    else if (k == "eps" || k == "epsilon")
-      a.set_eps(f32());
-    else if (k == "plus_one")
-      a.set_plus_one(true);
-    else if (k == "head_dim")
-      a.set_head_dim(i64());
-    else if (k == "interleaved")
-      a.set_interleaved(true);
-    else if (k == "num_heads")
-      a.set_num_heads(i64());
-    else if (k == "num_kv_heads")
-      a.set_num_kv_heads(i64());
-    else if (k == "scale")
-      a.set_scale(f32());
-    else if (k == "causal")
-      a.set_causal(true);
-    else if (k == "window")
-      a.set_window(i64());
-    else if (k == "act")
-      a.set_act(toPlan(cast<train::ActivationAttr>(v).getValue())
-                    .value_or(plan::ACTIVATION_UNSPECIFIED));
-    else if (k == "ignore_index")
-      a.set_ignore_index(i64());
-    else if (k == "shift")
-      a.set_shift(true);
-    else if (k == "axes")
-      ints(a.mutable_axes());
-    else if (k == "keepdims")
-      a.set_keepdims(true);
-    else if (k == "axis")
-      a.set_axis(i64());
-    else if (k == "perm")
-      ints(a.mutable_perm());
-    else if (k == "starts")
-      ints(a.mutable_starts());
-    else if (k == "steps")
-      ints(a.mutable_steps());
-    else if (k == "value")
-      a.set_value(cast<FloatAttr>(v).getValueAsDouble());
-    else if (k == "chunk_rows")
-      a.set_chunk_rows(i64());
-    else if (k == "diagonal")
-      a.set_diagonal(i64());
-    else if (k == "upper")
-      a.set_upper(true);
-    else if (k == "exclusive")
-      a.set_exclusive(true);
-    else if (k == "reverse")
-      a.set_reverse(true);
-    else if (k == "owner")
-      a.set_owner(uint32_t(i64()));
-    // What the kernels take from the buffers instead: Split's sizes are
-    // its results', a cast's type and a reshape's are the result buffer's.
-    else if (k != "sizes" && k != "to" && k != "allowzero") {
-      unknown = k;
+/// Sets `field` of `m` to the attribute `v`; false when the field's type
+/// cannot hold it. Scalars come from integer, float and unit attributes,
+/// repeated int64 fields from i64 arrays, and the two enums by their names.
+bool setField(google::protobuf::Message &m,
+              const google::protobuf::FieldDescriptor *field, Attribute v) {
+  using F = google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection *r = m.GetReflection();
+  auto integer = dyn_cast<IntegerAttr>(v);
+  auto real = dyn_cast<FloatAttr>(v);
+  if (field->is_repeated()) {
+    auto ints = dyn_cast<DenseI64ArrayAttr>(v);
+    if (!ints || field->cpp_type() != F::CPPTYPE_INT64)
       return false;
-    }
+    for (int64_t x : ints.asArrayRef())
+      r->AddInt64(&m, field, x);
+    return true;
   }
-  return true;
+  switch (field->cpp_type()) {
+  case F::CPPTYPE_BOOL:
+    if (auto layout = dyn_cast<train::WeightLayoutAttr>(v))
+      r->SetBool(&m, field, layout.getValue() == train::WeightLayout::OutIn);
+    else if (auto flag = dyn_cast<BoolAttr>(v))
+      r->SetBool(&m, field, flag.getValue());
+    else if (isa<UnitAttr>(v))
+      r->SetBool(&m, field, true);
+    else
+      return false;
+    return true;
+  case F::CPPTYPE_INT64:
+    if (!integer)
+      return false;
+    r->SetInt64(&m, field, integer.getValue().getSExtValue());
+    return true;
+  case F::CPPTYPE_UINT32:
+    if (!integer || !integer.getValue().isIntN(32) ||
+        integer.getValue().isNegative())
+      return false;
+    r->SetUInt32(&m, field, uint32_t(integer.getValue().getZExtValue()));
+    return true;
+  case F::CPPTYPE_FLOAT:
+    if (!real)
+      return false;
+    r->SetFloat(&m, field, float(real.getValueAsDouble()));
+    return true;
+  case F::CPPTYPE_DOUBLE:
+    if (!real)
+      return false;
+    r->SetDouble(&m, field, real.getValueAsDouble());
+    return true;
+  case F::CPPTYPE_ENUM: {
+    auto act = dyn_cast<train::ActivationAttr>(v);
+    std::optional<plan::Activation> value =
+        act ? toPlan(act.getValue()) : std::nullopt;
+    if (!value || field->enum_type() != plan::Activation_descriptor())
+      return false;
+    r->SetEnumValue(&m, field, int(*value));
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+/// Fills the op's attributes for `kernel` from the exec's dictionary: the
+/// message of Attrs' oneof that the runtime's kernel table names for it,
+/// each attribute into its field of the same name. An attribute the
+/// message has no field for, or one its field cannot hold, is an error
+/// naming both, so that nothing a kernel needs is dropped.
+LogicalResult setAttrs(ExecOp exec, plan::Kernel kernel, plan::Attrs &attrs) {
+  const runtime::KernelInfo *info = runtime::kernelInfo(kernel);
+  if (!info)
+    return exec.emitError("kernel '")
+           << plan::Kernel_Name(kernel)
+           << "' has no row in the runtime's kernel table "
+              "(runtime/kernel_table.cpp)";
+  google::protobuf::Message *message = nullptr;
+  if (info->attrs != plan::Attrs::KIND_NOT_SET) {
+    const google::protobuf::FieldDescriptor *kind =
+        plan::Attrs::descriptor()->FindFieldByNumber(int(info->attrs));
+    message = attrs.GetReflection()->MutableMessage(&attrs, kind);
+  }
+  for (NamedAttribute n : exec.getAttrs()) {
+    StringRef name = n.getName().strref();
+    // The weight layout of the linear ops is the plan's bool out_in.
+    StringRef field = name == "layout" ? StringRef("out_in") : name;
+    const google::protobuf::FieldDescriptor *f =
+        message ? message->GetDescriptor()->FindFieldByName(field.str())
+                : nullptr;
+    if (!f)
+      return exec.emitError("attribute '")
+             << name << "' of kernel '" << plan::Kernel_Name(kernel)
+             << "' has no field in its plan attributes ("
+             << runtime::attrsName(info->attrs)
+             << "); add it to that message in plan.proto";
+    if (!setField(*message, f, n.getValue()))
+      return exec.emitError("attribute '")
+             << name << "' of kernel '" << plan::Kernel_Name(kernel) << "' ("
+             << n.getValue() << ") does not fit the plan's field "
+             << f->full_name() << " (" << f->type_name() << ")";
+  }
+  return success();
 }
 
 /// Little-endian bytes of a constant in its element type.
@@ -291,13 +319,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
           po->add_signals(out.num_tokens());
           out.set_num_tokens(out.num_tokens() + 1);
         }
-        StringRef unknown;
-        if (!setAttrs(exec.getAttrs(), *po->mutable_attrs(), unknown))
-          return exec.emitError("attribute '")
-                 << unknown << "' of kernel '"
-                 << stringifyEnum(exec.getKernel())
-                 << "' has no field in the plan schema (plan.proto's Attrs, "
-                    "filled in PlanEmitter.cpp's setAttrs)";
+        if (failed(setAttrs(exec, *kernel, *po->mutable_attrs())))
+          return failure();
         po->set_flops(exec.getFlops().convertToDouble());
         po->set_bytes(uint64_t(exec.getBytes()));
         po->set_first_micro_batch_only(exec.getFirstMicroBatch());

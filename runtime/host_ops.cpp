@@ -73,7 +73,7 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
     if (!comm)
       return Status::error("a collective, and this process is no rank of a "
                            "data-parallel run");
-    int owner = int(op.attrs().owner());
+    int owner = int(op.attrs().owner().owner());
     uint32_t from = op.operands(0);
     if (op.kernel() == plan::BROADCAST)
       return comm->broadcast(owner, ptr(from), bufferBytes(plan, from));

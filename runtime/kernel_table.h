@@ -1,15 +1,17 @@
 // One entry per plan kernel: how many operands and results its ops take,
 // where it runs, and which description checks its buffers when a plan
-// loads. Plan validation (plan_io), the backends' split of host and device
-// ops and the op descriptions (op_desc) read it; a kernel without an entry
-// is refused at plan load by name, and test/unit/kernel_table_test.cpp walks
-// every value of plan.proto's Kernel. A new kernel's row states all of it.
+// loads, and which attributes they take. Plan validation (plan_io), the
+// backends' split of host and device ops and the op descriptions (op_desc) read
+// it; a kernel without an entry is refused at plan load by name, and
+// test/unit/kernel_table_test.cpp walks every value of plan.proto's Kernel. A
+// new kernel's row states all of it.
 #ifndef MT_RUNTIME_KERNEL_TABLE_H
 #define MT_RUNTIME_KERNEL_TABLE_H
 
 #include "runtime/schema/plan.pb.h"
 
 #include <limits>
+#include <string>
 
 namespace mt::runtime {
 
@@ -68,7 +70,12 @@ struct KernelInfo {
   Runs runs;
   Describe describe;
   Scratch scratch;
+  /// The message of Attrs' oneof its ops carry; KIND_NOT_SET: none.
+  plan::Attrs::KindCase attrs;
 };
+
+/// The name of an Attrs message in plan.proto ("norm"), or "none".
+std::string attrsName(plan::Attrs::KindCase kind);
 
 /// The entry of `kernel`, or null for a value this runtime does not run.
 const KernelInfo *kernelInfo(plan::Kernel kernel);

@@ -148,7 +148,10 @@ Status Describer::run() {
   case Describe::Elementwise:
     return elementwise();
   case Describe::Unary:
-    d_.unary = unaryOf(op_.kernel());
+    if (std::optional<k::Unary> f = unaryOf(op_.kernel()))
+      d_.unary = *f;
+    else
+      return fail("no function of it in op_desc.cpp's unaryOf");
     return elementwise();
   case Describe::CrossEntropy:
     return crossEntropy();
@@ -214,7 +217,7 @@ Status Describer::linear() {
   if (Status st = floats({x, w}); !st)
     return st;
   auto &l = d_.linear;
-  l.outIn = op_.attrs().out_in();
+  l.outIn = op_.attrs().linear().out_in();
   if (Status st = lastDim(x, l.in); !st)
     return st;
   l.rows = count(x) / l.in;
@@ -289,14 +292,14 @@ Status Describer::rotary() {
   if (Status st = floats({x, c, s, result(0)}); !st)
     return st;
   Dims xd = dims(x), cd = dims(c);
-  int64_t hd = op_.attrs().head_dim();
+  int64_t hd = op_.attrs().rotary().head_dim();
   if (xd.size() != 3 || hd <= 0 || hd % 2 || xd[2] % hd)
     return fail(name(x) + " " + str(xd) +
                 " must be [batch, seq, heads x head dim] with an even head "
                 "dim (attribute head_dim " +
                 std::to_string(hd) + ")");
   d_.rotary = {xd[0], xd[1],          xd[2] / hd,
-               hd,    cd.size() == 3, op_.attrs().interleaved()};
+               hd,    cd.size() == 3, op_.attrs().rotary().interleaved()};
   Dims want = cd.size() == 3 ? Dims{xd[0], xd[1], hd} : Dims{xd[1], hd};
   if (cd != want || dims(s) != want)
     return fail("the tables " + name(c) + " " + str(cd) + " and " + name(s) +
@@ -309,7 +312,7 @@ Status Describer::rotary() {
 
 Status Describer::attention() {
   bool grad = op_.kernel() == Kernel::ATTENTION_GRAD;
-  const plan::Attrs &a = op_.attrs();
+  const plan::AttentionAttrs &a = op_.attrs().attention();
   d_.hasMask = op_.operands_size() == (grad ? 5 : 4);
   uint32_t q = operand(0), kk = operand(1), v = operand(2);
   if (Status st = floats({q, kk, v}); !st)
@@ -373,7 +376,15 @@ Status Describer::attention() {
 }
 
 Status Describer::elementwise() {
-  d_.activation = activationOf(op_.attrs().act());
+  if (op_.attrs().has_activation()) {
+    std::optional<k::Activation> act =
+        activationOf(op_.attrs().activation().act());
+    if (!act)
+      return fail("activation " +
+                  std::to_string(int(op_.attrs().activation().act())) +
+                  " is not one the kernels compute (GELU to RELU)");
+    d_.activation = *act;
+  }
   d_.elements = count(operand(0));
   for (uint32_t b : op_.operands()) {
     if (Status st = floats({b}); !st)
@@ -392,7 +403,7 @@ Status Describer::elementwise() {
 
 Status Describer::crossEntropy() {
   bool grad = op_.kernel() == Kernel::CROSS_ENTROPY_GRAD;
-  const plan::Attrs &a = op_.attrs();
+  const plan::CrossEntropyAttrs &a = op_.attrs().cross_entropy();
   uint32_t logits = operand(0), labels = operand(1);
   if (Status st = floats({logits, result(0)}); !st)
     return st;
@@ -424,7 +435,7 @@ Status Describer::crossEntropy() {
 
 Status Describer::head() {
   bool grad = op_.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
-  const plan::Attrs &a = op_.attrs();
+  const plan::HeadAttrs &a = op_.attrs().head();
   uint32_t x = operand(0), w = operand(1), labels = operand(2);
   if (Status st = floats({x, w}); !st)
     return st;
@@ -490,7 +501,10 @@ bool broadcastsTo(const Dims &x, const Dims &out) {
 }
 
 Status Describer::binary() {
-  d_.binary = binaryOf(op_.kernel());
+  if (std::optional<k::Binary> f = binaryOf(op_.kernel()))
+    d_.binary = *f;
+  else
+    return fail("no function of it in op_desc.cpp's binaryOf");
   d_.a = dims(operand(0));
   d_.b = dims(operand(1));
   d_.out = dims(result(0));
@@ -530,7 +544,9 @@ Status Describer::matmul() {
 
 Status Describer::softmax() {
   d_.a = dims(operand(0));
-  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis();
+  int64_t rank = int64_t(d_.a.size()), axis = op_.kernel() == Kernel::CUMSUM
+                                                  ? op_.attrs().cum_sum().axis()
+                                                  : op_.attrs().axis().axis();
   if (axis < -rank || axis >= rank)
     return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
   d_.axis = axis < 0 ? axis + rank : axis;
@@ -549,7 +565,10 @@ Status Describer::expand() {
 }
 
 Status Describer::compare() {
-  d_.compare = compareOf(op_.kernel());
+  if (std::optional<k::Compare> f = compareOf(op_.kernel()))
+    d_.compare = *f;
+  else
+    return fail("no function of it in op_desc.cpp's compareOf");
   d_.a = dims(operand(0));
   d_.b = dims(operand(1));
   d_.out = dims(result(0));
@@ -578,7 +597,7 @@ Status Describer::gather() {
   d_.a = dims(data);
   d_.b = dims(indices);
   d_.out = dims(part);
-  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis();
+  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis().axis();
   if (axis < -rank || axis >= rank)
     return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
   d_.axis = axis < 0 ? axis + rank : axis;
@@ -632,7 +651,7 @@ Status Describer::slice() {
     return st;
   d_.a = dims(whole);
   d_.out = dims(part);
-  const plan::Attrs &at = op_.attrs();
+  const plan::SliceAttrs &at = op_.attrs().slice();
   d_.starts.assign(at.starts().begin(), at.starts().end());
   d_.steps.assign(at.steps().begin(), at.steps().end());
   size_t rank = d_.a.size();
@@ -665,7 +684,7 @@ Status Describer::pad() {
     return st;
   d_.a = dims(operand(0));
   d_.out = dims(result(0));
-  const plan::Attrs &at = op_.attrs();
+  const plan::PadAttrs &at = op_.attrs().pad();
   d_.starts.assign(at.starts().begin(), at.starts().end());
   d_.value = float(at.value());
   size_t rank = d_.a.size();
@@ -694,8 +713,9 @@ Status Describer::trilu() {
   // Bounded so that i + diagonal cannot overflow; beyond the matrix a
   // diagonal keeps all or nothing alike.
   int64_t bound = std::numeric_limits<int32_t>::max();
-  if (op_.attrs().diagonal() < -bound || op_.attrs().diagonal() > bound)
-    return fail("diagonal " + std::to_string(op_.attrs().diagonal()) +
+  int64_t diagonal = op_.attrs().trilu().diagonal();
+  if (diagonal < -bound || diagonal > bound)
+    return fail("diagonal " + std::to_string(diagonal) +
                 " is outside +-(2^31 - 1)");
   return elementwise();
 }
@@ -755,7 +775,7 @@ Status Describer::layout() {
     d_.a = dims(operand(0));
     int64_t rank = int64_t(d_.a.size());
     Dims kept = d_.a;
-    for (int64_t x : at.axes()) {
+    for (int64_t x : at.reduce().axes()) {
       if (x < -rank || x >= rank)
         return fail("reduced axis " + std::to_string(x) + " is outside " +
                     str(d_.a));
@@ -771,7 +791,7 @@ Status Describer::layout() {
   }
   if (kind == Kernel::TRANSPOSE) {
     d_.a = dims(operand(0));
-    d_.perm.assign(at.perm().begin(), at.perm().end());
+    d_.perm.assign(at.transpose().perm().begin(), at.transpose().perm().end());
     Dims sorted = d_.perm, iota(d_.a.size());
     std::iota(iota.begin(), iota.end(), 0);
     std::sort(sorted.begin(), sorted.end());
@@ -791,9 +811,10 @@ Status Describer::layout() {
   uint32_t whole = concat ? result(0) : operand(0);
   Dims wd = dims(whole);
   int64_t rank = int64_t(wd.size());
-  if (at.axis() < -rank || at.axis() >= rank)
-    return fail("axis " + std::to_string(at.axis()) + " is outside " + str(wd));
-  d_.axis = at.axis() < 0 ? at.axis() + rank : at.axis();
+  int64_t axis = at.axis().axis();
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is outside " + str(wd));
+  d_.axis = axis < 0 ? axis + rank : axis;
   int64_t along = 0;
   for (uint32_t p : concat ? op_.operands() : op_.results()) {
     Dims pd = dims(p);
@@ -817,7 +838,7 @@ Status Describer::layout() {
 
 } // namespace
 
-k::Activation activationOf(plan::Activation act) {
+std::optional<k::Activation> activationOf(plan::Activation act) {
   switch (act) {
   case plan::GELU:
     return k::Activation::Gelu;
@@ -825,12 +846,14 @@ k::Activation activationOf(plan::Activation act) {
     return k::Activation::GeluTanh;
   case plan::SILU:
     return k::Activation::Silu;
-  default:
+  case plan::RELU:
     return k::Activation::Relu;
+  default:
+    return std::nullopt;
   }
 }
 
-k::Binary binaryOf(plan::Kernel kernel) {
+std::optional<k::Binary> binaryOf(plan::Kernel kernel) {
   switch (kernel) {
   case plan::ADD:
     return k::Binary::Add;
@@ -844,12 +867,14 @@ k::Binary binaryOf(plan::Kernel kernel) {
     return k::Binary::Max;
   case plan::MIN:
     return k::Binary::Min;
-  default:
+  case plan::MUL:
     return k::Binary::Mul;
+  default:
+    return std::nullopt;
   }
 }
 
-k::Unary unaryOf(plan::Kernel kernel) {
+std::optional<k::Unary> unaryOf(plan::Kernel kernel) {
   switch (kernel) {
   case plan::EXP:
     return k::Unary::Exp;
@@ -867,12 +892,14 @@ k::Unary unaryOf(plan::Kernel kernel) {
     return k::Unary::Cos;
   case plan::SIN:
     return k::Unary::Sin;
-  default:
+  case plan::SIGMOID:
     return k::Unary::Sigmoid;
+  default:
+    return std::nullopt;
   }
 }
 
-k::Compare compareOf(plan::Kernel kernel) {
+std::optional<k::Compare> compareOf(plan::Kernel kernel) {
   switch (kernel) {
   case plan::LESS:
     return k::Compare::Less;
@@ -882,8 +909,10 @@ k::Compare compareOf(plan::Kernel kernel) {
     return k::Compare::Greater;
   case plan::GREATER_OR_EQUAL:
     return k::Compare::GreaterOrEqual;
-  default:
+  case plan::EQUAL:
     return k::Compare::Equal;
+  default:
+    return std::nullopt;
   }
 }
 

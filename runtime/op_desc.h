@@ -13,6 +13,7 @@
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -102,17 +103,18 @@ private:
   std::unordered_map<const plan::Op *, size_t> index_;
 };
 
-/// The kernels' activation of a plan's.
-kernels::cpu::Activation activationOf(plan::Activation act);
+// The kernels' function of a plan value; none for a value that is not of
+// the family (test/unit/kernel_table_test.cpp walks every kernel of each
+// family, so a member without a function fails there, not in a plan).
 
-/// ADD, SUB, MUL, DIV, POW, MAX or MIN as the kernels' binary op.
-kernels::cpu::Binary binaryOf(plan::Kernel kernel);
-/// EXP, LOG, TANH, SQRT, RECIPROCAL, SIGMOID, ERF, COS or SIN as the
-/// kernels' function.
-kernels::cpu::Unary unaryOf(plan::Kernel kernel);
-/// EQUAL, LESS, LESS_OR_EQUAL, GREATER or GREATER_OR_EQUAL as the kernels'
-/// comparison.
-kernels::cpu::Compare compareOf(plan::Kernel kernel);
+/// GELU, GELU_TANH, SILU or RELU.
+std::optional<kernels::cpu::Activation> activationOf(plan::Activation act);
+/// The binary ops (Describe::Binary): ADD, SUB, MUL, DIV, POW, MAX, MIN.
+std::optional<kernels::cpu::Binary> binaryOf(plan::Kernel kernel);
+/// The unary functions (Describe::Unary): EXP, LOG, TANH, SQRT, ...
+std::optional<kernels::cpu::Unary> unaryOf(plan::Kernel kernel);
+/// The comparisons (Describe::Compare): EQUAL, LESS, LESS_OR_EQUAL, ...
+std::optional<kernels::cpu::Compare> compareOf(plan::Kernel kernel);
 
 /// Describes and checks one op (see OpTable::build).
 Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc);

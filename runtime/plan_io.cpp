@@ -378,6 +378,9 @@ private:
           op.results_size() < a->minResults ||
           op.results_size() > a->maxResults)
         return fail(ow + ": wrong number of operands or results");
+      if (op.attrs().kind_case() != a->attrs)
+        return fail(ow + ": carries " + attrsName(op.attrs().kind_case()) +
+                    " attributes; the kernel takes " + attrsName(a->attrs));
       for (uint32_t b : op.operands())
         if (!buffer(b))
           return fail(ow + ": operand buffer " + std::to_string(b) +
@@ -463,15 +466,15 @@ private:
                   (collective ? ": a collective runs on every rank"
                               : " is not below the plan's " +
                                     std::to_string(ranks()) + " rank(s)"));
-    if (collective && op.attrs().owner() >= ranks())
-      return fail(ow + ": owner " + std::to_string(op.attrs().owner()) +
+    if (collective && op.attrs().owner().owner() >= ranks())
+      return fail(ow + ": owner " + std::to_string(op.attrs().owner().owner()) +
                   " is not below the plan's " + std::to_string(ranks()) +
                   " rank(s)");
     int64_t runsOn = op.has_rank() ? int64_t(op.rank()) : -1;
     auto reachable = [&](uint32_t b, bool ownedResult) {
       int64_t r = rankOf(b);
       return r < 0 || r == runsOn ||
-             (ownedResult && r == int64_t(op.attrs().owner()));
+             (ownedResult && r == int64_t(op.attrs().owner().owner()));
     };
     for (uint32_t b : op.operands())
       if (!reachable(b, false))

@@ -53,8 +53,11 @@ LossRule lossRule(const mt::plan::Plan &plan) {
     for (const auto &op : phase.ops())
       if (op.kernel() == mt::plan::CROSS_ENTROPY ||
           op.kernel() == mt::plan::HEAD_CROSS_ENTROPY) {
-        rule.shift = op.attrs().shift();
-        rule.ignoreIndex = op.attrs().ignore_index();
+        bool head = op.kernel() == mt::plan::HEAD_CROSS_ENTROPY;
+        rule.shift = head ? op.attrs().head().shift()
+                          : op.attrs().cross_entropy().shift();
+        rule.ignoreIndex = head ? op.attrs().head().ignore_index()
+                                : op.attrs().cross_entropy().ignore_index();
         rule.counts = true;
       }
   return rule;

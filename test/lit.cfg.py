@@ -13,6 +13,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.mt_obj_root, "test")
 
 config.substitutions.append(("%mt_src", config.mt_src_root))
+# The build tree, where generated sources (the Sched kernels' .td) are.
+config.substitutions.append(("%mt_obj", config.mt_obj_root))
 # The built tools, for what finds them itself (the Python package: MT_BIN).
 config.substitutions.append(("%mt_bin", config.mt_tools_dir))
 config.substitutions.append(("%mlir_include", " ".join("-I " + d for d in config.mlir_include_dirs)))

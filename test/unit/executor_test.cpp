@@ -59,6 +59,7 @@ Plan fillPlan(int streams, int ops, std::mt19937 *rng = nullptr) {
   for (int i = 0; i < ops; ++i) {
     auto *op = phase->add_ops();
     op->set_kernel(FILL);
+    op->mutable_attrs()->mutable_fill();
     op->add_results(0);
     op->set_stream(rng ? uint32_t((*rng)() % streams) : uint32_t(i % streams));
   }

@@ -1,10 +1,14 @@
 // The runtime's kernel table (runtime/kernel_table.h) has an entry for every
 // value of plan.proto's Kernel: a kernel added to the schema and forgotten
-// there fails here, not silently in a plan.
+// there fails here, not silently in a plan; so does an attributes message
+// (Attrs' oneof) that no kernel takes.
 #include "runtime/kernel_table.h"
 #include "runtime/op_desc.h"
 
 #include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
 
 namespace {
 
@@ -30,6 +34,73 @@ TEST(KernelTable, EveryPlanKernelHasAnEntry) {
   // The optimizer, the disk and the network.
   EXPECT_EQ(host, 6);
   EXPECT_EQ(kernelInfo(mt::plan::Kernel(999)), nullptr);
+}
+
+// Each message a kernel's row names is one of Attrs' oneof, and every one
+// of them is some kernel's: a message no kernel takes is a schema that
+// drifted from the table.
+TEST(KernelTable, EveryAttrsMessageBelongsToAKernel) {
+  const auto *kernels = mt::plan::Kernel_descriptor();
+  const auto *attrs = mt::plan::Attrs::descriptor();
+  std::set<int> taken;
+  for (int i = 0; i < kernels->value_count(); ++i)
+    if (const KernelInfo *info =
+            kernelInfo(mt::plan::Kernel(kernels->value(i)->number())))
+      if (info->attrs != mt::plan::Attrs::KIND_NOT_SET) {
+        ASSERT_NE(attrs->FindFieldByNumber(int(info->attrs)), nullptr)
+            << kernels->value(i)->name();
+        EXPECT_EQ(
+            attrs->FindFieldByNumber(int(info->attrs))->containing_oneof(),
+            attrs->oneof_decl(0));
+        taken.insert(int(info->attrs));
+      }
+  for (int f = 0; f < attrs->field_count(); ++f)
+    EXPECT_TRUE(taken.count(attrs->field(f)->number()))
+        << attrs->field(f)->name() << " is no kernel's";
+  EXPECT_EQ(attrsName(mt::plan::Attrs::kCumSum), "cum_sum");
+  EXPECT_EQ(attrsName(mt::plan::Attrs::KIND_NOT_SET), "none");
+}
+
+// Every member of the unary, binary and comparison families has its own
+// function: the backends run the family by the description alone, so a
+// kernel missing from op_desc.cpp's mapping would otherwise run another's.
+TEST(KernelTable, EveryFamilyMemberHasItsOwnFunction) {
+  const auto *kernels = mt::plan::Kernel_descriptor();
+  std::set<std::pair<Describe, int>> functions;
+  int members = 0;
+  for (int i = 0; i < kernels->value_count(); ++i) {
+    auto kernel = mt::plan::Kernel(kernels->value(i)->number());
+    const KernelInfo *info = kernelInfo(kernel);
+    if (!info)
+      continue;
+    std::optional<int> f;
+    if (info->describe == Describe::Unary)
+      f = unaryOf(kernel) ? std::optional<int>(int(*unaryOf(kernel)))
+                          : std::nullopt;
+    else if (info->describe == Describe::Binary)
+      f = binaryOf(kernel) ? std::optional<int>(int(*binaryOf(kernel)))
+                           : std::nullopt;
+    else if (info->describe == Describe::Compare)
+      f = compareOf(kernel) ? std::optional<int>(int(*compareOf(kernel)))
+                            : std::nullopt;
+    else {
+      EXPECT_FALSE(unaryOf(kernel) || binaryOf(kernel) || compareOf(kernel))
+          << kernels->value(i)->name();
+      continue;
+    }
+    ASSERT_TRUE(f) << kernels->value(i)->name() << " has no function";
+    EXPECT_TRUE(functions.insert({info->describe, *f}).second)
+        << kernels->value(i)->name() << " shares another's function";
+    ++members;
+  }
+  EXPECT_EQ(members, 21);
+  const auto *acts = mt::plan::Activation_descriptor();
+  for (int i = 0; i < acts->value_count(); ++i) {
+    auto act = mt::plan::Activation(acts->value(i)->number());
+    EXPECT_EQ(activationOf(act).has_value(),
+              act != mt::plan::ACTIVATION_UNSPECIFIED)
+        << acts->value(i)->name();
+  }
 }
 
 // A value the table does not know is refused by name when an op of it is

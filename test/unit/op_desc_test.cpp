@@ -46,14 +46,14 @@ struct OneOp {
 OneOp linear(std::vector<int64_t> w, bool outIn = true,
              std::vector<int64_t> y = {2, 3, 5}) {
   OneOp o(LINEAR);
-  o.op->mutable_attrs()->set_out_in(outIn);
+  o.op->mutable_attrs()->mutable_linear()->set_out_in(outIn);
   o.in(o.buffer("x", {2, 3, 4})).in(o.buffer("w", w)).out(o.buffer("y", y));
   return o;
 }
 
 OneOp attention(std::vector<int64_t> mask) {
   OneOp o(ATTENTION);
-  auto *a = o.op->mutable_attrs();
+  auto *a = o.op->mutable_attrs()->mutable_attention();
   a->set_num_heads(4);
   a->set_num_kv_heads(2);
   a->set_scale(0.5f);
@@ -68,9 +68,9 @@ OneOp attention(std::vector<int64_t> mask) {
 
 OneOp head(int64_t chunk, std::vector<int64_t> scratch) {
   OneOp o(HEAD_CROSS_ENTROPY);
-  o.op->mutable_attrs()->set_out_in(true);
-  o.op->mutable_attrs()->set_shift(true);
-  o.op->mutable_attrs()->set_chunk_rows(chunk);
+  o.op->mutable_attrs()->mutable_head()->set_out_in(true);
+  o.op->mutable_attrs()->mutable_head()->set_shift(true);
+  o.op->mutable_attrs()->mutable_head()->set_chunk_rows(chunk);
   o.in(o.buffer("x", {2, 8, 16}))
       .in(o.buffer("w", {100, 16}))
       .in(o.buffer("labels", {2, 8}, I64))
@@ -127,7 +127,7 @@ TEST(OpDesc, PrimitivesResolveTheirShapes) {
   EXPECT_EQ(d.a, (Dims{2, 1, 3, 4}));
   EXPECT_EQ(d.out, (Dims{2, 5, 3, 6}));
   OneOp s(SOFTMAX);
-  s.op->mutable_attrs()->set_axis(-2);
+  s.op->mutable_attrs()->mutable_axis()->set_axis(-2);
   s.in(s.buffer("x", {2, 3, 4})).out(s.buffer("y", {2, 3, 4}));
   ASSERT_TRUE(s.describe(d).isOk());
   EXPECT_EQ(d.axis, 1);
@@ -144,7 +144,7 @@ TEST(OpDesc, PrimitivesResolveTheirShapes) {
 
 TEST(OpDesc, LayoutAxesAreNonNegative) {
   OneOp o(CONCAT);
-  o.op->mutable_attrs()->set_axis(-1);
+  o.op->mutable_attrs()->mutable_axis()->set_axis(-1);
   o.in(o.buffer("a", {2, 3}))
       .in(o.buffer("b", {2, 5}))
       .out(o.buffer("y", {2, 8}));
@@ -153,7 +153,7 @@ TEST(OpDesc, LayoutAxesAreNonNegative) {
   EXPECT_EQ(d.axis, 1);
   EXPECT_EQ(d.parts.size(), 2u);
   OneOp r(REDUCE_SUM);
-  r.op->mutable_attrs()->add_axes(-1);
+  r.op->mutable_attrs()->mutable_reduce()->add_axes(-1);
   r.in(r.buffer("x", {2, 3})).out(r.buffer("y", {2, 1}));
   ASSERT_TRUE(r.describe(d).isOk()) << r.describe(d).message();
   EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
@@ -176,14 +176,14 @@ TEST(OpDesc, WhereAndIsNaNTakeBooleanBytes) {
   EXPECT_EQ(d.elements, 6);
   OneOp p(PAD);
   for (int64_t v : {1, -2})
-    p.op->mutable_attrs()->add_starts(v);
-  p.op->mutable_attrs()->set_value(0.5);
+    p.op->mutable_attrs()->mutable_pad()->add_starts(v);
+  p.op->mutable_attrs()->mutable_pad()->set_value(0.5);
   p.in(p.buffer("x", {2, 5})).out(p.buffer("y", {4, 3}));
   ASSERT_TRUE(p.describe(d).isOk()) << p.describe(d).message();
   EXPECT_EQ(d.starts, (std::vector<int64_t>{1, -2}));
   EXPECT_EQ(d.value, 0.5f);
   OneOp m(REDUCE_MEAN);
-  m.op->mutable_attrs()->add_axes(-1);
+  m.op->mutable_attrs()->mutable_reduce()->add_axes(-1);
   m.in(m.buffer("x", {2, 3})).out(m.buffer("y", {2, 1}));
   ASSERT_TRUE(m.describe(d).isOk()) << m.describe(d).message();
   EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
@@ -260,7 +260,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"GatherOfAnotherShape",
             [] {
               OneOp o(GATHER);
-              o.op->mutable_attrs()->set_axis(1);
+              o.op->mutable_attrs()->mutable_axis()->set_axis(1);
               o.in(o.buffer("x", {2, 5, 3}))
                   .in(o.buffer("i", {4}, I64))
                   .out(o.buffer("y", {2, 3, 3}));
@@ -281,9 +281,9 @@ INSTANTIATE_TEST_SUITE_P(
             [] {
               OneOp o(SLICE);
               for (int64_t v : {0, 1})
-                o.op->mutable_attrs()->add_starts(v);
+                o.op->mutable_attrs()->mutable_slice()->add_starts(v);
               for (int64_t v : {1, 2})
-                o.op->mutable_attrs()->add_steps(v);
+                o.op->mutable_attrs()->mutable_slice()->add_steps(v);
               o.in(o.buffer("x", {2, 5})).out(o.buffer("y", {2, 3}));
               return o;
             },
@@ -291,8 +291,9 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"SliceGradOfHostileSteps",
             [] {
               OneOp o(SLICE_GRAD);
-              o.op->mutable_attrs()->add_starts(0);
-              o.op->mutable_attrs()->add_steps(int64_t(1) << 62);
+              o.op->mutable_attrs()->mutable_slice()->add_starts(0);
+              o.op->mutable_attrs()->mutable_slice()->add_steps(int64_t(1)
+                                                                << 62);
               o.in(o.buffer("dy", {4})).out(o.buffer("dx", {8}));
               return o;
             },
@@ -301,7 +302,7 @@ INSTANTIATE_TEST_SUITE_P(
             [] {
               OneOp o(PAD);
               for (int64_t v : {int64_t(0), int64_t(1) << 62})
-                o.op->mutable_attrs()->add_starts(v);
+                o.op->mutable_attrs()->mutable_pad()->add_starts(v);
               o.in(o.buffer("x", {2, 5})).out(o.buffer("y", {2, 7}));
               return o;
             },
@@ -345,7 +346,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"CumSumAlongNoAxis",
             [] {
               OneOp o(CUMSUM);
-              o.op->mutable_attrs()->set_axis(2);
+              o.op->mutable_attrs()->mutable_cum_sum()->set_axis(2);
               o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {2, 3}));
               return o;
             },
@@ -376,7 +377,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"ReduceMeanOfAnAxisOutside",
             [] {
               OneOp o(REDUCE_MEAN);
-              o.op->mutable_attrs()->add_axes(2);
+              o.op->mutable_attrs()->mutable_reduce()->add_axes(2);
               o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {2, 1}));
               return o;
             },
@@ -384,7 +385,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"SoftmaxAxisOutside",
             [] {
               OneOp o(SOFTMAX);
-              o.op->mutable_attrs()->set_axis(3);
+              o.op->mutable_attrs()->mutable_axis()->set_axis(3);
               o.in(o.buffer("x", {2, 3, 4})).out(o.buffer("y", {2, 3, 4}));
               return o;
             },
@@ -422,7 +423,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"GemmDimAbove32Bits",
             [] {
               OneOp o(LINEAR);
-              o.op->mutable_attrs()->set_out_in(true);
+              o.op->mutable_attrs()->mutable_linear()->set_out_in(true);
               o.in(o.buffer("x", {1, int64_t(1) << 31}))
                   .in(o.buffer("w", {1, int64_t(1) << 31}))
                   .out(o.buffer("y", {1, 1}));
@@ -492,8 +493,8 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"TransposeOfNoPermutation",
             [] {
               OneOp o(TRANSPOSE);
-              o.op->mutable_attrs()->add_perm(0);
-              o.op->mutable_attrs()->add_perm(0);
+              o.op->mutable_attrs()->mutable_transpose()->add_perm(0);
+              o.op->mutable_attrs()->mutable_transpose()->add_perm(0);
               o.in(o.buffer("x", {2, 3})).out(o.buffer("y", {3, 2}));
               return o;
             },
@@ -501,7 +502,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"SplitPartsThatDoNotAddUp",
             [] {
               OneOp o(SPLIT);
-              o.op->mutable_attrs()->set_axis(1);
+              o.op->mutable_attrs()->mutable_axis()->set_axis(1);
               o.in(o.buffer("x", {2, 8}))
                   .out(o.buffer("a", {2, 3}))
                   .out(o.buffer("b", {2, 4}));
@@ -511,7 +512,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"RotaryOfAnOddHeadDim",
             [] {
               OneOp o(ROTARY);
-              o.op->mutable_attrs()->set_head_dim(3);
+              o.op->mutable_attrs()->mutable_rotary()->set_head_dim(3);
               o.in(o.buffer("x", {1, 4, 6}))
                   .in(o.buffer("cos", {4, 3}))
                   .in(o.buffer("sin", {4, 3}))

@@ -69,7 +69,7 @@ TEST(PlanEnums, ValuesNeedNotShareNumbers) {
   // Train's gelu is 0 and the plan's GELU is 1: the name decides.
   EXPECT_EQ(int(mt::train::Activation::Gelu), 0);
   EXPECT_EQ(toPlan(mt::train::Activation::Gelu), plan::GELU);
-  EXPECT_EQ(toPlan(mt::sched::Kernel::AdamW), plan::ADAMW);
+  EXPECT_EQ(toPlan(mt::sched::Kernel::Adamw), plan::ADAMW);
   EXPECT_EQ(toPlan(mt::sched::Tier::HostPinned), plan::HOST_PINNED);
 }
 

@@ -95,6 +95,7 @@ Plan validPlan() {
   auto *use = begin->add_ops();
   use->set_stream(0);
   use->set_kernel(FILL);
+  use->mutable_attrs()->mutable_fill();
   use->add_results(loss);
   use->add_waits(0);
   auto *end = p.add_phases();
@@ -294,6 +295,19 @@ INSTANTIATE_TEST_SUITE_P(
                   p.mutable_phases(1)->mutable_ops(0)->add_operands(0);
                 },
                 "(ADAMW): wrong number of operands or results"},
+        BadCase{"attrs_of_another_kernel",
+                [](Plan &p) {
+                  p.mutable_phases(1)
+                      ->mutable_ops(0)
+                      ->mutable_attrs()
+                      ->mutable_fill();
+                },
+                "(ADAMW): carries fill attributes; the kernel takes none"},
+        BadCase{"attrs_missing",
+                [](Plan &p) {
+                  p.mutable_phases(0)->mutable_ops(1)->clear_attrs();
+                },
+                "(FILL): carries none attributes; the kernel takes fill"},
         BadCase{"operand",
                 [](Plan &p) {
                   p.mutable_phases(0)->mutable_ops(0)->set_operands(0, 77);

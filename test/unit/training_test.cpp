@@ -233,17 +233,21 @@ pb::Plan tinyPlan(int64_t gradAccum, uint32_t ranks, float loss) {
   };
   auto *begin = p.add_phases();
   begin->set_kind(pb::STEP_BEGIN);
-  op(begin, kOptimizer, pb::FILL, {}, {grad});
+  op(begin, kOptimizer, pb::FILL, {}, {grad})->mutable_attrs()->mutable_fill();
   auto *micro = p.add_phases();
   micro->set_kind(pb::MICRO_BATCH);
   op(micro, kCompute, pb::FILL, {}, {lossBuf})
       ->mutable_attrs()
+      ->mutable_fill()
       ->set_value(loss);
-  op(micro, kCompute, pb::FILL, {}, {dy})->mutable_attrs()->set_value(1.0);
+  op(micro, kCompute, pb::FILL, {}, {dy})
+      ->mutable_attrs()
+      ->mutable_fill()
+      ->set_value(1.0);
   op(micro, kCompute, pb::EMBEDDING_GRAD, {dy, ids}, {staging})->add_signals(0);
   if (ranks > 1) {
     auto *r = op(micro, kNetwork, pb::REDUCE_TO_OWNER, {staging}, {grad});
-    r->mutable_attrs()->set_owner(1);
+    r->mutable_attrs()->mutable_owner()->set_owner(1);
     r->add_waits(0);
   } else {
     op(micro, kOptimizer, pb::ACCUMULATE, {staging}, {grad})->add_waits(0);
@@ -253,7 +257,7 @@ pb::Plan tinyPlan(int64_t gradAccum, uint32_t ranks, float loss) {
   op(end, kOptimizer, pb::ADAMW, {grad}, {master, m, v})->add_signals(0);
   if (ranks > 1) {
     auto *b = op(end, kNetwork, pb::BROADCAST, {master}, {master});
-    b->mutable_attrs()->set_owner(1);
+    b->mutable_attrs()->mutable_owner()->set_owner(1);
     b->add_waits(0);
   }
   p.set_num_tokens(1);

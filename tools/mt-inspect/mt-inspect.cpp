@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
         std::printf(" [last micro-batch]");
       if (op.kernel() == plan::REDUCE_TO_OWNER ||
           op.kernel() == plan::BROADCAST)
-        std::printf(" [owner %u]", op.attrs().owner());
+        std::printf(" [owner %u]", op.attrs().owner().owner());
       if (op.has_rank())
         std::printf(" [rank %u]", op.rank());
       std::printf("\n");

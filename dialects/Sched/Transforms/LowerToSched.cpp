@@ -440,7 +440,7 @@ struct LowerToSched
   Value update(PhaseOp phase, const Weight &w, RankedTensorType t,
                ValueRange waits, Location loc) {
     Value token =
-        exec(phase, "optimizer", Kernel::AdamW, w.state[0],
+        exec(phase, "optimizer", Kernel::Adamw, w.state[0],
              updatedBy(w.master, w.state), waits, nullptr,
              10.0 * t.getNumElements(), 4 * train::storageBytes(t), loc);
     if (!w.computeCopy)

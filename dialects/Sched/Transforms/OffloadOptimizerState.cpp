@@ -57,7 +57,7 @@ struct OffloadOptimizerState
     for (auto phase : program.getOps<PhaseOp>()) {
       SmallVector<ExecOp> updates;
       for (auto e : phase.getOps<ExecOp>())
-        if (e.getKernel() == Kernel::AdamW && e.getOuts().size() >= 3 &&
+        if (e.getKernel() == Kernel::Adamw && e.getOuts().size() >= 3 &&
             moments.contains(e.getOuts()[1]))
           updates.push_back(e);
       for (auto [k, update] : llvm::enumerate(updates))

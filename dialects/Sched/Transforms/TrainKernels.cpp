@@ -91,7 +91,7 @@ K kernelOf(GreaterOrEqualOp c) {
 K kernelOf(ExpandOp) { return Kernel::Expand; }
 K kernelOf(ReduceSumOp) { return Kernel::ReduceSum; }
 K kernelOf(ReduceMeanOp) { return Kernel::ReduceMean; }
-K kernelOf(IsNaNOp) { return Kernel::IsNaN; }
+K kernelOf(IsNaNOp) { return Kernel::IsNan; }
 K kernelOf(WhereOp w) { return floats(w, Kernel::Where); }
 K kernelOf(SliceOp s) {
   return constantSlice(s) ? floats(s, Kernel::Slice) : std::nullopt;
@@ -101,12 +101,12 @@ K kernelOf(PadOp p) {
   return constantPad(p) ? floats(p, Kernel::Pad) : std::nullopt;
 }
 K kernelOf(TriluOp t) { return floats(t, Kernel::Trilu); }
-K kernelOf(CumSumOp c) { return floats(c, Kernel::CumSum); }
+K kernelOf(CumSumOp c) { return floats(c, Kernel::Cumsum); }
 K kernelOf(TileOp t) { return floats(t, Kernel::Tile); }
 K kernelOf(GatherOp g) { return floats(g, Kernel::Gather); }
 K kernelOf(GatherGradOp) { return Kernel::GatherGrad; }
-K kernelOf(GatherNDOp g) { return floats(g, Kernel::GatherND); }
-K kernelOf(GatherNDGradOp) { return Kernel::GatherNDGrad; }
+K kernelOf(GatherNDOp g) { return floats(g, Kernel::GatherNd); }
+K kernelOf(GatherNDGradOp) { return Kernel::GatherNdGrad; }
 K kernelOf(ConcatOp) { return Kernel::Concat; }
 K kernelOf(SplitOp) { return Kernel::Split; }
 K kernelOf(TransposeOp) { return Kernel::Transpose; }
@@ -134,7 +134,9 @@ unsigned operandsOf(TileOp) { return 1; }
 
 //===----------------------------------------------------------------------===//
 // Attributes: the op's own, but for the ops whose kernel takes a layout
-// computed from constant operands.
+// computed from constant operands, or fewer than the op has. The plan
+// emitter puts each into the field of the same name of the kernel's
+// attributes in plan.proto, and refuses one without a field.
 //===----------------------------------------------------------------------===//
 
 DictionaryAttr attrsOf(Operation *op) { return op->getAttrDictionary(); }
@@ -154,9 +156,23 @@ DictionaryAttr attrsOf(PadOp p) {
        b.getNamedAttr("value", b.getF64FloatAttr(layout->value))});
 }
 
+DictionaryAttr none(Operation *op) {
+  return Builder(op->getContext()).getDictionaryAttr({});
+}
 // None: batch_dims is 0 (the op's verifier), the tuple length in the shapes.
-DictionaryAttr attrsOf(GatherNDOp g) {
-  return Builder(g.getContext()).getDictionaryAttr({});
+DictionaryAttr attrsOf(GatherNDOp g) { return none(g); }
+// Copies: the result buffer's type is the shape (Reshape's allowzero,
+// Flatten's axis, the squeezed axes) or the dtype (Cast's to).
+DictionaryAttr attrsOf(ReshapeOp r) { return none(r); }
+DictionaryAttr attrsOf(FlattenOp f) { return none(f); }
+DictionaryAttr attrsOf(SqueezeOp s) { return none(s); }
+DictionaryAttr attrsOf(UnsqueezeOp u) { return none(u); }
+DictionaryAttr attrsOf(CastOp c) { return none(c); }
+// The axis: the parts' sizes are the result buffers'.
+DictionaryAttr attrsOf(SplitOp s) {
+  Builder b(s.getContext());
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("axis", b.getI64IntegerAttr(s.getAxis()))});
 }
 
 DictionaryAttr attrsOf(TriluOp t) {

@@ -116,18 +116,6 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 #define MT_INFER_SAME(OP)                                                      \
   MT_INFER(OP) { return sameAs(types, a.getInput()); }
 
-MT_INFER_SAME(SqrtOp)
-MT_INFER_SAME(ReciprocalOp)
-MT_INFER_SAME(NegOp)
-MT_INFER_SAME(ExpOp)
-MT_INFER_SAME(LogOp)
-MT_INFER_SAME(TanhOp)
-MT_INFER_SAME(SigmoidOp)
-MT_INFER_SAME(ErfOp)
-MT_INFER_SAME(CosOp)
-MT_INFER_SAME(SinOp)
-MT_INFER_SAME(NotOp)
-MT_INFER_SAME(IdentityOp)
 MT_INFER(IsNaNOp) {
   return push(types, rankedType(a.getInput()).getShape(),
               IntegerType::get(ctx, 1));
@@ -861,18 +849,6 @@ LogicalResult CrossEntropyGradOp::verify() {
   OpFoldResult OP::fold(FoldAdaptor a) {                                       \
     return foldTrainOp(getOperation(), a.getOperands());                       \
   }
-MT_FOLD(SqrtOp)
-MT_FOLD(ReciprocalOp)
-MT_FOLD(NegOp)
-MT_FOLD(ExpOp)
-MT_FOLD(LogOp)
-MT_FOLD(TanhOp)
-MT_FOLD(SigmoidOp)
-MT_FOLD(ErfOp)
-MT_FOLD(CosOp)
-MT_FOLD(SinOp)
-MT_FOLD(NotOp)
-MT_FOLD(IdentityOp)
 MT_FOLD(IsNaNOp)
 MT_FOLD(AddOp)
 MT_FOLD(SubOp)

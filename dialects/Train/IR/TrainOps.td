@@ -103,6 +103,18 @@ class Train_UnaryOp<string mnemonic, string s, Type T = Train_Tensor>
   let arguments = (ins T:$input);
   let results = (outs T:$result);
   let hasFolder = 1;
+  // The operand's type, and the value ConstEval computes from a constant
+  // operand: a new unary op needs no C++ in TrainOps.cpp.
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location>, Adaptor a,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return sameAs(types, a.getInput());
+    }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor a) {
+      return foldTrainOp(getOperation(), a.getOperands());
+    }
+  }];
 }
 
 def Train_SqrtOp : Train_UnaryOp<"sqrt", "Square root", Train_FloatTensor>;

@@ -113,6 +113,7 @@ ArrayRef<OpRule> elementwiseRules() {
       {"Erf", kMinOpset, kMaxOpset, &Importer::importUnary<ErfOp>},
       {"Cos", kMinOpset, kMaxOpset, &Importer::importUnary<CosOp>},
       {"Sin", kMinOpset, kMaxOpset, &Importer::importUnary<SinOp>},
+      {"Abs", kMinOpset, kMaxOpset, &Importer::importUnary<AbsOp>},
       {"Not", kMinOpset, kMaxOpset, &Importer::importUnary<NotOp>},
       {"IsNaN", kMinOpset, kMaxOpset, &Importer::importUnary<IsNaNOp>},
       {"Identity", kMinOpset, kMaxOpset, &Importer::importUnary<IdentityOp>},

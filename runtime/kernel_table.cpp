@@ -74,6 +74,7 @@ const KernelInfo *kernelInfo(plan::Kernel kernel) {
       {K::ERF, {1, 1, 1, 1, dev, D::Unary, S::None, A::KIND_NOT_SET}},
       {K::COS, {1, 1, 1, 1, dev, D::Unary, S::None, A::KIND_NOT_SET}},
       {K::SIN, {1, 1, 1, 1, dev, D::Unary, S::None, A::KIND_NOT_SET}},
+      {K::ABS, {1, 1, 1, 1, dev, D::Unary, S::None, A::KIND_NOT_SET}},
       {K::MATMUL, {2, 2, 1, 1, dev, D::Matmul, S::None, A::KIND_NOT_SET}},
       {K::SOFTMAX, {1, 1, 1, 1, dev, D::Lines, S::None, A::kAxis}},
       {K::LOG_SOFTMAX, {1, 1, 1, 1, dev, D::Lines, S::None, A::kAxis}},

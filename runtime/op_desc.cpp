@@ -892,6 +892,8 @@ std::optional<k::Unary> unaryOf(plan::Kernel kernel) {
     return k::Unary::Cos;
   case plan::SIN:
     return k::Unary::Sin;
+  case plan::ABS:
+    return k::Unary::Abs;
   case plan::SIGMOID:
     return k::Unary::Sigmoid;
   default:

@@ -64,7 +64,18 @@ enum class Compare { Equal, Less, LessOrEqual, Greater, GreaterOrEqual };
 
 /// The elementwise functions that stay in a training step when no fused op
 /// absorbs them (softcapping's tanh, a division's reciprocal, ...).
-enum class Unary { Exp, Log, Tanh, Sqrt, Reciprocal, Sigmoid, Erf, Cos, Sin };
+enum class Unary {
+  Exp,
+  Log,
+  Tanh,
+  Sqrt,
+  Reciprocal,
+  Sigmoid,
+  Erf,
+  Cos,
+  Sin,
+  Abs
+};
 
 // The CUDA kernels call the same functions on the device.
 #ifdef __CUDACC__
@@ -131,6 +142,8 @@ MT_HOST_DEVICE inline float applyUnary(Unary f, float x) {
     return cosf(x);
   case Unary::Sin:
     return sinf(x);
+  case Unary::Abs:
+    return fabsf(x);
   }
   return 0.0f;
 }

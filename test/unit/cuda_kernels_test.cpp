@@ -383,7 +383,7 @@ TEST_P(Kernels, Primitives) {
     for (cpu::Unary f :
          {cpu::Unary::Exp, cpu::Unary::Log, cpu::Unary::Tanh, cpu::Unary::Sqrt,
           cpu::Unary::Reciprocal, cpu::Unary::Sigmoid, cpu::Unary::Erf,
-          cpu::Unary::Cos, cpu::Unary::Sin}) {
+          cpu::Unary::Cos, cpu::Unary::Sin, cpu::Unary::Abs}) {
       Tensor X(pos, t), Y(60, t);
       CUDA_OK(kc::unary(f, X.ref(), Y.mut(), 60, nullptr));
       Vec want(60);

@@ -266,7 +266,7 @@ private:
       return {t};
     }
     if (isa<ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp,
-            SinOp>(op)) {
+            SinOp, AbsOp>(op)) {
       Tensor t = in(0);
       k::Unary f = isa<ExpOp>(op)          ? k::Unary::Exp
                    : isa<LogOp>(op)        ? k::Unary::Log
@@ -276,6 +276,7 @@ private:
                    : isa<ErfOp>(op)        ? k::Unary::Erf
                    : isa<CosOp>(op)        ? k::Unary::Cos
                    : isa<SinOp>(op)        ? k::Unary::Sin
+                   : isa<AbsOp>(op)        ? k::Unary::Abs
                                            : k::Unary::Sigmoid;
       k::unaryForward(f, t.f.data(), t.f.data(), int64_t(t.f.size()));
       return {t};

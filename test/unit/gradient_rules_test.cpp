@@ -211,6 +211,11 @@ INSTANTIATE_TEST_SUITE_P(
   %c2 = train.cos %c : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %p = train.mul %e, %s : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.add %p, %c2 : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // |a| is not smooth at 0: the seeded weights keep away from it.
+        RuleCase{"abs",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>") R"(
+  %m = train.abs %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %m, %b : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"max_min_broadcast",
                  W("a", "tensor<1x6x4xf32>") W("b", "tensor<4xf32>")
                      W("c", "tensor<6x1xf32>") R"(

@@ -93,7 +93,7 @@ TEST(KernelTable, EveryFamilyMemberHasItsOwnFunction) {
         << kernels->value(i)->name() << " shares another's function";
     ++members;
   }
-  EXPECT_EQ(members, 21);
+  EXPECT_EQ(members, 22);
   const auto *acts = mt::plan::Activation_descriptor();
   for (int i = 0; i < acts->value_count(); ++i) {
     auto act = mt::plan::Activation(acts->value(i)->number());

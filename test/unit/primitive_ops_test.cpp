@@ -39,7 +39,8 @@ TEST(PrimitiveOps, DivAndTheUnaryFunctions) {
       {Unary::Exp, [](double v) { return std::exp(v); }},
       {Unary::Tanh, [](double v) { return std::tanh(v); }},
       {Unary::Sigmoid, [](double v) { return 1.0 / (1.0 + std::exp(-v)); }},
-      {Unary::Reciprocal, [](double v) { return 1.0 / v; }}};
+      {Unary::Reciprocal, [](double v) { return 1.0 / v; }},
+      {Unary::Abs, [](double v) { return std::fabs(v); }}};
   for (const Case &c : cases) {
     unaryForward(c.f, x.data(), y.data(), 4);
     for (int i = 0; i < 4; ++i)

@@ -69,6 +69,7 @@ K kernelOf(PowOp) { return Kernel::Pow; }
 K kernelOf(ExpOp) { return Kernel::Exp; }
 K kernelOf(LogOp) { return Kernel::Log; }
 K kernelOf(TanhOp) { return Kernel::Tanh; }
+K kernelOf(AbsOp) { return Kernel::Abs; }
 K kernelOf(SqrtOp) { return Kernel::Sqrt; }
 K kernelOf(ReciprocalOp) { return Kernel::Reciprocal; }
 K kernelOf(SigmoidOp) { return Kernel::Sigmoid; }
@@ -248,13 +249,14 @@ void registerTrainKernels(DialectRegistry &registry) {
            GatedActivationOp, GatedActivationGradOp, CrossEntropyOp,
            CrossEntropyGradOp, HeadCrossEntropyOp, HeadCrossEntropyGradOp,
            AddOp, SubOp, MulOp, NegOp, DivOp, PowOp, ExpOp, LogOp, TanhOp,
-           SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp, MatMulOp,
-           SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp, EqualOp, LessOp,
-           LessOrEqualOp, GreaterOp, GreaterOrEqualOp, ExpandOp, ReduceSumOp,
-           ReduceMeanOp, IsNaNOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp,
-           CumSumOp, TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp,
-           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
-           UnsqueezeOp, IdentityOp, CastOp>(context);
+           SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp, AbsOp,
+           MatMulOp, SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp,
+           EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
+           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, WhereOp, SliceOp,
+           SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
+           GatherGradOp, GatherNDOp, GatherNDGradOp, ConcatOp, SplitOp,
+           TransposeOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp,
+           IdentityOp, CastOp>(context);
   });
 }
 

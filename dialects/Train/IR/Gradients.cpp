@@ -335,6 +335,17 @@ LogicalResult gradient(SqrtOp s, G &g) { // (dy / y) / 2
   return success();
 }
 
+LogicalResult gradient(AbsOp a, G &g) { // dy sign(x), with sign(0) = 0
+  OpBuilder &b = g.builder();
+  Location loc = a.getLoc();
+  Value x = a.getInput(), dy = g.dy(a), zero = scalar(b, loc, x, 0.0);
+  Value up = b.create<WhereOp>(loc, b.create<GreaterOp>(loc, x, zero), dy,
+                               scalar(b, loc, dy, 0.0));
+  g.accumulate(x, b.create<WhereOp>(loc, b.create<LessOp>(loc, x, zero),
+                                    b.create<NegOp>(loc, dy), up));
+  return success();
+}
+
 LogicalResult gradient(ErfOp e, G &g) { // dy 2/sqrt(pi) exp(-x^2)
   OpBuilder &b = g.builder();
   Location loc = e.getLoc();
@@ -677,7 +688,7 @@ void attachGradientRules(MLIRContext &context) {
          ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
          DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
-         ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, WhereOp, NegOp,
+         ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, AbsOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
          SplitOp, ConcatOp, SliceOp, GatherOp, GatherNDOp, PadOp, TriluOp,
          CumSumOp, TileOp, CastOp>(context);

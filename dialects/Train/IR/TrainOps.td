@@ -127,6 +127,7 @@ def Train_SigmoidOp : Train_UnaryOp<"sigmoid", "1 / (1 + e^-x)", Train_FloatTens
 def Train_ErfOp : Train_UnaryOp<"erf", "Error function", Train_FloatTensor>;
 def Train_CosOp : Train_UnaryOp<"cos", "Cosine", Train_FloatTensor>;
 def Train_SinOp : Train_UnaryOp<"sin", "Sine", Train_FloatTensor>;
+def Train_AbsOp : Train_UnaryOp<"abs", "|x|", Train_FloatTensor>;
 def Train_NotOp : Train_UnaryOp<"not", "Logical not", TensorOf<[I1]>>;
 def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)">;
 

@@ -196,6 +196,7 @@ case("Attention", "three_d_float_mask",
      [("q", f(2, 3, 8), "data"), ("k", f(2, 5, 4), "data"),
       ("v", f(2, 5, 4), "data"), ("m", f(3, 5), "const")],
      {"q_num_heads": 2, "kv_num_heads": 1})
+case("Abs", "any", [("x", X, "data")])
 
 
 def split_case(opset):

@@ -266,6 +266,27 @@ LogicalResult Importer::importAttention() {
   return bind(out.getDefiningOp());
 }
 
+/// TopK of floats (a mixture-of-experts router's choice): values in order
+/// whatever `sorted` says (any order is allowed when it is 0).
+LogicalResult Importer::importTopK() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  auto k = constInts(in(1), "input 'K'");
+  auto axis = attrInt("axis", -1), largest = attrInt("largest", 1);
+  if (failed(k) || failed(axis) || failed(largest))
+    return failure();
+  if (!isa<FloatType>(typeOf(in(0)).getElementType()))
+    return nodeError() << "TopK of " << typeOf(in(0)).getElementType()
+                       << " is not supported (floats only)";
+  if (k->size() != 1)
+    return nodeError() << "K must hold one value, not " << k->size();
+  SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr((*k)[0])),
+                                    named("axis", b.getI64IntegerAttr(*axis))};
+  if (!*largest)
+    attrs.push_back(named("smallest", b.getUnitAttr()));
+  return bind(make<TopKOp>({in(0)}, attrs));
+}
+
 LogicalResult Importer::importCumSum() {
   if (failed(needInputs(2, 2)))
     return failure();
@@ -330,6 +351,7 @@ ArrayRef<OpRule> nnRules() {
        &Importer::importLayerNormalization},
       {"RMSNormalization", 23, kMaxOpset, &Importer::importRmsNormalization},
       {"Attention", 23, kMaxOpset, &Importer::importAttention},
+      {"TopK", kMinOpset, kMaxOpset, &Importer::importTopK},
       {"CumSum", kMinOpset, kMaxOpset, &Importer::importCumSum},
       {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu},
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,

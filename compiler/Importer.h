@@ -113,6 +113,7 @@ public:
   LogicalResult importLayerNormalization();
   LogicalResult importRmsNormalization();
   LogicalResult importAttention();
+  LogicalResult importTopK();
   LogicalResult importCumSum();
   LogicalResult importTrilu();
   LogicalResult importSoftmaxCrossEntropyLoss();

@@ -464,6 +464,24 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
+  case Kernel::TOPK: {
+    In x = in(operand(0));
+    Out v = out(result(0));
+    k::topK(x.data, d.a, d.axis, d.k, op.attrs().top_k().smallest(), v.data,
+            static_cast<int64_t *>(ptr(result(1))));
+    v.commit();
+    return Status::ok();
+  }
+  case Kernel::TOPK_GRAD: {
+    In dy = in(operand(0));
+    Out dx = out(result(0));
+    if (!k::topKGrad(dy.data, ids(operand(1)), d.a, d.axis, d.k, dx.data))
+      return Status::error("an index of '" + buf(operand(1)).name() +
+                           "' is outside the axis of " +
+                           std::to_string(d.a[size_t(d.axis)]));
+    dx.commit();
+    return Status::ok();
+  }
   case Kernel::GATHER_ND:
   case Kernel::GATHER_ND_GRAD: {
     In x = in(operand(0));

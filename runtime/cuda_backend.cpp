@@ -1006,6 +1006,17 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
                                indices, out(result(0)), bad, stream));
   }
+  case Kernel::TOPK:
+    return cuda(kc::topK(in(operand(0)), d.a, d.axis, d.k,
+                         op.attrs().top_k().smallest(), out(result(0)),
+                         static_cast<int64_t *>(ptr(result(1))), stream));
+  case Kernel::TOPK_GRAD: {
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    return cuda(kc::topKGrad(in(operand(0)), ids(operand(1)), d.a, d.axis, d.k,
+                             out(result(0)), bad, stream));
+  }
   case Kernel::GATHER_ND:
   case Kernel::GATHER_ND_GRAD: {
     // The flag, then a flat index per tuple (Scratch::FlatIndices).

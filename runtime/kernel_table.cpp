@@ -87,6 +87,8 @@ const KernelInfo *kernelInfo(plan::Kernel kernel) {
       {K::TRILU, {1, 1, 1, 1, dev, D::Trilu, S::None, A::kTrilu}},
       {K::CUMSUM, {1, 1, 1, 1, dev, D::Lines, S::None, A::kCumSum}},
       {K::TILE, {1, 1, 1, 1, dev, D::Tile, S::None, A::KIND_NOT_SET}},
+      {K::TOPK, {1, 1, 2, 2, dev, D::TopK, S::None, A::kTopK}},
+      {K::TOPK_GRAD, {2, 2, 1, 1, dev, D::TopK, S::IndexFlag, A::kTopK}},
       {K::GATHER_ND,
        {2, 2, 1, 1, dev, D::GatherND, S::FlatIndices, A::KIND_NOT_SET}},
       {K::GATHER_ND_GRAD,

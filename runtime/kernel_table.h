@@ -44,6 +44,7 @@ enum class Describe {
   Trilu,
   Tile,
   GatherND,
+  TopK,
   Gather,
   Layout,  ///< REDUCE_*, TRANSPOSE, CONCAT, SPLIT
   Buffers, ///< copies, fills and host ops check their buffers as they run

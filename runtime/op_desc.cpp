@@ -119,6 +119,7 @@ private:
   Status trilu();
   Status tile();
   Status gatherND();
+  Status topK();
   Status gather();
   Status isNaN();
   Status where();
@@ -181,6 +182,8 @@ Status Describer::run() {
     return tile();
   case Describe::GatherND:
     return gatherND();
+  case Describe::TopK:
+    return topK();
   case Describe::Gather:
     return gather();
   case Describe::Layout:
@@ -638,6 +641,35 @@ Status Describer::gatherND() {
   if (want != d_.out)
     return fail(name(part) + " " + str(d_.out) + " is not the gather of " +
                 str(d_.b) + " index tuples of " + str(d_.a) + ": " + str(want));
+  return Status::ok();
+}
+
+/// TOPK takes the k first of each line of `a` along `axis` into `out`
+/// (values) and indices of the same dims; TOPK_GRAD puts its operand
+/// (`out` here) back into `a`. k goes to `tuples`.
+Status Describer::topK() {
+  bool grad = op_.kernel() == Kernel::TOPK_GRAD;
+  uint32_t whole = grad ? result(0) : operand(0),
+           part = grad ? operand(0) : result(0),
+           indices = grad ? operand(1) : result(1);
+  if (Status st = floats({whole, part}); !st)
+    return st;
+  if (Status st = ids(indices); !st)
+    return st;
+  d_.a = dims(whole);
+  d_.out = dims(part);
+  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().top_k().axis();
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
+  d_.axis = axis < 0 ? axis + rank : axis;
+  bool lines = d_.out.size() == d_.a.size() && dims(indices) == d_.out;
+  for (size_t d = 0; lines && d < d_.a.size(); ++d)
+    lines = int64_t(d) == d_.axis ? d_.out[d] <= d_.a[d] : d_.out[d] == d_.a[d];
+  if (!lines)
+    return fail(name(part) + " " + str(d_.out) + " and " + name(indices) + " " +
+                str(dims(indices)) + " are not the top k along axis " +
+                std::to_string(d_.axis) + " of " + str(d_.a));
+  d_.k = d_.out[size_t(d_.axis)];
   return Status::ok();
 }
 

@@ -75,6 +75,9 @@ struct OpDesc {
   int64_t axis = 0;
   /// GATHER_ND: how many index tuples b holds.
   int64_t tuples = 0;
+  /// TOPK (a -> out, indices) and TOPK_GRAD (out -> a): k, the size of out
+  /// along the axis.
+  int64_t k = 0;
 };
 
 /// The descriptions of a plan's ops, by op.

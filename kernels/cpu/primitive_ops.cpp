@@ -355,6 +355,56 @@ void pad(const float *x, const Dims &dims, const std::vector<int64_t> &begins,
   });
 }
 
+void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
+          bool smallest, float *values, int64_t *indices) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  // a before b: the larger (smaller) value, NaN above all, then the lower
+  // index; a strict weak order, so the selection is the same every run.
+  auto before = [&](const float *line, int64_t a, int64_t b) {
+    float va = line[a * inner], vb = line[b * inner];
+    bool na = std::isnan(va), nb = std::isnan(vb);
+    if (na != nb)
+      return smallest ? nb : na;
+    if (!na && va != vb)
+      return smallest ? va < vb : va > vb;
+    return a < b;
+  };
+  parallelFor(outer * inner, double(n) * 4.0, [&](int64_t l) {
+    int64_t o = l / inner, c = l % inner;
+    const float *line = x + o * n * inner + c;
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      order[size_t(i)] = i;
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int64_t a, int64_t b) { return before(line, a, b); });
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c;
+      values[at] = line[order[size_t(j)] * inner];
+      indices[at] = order[size_t(j)];
+    }
+  });
+}
+
+bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
+              int64_t axis, int64_t k, float *dx) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  for (int64_t i = 0; i < outer * k * inner; ++i)
+    if (indices[i] < 0 || indices[i] >= n)
+      return false;
+  std::fill_n(dx, outer * n * inner, 0.0f);
+  // Each line on its own, its k places in order.
+  parallelFor(outer * inner, double(k), [&](int64_t l) {
+    int64_t o = l / inner, c = l % inner;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c;
+      dx[(o * n + indices[at]) * inner + c] += dy[at];
+    }
+  });
+  return true;
+}
+
 void trilu(const float *x, const Dims &dims, bool upper, int64_t diagonal,
            float *out) {
   size_t rank = dims.size();

@@ -217,6 +217,17 @@ bool gatherND(const float *x, const Dims &dims, const int64_t *indices,
 bool gatherNDGrad(const float *dy, const Dims &dims, const int64_t *indices,
                   int64_t tuples, int64_t k, float *dx);
 
+/// The k largest (smallest) elements of each line of x (dims) along
+/// `axis`, in order, ties by the lower index first, and their indices
+/// along the axis (ONNX TopK, sorted): values and indices are dims with
+/// dims[axis] = k (k <= dims[axis]). NaN orders above every number.
+void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
+          bool smallest, float *values, int64_t *indices);
+/// dx = zeros of dims with dy added at the places along `axis` the indices
+/// ([dims with k along axis]) name; false when one is outside the axis.
+bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
+              int64_t axis, int64_t k, float *dx);
+
 /// out[j...] = x[j - begins...] where that is inside x (dims), else
 /// `value`: a constant pad, negative begins and a smaller outDims cropping.
 /// The gradient of a pad is the pad of dy by -begins and 0.

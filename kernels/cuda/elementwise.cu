@@ -325,6 +325,68 @@ __global__ void flattenTuplesKernel(const int64_t *indices, int64_t tuples,
   }
 }
 
+/// Whether element a of a line orders before b in a TopK: the larger
+/// (smaller) value, NaN above all, then the lower index (as the CPU's).
+__device__ bool topKBefore(float va, int64_t a, float vb, int64_t b,
+                           bool smallest) {
+  bool na = isnan(va), nb = isnan(vb);
+  if (na != nb)
+    return smallest ? nb : na;
+  if (!na && va != vb)
+    return smallest ? va < vb : va > vb;
+  return a < b;
+}
+
+/// TopK of [outer, n, inner] lines: one thread a line, k passes, each the
+/// first element after the previous one in the order (no workspace).
+__global__ void topKKernel(Load x, Store values, int64_t *indices,
+                           int64_t outer, int64_t n, int64_t inner, int64_t k,
+                           bool smallest) {
+  MT_GRID_STRIDE(line, outer * inner) {
+    int64_t o = line / inner, c = line % inner;
+    int64_t base = o * n * inner + c;
+    float prevV = 0.0f;
+    int64_t prev = -1;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      float bestV = 0.0f;
+      for (int64_t i = 0; i < n; ++i) {
+        float v = x[base + i * inner];
+        if (prev >= 0 && !topKBefore(prevV, prev, v, i, smallest))
+          continue;
+        if (best < 0 || topKBefore(v, i, bestV, best, smallest)) {
+          best = i;
+          bestV = v;
+        }
+      }
+      int64_t at = (o * k + j) * inner + c;
+      values.set(at, bestV);
+      indices[at] = best;
+      prev = best;
+      prevV = bestV;
+    }
+  }
+}
+
+/// TOPK_GRAD: one thread a line adds its k values at their places (dx
+/// zeroed before); an index outside the line sets *bad.
+__global__ void topKGradKernel(Load dy, const int64_t *indices, Load dxNow,
+                               Store dx, int64_t outer, int64_t n,
+                               int64_t inner, int64_t k, int *bad) {
+  MT_GRID_STRIDE(line, outer * inner) {
+    int64_t o = line / inner, c = line % inner;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c, i = indices[at];
+      if (i < 0 || i >= n) {
+        *bad = 1;
+        continue;
+      }
+      int64_t to = (o * n + i) * inner + c;
+      dx.set(to, dxNow[to] + dy[at]);
+    }
+  }
+}
+
 /// Trilu of [*, rows, cols]: one thread an element.
 __global__ void triluKernel(Load x, Store y, int64_t rows, int64_t cols,
                             bool upper, int64_t diagonal, int64_t n) {
@@ -974,6 +1036,39 @@ cudaError_t gatherNDGrad(Ref dy, const Dims &dims, const int64_t *indices,
           flattenTuples(dims, indices, tuples, k, flat, bad, flatDims, stream))
     return e;
   return gatherGrad(dy, flatDims, 0, flat, tuples, dx, bad, stream);
+}
+
+cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
+                 bool smallest, MutRef values, int64_t *indices,
+                 cudaStream_t stream) {
+  int64_t outer, n, inner;
+  if (axis < 0 || size_t(axis) >= dims.size())
+    return cudaErrorInvalidValue;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  if (k < 0 || k > n)
+    return cudaErrorInvalidValue;
+  if (outer * inner * k == 0)
+    return cudaSuccess;
+  topKKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(x), store(values), indices, outer, n, inner, k, smallest);
+  return cudaGetLastError();
+}
+
+cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
+                     int64_t axis, int64_t k, MutRef dx, int *bad,
+                     cudaStream_t stream) {
+  int64_t outer, n, inner;
+  if (axis < 0 || size_t(axis) >= dims.size())
+    return cudaErrorInvalidValue;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  if (cudaError_t e = fill(dx, outer * n * inner, 0.0f, stream))
+    return e;
+  if (outer * inner * k == 0)
+    return cudaSuccess;
+  topKGradKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(dy), indices, Load{dx.data, dx.type}, store(dx), outer, n, inner, k,
+      bad);
+  return cudaGetLastError();
 }
 
 cudaError_t trilu(Ref x, const Dims &dims, bool upper, int64_t diagonal,

@@ -90,6 +90,16 @@ cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
 cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
                        const int64_t *indices, int64_t count, MutRef dx,
                        int *bad, cudaStream_t stream);
+/// values, indices = the k first of each line along `axis` (as the CPU
+/// topK; indices a device array of the values' size).
+cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
+                 bool smallest, MutRef values, int64_t *indices,
+                 cudaStream_t stream);
+/// dx = zeros with dy added where the indices name (as the CPU topKGrad);
+/// *bad is set for an index outside the axis.
+cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
+                     int64_t axis, int64_t k, MutRef dx, int *bad,
+                     cudaStream_t stream);
 /// y = the slices of x that the k-tuples of indices name (as the CPU
 /// gatherND); `flat` (device, a slot per tuple) takes each tuple's flat
 /// index, *bad is set for a tuple outside x (k <= 8).

@@ -585,6 +585,36 @@ TEST_P(Kernels, Primitives) {
     cudaFree(flat);
     cudaFree(bad);
   }
+  // The 2 largest and the 3 smallest along the middle dim, and the
+  // gradient to the places they came from.
+  for (bool smallest : {false, true}) {
+    int64_t k = smallest ? 3 : 2;
+    size_t n = size_t(xd[0] * k * xd[2]);
+    int64_t *idx = nullptr;
+    int *bad = nullptr;
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&idx), n * sizeof(int64_t)),
+              cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void **>(&bad), sizeof(int)),
+              cudaSuccess);
+    cudaMemset(bad, 0, sizeof(int));
+    Tensor V(n, t), Dx(60, t);
+    CUDA_OK(kc::topK(X.ref(), xd, 1, k, smallest, V.mut(), idx, nullptr));
+    CUDA_OK(kc::topKGrad(V.ref(), idx, xd, 1, k, Dx.mut(), bad, nullptr));
+    Vec v(n), dx(60);
+    std::vector<int64_t> want(n), got(n);
+    cpu::topK(x.data(), xd, 1, k, smallest, v.data(), want.data());
+    ASSERT_TRUE(cpu::topKGrad(v.data(), want.data(), xd, 1, k, dx.data()));
+    cudaDeviceSynchronize();
+    cudaMemcpy(got.data(), idx, n * sizeof(int64_t), cudaMemcpyDeviceToHost);
+    EXPECT_EQ(V.download(), rounded(v, t));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(Dx.download(), rounded(dx, t));
+    int flag = 1;
+    cudaMemcpy(&flag, bad, sizeof flag, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(flag, 0);
+    cudaFree(idx);
+    cudaFree(bad);
+  }
   // Both triangles, running sums every way along the middle dim, a tile.
   {
     Tensor Lo(60, t), Up(60, t);

@@ -354,6 +354,27 @@ private:
       EXPECT_TRUE(ok) << "an index outside the axis";
       return {t};
     }
+    if (auto tk = dyn_cast<TopKOp>(op)) {
+      Tensor v = floats(), idx;
+      idx.shape = outShape(1);
+      idx.i.resize(numel(idx.shape));
+      auto &x = in(0);
+      int64_t rank = int64_t(x.shape.size()), axis = tk.getAxis();
+      k::topK(x.f.data(), {x.shape.begin(), x.shape.end()},
+              axis < 0 ? axis + rank : axis, int64_t(tk.getK()),
+              tk.getSmallest(), v.f.data(), idx.i.data());
+      return {v, idx};
+    }
+    if (auto tg = dyn_cast<TopKGradOp>(op)) {
+      Tensor t = floats();
+      auto &dy = in(0), &idx = in(1);
+      int64_t rank = int64_t(t.shape.size()), axis = tg.getAxis();
+      axis = axis < 0 ? axis + rank : axis;
+      EXPECT_TRUE(k::topKGrad(dy.f.data(), idx.i.data(),
+                              {t.shape.begin(), t.shape.end()}, axis,
+                              dy.shape[size_t(axis)], t.f.data()));
+      return {t};
+    }
     if (isa<GatherNDOp, GatherNDGradOp>(op) && floatOperands) {
       Tensor t = floats();
       auto &x = in(0), &idx = in(1);

@@ -216,6 +216,18 @@ INSTANTIATE_TEST_SUITE_P(
                  W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>") R"(
   %m = train.abs %a : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.mul %m, %b : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // The gradient reaches the chosen elements only; the indices carry
+        // none (the seeded weights have no ties, so the choice is stable).
+        RuleCase{"topk_largest_and_smallest",
+                 W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>") R"(
+  %v, %i = train.topk %a {k = 2 : i64, axis = -1 : i64} : (tensor<1x6x4xf32>) -> (tensor<1x6x2xf32>, tensor<1x6x2xi64>)
+  %s, %j = train.topk %v {k = 3 : i64, axis = 1 : i64, smallest} : (tensor<1x6x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xi64>)
+  %r = train.concat %s, %v {axis = 1 : i64} : (tensor<1x3x2xf32>, tensor<1x6x2xf32>) -> tensor<1x9x2xf32>
+  %c = train.concat %v, %v {axis = 2 : i64} : (tensor<1x6x2xf32>, tensor<1x6x2xf32>) -> tensor<1x6x4xf32>
+  %q = train.reduce_sum %r {axes = array<i64: 1>, keepdims} : (tensor<1x9x2xf32>) -> tensor<1x1x2xf32>
+  %u = train.concat %q, %q {axis = 2 : i64} : (tensor<1x1x2xf32>, tensor<1x1x2xf32>) -> tensor<1x1x4xf32>
+  %p = train.mul %c, %u : (tensor<1x6x4xf32>, tensor<1x1x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %p, %b : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"max_min_broadcast",
                  W("a", "tensor<1x6x4xf32>") W("b", "tensor<4xf32>")
                      W("c", "tensor<6x1xf32>") R"(

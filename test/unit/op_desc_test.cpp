@@ -335,6 +335,36 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "'x' [5] has no matrices in its last two dims"},
+        Bad{"TopKLongerThanItsLine",
+            [] {
+              OneOp o(TOPK);
+              o.op->mutable_attrs()->mutable_top_k()->set_axis(-1);
+              o.in(o.buffer("x", {2, 3}))
+                  .out(o.buffer("v", {2, 4}))
+                  .out(o.buffer("i", {2, 4}, I64));
+              return o;
+            },
+            "'v' [2, 4] and 'i' [2, 4] are not the top k along axis 1 of [2, "
+            "3]"},
+        Bad{"TopKAlongNoAxis",
+            [] {
+              OneOp o(TOPK);
+              o.op->mutable_attrs()->mutable_top_k()->set_axis(2);
+              o.in(o.buffer("x", {2, 3}))
+                  .out(o.buffer("v", {2, 1}))
+                  .out(o.buffer("i", {2, 1}, I64));
+              return o;
+            },
+            "axis 2 is outside [2, 3]"},
+        Bad{"TopKGradOfFloatIndices",
+            [] {
+              OneOp o(TOPK_GRAD);
+              o.in(o.buffer("dy", {2, 1}))
+                  .in(o.buffer("i", {2, 1}))
+                  .out(o.buffer("dx", {2, 3}));
+              return o;
+            },
+            "'i' holds ids or labels and must be I64, not F32"},
         Bad{"TileOfPartialRepeats",
             [] {
               OneOp o(TILE);

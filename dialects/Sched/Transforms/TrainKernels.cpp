@@ -106,6 +106,8 @@ K kernelOf(CumSumOp c) { return floats(c, Kernel::Cumsum); }
 K kernelOf(TileOp t) { return floats(t, Kernel::Tile); }
 K kernelOf(GatherOp g) { return floats(g, Kernel::Gather); }
 K kernelOf(GatherGradOp) { return Kernel::GatherGrad; }
+K kernelOf(TopKOp) { return Kernel::Topk; }
+K kernelOf(TopKGradOp) { return Kernel::TopkGrad; }
 K kernelOf(GatherNDOp g) { return floats(g, Kernel::GatherNd); }
 K kernelOf(GatherNDGradOp) { return Kernel::GatherNdGrad; }
 K kernelOf(ConcatOp) { return Kernel::Concat; }
@@ -185,6 +187,15 @@ DictionaryAttr attrsOf(TriluOp t) {
   return b.getDictionaryAttr(attrs);
 }
 
+// k is the values' size along the axis.
+DictionaryAttr attrsOf(TopKOp t) {
+  Builder b(t.getContext());
+  SmallVector<NamedAttribute> attrs{b.getNamedAttr("axis", t.getAxisAttr())};
+  if (t.getSmallest())
+    attrs.push_back(b.getNamedAttr("smallest", b.getUnitAttr()));
+  return b.getDictionaryAttr(attrs);
+}
+
 //===----------------------------------------------------------------------===//
 // FLOPs: the ops whose time is arithmetic (a multiply-add counts 2).
 //===----------------------------------------------------------------------===//
@@ -254,9 +265,9 @@ void registerTrainKernels(DialectRegistry &registry) {
            EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
            ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, WhereOp, SliceOp,
            SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
-           GatherGradOp, GatherNDOp, GatherNDGradOp, ConcatOp, SplitOp,
-           TransposeOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp,
-           IdentityOp, CastOp>(context);
+           GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp, TopKGradOp,
+           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
+           UnsqueezeOp, IdentityOp, CastOp>(context);
   });
 }
 

@@ -590,6 +590,18 @@ LogicalResult gradient(GatherNDOp gather, G &g) {
   return success();
 }
 
+/// The values' gradient back at the places they were taken from; the
+/// indices carry none.
+LogicalResult gradient(TopKOp t, G &g) {
+  g.accumulate(t.getInput(),
+               g.builder()
+                   .create<TopKGradOp>(t.getLoc(), t.getInput().getType(),
+                                       g.dy(t, 0), t.getIndices(),
+                                       t.getAxisAttr())
+                   .getResult());
+  return success();
+}
+
 /// A Pad by a constant: dy where the input sits, zeros where the pad
 /// cropped it; that is the Pad of dy by the negated pads and 0.
 LogicalResult gradient(PadOp p, G &g) {
@@ -690,8 +702,8 @@ void attachGradientRules(MLIRContext &context) {
          SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
          ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, AbsOp, WhereOp, NegOp,
          IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, SliceOp, GatherOp, GatherNDOp, PadOp, TriluOp,
-         CumSumOp, TileOp, CastOp>(context);
+         SplitOp, ConcatOp, SliceOp, GatherOp, GatherNDOp, TopKOp, PadOp,
+         TriluOp, CumSumOp, TileOp, CastOp>(context);
 }
 
 } // namespace mt::train

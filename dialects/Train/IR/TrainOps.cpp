@@ -463,6 +463,23 @@ MT_INFER(GatherNDOp) {
               data.getElementType());
 }
 
+MT_INFER(TopKOp) {
+  auto in = rankedType(a.getInput());
+  auto axis = normalizeAxis(a.getAxis(), in.getRank());
+  int64_t k = static_cast<int64_t>(a.getK());
+  if (!axis)
+    return fail(loc, "topk: axis ")
+           << a.getAxis() << " is outside rank " << in.getRank();
+  if (k < 0 || k > in.getDimSize(*axis))
+    return fail(loc, "topk: k = ")
+           << k << " is outside [0, " << in.getDimSize(*axis) << "], axis "
+           << *axis << " of " << in;
+  SmallVector<int64_t> out(in.getShape());
+  out[*axis] = k;
+  push(types, out, in.getElementType());
+  return push(types, out, IntegerType::get(ctx, 64));
+}
+
 MT_INFER(ShapeOp) {
   int64_t rank = rankedType(a.getInput()).getRank();
   // I64Attr getters are unsigned: compare as signed values.
@@ -640,6 +657,28 @@ LogicalResult SliceOp::verify() {
   if (!sliceShape(rankedType(getInput()).getShape(), *s, *e, *ax, *st, p, err))
     return emitOpError(err);
   return checkResult(*this, p.size);
+}
+
+LogicalResult TopKGradOp::verify() {
+  auto dy = rankedType(getGrad()).getShape(),
+       idx = rankedType(getIndices()).getShape(),
+       dx = rankedType(getInputGrad()).getShape();
+  auto axis = normalizeAxis(getAxis(), int64_t(dx.size()));
+  if (!axis)
+    return emitOpError("axis ")
+           << getAxis() << " is outside the rank " << dx.size() << " of dx";
+  bool lines = dy == idx && dy.size() == dx.size();
+  for (size_t d = 0; lines && d < dx.size(); ++d)
+    lines = int64_t(d) == *axis ? dy[d] <= dx[d] : dy[d] == dx[d];
+  if (!lines)
+    return emitOpError("dy ")
+           << shapeStr(dy) << " and indices " << shapeStr(idx)
+           << " are not the top k along axis " << *axis << " of "
+           << shapeStr(dx);
+  if (rankedType(getGrad()).getElementType() !=
+      rankedType(getInputGrad()).getElementType())
+    return emitOpError("dy and dx differ in element type");
+  return success();
 }
 
 LogicalResult GatherNDGradOp::verify() {

@@ -272,6 +272,20 @@ def Train_TriluOp : Train_InferOp<"trilu"> {
   let hasFolder = 1;
 }
 
+def Train_TopKOp : Train_InferOp<"topk"> {
+  let summary = "The k largest (or smallest) elements along an axis and their indices";
+  let description = [{
+    As ONNX TopK with sorted = 1: values in order (ties by the lower index
+    first) and their indices along the axis. The indices carry no gradient.
+    ```mlir
+    %v, %i = train.topk %x {k = 2 : i64, axis = -1 : i64} : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi64>)
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, I64Attr:$k, I64Attr:$axis,
+                   UnitAttr:$smallest);
+  let results = (outs Train_FloatTensor:$values, TensorOf<[I64]>:$indices);
+}
+
 def Train_SoftmaxCrossEntropyLossOp : Train_InferOp<"softmax_cross_entropy_loss"> {
   let summary = "ONNX SoftmaxCrossEntropyLoss over [N, C] or [N, C, d...] scores (no weights)";
   let description = "`%l = train.softmax_cross_entropy_loss %s, %t {ignore_index = -100 : i64, reduction = \"mean\"} : (tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>`";
@@ -605,6 +619,15 @@ def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad",
       "tuple t (batch_dims 0), in tuple order. `%dx = train.gather_nd_grad %dy, %i : "
       "(tensor<2x4xf32>, tensor<2x2xi64>) -> tensor<2x3x4xf32>`";
   let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$indices);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
+def Train_TopKGradOp : Train_GradOp<"topk_grad",
+    "Gradient of a TopK: dy at the places its indices name, zeros elsewhere"> {
+  let description = "`dx[.., indices[j], ..] = dy[.., j, ..]` along `axis` (the indices of a "
+      "line are distinct). `%dx = train.topk_grad %dy, %i {axis = 1 : i64} : "
+      "(tensor<8x2xf32>, tensor<8x2xi64>) -> tensor<8x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, TensorOf<[I64]>:$indices, I64Attr:$axis);
   let results = (outs Train_FloatTensor:$input_grad);
 }
 

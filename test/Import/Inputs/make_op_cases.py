@@ -197,6 +197,13 @@ case("Attention", "three_d_float_mask",
       ("v", f(2, 5, 4), "data"), ("m", f(3, 5), "const")],
      {"q_num_heads": 2, "kv_num_heads": 1})
 case("Abs", "any", [("x", X, "data")])
+# TopK has no folder: its cases run on the kernels. Ties (rounded values)
+# go to the lower index first, as the ONNX spec and onnxruntime order them.
+case("TopK", "largest_last_axis", [("x", X, "data"), ("k", i64([2]), "const")],
+     {"axis": -1}, outputs=2, modes=("input",))
+case("TopK", "smallest_axis1_ties",
+     [("x", np.round(f(2, 5, 3)), "data"), ("k", i64([3]), "const")],
+     {"axis": 1, "largest": 0}, outputs=2, modes=("input",))
 
 
 def split_case(opset):

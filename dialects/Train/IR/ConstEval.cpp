@@ -325,6 +325,11 @@ OpFoldResult foldStructural(Operation *op) {
         }
         return nullptr;
       })
+      // A concat of one part is that part (the exporters' index tuples of
+      // length 1, as a MoE's expert ids for GatherND).
+      .Case<ConcatOp>([&](ConcatOp c) {
+        return c.getInputs().size() == 1 ? OpFoldResult(in) : nullptr;
+      })
       .Default([](Operation *) { return nullptr; });
 }
 

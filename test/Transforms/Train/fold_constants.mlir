@@ -69,17 +69,19 @@ func.func @trainable_not_folded(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf
 
 // -----
 
-// Identity, no-op casts, inactive Dropout and inverse transposes disappear.
+// Identity, no-op casts, inactive Dropout, inverse transposes and a concat
+// of one part disappear.
 // CHECK-LABEL: func @value_preserving
-// CHECK-NEXT: return %arg0, %arg0, %arg0, %arg0, %arg0
-func.func @value_preserving(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+// CHECK-NEXT: return %arg0, %arg0, %arg0, %arg0, %arg0, %arg0
+func.func @value_preserving(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
   %i = train.identity %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %c = train.cast %x {to = f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %cl = train.cast_like %x, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %d = train.dropout %x {ratio = 0.0 : f32, training} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %t1 = train.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
   %t2 = train.transpose %t1 {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
-  return %i, %c, %cl, %d, %t2 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+  %k = train.concat %x {axis = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %i, %c, %cl, %d, %t2, %k : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }
 
 // -----

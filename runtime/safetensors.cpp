@@ -136,13 +136,18 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
     int bytes = safetensorsDtypeBytes(e.dtype);
     if (!bytes)
       return bad("unknown dtype " + e.dtype);
+    // Saturated at 2^63: a hostile shape must not wrap to a small size.
+    constexpr uint64_t kTooMany = uint64_t(1) << 63;
     uint64_t count = 1;
     for (const auto &d : shape) {
-      if (!d.is_number_unsigned())
-        return bad("shape dims must be non-negative integers");
-      e.shape.push_back(d.get<int64_t>());
-      count *= d.get<uint64_t>();
+      if (!d.is_number_unsigned() || d.get<uint64_t>() >= kTooMany)
+        return bad("shape dims must be non-negative integers below 2^63");
+      uint64_t n = d.get<uint64_t>();
+      e.shape.push_back(int64_t(n));
+      count = n != 0 && count > kTooMany / n ? kTooMany : count * n;
     }
+    if (count >= kTooMany / uint64_t(bytes))
+      return bad("shape of 2^63 or more bytes");
     uint64_t begin = offsets[0].get<uint64_t>(),
              end = offsets[1].get<uint64_t>();
     if (begin > end || end > dataSize)
@@ -157,8 +162,41 @@ Status readSafetensorsHeader(const std::string &path, SafetensorsHeader &out) {
     e.length = end - begin;
     out.entries.push_back(std::move(e));
   }
-  std::sort(out.entries.begin(), out.entries.end(),
-            [](const auto &a, const auto &b) { return a.offset < b.offset; });
+  // As the safetensors library requires: each tensor's bytes are its own,
+  // and together they are the data region exactly, in offset order (a
+  // zero-size tensor sits anywhere between two others). An overlap would
+  // give one tensor another's values.
+  std::stable_sort(
+      out.entries.begin(), out.entries.end(), [](const auto &a, const auto &b) {
+        return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
+      });
+  uint64_t expected = dataStart;
+  const SafetensorsEntry *previous = nullptr;
+  auto range = [&](const SafetensorsEntry &e) {
+    return "'" + e.name + "' [" + std::to_string(e.offset - dataStart) + ", " +
+           std::to_string(e.offset - dataStart + e.length) + ")";
+  };
+  for (const SafetensorsEntry &e : out.entries) {
+    if (e.offset < expected)
+      return Status::error(path + ": tensors " + range(*previous) + " and " +
+                           range(e) +
+                           " overlap; each tensor's data_offsets must be its "
+                           "own bytes");
+    if (e.offset > expected)
+      return Status::error(
+          path + ": bytes [" + std::to_string(expected - dataStart) + ", " +
+          std::to_string(e.offset - dataStart) + ") of the data region " +
+          (previous ? "between " + range(*previous) + " and " : "before ") +
+          range(e) + " belong to no tensor");
+    expected = e.offset + e.length;
+    previous = &e;
+  }
+  if (expected != fileSize)
+    return Status::error(path + ": bytes [" +
+                         std::to_string(expected - dataStart) + ", " +
+                         std::to_string(dataSize) + ") of the data region " +
+                         (previous ? "after " + range(*previous) + " " : "") +
+                         "belong to no tensor");
   return Status::ok();
 }
 

@@ -25,18 +25,21 @@ TEST(Safetensors, ReadsNamesShapesAndAbsoluteOffsets) {
   std::string header =
       R"({"b":{"dtype":"F32","shape":[2,3],"data_offsets":[8,32]},)"
       R"("a":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]},)"
+      R"("empty":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
       R"("__metadata__":{"format":"pt"}})";
   std::string path = writeFile("ok.safetensors", header, 32);
   mt::runtime::SafetensorsHeader h;
   auto st = mt::runtime::readSafetensorsHeader(path, h);
   ASSERT_TRUE(st.isOk()) << st.message();
-  ASSERT_EQ(h.entries.size(), 2u);
+  ASSERT_EQ(h.entries.size(), 3u);
   EXPECT_EQ(h.entries[0].name, "a");
   EXPECT_EQ(h.entries[0].offset, 8 + header.size());
   EXPECT_EQ(h.entries[0].length, 8u);
-  EXPECT_EQ(h.entries[1].name, "b");
-  EXPECT_EQ(h.entries[1].shape, (std::vector<int64_t>{2, 3}));
-  EXPECT_EQ(h.entries[1].offset, 8 + header.size() + 8);
+  EXPECT_EQ(h.entries[1].name, "empty");
+  EXPECT_EQ(h.entries[1].length, 0u);
+  EXPECT_EQ(h.entries[2].name, "b");
+  EXPECT_EQ(h.entries[2].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(h.entries[2].offset, 8 + header.size() + 8);
 }
 
 struct BadCase {
@@ -74,7 +77,30 @@ INSTANTIATE_TEST_SUITE_P(
                 false, "fall outside"},
         BadCase{"length",
                 R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8,
-                false, "needs 12"}),
+                false, "needs 12"},
+        BadCase{"overlap",
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                12, false, "tensors 'a' [0, 8) and 'b' [4, 12) overlap"},
+        BadCase{"same_range",
+                R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                8, false, "tensors 'a' [0, 8) and 'b' [0, 8) overlap"},
+        BadCase{"gap",
+                R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                12, false,
+                "bytes [4, 8) of the data region between 'a' [0, 4) and 'b' "
+                "[8, 12) belong to no tensor"},
+        BadCase{"trailing",
+                R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 8,
+                false,
+                "bytes [4, 8) of the data region after 'a' [0, 4) "
+                "belong to no tensor"},
+        BadCase{"wrapping_shape",
+                R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],)"
+                R"("data_offsets":[0,0]}})",
+                0, false, "shape of 2^63 or more bytes"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(Safetensors, MissingFileIsAnError) {

@@ -1,8 +1,35 @@
 """mt.init: the machine's budgets and the state formats, for mtc's planner."""
+import os
+import sys
 import warnings
 
 _COMPRESSION = {False: "fp32", True: "8bit", "fp32": "fp32", "bf16": "bf16",
                 "8bit": "8bit", "4bit": "4bit"}
+
+
+def _offload_dir(path):
+    """The disk tier's directory, absolute, checked now rather than when
+    mtrun first writes there: created (and said so) when only its last
+    component is missing."""
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+    if not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            raise ValueError(f"mt.init: offload_dir {path!r} does not exist, "
+                             f"nor does its parent {parent!r}; create it, or "
+                             "name a directory on the disk to offload to")
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            raise ValueError(f"mt.init: cannot create offload_dir {path!r}: "
+                             f"{e.strerror}") from None
+        print(f"mt: created offload_dir {path}", file=sys.stderr)
+    if not os.path.isdir(path):
+        raise ValueError(f"mt.init: offload_dir {path!r} is not a directory")
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise ValueError(f"mt.init: offload_dir {path!r} is not a directory "
+                         "mt can read and write")
+    return path
 
 
 class Config:
@@ -25,7 +52,7 @@ class Config:
         if device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"mt.init: device must be auto, cpu or cuda, got "
                              f"{device!r}")
-        self.offload_dir = offload_dir
+        self.offload_dir = _offload_dir(offload_dir) if offload_dir else None
         self.max_vram_gb = max_vram_gb
         self.max_host_gb = max_host_gb
         self.moments = _COMPRESSION[optimizer_compression]
@@ -67,7 +94,8 @@ def init(offload_dir=None, max_vram_gb=None, max_host_gb=None,
     """Sets what every later mt.Trainer plans for.
 
     offload_dir: a directory for the disk tier (mtc --disk): the planner may
-        keep the AdamW moments there when host memory is short.
+        keep the AdamW moments there when host memory is short. Checked
+        here; created when only its last component is missing.
     max_vram_gb, max_host_gb: the GPU's and the host's memory budgets in GiB
         (mtc --gpu-mem, --host-mem); by default the target's.
     optimizer_compression: False keeps the moments in fp32 (exact); True

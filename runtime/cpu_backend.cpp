@@ -208,7 +208,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   const OpDesc &d = *desc;
   // The families whose members differ only in the description's function:
   // a new unary, binary or comparison kernel needs no case here.
-  switch (kernelInfo(op.kernel())->describe) {
+  switch (d.describe) {
   case Describe::Unary: {
     In x = in(operand(0));
     Out y = out(result(0));

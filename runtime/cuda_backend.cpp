@@ -770,7 +770,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   const OpDesc &d = *desc;
   // The families whose members differ only in the description's function:
   // a new unary, binary or comparison kernel needs no case here.
-  switch (kernelInfo(op.kernel())->describe) {
+  switch (d.describe) {
   case Describe::Unary:
     return cuda(
         kc::unary(d.unary, in(operand(0)), out(result(0)), d.elements, stream));

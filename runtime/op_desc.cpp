@@ -135,6 +135,7 @@ Status Describer::run() {
   const KernelInfo *info = kernelInfo(op_.kernel());
   if (!info)
     return fail("no description of kernel " + std::to_string(op_.kernel()));
+  d_.describe = info->describe;
   switch (info->describe) {
   case Describe::Embedding:
     return embedding();

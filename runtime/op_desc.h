@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/kernel_table.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
@@ -41,6 +42,9 @@ struct OpDesc {
   };
 
   plan::Kernel kernel = plan::KERNEL_UNSPECIFIED;
+  /// The description that made it (the kernel table's), which the backends
+  /// dispatch the unary, binary and comparison families by.
+  Describe describe = Describe::Buffers;
   Linear linear;
   Norm norm;
   Embedding embedding;

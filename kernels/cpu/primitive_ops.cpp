@@ -359,17 +359,6 @@ void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
           bool smallest, float *values, int64_t *indices) {
   int64_t outer, n, inner;
   linesAlong(dims, axis, outer, n, inner);
-  // a before b: the larger (smaller) value, NaN above all, then the lower
-  // index; a strict weak order, so the selection is the same every run.
-  auto before = [&](const float *line, int64_t a, int64_t b) {
-    float va = line[a * inner], vb = line[b * inner];
-    bool na = std::isnan(va), nb = std::isnan(vb);
-    if (na != nb)
-      return smallest ? nb : na;
-    if (!na && va != vb)
-      return smallest ? va < vb : va > vb;
-    return a < b;
-  };
   parallelFor(outer * inner, double(n) * 4.0, [&](int64_t l) {
     int64_t o = l / inner, c = l % inner;
     const float *line = x + o * n * inner + c;
@@ -377,7 +366,10 @@ void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
     for (int64_t i = 0; i < n; ++i)
       order[size_t(i)] = i;
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int64_t a, int64_t b) { return before(line, a, b); });
+                      [&](int64_t a, int64_t b) {
+                        return topKBefore(line[a * inner], a, line[b * inner],
+                                          b, smallest);
+                      });
     for (int64_t j = 0; j < k; ++j) {
       int64_t at = (o * k + j) * inner + c;
       values[at] = line[order[size_t(j)] * inner];

@@ -120,6 +120,20 @@ MT_HOST_DEVICE inline bool applyCompare(Compare op, float x, float y) {
   return false;
 }
 
+/// Whether element a (value va) of a line orders before element b in a
+/// TopK: the larger (smallest: the smaller) value, a NaN above every number,
+/// then the lower index. A strict weak order, so both backends choose the
+/// same elements in the same order every run.
+MT_HOST_DEVICE inline bool topKBefore(float va, int64_t a, float vb, int64_t b,
+                                      bool smallest) {
+  bool na = va != va, nb = vb != vb;
+  if (na != nb)
+    return smallest ? nb : na;
+  if (!na && va != vb)
+    return smallest ? va < vb : va > vb;
+  return a < b;
+}
+
 /// The C library's functions (on the device, CUDA's IEEE forms: expf, logf
 /// and tanhf within 2 ulp; no fast math).
 MT_HOST_DEVICE inline float applyUnary(Unary f, float x) {

@@ -325,18 +325,6 @@ __global__ void flattenTuplesKernel(const int64_t *indices, int64_t tuples,
   }
 }
 
-/// Whether element a of a line orders before b in a TopK: the larger
-/// (smaller) value, NaN above all, then the lower index (as the CPU's).
-__device__ bool topKBefore(float va, int64_t a, float vb, int64_t b,
-                           bool smallest) {
-  bool na = isnan(va), nb = isnan(vb);
-  if (na != nb)
-    return smallest ? nb : na;
-  if (!na && va != vb)
-    return smallest ? va < vb : va > vb;
-  return a < b;
-}
-
 /// TopK of [outer, n, inner] lines: one thread a line, k passes, each the
 /// first element after the previous one in the order (no workspace).
 __global__ void topKKernel(Load x, Store values, int64_t *indices,
@@ -352,9 +340,9 @@ __global__ void topKKernel(Load x, Store values, int64_t *indices,
       float bestV = 0.0f;
       for (int64_t i = 0; i < n; ++i) {
         float v = x[base + i * inner];
-        if (prev >= 0 && !topKBefore(prevV, prev, v, i, smallest))
+        if (prev >= 0 && !cpu::topKBefore(prevV, prev, v, i, smallest))
           continue;
-        if (best < 0 || topKBefore(v, i, bestV, best, smallest)) {
+        if (best < 0 || cpu::topKBefore(v, i, bestV, best, smallest)) {
           best = i;
           bestV = v;
         }

@@ -7,13 +7,14 @@ position ignored).
 
   make_gather_nd_lm.py OUT_DIR
 """
-import json
 import os
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from lm_reference import write_first_loss
 
 rng = np.random.RandomState(7)
 vocab, dim = 16, 8
@@ -43,8 +44,4 @@ onnx.save(model, os.path.join(out, "model.onnx"))
 
 h = embed[ids]
 logits = (h + h[pick[..., 0], pick[..., 1]]) @ head
-logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-targets = ids[:, 1:]
-loss = -np.mean(np.take_along_axis(logp[:, :-1], targets[..., None], -1))
-json.dump({"input_ids": ids.tolist(), "first_loss": [float(loss)]},
-          open(os.path.join(out, "ref.json"), "w"))
+write_first_loss(out, ids, logits)

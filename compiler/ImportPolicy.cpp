@@ -78,7 +78,9 @@ private:
                    int init);
   std::vector<std::string> aliasesOf(int p, bool embeddingOnly) const;
   bool isTiedEmbedding(int p) const;
+  void attachSavedParts();
   void matchWeights();
+  void matchParts(std::vector<std::vector<int>> &partMatches);
   bool isParameterName(const std::string &name) const;
   void matchFoldedForms();
   void checkLayouts(int p);
@@ -393,7 +395,72 @@ Decider::parameterSample(int init, Layout layout, int64_t n) {
   return in.sampleInitializer ? in.sampleInitializer(init, at) : std::nullopt;
 }
 
+/// The tensors save_pretrained stores each parameter in, where it splits
+/// it: they must be all of its elements, each once.
+void Decider::attachSavedParts() {
+  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
+  for (Parameter &param : out.parameters) {
+    std::string name = param.name;
+    if (!root.empty() && name.compare(0, root.size(), root) == 0)
+      name = name.substr(root.size());
+    auto it = in.savedPartsOf.find(name);
+    if (it == in.savedPartsOf.end())
+      continue;
+    std::vector<SavedPart> parts = it->second;
+    std::sort(parts.begin(), parts.end(),
+              [](const SavedPart &a, const SavedPart &b) {
+                return a.offset < b.offset;
+              });
+    int64_t covered = 0;
+    for (const SavedPart &part : parts)
+      covered = part.offset == covered ? covered + elementsOf(part.shape) : -1;
+    if (covered != elementsOf(param.shape)) {
+      out.errors.push_back({-1, "checkpoint_names.json: the " +
+                                    std::to_string(parts.size()) +
+                                    " tensors parameter '" + param.name +
+                                    "' is saved in are not its " +
+                                    std::to_string(elementsOf(param.shape)) +
+                                    " elements each once (export again)"});
+      continue;
+    }
+    param.savedParts = it->second; // in the order save_pretrained has them
+  }
+}
+
+/// --weights tensors that are parts of a parameter (each expert of a fused
+/// one, as save_pretrained stores them by default): `partMatches[p][i]` is
+/// the tensor of parameter p's part i, -1 when there is none, -2 when it
+/// has another shape (said already).
+void Decider::matchParts(std::vector<std::vector<int>> &partMatches) {
+  for (size_t p = 0; p < out.parameters.size(); ++p) {
+    Parameter &param = out.parameters[p];
+    const std::vector<int> &found = partMatches[p];
+    if (std::all_of(found.begin(), found.end(), [](int k) { return k == -1; }))
+      continue;
+    for (size_t i = 0; i < found.size(); ++i)
+      if (found[i] == -1) {
+        out.errors.push_back(
+            {-1, "parameter '" + param.name + "' is saved in " +
+                     std::to_string(found.size()) +
+                     " tensors (checkpoint_names.json) and --weights lacks '" +
+                     param.savedParts[i].name + "'"});
+        break;
+      }
+    if (std::all_of(found.begin(), found.end(), [](int k) { return k >= 0; }))
+      param.partWeights = found;
+  }
+}
+
 void Decider::matchWeights() {
+  // Each part's owner, by the part's name.
+  std::map<std::string, std::pair<int, int>> partOwner;
+  std::vector<std::vector<int>> partMatches(out.parameters.size());
+  for (size_t p = 0; p < out.parameters.size(); ++p) {
+    const std::vector<SavedPart> &parts = out.parameters[p].savedParts;
+    partMatches[p].assign(parts.size(), -1);
+    for (size_t i = 0; i < parts.size(); ++i)
+      partOwner[parts[i].name] = {int(p), int(i)};
+  }
   std::vector<std::vector<int>> matches(out.parameters.size());
   std::vector<std::vector<std::string>> aliases(out.parameters.size());
   for (size_t p = 0; p < out.parameters.size(); ++p)
@@ -403,6 +470,18 @@ void Decider::matchWeights() {
     moduleNameOf[saved] = module;
   for (size_t k = 0; k < in.weights.size(); ++k) {
     const WeightTensor &w = in.weights[k];
+    if (auto part = partOwner.find(w.name); part != partOwner.end()) {
+      auto [p, i] = part->second;
+      const SavedPart &want = out.parameters[p].savedParts[i];
+      if (w.shape != want.shape)
+        out.errors.push_back(
+            {int(k), "tensor '" + w.name + "' has shape " + shapeText(w.shape) +
+                         " but is " + shapeText(want.shape) +
+                         " of parameter '" + out.parameters[p].name + "'"});
+      // -2: there, and said so.
+      partMatches[p][i] = w.shape != want.shape ? -2 : int(k);
+      continue;
+    }
     // The module's name for a checkpoint tensor save_pretrained renamed.
     auto renamed = moduleNameOf.find(w.name);
     const std::string &name =
@@ -465,14 +544,31 @@ void Decider::matchWeights() {
     }
     matches[found[0]].push_back(int(k));
   }
+  matchParts(partMatches);
   for (size_t p = 0; p < out.parameters.size(); ++p) {
     Parameter &param = out.parameters[p];
-    param.trainable = !matches[p].empty();
+    param.trainable = !matches[p].empty() || !param.partWeights.empty();
+    if (!matches[p].empty() && !param.partWeights.empty())
+      out.errors.push_back(
+          {matches[p][0], "parameter '" + param.name + "' is both tensor '" +
+                              in.weights[matches[p][0]].name +
+                              "' and the tensors it is saved in ('" +
+                              param.savedParts[0].name + "', ...)"});
     if (matches[p].empty())
       continue;
     param.weight = matches[p][0];
-    for (int k : matches[p])
-      param.savedNames.push_back(in.weights[k].name);
+    // Under the names the user's weights had; a module name that
+    // save_pretrained renames by default (--weights written with
+    // save_original_format=False) goes back under the saved name.
+    for (int k : matches[p]) {
+      const std::string &name = in.weights[k].name;
+      auto renamed = in.savedNameOf.find(name);
+      std::string saved =
+          renamed != in.savedNameOf.end() ? renamed->second : name;
+      if (std::find(param.savedNames.begin(), param.savedNames.end(), saved) ==
+          param.savedNames.end())
+        param.savedNames.push_back(saved);
+    }
     // A tied weight stored under both names (some checkpoints do): the
     // copies must be one tensor.
     int64_t n = elementsOf(param.shape);
@@ -518,7 +614,11 @@ void Decider::chooseSavedNames() {
   std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
   for (size_t p = 0; p < out.parameters.size(); ++p) {
     Parameter &param = out.parameters[p];
-    if (!param.savedNames.empty())
+    // Stored as save_pretrained stores it by default, whether --weights
+    // held it whole (save_original_format=False) or in its parts.
+    if (!param.savedParts.empty())
+      param.savedNames.clear();
+    if (!param.savedNames.empty() || !param.savedParts.empty())
       continue;
     // A tied embedding goes under the embedding's name, as save_pretrained
     // stores a tied model.
@@ -534,6 +634,7 @@ void Decider::chooseSavedNames() {
 
 PolicyResult Decider::run() {
   findParameters();
+  attachSavedParts();
   matchFoldedForms();
   if (in.haveWeights) {
     matchWeights();

@@ -58,6 +58,15 @@ struct WeightTensor {
   std::vector<int64_t> shape;
 };
 
+/// One of the tensors save_pretrained stores a parameter in when it is not
+/// stored whole (a mixture of experts' fused `[E, 2F, H]` weight is each
+/// expert's `w1` and `w3`): one run of the parameter's elements, row-major.
+struct SavedPart {
+  std::string name;
+  int64_t offset = 0; ///< its first element in the parameter
+  std::vector<int64_t> shape;
+};
+
 /// How an initializer's elements lie relative to its parameter's.
 enum class Layout {
   Same,       ///< the parameter itself
@@ -85,6 +94,10 @@ struct PolicyInput {
   /// the export: GPT-NeoX's `lm_head.weight` is `embed_out.weight`), both
   /// without `hfRoot`.
   std::map<std::string, std::string> savedNameOf;
+  /// The tensors save_pretrained stores a module parameter in, where it
+  /// stores it in several (the same map's "split" entries), by the
+  /// parameter's name without `hfRoot`.
+  std::map<std::string, std::vector<SavedPart>> savedPartsOf;
   Sampler sampleInitializer, sampleWeight;
 };
 
@@ -98,8 +111,18 @@ struct Parameter {
   int dataInitializer = -1;
   Layout dataLayout = Layout::Same;
   /// The names a checkpoint stores it under: those it had in --weights (a
-  /// tied weight may have two), else its name without `hfRoot`.
+  /// tied weight may have two), else its name without `hfRoot`. Empty when
+  /// it is stored in `savedParts`.
   std::vector<std::string> savedNames;
+  /// The tensors a checkpoint stores it in when save_pretrained splits it
+  /// (PolicyInput::savedPartsOf), whatever form --weights had it in.
+  std::vector<SavedPart> savedParts;
+  /// The --weights tensor of each of `savedParts` when it is read from
+  /// them (`weight` is then -1); empty otherwise.
+  std::vector<int> partWeights;
+
+  /// Whether --weights gives its values (whole or in parts).
+  bool fromWeights() const { return weight >= 0 || !partWeights.empty(); }
 };
 
 /// What an initializer is.

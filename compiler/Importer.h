@@ -169,8 +169,7 @@ public:
   LogicalResult importInitializers();
   LogicalResult importNode(const onnx::NodeProto &n);
   LogicalResult importOutputs(func::FuncOp func);
-  LogicalResult
-  readCheckpointNames(std::map<std::string, std::string> &savedNameOf);
+  LogicalResult readCheckpointNames(PolicyInput &in);
   LogicalResult addCausalLmLoss(func::FuncOp func,
                                 SmallVectorImpl<Value> &results,
                                 SmallVectorImpl<Type> &types,

@@ -358,10 +358,10 @@ std::optional<std::vector<float>> sampleFile(const std::string &path,
 } // namespace
 
 /// checkpoint_names.json beside the graph, when there is one: for each
-/// module parameter, the tensor save_pretrained writes for it (made by
-/// transformers itself: python/mt/export.py).
-LogicalResult
-Importer::readCheckpointNames(std::map<std::string, std::string> &savedNameOf) {
+/// module parameter, the tensor save_pretrained writes for it, or the
+/// tensors it splits it into (made by transformers itself:
+/// python/mt/export.py).
+LogicalResult Importer::readCheckpointNames(PolicyInput &in) {
   SmallString<256> path(llvm::sys::path::parent_path(file));
   llvm::sys::path::append(path, "checkpoint_names.json");
   if (!llvm::sys::fs::exists(path))
@@ -369,7 +369,7 @@ Importer::readCheckpointNames(std::map<std::string, std::string> &savedNameOf) {
   auto bad = [&](const Twine &why) {
     return emitError(fileLoc) << path << ": " << why, failure();
   };
-  // A map of names: a few hundred bytes per parameter.
+  // A map of names: a few hundred bytes per parameter or part.
   constexpr uint64_t kMaxBytes = 64u << 20;
   uint64_t size = 0;
   if (llvm::sys::fs::file_size(path, size) || size > kMaxBytes)
@@ -391,18 +391,50 @@ Importer::readCheckpointNames(std::map<std::string, std::string> &savedNameOf) {
     auto field = [&](StringRef key) {
       return entry ? entry->getString(key) : std::nullopt;
     };
-    auto parameter = field("parameter"), saved = field("saved"),
-         transform = field("transform");
+    auto parameter = field("parameter"), transform = field("transform");
     std::string at = "names[" + std::to_string(i) + "]";
-    if (!parameter || !saved || !transform || parameter->empty() ||
-        saved->empty())
-      return bad(at + " needs the strings \"parameter\", \"saved\" and "
-                      "\"transform\"");
+    if (!parameter || !transform || parameter->empty())
+      return bad(at + " needs the strings \"parameter\" and \"transform\"");
+    if (*transform == "split") {
+      const llvm::json::Array *parts = entry->getArray("parts");
+      if (!parts || parts->empty())
+        return bad(at + ": a split needs a non-empty \"parts\" array");
+      std::vector<SavedPart> &out = in.savedPartsOf[parameter->str()];
+      if (!out.empty())
+        return bad(at + ": parameter '" + *parameter + "' is listed twice");
+      for (size_t j = 0; j < parts->size(); ++j) {
+        std::string partAt = at + ".parts[" + std::to_string(j) + "]";
+        const llvm::json::Object *part = (*parts)[j].getAsObject();
+        auto saved = part ? part->getString("saved") : std::nullopt;
+        auto offset = part ? part->getInteger("offset") : std::nullopt;
+        const llvm::json::Array *shape =
+            part ? part->getArray("shape") : nullptr;
+        if (!saved || saved->empty() || !offset || *offset < 0 || !shape)
+          return bad(partAt + " needs \"saved\" (a name), \"offset\" (an "
+                              "element, from 0) and \"shape\"");
+        SavedPart p{saved->str(), *offset, {}};
+        // Each dimension at least 1, the product far from wrapping.
+        int64_t elements = 1;
+        for (const llvm::json::Value &d : *shape) {
+          std::optional<int64_t> n = d.getAsInteger();
+          if (!n || *n < 1 || *n >= (int64_t(1) << 40) / elements)
+            return bad(partAt + ": \"shape\" needs dimensions of at least 1, "
+                                "of fewer than 2^40 elements in all");
+          elements *= *n;
+          p.shape.push_back(*n);
+        }
+        out.push_back(std::move(p));
+      }
+      continue;
+    }
+    auto saved = field("saved");
+    if (!saved || saved->empty())
+      return bad(at + " needs the string \"saved\"");
     if (*transform != "same" && *transform != "rename")
       return bad(at + ": transform '" + *transform +
-                 "' is not one mtc knows (same, rename)");
+                 "' is not one mtc knows (same, rename, split)");
     if (*transform == "rename")
-      savedNameOf[parameter->str()] = saved->str();
+      in.savedNameOf[parameter->str()] = saved->str();
   }
   return success();
 }
@@ -411,7 +443,7 @@ LogicalResult Importer::decideParameters() {
   PolicyInput in;
   in.isKnownBuffer = isKnownBuffer;
   in.haveWeights = haveWeightsFile;
-  if (failed(readCheckpointNames(in.savedNameOf)))
+  if (failed(readCheckpointNames(in)))
     return failure();
   for (const auto &header : weights)
     for (const auto &e : header.entries) {
@@ -464,13 +496,23 @@ LogicalResult Importer::decideParameters() {
     diffs.push_back(e.weight >= 0
                         ? weightEntries[e.weight].second + ": " + e.message
                         : e.message);
-  for (const Parameter &p : policy.parameters)
-    if (p.weight >= 0) {
-      const auto &[e, path] = weightEntries[p.weight];
+  for (const Parameter &p : policy.parameters) {
+    std::vector<int> read = p.partWeights;
+    if (p.weight >= 0)
+      read.push_back(p.weight);
+    for (int k : read) {
+      const auto &[e, path] = weightEntries[k];
       if (e->dtype != "F32" && e->dtype != "BF16" && e->dtype != "F16")
         diffs.push_back(path + ": tensor '" + e->name + "' is " + e->dtype +
                         " (F32, BF16 and F16 are read)");
+      // One dtype for the whole parameter: its checkpoint stores it so.
+      else if (e->dtype != weightEntries[read[0]].first->dtype)
+        diffs.push_back(path + ": tensor '" + e->name + "' is " + e->dtype +
+                        " but '" + weightEntries[read[0]].first->name +
+                        "', another part of parameter '" + p.name + "', is " +
+                        weightEntries[read[0]].first->dtype);
     }
+  }
   if (diffs.empty())
     return success();
   auto diag = emitError(UnknownLoc::get(&ctx));
@@ -754,7 +796,7 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
   // parameter in the model's layout, or that parameter transposed (the
   // exporter folded W^T into it): training updates the parameter. Any other
   // stays itself (its value may fold).
-  if (!param || (!trainable && param->weight < 0))
+  if (!param || (!trainable && !param->fromWeights()))
     return makeWeight(init, type, init.name(), trainable, nullptr);
   Value &weight = parameterValues[role.parameter];
   if (!weight) {
@@ -806,7 +848,7 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
   SmallVector<NamedAttribute> attrs{named("name", b.getStringAttr(name))};
   if (trainable)
     attrs.push_back(named("trainable", b.getUnitAttr()));
-  if (param) {
+  if (param && param->savedParts.empty()) {
     SmallVector<StringRef> saved(param->savedNames.begin(),
                                  param->savedNames.end());
     attrs.push_back(named("saved_as", b.getStrArrayAttr(saved)));
@@ -825,7 +867,7 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
   };
   // The data initializer's bytes hold the parameter transposed.
   bool transposed =
-      param && param->weight < 0 && param->dataLayout == Layout::Transposed;
+      param && !param->fromWeights() && param->dataLayout == Layout::Transposed;
   // A small frozen buffer carries its value, inline or external, so that
   // what is derived from it folds (rotary tables) and fusion can read it
   // (an optimized export's folded mask).
@@ -838,13 +880,45 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     attrs.push_back(named("value", *value));
     return success();
   };
+  bool sharded = StringRef(opts.weightsPath).ends_with(".json");
+  // The tensors a checkpoint stores it in, when it is split (each expert of
+  // a fused parameter), and where --weights has each of them.
+  if (param && !param->savedParts.empty()) {
+    SmallVector<Attribute> parts;
+    for (size_t i = 0; i < param->savedParts.size(); ++i) {
+      const SavedPart &part = param->savedParts[i];
+      SmallVector<NamedAttribute> fields{
+          named("name", b.getStringAttr(part.name)),
+          named("at", b.getI64IntegerAttr(part.offset)),
+          named("shape", b.getDenseI64ArrayAttr(part.shape))};
+      if (!param->partWeights.empty()) {
+        const auto &[entry, path] = weightEntries[param->partWeights[i]];
+        fields.push_back(named("file", b.getStringAttr(absolute(path))));
+        fields.push_back(
+            named("offset", b.getI64IntegerAttr(int64_t(entry->offset))));
+        fields.push_back(
+            named("length", b.getI64IntegerAttr(int64_t(entry->length))));
+        if (sharded)
+          fields.push_back(named(
+              "saved_file", b.getStringAttr(llvm::sys::path::filename(path))));
+      }
+      parts.push_back(b.getDictionaryAttr(fields));
+    }
+    attrs.push_back(named("parts", b.getArrayAttr(parts)));
+  }
   WeightSource source = WeightSource::Inline;
-  if (param && param->weight >= 0) {
+  if (param && !param->partWeights.empty()) {
+    source = WeightSource::Safetensors;
+    const auto *entry = weightEntries[param->partWeights[0]].first;
+    // Stored as BF16 or F16 (every part alike): converted when loaded.
+    if (entry->dtype != "F32")
+      attrs.push_back(named("data_dtype", b.getStringAttr(entry->dtype)));
+  } else if (param && param->weight >= 0) {
     const auto &[entry, path] = weightEntries[param->weight];
     source = WeightSource::Safetensors;
     locate(path, int64_t(entry->offset), int64_t(entry->length));
     // A shard of a sharded checkpoint: saved back into a shard of its name.
-    if (StringRef(opts.weightsPath).ends_with(".json"))
+    if (sharded)
       attrs.push_back(named("saved_file",
                             b.getStringAttr(llvm::sys::path::filename(path))));
     // Stored as BF16 or F16: converted to the fp32 master when loaded.

@@ -131,6 +131,16 @@ LogicalResult setAttrs(ExecOp exec, plan::Kernel kernel, plan::Attrs &attrs) {
 }
 
 /// Little-endian bytes of a constant in its element type.
+/// The dtype a parameter's data is stored in (the importer's data_dtype:
+/// BF16 or F16; unset, F32).
+plan::DType dataDtype(Operation *param) {
+  auto stored = param->getAttrOfType<StringAttr>("data_dtype");
+  return !stored                       ? plan::F32
+         : stored.getValue() == "BF16" ? plan::BF16
+         : stored.getValue() == "F16"  ? plan::F16
+                                       : plan::F32;
+}
+
 std::optional<std::string> bytesOf(ElementsAttr value) {
   auto dense = dyn_cast<DenseElementsAttr>(value);
   if (!dense)
@@ -246,17 +256,36 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
         pp->mutable_data()->set_file(p.getFile().str());
         pp->mutable_data()->set_offset(uint64_t(p.getOffset()));
         pp->mutable_data()->set_length(uint64_t(p.getLength()));
-        auto stored = p->getAttrOfType<StringAttr>("data_dtype");
-        pp->mutable_data()->set_dtype(!stored                       ? plan::F32
-                                      : stored.getValue() == "BF16" ? plan::BF16
-                                      : stored.getValue() == "F16"  ? plan::F16
-                                                                   : plan::F32);
+        pp->mutable_data()->set_dtype(dataDtype(p));
         pp->mutable_data()->set_transposed(p->hasAttr("data_transposed"));
         // Saved back as the user's weights were stored.
         pp->set_saved_dtype(pp->data().dtype());
       }
       if (auto file = p->getAttrOfType<StringAttr>("saved_file"))
         pp->set_saved_file(file.str());
+      // The tensors it is stored in (each expert of a fused weight), and
+      // where the user's weights hold them; train.weight's verifier checked
+      // their fields.
+      if (auto parts = p->getAttrOfType<ArrayAttr>("parts"))
+        for (auto part : parts.getAsRange<DictionaryAttr>()) {
+          auto *pt = pp->add_parts();
+          pt->set_name(part.getAs<StringAttr>("name").str());
+          pt->set_offset(uint64_t(part.getAs<IntegerAttr>("at").getInt()));
+          for (int64_t d : part.getAs<DenseI64ArrayAttr>("shape").asArrayRef())
+            pt->add_shape(d);
+          if (auto f = part.getAs<StringAttr>("saved_file"))
+            pt->set_saved_file(f.str());
+          auto file = part.getAs<StringAttr>("file");
+          if (!file)
+            continue;
+          pt->mutable_data()->set_file(file.str());
+          pt->mutable_data()->set_offset(
+              uint64_t(part.getAs<IntegerAttr>("offset").getInt()));
+          pt->mutable_data()->set_length(
+              uint64_t(part.getAs<IntegerAttr>("length").getInt()));
+          pt->mutable_data()->set_dtype(dataDtype(p));
+          pp->set_saved_dtype(dataDtype(p));
+        }
       if (auto saved = p->getAttrOfType<ArrayAttr>("saved_as"))
         for (Attribute name : saved)
           pp->add_saved_names(cast<StringAttr>(name).getValue().str());

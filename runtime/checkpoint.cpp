@@ -48,7 +48,8 @@ const char *safetensorsDtype(plan::DType d) {
   }
 }
 
-/// One buffer of the plan as a named tensor of a checkpoint file, stored as
+/// One buffer of the plan, or a run of its elements (a part: one expert of
+/// a fused master), as a named tensor of a checkpoint file, stored as
 /// `saved` (an F32 master as the user's BF16 or F16 weights were) or, when
 /// unspecified, as the buffer is.
 struct Item {
@@ -56,6 +57,21 @@ struct Item {
   uint32_t buffer;
   plan::DType saved = plan::DTYPE_UNSPECIFIED;
   std::string file = "model.safetensors";
+  uint64_t first = 0;         ///< a part's first element in the buffer
+  std::vector<int64_t> shape; ///< a part's shape; empty: the whole buffer
+
+  std::vector<int64_t> shapeIn(const plan::Plan &plan) const {
+    if (!shape.empty())
+      return shape;
+    const auto &s = plan.buffers(int(buffer)).shape();
+    return {s.begin(), s.end()};
+  }
+  uint64_t elements(const plan::Plan &plan) const {
+    uint64_t n = 1;
+    for (int64_t d : shapeIn(plan))
+      n *= uint64_t(d);
+    return n;
+  }
 };
 
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
@@ -90,10 +106,18 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
     std::string file =
         p.saved_file().empty() ? "model.safetensors" : p.saved_file();
     if (!loading || !saved) {
-      if (p.saved_names().empty())
+      if (p.saved_names().empty() && p.parts().empty())
         model.push_back({p.name(), p.master(), saved, file});
       for (const std::string &name : p.saved_names())
         model.push_back({name, p.master(), saved, file});
+      // Split as the user's checkpoint splits it (each expert apart).
+      for (const auto &part : p.parts())
+        model.push_back({part.name(),
+                         p.master(),
+                         saved,
+                         part.saved_file().empty() ? file : part.saved_file(),
+                         part.offset(),
+                         {part.shape().begin(), part.shape().end()}});
     }
     if (saved)
       optimizer.push_back({p.name() + ".master", p.master()});
@@ -121,21 +145,39 @@ using Reader = std::function<Status(uint32_t buffer, void *out, size_t bytes)>;
 Status writeFile(const plan::Plan &plan, const Reader &read,
                  const std::vector<Item> &items, const std::string &path,
                  uint32_t &crc) {
+  // The buffer the last part came from: a master's parts follow each other,
+  // so each is read once, and only one is held at a time.
+  int64_t cached = -1;
+  std::vector<char> cache;
+  // An item's bytes as the buffer holds them.
+  auto readItem = [&](const Item &item, void *out, size_t bytes) -> Status {
+    if (item.shape.empty())
+      return read(item.buffer, out, bytes);
+    if (cached != int64_t(item.buffer)) {
+      cache.resize(bufferBytes(plan, item.buffer));
+      if (Status st = read(item.buffer, cache.data(), cache.size()); !st)
+        return st;
+      cached = item.buffer;
+    }
+    size_t width = size_t(dtypeBytes(plan.buffers(int(item.buffer)).dtype()));
+    std::memcpy(out, cache.data() + item.first * width, bytes);
+    return Status::ok();
+  };
   std::vector<TensorView> views;
   for (const Item &item : items) {
-    const auto &buf = plan.buffers(int(item.buffer));
-    uint64_t bytes = bufferBytes(plan, item.buffer);
-    uint32_t b = item.buffer;
-    std::function<Status(void *)> fill = [&read, b, bytes](void *out) {
-      return read(b, out, bytes);
+    plan::DType dtype = plan.buffers(int(item.buffer)).dtype();
+    uint64_t n = item.elements(plan);
+    uint64_t bytes = n * uint64_t(dtypeBytes(dtype));
+    std::function<Status(void *)> fill = [&readItem, &item, bytes](void *out) {
+      return readItem(item, out, bytes);
     };
     if (item.saved) {
       // An F32 master stored in the user's 16-bit dtype, rounded to nearest
       // even.
       plan::DType to = item.saved;
-      fill = [&read, b, bytes, to](void *out) {
-        std::vector<float> master(bytes / sizeof(float));
-        if (Status st = read(b, master.data(), bytes); !st)
+      fill = [&readItem, &item, n, to](void *out) {
+        std::vector<float> master(n);
+        if (Status st = readItem(item, master.data(), n * sizeof(float)); !st)
           return st;
         auto *half = static_cast<uint16_t *>(out);
         for (size_t i = 0; i < master.size(); ++i) {
@@ -145,11 +187,8 @@ Status writeFile(const plan::Plan &plan, const Reader &read,
         return Status::ok();
       };
     }
-    views.push_back({item.name,
-                     {buf.shape().begin(), buf.shape().end()},
-                     nullptr,
-                     safetensorsDtype(item.saved ? item.saved : buf.dtype()),
-                     fill});
+    views.push_back({item.name, item.shapeIn(plan), nullptr,
+                     safetensorsDtype(item.saved ? item.saved : dtype), fill});
   }
   return writeSafetensors(path, views, &crc);
 }
@@ -357,8 +396,11 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
     uint64_t total = 0;
     for (const Item &item : model) {
       map[item.name] = item.file;
-      total += item.saved ? 2 * uint64_t(bufferElements(plan, item.buffer))
-                          : bufferBytes(plan, item.buffer);
+      total +=
+          item.elements(plan) *
+          (item.saved
+               ? 2
+               : uint64_t(dtypeBytes(plan.buffers(int(item.buffer)).dtype())));
     }
     std::string path = tmp + "/" + kIndexFile;
     std::ofstream out(path);
@@ -508,6 +550,10 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
   itemsOf(plan, state.pending, /*loading=*/true, model, optimizer);
   auto files = byFile(model);
   files[kOptimizerFile] = optimizer;
+  // A master in parts (each expert of a fused weight) is put together, then
+  // written whole: its parts tile it (the plan's verifier saw to that), and
+  // they may lie in several shards.
+  std::map<uint32_t, std::pair<std::vector<char>, uint64_t>> partial;
   for (const auto &[file, itemList] : files) {
     const std::vector<Item> *items = &itemList;
     if (!crcs.contains(file))
@@ -529,8 +575,7 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
       if (it == byName.end())
         why = "'" + item.name + "' is missing";
       else if (it->second->dtype != safetensorsDtype(buf.dtype()) ||
-               !std::equal(it->second->shape.begin(), it->second->shape.end(),
-                           buf.shape().begin(), buf.shape().end()))
+               it->second->shape != item.shapeIn(plan))
         why = "'" + item.name + "' is " + it->second->dtype + " of another " +
               "shape than the plan's " + safetensorsDtype(buf.dtype());
       if (!why.empty() && count++ < 5)
@@ -546,9 +591,24 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
       if (Status st = readSafetensorsData(header, *byName[item.name], bytes);
           !st)
         return st;
-      if (Status st = backend.write(item.buffer, bytes.data(), bytes.size());
-          !st)
-        return st;
+      if (item.shape.empty()) {
+        if (Status st = backend.write(item.buffer, bytes.data(), bytes.size());
+            !st)
+          return st;
+        continue;
+      }
+      auto &[whole, assembled] = partial[item.buffer];
+      size_t width = size_t(dtypeBytes(plan.buffers(int(item.buffer)).dtype()));
+      whole.resize(bufferBytes(plan, item.buffer));
+      std::memcpy(whole.data() + item.first * width, bytes.data(),
+                  bytes.size());
+      assembled += bytes.size();
+      if (assembled == whole.size()) {
+        if (Status st = backend.write(item.buffer, whole.data(), whole.size());
+            !st)
+          return st;
+        partial.erase(item.buffer);
+      }
     }
   }
   for (const auto &p : plan.parameters())

@@ -230,6 +230,85 @@ private:
     return Status::ok();
   }
 
+  /// Where `n` elements of a parameter are read from.
+  Status checkData(const std::string &w, const plan::DataRef &data, int64_t n) {
+    if (data.dir() >= uint32_t(p.data_dirs_size()))
+      return fail(w + ": data dir " + std::to_string(data.dir()) +
+                  " does not exist (data_dirs has " +
+                  std::to_string(p.data_dirs_size()) + ")");
+    if (std::string why = whyNotInside(data.file()); !why.empty())
+      return fail(w + ": data file '" + data.file() + "' is refused: " + why +
+                  "; it must be a file inside its data dir");
+    auto d = data.dtype();
+    if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
+      return fail(w + ": data must be F32, BF16 or F16");
+    uint64_t want = uint64_t(n) * uint64_t(dtypeBytes(d));
+    if (data.length() != want)
+      return fail(w + ": data holds " + std::to_string(data.length()) +
+                  " bytes, " + std::to_string(want) + " expected");
+    return Status::ok();
+  }
+
+  Status checkSavedFile(const std::string &w, const std::string &f) {
+    if (!f.empty() &&
+        (f.find('/') != std::string::npos || !whyNotInside(f).empty() ||
+         f == "optimizer.safetensors" || f.size() < 12 ||
+         f.compare(f.size() - 12, 12, ".safetensors") != 0))
+      return fail(w + ": saved_file '" + f +
+                  "' must be a plain file name ending in .safetensors "
+                  "(not optimizer.safetensors)");
+    return Status::ok();
+  }
+
+  /// A parameter's parts tile its `n` elements, each once; all of them or
+  /// none have data, and then the parameter has none of its own.
+  Status checkParts(const std::string &w, const plan::Parameter &prm,
+                    int64_t n) {
+    std::vector<std::pair<uint64_t, uint64_t>> runs;
+    int located = 0;
+    for (int j = 0; j < prm.parts_size(); ++j) {
+      const auto &part = prm.parts(j);
+      std::string at =
+          w + ": part " + std::to_string(j) + " ('" + part.name() + "')";
+      // Dimensions of at least 1, their product bounded by the master's.
+      uint64_t count = 1;
+      for (int64_t d : part.shape()) {
+        if (d < 1 || uint64_t(d) > uint64_t(n) / count)
+          return fail(at + ": its shape is empty or larger than the master");
+        count *= uint64_t(d);
+      }
+      if (part.data().file().empty() && part.data().length())
+        return fail(at + ": data without a file");
+      if (!part.data().file().empty()) {
+        if (Status st = checkData(at, part.data(), int64_t(count)); !st)
+          return st;
+        if (part.data().transposed())
+          return fail(at + ": parts are not transposed");
+        ++located;
+      }
+      if (Status st = checkSavedFile(at, part.saved_file()); !st)
+        return st;
+      runs.push_back({part.offset(), count});
+    }
+    std::sort(runs.begin(), runs.end());
+    uint64_t covered = 0;
+    for (auto [offset, count] : runs) {
+      if (offset != covered)
+        return fail(w + ": its parts are not its " + std::to_string(n) +
+                    " elements, each once (a gap or an overlap at element " +
+                    std::to_string(std::min(offset, covered)) + ")");
+      covered += count;
+    }
+    if (!runs.empty() && covered != uint64_t(n))
+      return fail(w + ": its parts hold " + std::to_string(covered) +
+                  " elements, the master " + std::to_string(n));
+    if (located && located != prm.parts_size())
+      return fail(w + ": some parts have data and others not");
+    if (located && !prm.data().file().empty())
+      return fail(w + ": has data of its own and in its parts");
+    return Status::ok();
+  }
+
   Status checkParameter(int i) {
     const auto &prm = p.parameters(i);
     std::string w = where("parameter", i, prm.name());
@@ -239,41 +318,28 @@ private:
     if (prm.trainable() && buffer(prm.grad()) && onDisk(*buffer(prm.grad())))
       return fail(w + ": the gradient must be in memory");
     int64_t n = elementsOf(master->shape());
-    if (!prm.data().file().empty()) {
-      if (prm.data().dir() >= uint32_t(p.data_dirs_size()))
-        return fail(w + ": data dir " + std::to_string(prm.data().dir()) +
-                    " does not exist (data_dirs has " +
-                    std::to_string(p.data_dirs_size()) + ")");
-      if (std::string why = whyNotInside(prm.data().file()); !why.empty())
-        return fail(w + ": data file '" + prm.data().file() + "' is refused: " +
-                    why + "; it must be a file inside its data dir");
-      int width = dtypeBytes(prm.data().dtype());
-      auto d = prm.data().dtype();
-      if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
-        return fail(w + ": data must be F32, BF16 or F16");
-      if (prm.data().length() != uint64_t(n) * width)
-        return fail(w + ": data holds " + std::to_string(prm.data().length()) +
-                    " bytes, " + std::to_string(uint64_t(n) * width) +
-                    " expected");
-      if (auto d = prm.saved_dtype(); d != plan::DTYPE_UNSPECIFIED &&
-                                      d != plan::F32 && d != plan::BF16 &&
-                                      d != plan::F16)
-        return fail(w + ": saved_dtype must be F32, BF16 or F16");
-      if (const std::string &f = prm.saved_file();
-          !f.empty() &&
-          (f.find('/') != std::string::npos || !whyNotInside(f).empty() ||
-           f == "optimizer.safetensors" || f.size() < 12 ||
-           f.compare(f.size() - 12, 12, ".safetensors") != 0))
-        return fail(w + ": saved_file '" + f +
-                    "' must be a plain file name ending in .safetensors "
-                    "(not optimizer.safetensors)");
-      if (prm.data().transposed() && master->shape_size() != 2)
-        return fail(w + ": transposed data needs a 2-D master");
-    }
+    if (!prm.data().file().empty())
+      if (Status st = checkData(w, prm.data(), n); !st)
+        return st;
+    if (prm.data().transposed() &&
+        (master->shape_size() != 2 || prm.data().file().empty()))
+      return fail(w + ": transposed data needs a 2-D master and a file");
+    if (auto d = prm.saved_dtype(); d != plan::DTYPE_UNSPECIFIED &&
+                                    d != plan::F32 && d != plan::BF16 &&
+                                    d != plan::F16)
+      return fail(w + ": saved_dtype must be F32, BF16 or F16");
+    if (Status st = checkSavedFile(w, prm.saved_file()); !st)
+      return st;
     // Two parameters under one name would make a checkpoint that loads one
     // of them twice.
     std::vector<std::string> names(prm.saved_names().begin(),
                                    prm.saved_names().end());
+    if (prm.parts_size() && !names.empty())
+      return fail(w + ": has both saved_names and parts");
+    if (Status st = checkParts(w, prm, n); !st)
+      return st;
+    for (const auto &part : prm.parts())
+      names.push_back(part.name());
     if (names.empty())
       names.push_back(prm.name());
     for (const std::string &name : names)
@@ -682,8 +748,13 @@ void relocateData(plan::Plan &plan, const std::string &planPath) {
   };
   plan.clear_data_dirs();
   std::map<std::string, uint32_t> dirs;
+  std::vector<plan::DataRef *> refs;
   for (auto &p : *plan.mutable_parameters()) {
-    plan::DataRef *d = p.mutable_data();
+    refs.push_back(p.mutable_data());
+    for (auto &part : *p.mutable_parts())
+      refs.push_back(part.mutable_data());
+  }
+  for (plan::DataRef *d : refs) {
     if (d->file().empty())
       continue;
     // The file's real place, when it exists: a link the importer accepted
@@ -704,13 +775,13 @@ void relocateData(plan::Plan &plan, const std::string &planPath) {
         fromPlan(fs::weakly_canonical(fs::absolute(plan.model(), ec), ec)));
 }
 
-DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,
+DataFound locateData(const plan::Plan &plan, const plan::DataRef &data,
                      const std::string &planPath,
                      const std::vector<std::string> &modelDirs,
                      std::string &path, std::string &why) {
   namespace fs = std::filesystem;
   std::string compiled =
-      (fs::path(planPath).parent_path() / plan.data_dirs(int(p.data().dir())))
+      (fs::path(planPath).parent_path() / plan.data_dirs(int(data.dir())))
           .lexically_normal()
           .string();
   if (compiled.empty())
@@ -722,19 +793,18 @@ DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,
   std::string looked;
   for (const auto &[dir, which] : places) {
     std::string reason;
-    switch (resolveInside(dir, p.data().file(), path, reason)) {
+    switch (resolveInside(dir, data.file(), path, reason)) {
     case Resolved::Inside:
       return DataFound::Found;
     case Resolved::Refused:
-      why = "'" + p.data().file() + "' in '" + dir + "' is refused: " + reason;
+      why = "'" + data.file() + "' in '" + dir + "' is refused: " + reason;
       return DataFound::Refused;
     case Resolved::Missing:
       looked +=
           std::string(looked.empty() ? "" : ", ") + path + " (" + which + ")";
     }
   }
-  why =
-      "'" + p.data().file() + "' is in none of the places looked in: " + looked;
+  why = "'" + data.file() + "' is in none of the places looked in: " + looked;
   return DataFound::Missing;
 }
 

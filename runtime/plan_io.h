@@ -76,13 +76,13 @@ Status validatePlan(const plan::Plan &plan, const std::string &path);
 /// name in one of `data_dirs`, and `model` the model's path from there.
 void relocateData(plan::Plan &plan, const std::string &planPath);
 
-/// Where parameter `p`'s data file is now: the first of each folder of
-/// `modelDirs` (mtrun --model-dir) and the plan's data_dirs[dir] (relative
+/// Where a parameter's (or part's) data file is now: the first of each folder
+/// of `modelDirs` (mtrun --model-dir) and the plan's data_dirs[dir] (relative
 /// to the folder of `planPath`) that has it inside (resolveInside). Missing
 /// names every place looked in; a file whose real path leaves its folder
 /// is refused.
 enum class DataFound { Found, Missing, Refused };
-DataFound locateData(const plan::Plan &plan, const plan::Parameter &p,
+DataFound locateData(const plan::Plan &plan, const plan::DataRef &data,
                      const std::string &planPath,
                      const std::vector<std::string> &modelDirs,
                      std::string &path, std::string &why);

@@ -64,80 +64,107 @@ std::vector<float> transposed(const std::vector<float> &data, int64_t rows,
   return out;
 }
 
+/// The fp32 values of one DataRef of parameter `name`: its file found
+/// (locateData; `missing` says when it is nowhere), its size checked before
+/// the bytes are allocated.
+Status readValues(const mt::plan::Plan &plan, const mt::plan::DataRef &data,
+                  const WeightSource &o, const std::string &name,
+                  const std::string &instead, std::vector<float> &out,
+                  bool &missing) {
+  std::string file, why;
+  DataFound found = locateData(plan, data, o.planPath, o.modelDirs, file, why);
+  missing = found == DataFound::Missing;
+  switch (found) {
+  case DataFound::Refused:
+    return Status::error("parameter '" + name + "': its data file " + why +
+                         "; a plan's data files stay inside their folders");
+  case DataFound::Missing:
+    return Status::error("the weights of '" + name + "': " + why +
+                         "; mtrun --model-dir DIR names where the model is "
+                         "now" +
+                         instead);
+  case DataFound::Found:
+    break;
+  }
+  std::ifstream in(file, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error(file + ": cannot open the weights of '" + name + "'" +
+                         instead);
+  uint64_t size = uint64_t(std::max<std::streamoff>(in.tellg(), 0));
+  if (data.offset() > size || data.length() > size - data.offset())
+    return Status::error(file + ": too short for '" + name + "' at offset " +
+                         std::to_string(data.offset()) + " (" +
+                         std::to_string(size) + " bytes, " +
+                         std::to_string(data.length()) + " needed)");
+  std::vector<char> bytes(data.length());
+  in.seekg(std::streamoff(data.offset()));
+  if (!in.read(bytes.data(), std::streamsize(bytes.size())))
+    return Status::error(file + ": cannot read the weights of '" + name +
+                         "' at offset " + std::to_string(data.offset()));
+  out = toF32(bytes, data.dtype());
+  return Status::ok();
+}
+
 } // namespace
 
 Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
                       const WeightSource &o, bool trainable, int &initialised) {
   initialised = 0;
   for (const auto &p : plan.parameters()) {
+    // Read from its parts (each expert of a fused weight), or whole.
+    bool fromParts = p.parts_size() && !p.parts(0).data().file().empty();
+    bool hasData = fromParts || !p.data().file().empty();
     // A frozen parameter without data was folded into a constant.
-    if ((p.data().file().empty() && !p.trainable()) ||
-        (p.trainable() && !trainable) ||
+    if ((!hasData && !p.trainable()) || (p.trainable() && !trainable) ||
         !onRank(plan, p.master(), backend.rank()))
       continue; // folded, from the checkpoint, or another rank's
-    std::string file, why;
-    DataFound found =
-        p.data().file().empty()
-            ? DataFound::Missing
-            : locateData(plan, p, o.planPath, o.modelDirs, file, why);
-    if (found == DataFound::Refused)
-      return Status::error("parameter '" + p.name() + "': its data file " +
-                           why +
-                           "; a plan's data files stay inside their "
-                           "folders");
-    if (o.initNormal && p.trainable() && found == DataFound::Missing) {
-      // From scratch: the compiler chose the kind from the weight's use.
-      int64_t n = bufferElements(plan, p.master());
-      std::vector<float> values(size_t(n),
-                                p.init() == mt::plan::INIT_ONES ? 1.0f : 0.0f);
-      if (p.init() == mt::plan::INIT_NORMAL)
-        initNormal(values.data(), n, o.seed, p.name(), o.initStd, o.threads);
-      if (Status st = backend.write(p.master(), values.data(),
-                                    values.size() * sizeof(float));
-          !st)
-        return Status::error("parameter '" + p.name() + "': " + st.message());
-      ++initialised;
-    } else {
-      if (p.data().file().empty())
+    std::string instead = p.trainable()
+                              ? "; or mtrun --init normal starts the model "
+                                "from scratch"
+                              : "";
+    std::vector<float> master;
+    if (hasData && fromParts) {
+      master.resize(size_t(bufferElements(plan, p.master())));
+      std::vector<float> part;
+      bool missing = false;
+      for (const auto &q : p.parts()) {
+        if (Status st =
+                readValues(plan, q.data(), o, q.name(), instead, part, missing);
+            !st)
+          return st;
+        // The plan's verifier saw the parts tile the master.
+        std::copy(part.begin(), part.end(),
+                  master.begin() + std::ptrdiff_t(q.offset()));
+      }
+    } else if (hasData) {
+      bool missing = false;
+      if (Status st =
+              readValues(plan, p.data(), o, p.name(), instead, master, missing);
+          !st) {
+        if (!(o.initNormal && p.trainable() && missing))
+          return st;
+        hasData = false; // not where the plan says: from scratch
+      } else if (p.data().transposed()) {
+        master = transposed(master, plan.buffers(int(p.master())).shape(0),
+                            plan.buffers(int(p.master())).shape(1));
+      }
+    }
+    if (!hasData) {
+      if (!o.initNormal)
         return Status::error("trainable parameter '" + p.name() +
                              "' has no data in the plan (mtrun --init normal "
                              "starts it from scratch)");
-      std::string instead = p.trainable()
-                                ? "; or mtrun --init normal starts the model "
-                                  "from scratch"
-                                : "";
-      if (found == DataFound::Missing)
-        return Status::error("the weights of '" + p.name() + "': " + why +
-                             "; mtrun --model-dir DIR names where the model "
-                             "is now" +
-                             instead);
-      std::ifstream in(file, std::ios::binary | std::ios::ate);
-      if (!in)
-        return Status::error(file + ": cannot open the weights of '" +
-                             p.name() + "'" + instead);
-      // The file's size is checked before the bytes are allocated.
-      uint64_t size = uint64_t(std::max<std::streamoff>(in.tellg(), 0));
-      if (p.data().offset() > size ||
-          p.data().length() > size - p.data().offset())
-        return Status::error(
-            file + ": too short for '" + p.name() + "' at offset " +
-            std::to_string(p.data().offset()) + " (" + std::to_string(size) +
-            " bytes, " + std::to_string(p.data().length()) + " needed)");
-      std::vector<char> bytes(p.data().length());
-      in.seekg(std::streamoff(p.data().offset()));
-      if (!in.read(bytes.data(), std::streamsize(bytes.size())))
-        return Status::error(file + ": cannot read the weights of '" +
-                             p.name() + "' at offset " +
-                             std::to_string(p.data().offset()));
-      std::vector<float> master = toF32(bytes, p.data().dtype());
-      if (p.data().transposed())
-        master = transposed(master, plan.buffers(int(p.master())).shape(0),
-                            plan.buffers(int(p.master())).shape(1));
-      if (Status st = backend.write(p.master(), master.data(),
-                                    master.size() * sizeof(float));
-          !st)
-        return Status::error("parameter '" + p.name() + "': " + st.message());
+      // From scratch: the compiler chose the kind from the weight's use.
+      int64_t n = bufferElements(plan, p.master());
+      master.assign(size_t(n), p.init() == mt::plan::INIT_ONES ? 1.0f : 0.0f);
+      if (p.init() == mt::plan::INIT_NORMAL)
+        initNormal(master.data(), n, o.seed, p.name(), o.initStd, o.threads);
+      ++initialised;
     }
+    if (Status st = backend.write(p.master(), master.data(),
+                                  master.size() * sizeof(float));
+        !st)
+      return Status::error("parameter '" + p.name() + "': " + st.message());
     if (Status st = refreshComputeCopy(plan, p, backend); !st)
       return Status::error("parameter '" + p.name() + "': " + st.message());
   }

@@ -118,6 +118,13 @@ TEST(DataPath, APlanFindsItsDataWhereverItMoved) {
   auto *q = plan.add_parameters();
   q->set_name("x");
   q->mutable_data()->set_file((root / "model" / "sub" / "x.bin").string());
+  // A parameter read from its parts (experts): each part's file moves too.
+  auto *r = plan.add_parameters();
+  r->set_name("experts");
+  r->add_parts()->mutable_data()->set_file(
+      (root / "model" / "sub" / "e0.bin").string());
+  r->add_parts()->mutable_data()->set_file(
+      (root / "model" / "e1.bin").string());
   std::string planPath = (root / "plans" / "p.mtp").string();
   relocateData(plan, planPath);
   ASSERT_EQ(plan.data_dirs_size(), 2);
@@ -126,21 +133,27 @@ TEST(DataPath, APlanFindsItsDataWhereverItMoved) {
   EXPECT_EQ(plan.model(), "../model/m.onnx");
   EXPECT_EQ(p->data().file(), "w.bin");
   EXPECT_EQ(q->data().dir(), 1u);
+  EXPECT_EQ(r->parts(0).data().file(), "e0.bin");
+  EXPECT_EQ(r->parts(0).data().dir(), 1u);
+  EXPECT_EQ(r->parts(1).data().dir(), 0u);
   std::string path, why;
-  EXPECT_EQ(locateData(plan, *p, planPath, {}, path, why), DataFound::Found)
+  EXPECT_EQ(locateData(plan, p->data(), planPath, {}, path, why),
+            DataFound::Found)
       << why;
   EXPECT_EQ(fs::canonical(path), fs::canonical(root / "model" / "w.bin"));
   // Moved elsewhere: found through --model-dir, else every place is named.
   fs::rename(root / "model", root / "moved");
-  EXPECT_EQ(locateData(plan, *p, planPath, {}, path, why), DataFound::Missing);
+  EXPECT_EQ(locateData(plan, p->data(), planPath, {}, path, why),
+            DataFound::Missing);
   EXPECT_NE(why.find("(beside the plan, as compiled)"), std::string::npos)
       << why;
   std::vector<std::string> dirs = {(root / "nowhere").string(),
                                    (root / "moved").string()};
-  EXPECT_EQ(locateData(plan, *p, planPath, dirs, path, why), DataFound::Found)
+  EXPECT_EQ(locateData(plan, p->data(), planPath, dirs, path, why),
+            DataFound::Found)
       << why;
-  EXPECT_EQ(locateData(plan, *p, planPath, {(root / "moved" / "out").string()},
-                       path, why),
+  EXPECT_EQ(locateData(plan, p->data(), planPath,
+                       {(root / "moved" / "out").string()}, path, why),
             DataFound::Missing);
 }
 

@@ -372,13 +372,97 @@ TEST(ImportPolicy, CheckpointNamesMapRenamedTensorsBothWays) {
   EXPECT_TRUE(r.parameters[0].trainable);
   EXPECT_EQ(r.parameters[0].savedNames,
             std::vector<std::string>{"embed_out.weight"});
+  // Weights under the module's name (save_original_format=False) are
+  // saved under the checkpoint's, as save_pretrained saves by default.
+  in.weights = {{"lm_head.weight", {8, 4}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            std::vector<std::string>{"embed_out.weight"});
   // Without the map the tensor matches nothing, said so.
+  in.weights = {{"embed_out.weight", {8, 4}}};
   in.savedNameOf.clear();
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   EXPECT_NE(r.errors[0].message.find("'embed_out.weight' matches no "
                                      "initializer"),
             std::string::npos);
+}
+
+TEST(ImportPolicy, AFusedParameterIsReadFromAndSavedAsItsParts) {
+  // A mixture of experts' [E=2, 2F=4, H=3] gate_up_proj: save_pretrained
+  // stores each expert's w1 and w3 ([2, 3] each) apart.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"m.model.layers.0.mlp.experts.gate_up_proj",
+       {2, 4, 3},
+       {use("GatherND", 0, "m.model.layers.0.mlp.experts", "aten.index.Tensor",
+            {"m_model_layers_0_mlp_experts_gate_up_proj"})}}};
+  std::vector<mt::SavedPart> parts;
+  for (int e = 0; e < 2; ++e)
+    for (const char *w : {"w1", "w3"})
+      parts.push_back(
+          {"model.layers.0.experts." + std::to_string(e) + "." + w + ".weight",
+           int64_t(parts.size()) * 6,
+           {2, 3}});
+  in.savedPartsOf = {{"model.layers.0.mlp.experts.gate_up_proj", parts}};
+  // Without --weights: read from the export, saved in the parts.
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_TRUE(r.parameters[0].savedNames.empty());
+  ASSERT_EQ(r.parameters[0].savedParts.size(), 4u);
+  EXPECT_EQ(r.parameters[0].savedParts[3].offset, 18);
+  EXPECT_FALSE(r.parameters[0].fromWeights());
+  // --weights in the parts, in any order: each part's tensor found.
+  in.haveWeights = true;
+  for (int k = 3; k >= 0; --k)
+    in.weights.push_back({parts[size_t(k)].name, {2, 3}});
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.parameters[0].weight, -1);
+  EXPECT_EQ(r.parameters[0].partWeights, (std::vector<int>{3, 2, 1, 0}));
+  // --weights whole (save_original_format=False): saved in the parts all
+  // the same, as save_pretrained stores it by default.
+  in.weights = {{"model.layers.0.mlp.experts.gate_up_proj", {2, 4, 3}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_TRUE(r.parameters[0].savedNames.empty());
+  EXPECT_EQ(r.parameters[0].savedParts.size(), 4u);
+  // A part missing, or of another shape: named.
+  in.weights = {{parts[0].name, {2, 3}},
+                {parts[1].name, {3, 2}},
+                {parts[3].name, {2, 3}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 2u) << errorsOf(r);
+  EXPECT_NE(
+      errorsOf(r).find("'" + parts[1].name + "' has shape [3,2] but is [2,3]"),
+      std::string::npos)
+      << errorsOf(r);
+  EXPECT_NE(errorsOf(r).find("--weights lacks '" + parts[2].name + "'"),
+            std::string::npos)
+      << errorsOf(r);
+  // Both whole and in parts: refused.
+  in.weights = {{"model.layers.0.mlp.experts.gate_up_proj", {2, 4, 3}},
+                {parts[0].name, {2, 3}},
+                {parts[1].name, {2, 3}},
+                {parts[2].name, {2, 3}},
+                {parts[3].name, {2, 3}}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("is both tensor"), std::string::npos);
+  // Parts that leave a gap or overlap are not the parameter.
+  in.weights.clear();
+  in.haveWeights = false;
+  in.savedPartsOf.begin()->second[2].offset = 13;
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("are not its 24 elements each once"),
+            std::string::npos)
+      << errorsOf(r);
 }
 
 TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {

@@ -146,8 +146,8 @@ TEST_P(PlanInvalid, IsRefusedWithTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, PlanInvalid,
     ::testing::Values(
-        BadCase{"version", [](Plan &p) { p.set_version(7); },
-                "version 7 is not supported"},
+        BadCase{"version", [](Plan &p) { p.set_version(8); },
+                "version 8 is not supported"},
         BadCase{"shapes", [](Plan &p) { p.mutable_shapes()->set_seq(0); },
                 "must be positive"},
         BadCase{"arena_index",
@@ -397,6 +397,114 @@ INSTANTIATE_TEST_SUITE_P(
                       "optimizer.safetensors");
                 },
                 "(not optimizer.safetensors)"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+/// Parameter 0's 32 elements as two parts of [4, 4] from `second` on, read
+/// from the weights file when `located`.
+void splitInTwo(Plan &p, uint64_t second, bool located) {
+  auto *prm = p.mutable_parameters(0);
+  for (uint64_t offset : {uint64_t(0), second}) {
+    auto *part = prm->add_parts();
+    part->set_name("w.part" + std::to_string(offset));
+    part->set_offset(offset);
+    part->add_shape(4);
+    part->add_shape(4);
+    if (located) {
+      part->mutable_data()->set_file("w.safetensors");
+      part->mutable_data()->set_offset(64 + 4 * offset);
+      part->mutable_data()->set_length(64);
+      part->mutable_data()->set_dtype(mt::plan::F32);
+    }
+  }
+  if (located)
+    prm->clear_data();
+}
+
+TEST(PlanIo, APlanReadsAndSavesAParameterInParts) {
+  for (bool located : {false, true}) {
+    Plan p = validPlan();
+    splitInTwo(p, 16, located);
+    EXPECT_TRUE(validatePlan(p, "p.mtp").isOk())
+        << validatePlan(p, "p.mtp").message();
+  }
+}
+
+// Parts that do not tile the master, or whose data does not add up.
+INSTANTIATE_TEST_SUITE_P(
+    Parts, PlanInvalid,
+    ::testing::Values(
+        BadCase{"gap", [](Plan &p) { splitInTwo(p, 17, false); },
+                "parameter 0 ('w'): its parts are not its 32 elements, each "
+                "once (a gap or an overlap at element 16)"},
+        BadCase{"overlap", [](Plan &p) { splitInTwo(p, 8, false); },
+                "(a gap or an overlap at element 8)"},
+        BadCase{"short",
+                [](Plan &p) {
+                  splitInTwo(p, 16, false);
+                  p.mutable_parameters(0)->mutable_parts(1)->set_shape(0, 2);
+                },
+                "its parts hold 24 elements, the master 32"},
+        BadCase{"too_large",
+                [](Plan &p) {
+                  splitInTwo(p, 16, false);
+                  p.mutable_parameters(0)->mutable_parts(1)->set_shape(
+                      0, int64_t(1) << 62);
+                },
+                "part 1 ('w.part16'): its shape is empty or larger than the "
+                "master"},
+        BadCase{"data_and_parts",
+                [](Plan &p) {
+                  splitInTwo(p, 16, true);
+                  *p.mutable_parameters(0)->mutable_data() =
+                      p.parameters(0).parts(0).data();
+                  p.mutable_parameters(0)->mutable_data()->set_length(128);
+                },
+                "has data of its own and in its parts"},
+        BadCase{"some_located",
+                [](Plan &p) {
+                  splitInTwo(p, 16, true);
+                  p.mutable_parameters(0)->mutable_parts(1)->clear_data();
+                },
+                "some parts have data and others not"},
+        BadCase{"part_length",
+                [](Plan &p) {
+                  splitInTwo(p, 16, true);
+                  p.mutable_parameters(0)
+                      ->mutable_parts(1)
+                      ->mutable_data()
+                      ->set_length(128);
+                },
+                "part 1 ('w.part16'): data holds 128 bytes, 64 expected"},
+        BadCase{"part_file_outside",
+                [](Plan &p) {
+                  splitInTwo(p, 16, true);
+                  p.mutable_parameters(0)
+                      ->mutable_parts(0)
+                      ->mutable_data()
+                      ->set_file("../w.safetensors");
+                },
+                "part 0 ('w.part0'): data file '../w.safetensors' is refused"},
+        BadCase{"part_saved_file",
+                [](Plan &p) {
+                  splitInTwo(p, 16, false);
+                  p.mutable_parameters(0)->mutable_parts(0)->set_saved_file(
+                      "optimizer.safetensors");
+                },
+                "part 0 ('w.part0'): saved_file 'optimizer.safetensors' must "
+                "be a plain file name"},
+        BadCase{"names_and_parts",
+                [](Plan &p) {
+                  splitInTwo(p, 16, false);
+                  p.mutable_parameters(0)->add_saved_names("w.hf");
+                },
+                "has both saved_names and parts"},
+        BadCase{"part_named_twice",
+                [](Plan &p) {
+                  splitInTwo(p, 16, false);
+                  p.mutable_parameters(0)->mutable_parts(1)->set_name(
+                      "w.part0");
+                },
+                "saved name 'w.part0' is empty or another parameter's"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlanIo, FramingErrorsAreNamed) {

@@ -385,8 +385,10 @@ struct LowerToSched
     if (auto dtype = w->getAttrOfType<StringAttr>("data_dtype"))
       param->setAttr("data_dtype", dtype);
     // The names and file a checkpoint stores it under, and whether its
-    // bytes hold it transposed (the importer's, see ImportPolicy.h).
-    for (StringRef attr : {"saved_as", "saved_file", "data_transposed"})
+    // bytes hold it transposed, or the tensors it is stored in (the
+    // importer's, see ImportPolicy.h).
+    for (StringRef attr :
+         {"saved_as", "saved_file", "data_transposed", "parts"})
       if (Attribute a = w->getAttr(attr))
         param->setAttr(attr, a);
     // A folded frozen weight is a constant, stored as its value's type.

@@ -75,11 +75,49 @@ LogicalResult checkResult(Operation *op, ArrayRef<int64_t> expected) {
 LogicalResult WeightOp::verify() {
   if (getName().empty())
     return emitOpError("needs a name");
-  bool located = getSource() == WeightSource::External ||
-                 getSource() == WeightSource::Safetensors;
-  if (located && (!getFile() || !getOffset() || !getLength()))
-    return emitOpError("of source ") << stringifyWeightSource(getSource())
-                                     << " needs file, offset and length";
+  // Parts: runs of the weight's elements that tile it, each once, all or
+  // none of them with a place in a file.
+  SmallVector<std::pair<int64_t, int64_t>> runs;
+  int located = 0;
+  ArrayAttr parts = getPartsAttr();
+  for (Attribute a : parts ? parts.getValue() : ArrayRef<Attribute>()) {
+    auto part = cast<DictionaryAttr>(a);
+    auto name = part.getAs<StringAttr>("name");
+    auto at = part.getAs<IntegerAttr>("at");
+    auto shape = part.getAs<DenseI64ArrayAttr>("shape");
+    if (!name || name.getValue().empty() || !at || at.getInt() < 0 || !shape)
+      return emitOpError("part ") << part << " needs name, at and shape";
+    int64_t n = 1;
+    for (int64_t d : shape.asArrayRef()) {
+      if (d < 1)
+        return emitOpError("part '")
+               << name.getValue() << "' has an empty shape";
+      n *= d;
+    }
+    runs.push_back({at.getInt(), n});
+    located += part.get("file") && part.get("offset") && part.get("length");
+  }
+  if (!runs.empty()) {
+    llvm::sort(runs);
+    int64_t covered = 0;
+    for (auto [at, n] : runs)
+      covered = at == covered ? covered + n : -1;
+    if (covered != getType().getNumElements())
+      return emitOpError("parts are not its ")
+             << getType().getNumElements() << " elements, each once";
+    if (getSavedAs())
+      return emitOpError("has both saved_as and parts");
+    if (located != 0 && located != int(runs.size()))
+      return emitOpError("has parts with and without a file");
+    if (located && (getFile() || getDataTransposed()))
+      return emitOpError("is read from its parts and has a file of its own");
+  }
+  bool fromFile = getSource() == WeightSource::External ||
+                  getSource() == WeightSource::Safetensors;
+  if (fromFile && !located && (!getFile() || !getOffset() || !getLength()))
+    return emitOpError("of source ")
+           << stringifyWeightSource(getSource())
+           << " needs file, offset and length, or parts that have them";
   if (getValue()) {
     if (getTrainable())
       return emitOpError("is trainable and must not carry its value");

@@ -58,6 +58,12 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
     tied weight may have two) and `saved_file` the shard (of sharded
     weights) it is saved in, and `data_transposed` says that its bytes
     hold the 2-D weight transposed (an exporter folded W^T into a constant).
+    `parts` replaces `saved_as` for a weight a checkpoint stores in several
+    tensors (each expert of a fused `[E, ...]` parameter): each entry is
+    `{name, at, shape}`, a run of the weight's elements (row-major) from
+    element `at`; when the user's weights hold it in those tensors, each
+    entry also says where (`file`, `offset`, `length`, and `saved_file` for
+    a shard), and the weight itself has no file.
 
     ```mlir
     %w = train.weight "model.layers.0.mlp.up_proj.weight" {trainable,
@@ -72,7 +78,8 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
                    OptionalAttr<ElementsAttr>:$value,
                    OptionalAttr<StrArrayAttr>:$saved_as,
                    OptionalAttr<StrAttr>:$saved_file,
-                   UnitAttr:$data_transposed);
+                   UnitAttr:$data_transposed,
+                   OptionalAttr<DictArrayAttr>:$parts);
   let results = (outs Train_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -48,6 +48,65 @@ func.func @weight_without_location() {
 
 // -----
 
+// A weight stored in parts (each expert of a fused one): the parts are its
+// elements, each once, all or none of them located, and not beside
+// saved_as or a file of its own.
+func.func @parts_gap() {
+  // expected-error @+1 {{parts are not its 4 elements, each once}}
+  %0 = train.weight "w" {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>}, {name = "b", at = 3 : i64, shape = array<i64: 1>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_field() {
+  // expected-error @+1 {{part {at = 0 : i64, shape = array<i64: 4>} needs name, at and shape}}
+  %0 = train.weight "w" {source = #train<source none>, parts = [{at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_empty_shape() {
+  // expected-error @+1 {{part 'a' has an empty shape}}
+  %0 = train.weight "w" {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 0, 4>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_and_saved_as() {
+  // expected-error @+1 {{has both saved_as and parts}}
+  %0 = train.weight "w" {source = #train<source none>, saved_as = ["w"], parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_some_located() {
+  // expected-error @+1 {{has parts with and without a file}}
+  %0 = train.weight "w" {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>, file = "w.safetensors", offset = 8 : i64, length = 8 : i64}, {name = "b", at = 2 : i64, shape = array<i64: 2>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_and_file() {
+  // expected-error @+1 {{is read from its parts and has a file of its own}}
+  %0 = train.weight "w" {source = #train<source safetensors>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @parts_not_located() {
+  // expected-error @+1 {{of source safetensors needs file, offset and length, or parts that have them}}
+  %0 = train.weight "w" {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
+  return
+}
+
+// -----
+
 // A trainable weight never carries its data.
 func.func @trainable_with_value() {
   // expected-error @+1 {{is trainable and must not carry its value}}

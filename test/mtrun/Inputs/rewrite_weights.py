@@ -8,7 +8,11 @@
       two shards and a Hugging Face index, DIR/model.safetensors.index.json;
   rewrite_weights.py IN.safetensors copy SRC DST OUT.safetensors [perturb]
       tensor SRC also stored as DST (a tied weight under both names), with
-      `perturb`, one element of the copy changed.
+      `perturb`, one element of the copy changed;
+  rewrite_weights.py IN.safetensors drop NAME OUT.safetensors
+      without tensor NAME;
+  rewrite_weights.py IN.safetensors transpose NAME OUT.safetensors
+      tensor NAME (2-D) transposed, of another shape.
 """
 import json
 import os
@@ -64,6 +68,13 @@ elif sys.argv[2] == "copy":
     if sys.argv[6:] == ["perturb"]:
         copy.flat[0] += 1.0
     tensors[dst] = copy
+    write(out, {n: ("F32", a) for n, a in tensors.items()})
+elif sys.argv[2] in ("drop", "transpose"):
+    name, out = sys.argv[3:5]
+    if sys.argv[2] == "drop":
+        del tensors[name]
+    else:
+        tensors[name] = np.ascontiguousarray(tensors[name].T)
     write(out, {n: ("F32", a) for n, a in tensors.items()})
 else:
     out = sys.argv[3]

@@ -92,6 +92,7 @@ ArrayRef<OpRule> elementwiseRules() {
       {"Pow", kMinOpset, kMaxOpset, &Importer::importBinary<PowOp>},
       {"And", kMinOpset, kMaxOpset, &Importer::importBinary<AndOp>},
       {"Or", kMinOpset, kMaxOpset, &Importer::importBinary<OrOp>},
+      {"Xor", kMinOpset, kMaxOpset, &Importer::importBinary<XorOp>},
       {"Equal", kMinOpset, kMaxOpset, &Importer::importBinary<EqualOp>},
       {"Less", kMinOpset, kMaxOpset, &Importer::importBinary<LessOp>},
       {"LessOrEqual", kMinOpset, kMaxOpset,

@@ -229,6 +229,12 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
                       d.out);
     return Status::ok();
   }
+  case Describe::Logic: {
+    const uint8_t *x = booleans(operand(0));
+    const uint8_t *y = op.operands_size() > 1 ? booleans(operand(1)) : x;
+    k::logicForward(d.logic, x, d.a, y, d.b, booleans(result(0)), d.out);
+    return Status::ok();
+  }
   default:
     break;
   }

@@ -758,8 +758,33 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
       return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
                                   bytesOf(result(0)), cudaMemcpyDeviceToDevice,
                                   stream));
-    return cuda(
-        kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
+    auto scalar = [&](uint32_t b) -> std::optional<kc::Scalar> {
+      switch (buf(b).dtype()) {
+      case plan::F32:
+        return kc::Scalar::F32;
+      case plan::BF16:
+        return kc::Scalar::BF16;
+      case plan::I64:
+        return kc::Scalar::I64;
+      case plan::U8:
+        return kc::Scalar::U8;
+      default:
+        return std::nullopt;
+      }
+    };
+    auto from = scalar(operand(0)), to = scalar(result(0));
+    if (!from || !to)
+      return Status::error("cannot convert " +
+                           plan::DType_Name(buf(operand(0)).dtype()) + " to " +
+                           plan::DType_Name(buf(result(0)).dtype()) +
+                           " (copies convert between F32, BF16, I64 and U8 "
+                           "booleans)");
+    if (*from != kc::Scalar::I64 && *from != kc::Scalar::U8 &&
+        *to != kc::Scalar::I64 && *to != kc::Scalar::U8)
+      return cuda(
+          kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
+    return cuda(kc::convert(ptr(operand(0)), *from, ptr(result(0)), *to,
+                            count(result(0)), stream));
   }
   if (op.kernel() == Kernel::FILL)
     return cuda(kc::fill(out(result(0)), count(result(0)),
@@ -780,6 +805,12 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Describe::Compare:
     return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
                             booleans(result(0)), d.out, stream));
+  case Describe::Logic: {
+    const uint8_t *x = booleans(operand(0));
+    const uint8_t *y = op.operands_size() > 1 ? booleans(operand(1)) : x;
+    return cuda(
+        kc::logic(d.logic, x, d.a, y, d.b, booleans(result(0)), d.out, stream));
+  }
   default:
     break;
   }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace mt::runtime {
@@ -203,9 +204,56 @@ Status hostCopy(const plan::Plan &plan, uint32_t from, uint32_t to,
     });
     return Status::ok();
   }
-  return Status::error("cannot convert " + plan::DType_Name(fromType) + " to " +
-                       plan::DType_Name(toType) +
-                       " (copies convert between F32 and BF16 only)");
+  // The casts a graph keeps (a histogram of expert choices casts their I64
+  // ids and U8 masks to floats), element by element as ONNX Cast: floats
+  // to I64 toward zero (NaN to 0, saturating), anything to a U8 boolean by
+  // being nonzero.
+  auto known = [](plan::DType t) {
+    return t == plan::F32 || t == plan::BF16 || t == plan::I64 || t == plan::U8;
+  };
+  if (!known(fromType) || !known(toType))
+    return Status::error("cannot convert " + plan::DType_Name(fromType) +
+                         " to " + plan::DType_Name(toType) +
+                         " (copies convert between F32, BF16, I64 and U8 "
+                         "booleans)");
+  const void *src = ptr(from);
+  void *dst = ptr(to);
+  chunked(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      double v = 0;
+      switch (fromType) {
+      case plan::F32:
+        v = static_cast<const float *>(src)[i];
+        break;
+      case plan::BF16:
+        v = k::fromBf16(static_cast<const uint16_t *>(src)[i]);
+        break;
+      case plan::I64:
+        v = double(static_cast<const int64_t *>(src)[i]);
+        break;
+      default:
+        v = static_cast<const uint8_t *>(src)[i];
+      }
+      switch (toType) {
+      case plan::F32:
+        static_cast<float *>(dst)[i] = float(v);
+        break;
+      case plan::BF16:
+        static_cast<uint16_t *>(dst)[i] = k::toBf16(float(v));
+        break;
+      case plan::I64:
+        static_cast<int64_t *>(dst)[i] =
+            v != v                        ? 0
+            : v >= 9.2233720368547758e18  ? std::numeric_limits<int64_t>::max()
+            : v <= -9.2233720368547758e18 ? std::numeric_limits<int64_t>::min()
+                                          : int64_t(v);
+        break;
+      default:
+        static_cast<uint8_t *>(dst)[i] = v != 0 ? 1 : 0;
+      }
+    }
+  });
+  return Status::ok();
 }
 
 Status hostFill(const plan::Plan &plan, uint32_t to, float value,

@@ -34,6 +34,7 @@ enum class Describe {
   Head,
   Binary,
   Compare,
+  Logic, ///< NOT, AND, OR, XOR of bytes
   Matmul,
   Lines, ///< SOFTMAX, LOG_SOFTMAX, CUMSUM: same-size, along attrs.axis
   Expand,

@@ -114,6 +114,7 @@ private:
   Status softmax();
   Status expand();
   Status compare();
+  Status logic();
   Status slice();
   Status pad();
   Status trilu();
@@ -163,6 +164,8 @@ Status Describer::run() {
     return binary();
   case Describe::Compare:
     return compare();
+  case Describe::Logic:
+    return logic();
   case Describe::Matmul:
     return matmul();
   case Describe::Lines:
@@ -568,6 +571,27 @@ Status Describer::expand() {
   return Status::ok();
 }
 
+Status Describer::logic() {
+  if (std::optional<k::Logic> f = logicOf(op_.kernel()))
+    d_.logic = *f;
+  else
+    return fail("no function of it in op_desc.cpp's logicOf");
+  d_.a = dims(operand(0));
+  d_.b = op_.operands_size() > 1 ? dims(operand(1)) : d_.a;
+  d_.out = dims(result(0));
+  for (int i = 0; i < op_.operands_size(); ++i)
+    if (Status st = booleans(operand(i)); !st)
+      return st;
+  if (Status st = booleans(result(0)); !st)
+    return st;
+  for (const Dims *x : {&d_.a, &d_.b})
+    if (!broadcastsTo(*x, d_.out))
+      return fail(str(d_.a) + " and " + str(d_.b) +
+                  " do not broadcast to the result " + name(result(0)) + " " +
+                  str(d_.out));
+  return Status::ok();
+}
+
 Status Describer::compare() {
   if (std::optional<k::Compare> f = compareOf(op_.kernel()))
     d_.compare = *f;
@@ -929,6 +953,21 @@ std::optional<k::Unary> unaryOf(plan::Kernel kernel) {
     return k::Unary::Abs;
   case plan::SIGMOID:
     return k::Unary::Sigmoid;
+  default:
+    return std::nullopt;
+  }
+}
+
+std::optional<k::Logic> logicOf(plan::Kernel kernel) {
+  switch (kernel) {
+  case plan::NOT:
+    return k::Logic::Not;
+  case plan::AND:
+    return k::Logic::And;
+  case plan::OR:
+    return k::Logic::Or;
+  case plan::XOR:
+    return k::Logic::Xor;
   default:
     return std::nullopt;
   }

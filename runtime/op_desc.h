@@ -66,6 +66,8 @@ struct OpDesc {
   kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
   kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
   kernels::cpu::Compare compare = kernels::cpu::Compare::Equal;
+  /// NOT (a -> out), AND, OR, XOR (a op b -> out), all bytes.
+  kernels::cpu::Logic logic = kernels::cpu::Logic::Not;
   Dims a, b, out, cond;
   std::vector<int64_t> axes, perm;
   /// SLICE (a -> out) and SLICE_GRAD (out-shaped dy -> a): element i of dim
@@ -116,6 +118,8 @@ private:
 
 /// GELU, GELU_TANH, SILU or RELU.
 std::optional<kernels::cpu::Activation> activationOf(plan::Activation act);
+/// NOT, AND, OR, XOR (Describe::Logic).
+std::optional<kernels::cpu::Logic> logicOf(plan::Kernel kernel);
 /// The binary ops (Describe::Binary): ADD, SUB, MUL, DIV, POW, MAX, MIN.
 std::optional<kernels::cpu::Binary> binaryOf(plan::Kernel kernel);
 /// The unary functions (Describe::Unary): EXP, LOG, TANH, SQRT, ...

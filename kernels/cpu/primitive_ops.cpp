@@ -254,6 +254,16 @@ void compareForward(Compare op, const float *a, const Dims &aDims,
   });
 }
 
+void logicForward(Logic op, const uint8_t *a, const Dims &aDims,
+                  const uint8_t *b, const Dims &bDims, uint8_t *out,
+                  const Dims &outDims) {
+  Broadcast ia(aDims, outDims), ib(op == Logic::Not ? aDims : bDims, outDims);
+  const uint8_t *second = op == Logic::Not ? a : b;
+  forEach(outDims, [&](int64_t k, const Dims &idx) {
+    out[k] = applyLogic(op, a[ia(idx)] != 0, second[ib(idx)] != 0) ? 1 : 0;
+  });
+}
+
 void reduceMean(const float *x, const Dims &dims,
                 const std::vector<int64_t> &axes, float *out) {
   // Elements in each mean (none: 0 / 0, NaN, as PyTorch's).

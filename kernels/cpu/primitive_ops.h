@@ -62,6 +62,10 @@ enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
 /// Comparisons of floats into bytes (1 where true).
 enum class Compare { Equal, Less, LessOrEqual, Greater, GreaterOrEqual };
 
+/// Logic of bytes (0 false, anything else true) into bytes; Not reads its
+/// first operand only.
+enum class Logic { Not, And, Or, Xor };
+
 /// The elementwise functions that stay in a training step when no fused op
 /// absorbs them (softcapping's tanh, a division's reciprocal, ...).
 enum class Unary {
@@ -116,6 +120,20 @@ MT_HOST_DEVICE inline bool applyCompare(Compare op, float x, float y) {
     return x > y;
   case Compare::GreaterOrEqual:
     return x >= y;
+  }
+  return false;
+}
+
+MT_HOST_DEVICE inline bool applyLogic(Logic op, bool x, bool y) {
+  switch (op) {
+  case Logic::Not:
+    return !x;
+  case Logic::And:
+    return x && y;
+  case Logic::Or:
+    return x || y;
+  case Logic::Xor:
+    return x != y;
   }
   return false;
 }
@@ -192,6 +210,12 @@ void reduceSum(const float *x, const Dims &dims,
 void compareForward(Compare op, const float *a, const Dims &aDims,
                     const float *b, const Dims &bDims, uint8_t *out,
                     const Dims &outDims);
+
+/// out[outDims] = a op b (1 or 0) of bytes, both broadcast to outDims (Not:
+/// of a alone; b is not read).
+void logicForward(Logic op, const uint8_t *a, const Dims &aDims,
+                  const uint8_t *b, const Dims &bDims, uint8_t *out,
+                  const Dims &outDims);
 
 /// The maximum of x over `axes` (all when empty; -inf over nothing, a NaN
 /// wins).

@@ -221,6 +221,16 @@ __global__ void compareKernel(cpu::Compare op, Load a, Load b, uint8_t *y,
   }
 }
 
+/// y[flat] = a op b of bytes (stride[0] of a, [1] of b).
+__global__ void logicKernel(cpu::Logic op, const uint8_t *a, const uint8_t *b,
+                            uint8_t *y, Index ix, int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t ia, ib;
+    offsets(ix, i, ia, ib);
+    y[i] = cpu::applyLogic(op, a[ia] != 0, b[ib] != 0) ? 1 : 0;
+  }
+}
+
 /// y[flat] = x[gather offset]: transposes (stride[0] permuted strides).
 __global__ void gatherKernel(Load x, Store y, Index ix, int64_t n) {
   MT_GRID_STRIDE(i, n) {
@@ -727,6 +737,50 @@ cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void convertKernel(const void *x, Scalar from, void *y, Scalar to,
+                              int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    double v;
+    switch (from) {
+    case Scalar::F32:
+      v = static_cast<const float *>(x)[i];
+      break;
+    case Scalar::BF16:
+      v = __bfloat162float(static_cast<const __nv_bfloat16 *>(x)[i]);
+      break;
+    case Scalar::I64:
+      v = double(static_cast<const int64_t *>(x)[i]);
+      break;
+    default:
+      v = static_cast<const uint8_t *>(x)[i];
+    }
+    switch (to) {
+    case Scalar::F32:
+      static_cast<float *>(y)[i] = float(v);
+      break;
+    case Scalar::BF16:
+      static_cast<__nv_bfloat16 *>(y)[i] = __float2bfloat16_rn(float(v));
+      break;
+    case Scalar::I64:
+      static_cast<int64_t *>(y)[i] = v != v                        ? 0
+                                     : v >= 9.2233720368547758e18  ? INT64_MAX
+                                     : v <= -9.2233720368547758e18 ? INT64_MIN
+                                                                   : int64_t(v);
+      break;
+    default:
+      static_cast<uint8_t *>(y)[i] = v != 0 ? 1 : 0;
+    }
+  }
+}
+} // namespace
+
+cudaError_t convert(const void *x, Scalar from, void *y, Scalar to, int64_t n,
+                    cudaStream_t stream) {
+  convertKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, from, y, to, n);
+  return cudaGetLastError();
+}
+
 cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
                    const Dims &bDims, MutRef y, const Dims &yDims,
                    cudaStream_t stream) {
@@ -880,6 +934,17 @@ cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
   int64_t n = product(yDims);
   compareKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, load(a), load(b), y,
                                                        ix, n);
+  return cudaGetLastError();
+}
+
+cudaError_t logic(cpu::Logic op, const uint8_t *a, const Dims &aDims,
+                  const uint8_t *b, const Dims &bDims, uint8_t *y,
+                  const Dims &yDims, cudaStream_t stream) {
+  if (yDims.size() > size_t(kMaxRank))
+    return cudaErrorInvalidValue;
+  Index ix = broadcastIndex(yDims, aDims, bDims);
+  int64_t n = product(yDims);
+  logicKernel<<<blocksFor(n), kThreads, 0, stream>>>(op, a, b, y, ix, n);
   return cudaGetLastError();
 }
 

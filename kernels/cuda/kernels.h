@@ -38,6 +38,12 @@ using Dims = std::vector<int64_t>;
 cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream);
 /// y = x converted to y's type.
 cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream);
+/// The element types a plan's casts convert between (U8: booleans).
+enum class Scalar : uint8_t { F32, BF16, I64, U8 };
+/// y = x converted as ONNX Cast converts (as the CPU's hostCopy): floats to
+/// I64 toward zero (NaN to 0, saturating), anything to U8 by being nonzero.
+cudaError_t convert(const void *x, Scalar from, void *y, Scalar to, int64_t n,
+                    cudaStream_t stream);
 
 /// The CPU reference's enums and shapes (kernels/cpu).
 using cpu::Activation;
@@ -79,6 +85,11 @@ cudaError_t reduceMax(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
 cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
                     const Dims &bDims, uint8_t *y, const Dims &yDims,
                     cudaStream_t stream);
+/// y[yDims] = a op b of bytes (1 where true), both broadcast to yDims (Not:
+/// of a alone).
+cudaError_t logic(cpu::Logic op, const uint8_t *a, const Dims &aDims,
+                  const uint8_t *b, const Dims &bDims, uint8_t *y,
+                  const Dims &yDims, cudaStream_t stream);
 /// y = slices of x along `axis` at `indices` (count of them; negative from
 /// the end). An index outside the axis writes zeros and sets *bad (device
 /// memory) to 1.

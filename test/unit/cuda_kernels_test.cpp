@@ -474,6 +474,20 @@ TEST_P(Kernels, Primitives) {
                           wantMask.data(), xd);
       EXPECT_EQ(gotMask, wantMask) << int(op);
     }
+    // Logic of the masks: c [3, 1, 5] with the last comparison's [3, 4, 5].
+    for (cpu::Logic op :
+         {cpu::Logic::Not, cpu::Logic::And, cpu::Logic::Or, cpu::Logic::Xor}) {
+      std::vector<uint8_t> logic(60), wantLogic(60);
+      uint8_t *out = nullptr;
+      cudaMalloc(reinterpret_cast<void **>(&out), 60);
+      CUDA_OK(kc::logic(op, cond, {3, 1, 5}, mask, xd, out, xd, nullptr));
+      cudaDeviceSynchronize();
+      cudaMemcpy(logic.data(), out, 60, cudaMemcpyDeviceToHost);
+      cpu::logicForward(op, c.data(), {3, 1, 5}, wantMask.data(), xd,
+                        wantLogic.data(), xd);
+      EXPECT_EQ(logic, wantLogic) << int(op);
+      cudaFree(out);
+    }
     cudaFree(mask);
     cudaFree(cond);
   }
@@ -652,6 +666,31 @@ TEST_P(Kernels, Primitives) {
     negX[i] = -x[i];
   EXPECT_EQ(N.download(), negX);
   EXPECT_EQ(Z.download(), Vec(60, 0.5f));
+  // Casts of ids and booleans, as the CPU's hostCopy makes them.
+  std::vector<int64_t> ids = {-3, 0, 7, 1, 2};
+  int64_t *dIds = nullptr, *back = nullptr;
+  float *dFloats = nullptr;
+  uint8_t *dBools = nullptr;
+  cudaMalloc(reinterpret_cast<void **>(&dIds), 40);
+  cudaMalloc(reinterpret_cast<void **>(&back), 40);
+  cudaMalloc(reinterpret_cast<void **>(&dFloats), 20);
+  cudaMalloc(reinterpret_cast<void **>(&dBools), 5);
+  cudaMemcpy(dIds, ids.data(), 40, cudaMemcpyHostToDevice);
+  CUDA_OK(
+      kc::convert(dIds, kc::Scalar::I64, dFloats, kc::Scalar::F32, 5, nullptr));
+  CUDA_OK(
+      kc::convert(dFloats, kc::Scalar::F32, back, kc::Scalar::I64, 5, nullptr));
+  CUDA_OK(
+      kc::convert(dIds, kc::Scalar::I64, dBools, kc::Scalar::U8, 5, nullptr));
+  cudaDeviceSynchronize();
+  std::vector<int64_t> gotIds(5);
+  std::vector<uint8_t> gotBools(5);
+  cudaMemcpy(gotIds.data(), back, 40, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gotBools.data(), dBools, 5, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(gotIds, ids);
+  EXPECT_EQ(gotBools, (std::vector<uint8_t>{1, 0, 1, 1, 1}));
+  for (void *p : {(void *)dIds, (void *)back, (void *)dFloats, (void *)dBools})
+    cudaFree(p);
 }
 
 /// The linear layer's three GEMMs in both weight layouts, and an

@@ -83,8 +83,12 @@ TEST(KernelTable, EveryFamilyMemberHasItsOwnFunction) {
     else if (info->describe == Describe::Compare)
       f = compareOf(kernel) ? std::optional<int>(int(*compareOf(kernel)))
                             : std::nullopt;
+    else if (info->describe == Describe::Logic)
+      f = logicOf(kernel) ? std::optional<int>(int(*logicOf(kernel)))
+                          : std::nullopt;
     else {
-      EXPECT_FALSE(unaryOf(kernel) || binaryOf(kernel) || compareOf(kernel))
+      EXPECT_FALSE(unaryOf(kernel) || binaryOf(kernel) || compareOf(kernel) ||
+                   logicOf(kernel))
           << kernels->value(i)->name();
       continue;
     }
@@ -93,7 +97,7 @@ TEST(KernelTable, EveryFamilyMemberHasItsOwnFunction) {
         << kernels->value(i)->name() << " shares another's function";
     ++members;
   }
-  EXPECT_EQ(members, 22);
+  EXPECT_EQ(members, 26);
   const auto *acts = mt::plan::Activation_descriptor();
   for (int i = 0; i < acts->value_count(); ++i) {
     auto act = mt::plan::Activation(acts->value(i)->number());

@@ -390,6 +390,31 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "'m' holds booleans and must be U8, not F32"},
+        Bad{"AndOfFloats",
+            [] {
+              OneOp o(AND);
+              o.in(o.buffer("a", {2, 3}))
+                  .in(o.buffer("b", {3}, U8))
+                  .out(o.buffer("m", {2, 3}, U8));
+              return o;
+            },
+            "'a' holds booleans and must be U8, not F32"},
+        Bad{"XorThatDoesNotBroadcast",
+            [] {
+              OneOp o(XOR);
+              o.in(o.buffer("a", {2, 3}, U8))
+                  .in(o.buffer("b", {2}, U8))
+                  .out(o.buffer("m", {2, 3}, U8));
+              return o;
+            },
+            "[2, 3] and [2] do not broadcast to the result 'm'"},
+        Bad{"NotIntoAnotherShape",
+            [] {
+              OneOp o(NOT);
+              o.in(o.buffer("a", {4}, U8)).out(o.buffer("m", {2, 3}, U8));
+              return o;
+            },
+            "[4] and [4] do not broadcast to the result 'm'"},
         Bad{"IsNaNIntoFloats",
             [] {
               OneOp o(IS_NAN);

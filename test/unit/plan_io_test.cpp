@@ -698,3 +698,44 @@ TEST(HostOps, AdamWRefusesMomentsThatDoNotFitItsMaster) {
   }
   EXPECT_FALSE(run(q4).isOk());
 }
+
+TEST(HostOps, CopiesCastAsOnnxCasts) {
+  // Ids to floats and back (toward zero, NaN to 0, saturating), floats and
+  // ids to booleans (nonzero), booleans to floats; I8 is not a cast.
+  Plan p;
+  auto buffer = [&](mt::plan::DType t) {
+    auto *b = p.add_buffers();
+    b->set_dtype(t);
+    b->add_shape(5);
+    return uint32_t(p.buffers_size() - 1);
+  };
+  uint32_t f = buffer(mt::plan::F32), i = buffer(mt::plan::I64),
+           u = buffer(mt::plan::U8), q = buffer(mt::plan::I8);
+  std::vector<std::vector<char>> bytes(4, std::vector<char>(40));
+  auto ptr = [&](uint32_t b) -> void * { return bytes[b].data(); };
+  auto *fs = static_cast<float *>(ptr(f));
+  auto *is = static_cast<int64_t *>(ptr(i));
+  auto *us = static_cast<uint8_t *>(ptr(u));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::copy_n(std::vector<float>{-2.75f, 0.0f, 3.5f, nan, 1e30f}.data(), 5, fs);
+  ASSERT_TRUE(hostCopy(p, f, i, ptr).isOk());
+  EXPECT_EQ(
+      std::vector<int64_t>(is, is + 5),
+      (std::vector<int64_t>{-2, 0, 3, 0, std::numeric_limits<int64_t>::max()}));
+  ASSERT_TRUE(hostCopy(p, f, u, ptr).isOk());
+  EXPECT_EQ(std::vector<uint8_t>(us, us + 5),
+            (std::vector<uint8_t>{1, 0, 1, 1, 1}));
+  ASSERT_TRUE(hostCopy(p, i, f, ptr).isOk());
+  EXPECT_EQ(std::vector<float>(fs, fs + 5),
+            (std::vector<float>{-2, 0, 3, 0, 9.2233720368547758e18f}));
+  ASSERT_TRUE(hostCopy(p, i, u, ptr).isOk());
+  EXPECT_EQ(std::vector<uint8_t>(us, us + 5),
+            (std::vector<uint8_t>{1, 0, 1, 0, 1}));
+  ASSERT_TRUE(hostCopy(p, u, f, ptr).isOk());
+  EXPECT_EQ(std::vector<float>(fs, fs + 5),
+            (std::vector<float>{1, 0, 1, 0, 1}));
+  Status st = hostCopy(p, f, q, ptr);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("cannot convert F32 to I8"), std::string::npos)
+      << st.message();
+}

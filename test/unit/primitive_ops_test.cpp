@@ -25,6 +25,19 @@ TEST(PrimitiveOps, BinaryBroadcastsBothWays) {
   EXPECT_EQ(out, (std::vector<float>{10, 20, 30, 20, 40, 60}));
 }
 
+TEST(PrimitiveOps, LogicOfBytesBroadcasts) {
+  // a [2, 3] with b [3]; any nonzero byte is true, results are 0 or 1.
+  std::vector<uint8_t> a = {1, 0, 7, 0, 0, 1}, b = {2, 1, 0}, out(6);
+  logicForward(Logic::And, a.data(), {2, 3}, b.data(), {3}, out.data(), {2, 3});
+  EXPECT_EQ(out, (std::vector<uint8_t>{1, 0, 0, 0, 0, 0}));
+  logicForward(Logic::Or, a.data(), {2, 3}, b.data(), {3}, out.data(), {2, 3});
+  EXPECT_EQ(out, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
+  logicForward(Logic::Xor, a.data(), {2, 3}, b.data(), {3}, out.data(), {2, 3});
+  EXPECT_EQ(out, (std::vector<uint8_t>{0, 1, 1, 1, 1, 1}));
+  logicForward(Logic::Not, a.data(), {2, 3}, nullptr, {}, out.data(), {2, 3});
+  EXPECT_EQ(out, (std::vector<uint8_t>{0, 1, 0, 1, 1, 0}));
+}
+
 TEST(PrimitiveOps, DivAndTheUnaryFunctions) {
   std::vector<float> a = {1, 2, 3}, b = {2, 4}, out(6);
   binaryForward(Binary::Div, a.data(), {1, 3}, b.data(), {2, 1}, out.data(),

@@ -93,6 +93,10 @@ K kernelOf(ExpandOp) { return Kernel::Expand; }
 K kernelOf(ReduceSumOp) { return Kernel::ReduceSum; }
 K kernelOf(ReduceMeanOp) { return Kernel::ReduceMean; }
 K kernelOf(IsNaNOp) { return Kernel::IsNan; }
+K kernelOf(NotOp) { return Kernel::Not; }
+K kernelOf(AndOp) { return Kernel::And; }
+K kernelOf(OrOp) { return Kernel::Or; }
+K kernelOf(XorOp) { return Kernel::Xor; }
 K kernelOf(WhereOp w) { return floats(w, Kernel::Where); }
 K kernelOf(SliceOp s) {
   return constantSlice(s) ? floats(s, Kernel::Slice) : std::nullopt;
@@ -119,7 +123,20 @@ K kernelOf(FlattenOp) { return Kernel::Copy; }
 K kernelOf(SqueezeOp) { return Kernel::Copy; }
 K kernelOf(UnsqueezeOp) { return Kernel::Copy; }
 K kernelOf(IdentityOp) { return Kernel::Copy; }
-K kernelOf(CastOp) { return Kernel::Copy; }
+/// A cast between the dtypes copies convert (F32, BF16, I64 and booleans,
+/// as ONNX Cast: floats to integers toward zero, anything to a boolean by
+/// being nonzero); none for another (a U8 or I8 number).
+K castBetween(Value from, Value to) {
+  auto convertible = [](Type t) {
+    return t.isF32() || t.isBF16() || t.isInteger(64) || t.isInteger(1);
+  };
+  if (!convertible(tensorOf(from).getElementType()) ||
+      !convertible(tensorOf(to).getElementType()))
+    return std::nullopt;
+  return Kernel::Copy;
+}
+K kernelOf(CastOp c) { return castBetween(c.getInput(), c.getResult()); }
+K kernelOf(CastLikeOp c) { return castBetween(c.getInput(), c.getResult()); }
 
 //===----------------------------------------------------------------------===//
 // Operands: all, but for the ops whose other operands the types or the
@@ -128,6 +145,7 @@ K kernelOf(CastOp) { return Kernel::Copy; }
 
 unsigned operandsOf(Operation *op) { return op->getNumOperands(); }
 unsigned operandsOf(ReshapeOp) { return 1; }
+unsigned operandsOf(CastLikeOp) { return 1; } // the second gives the type
 unsigned operandsOf(SqueezeOp) { return 1; }
 unsigned operandsOf(UnsqueezeOp) { return 1; }
 unsigned operandsOf(ExpandOp) { return 1; }
@@ -171,6 +189,7 @@ DictionaryAttr attrsOf(FlattenOp f) { return none(f); }
 DictionaryAttr attrsOf(SqueezeOp s) { return none(s); }
 DictionaryAttr attrsOf(UnsqueezeOp u) { return none(u); }
 DictionaryAttr attrsOf(CastOp c) { return none(c); }
+DictionaryAttr attrsOf(CastLikeOp c) { return none(c); }
 // The axis: the parts' sizes are the result buffers'.
 DictionaryAttr attrsOf(SplitOp s) {
   Builder b(s.getContext());
@@ -263,11 +282,11 @@ void registerTrainKernels(DialectRegistry &registry) {
            SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp, AbsOp,
            MatMulOp, SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp,
            EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
-           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, WhereOp, SliceOp,
-           SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
-           GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp, TopKGradOp,
-           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
-           UnsqueezeOp, IdentityOp, CastOp>(context);
+           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp,
+           XorOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp, CumSumOp,
+           TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp,
+           TopKGradOp, ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp,
+           SqueezeOp, UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
   });
 }
 

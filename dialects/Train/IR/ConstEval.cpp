@@ -350,7 +350,10 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         numElements(cast<RankedTensorType>(s.getInput().getType()).getShape());
     return r;
   }
-  if (!llvm::all_of(in, [](CTensor *t) { return t != nullptr; }))
+  // CastLike reads only the type of its second operand.
+  if (isa<CastLikeOp>(op) ? !in[0] : !llvm::all_of(in, [](CTensor *t) {
+        return t != nullptr;
+      }))
     return std::nullopt;
   const CTensor *a = in.empty() ? nullptr : in[0];
   const CTensor *b = in.size() > 1 ? in[1] : nullptr;
@@ -425,6 +428,9 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
       })
       .Case<OrOp>([&](auto) {
         return cmp([](double x, double y) { return double(x || y); });
+      })
+      .Case<XorOp>([&](auto) {
+        return cmp([](double x, double y) { return double(!x != !y); });
       })
       .Case<EqualOp>([&](auto) -> R {
         return binary(
@@ -689,10 +695,13 @@ OpFoldResult foldTrainOp(Operation *op, ArrayRef<Attribute> operands) {
   if (!type || !type.hasStaticShape() ||
       numElements(type.getShape()) > kMaxFoldElements)
     return nullptr;
-  // Only Shape and Size fold without knowing every operand; checking first
-  // avoids converting a large known operand for nothing.
-  if (!isa<ShapeOp, SizeOp>(op) &&
-      llvm::any_of(operands, [](Attribute a) { return !a; }))
+  // Only Shape and Size fold without knowing every operand, and CastLike
+  // without its second (only its type matters); checking first avoids
+  // converting a large known operand for nothing.
+  if (isa<CastLikeOp>(op)
+          ? !operands[0]
+          : !isa<ShapeOp, SizeOp>(op) &&
+                llvm::any_of(operands, [](Attribute a) { return !a; }))
     return nullptr;
   SmallVector<std::optional<CTensor>> values;
   SmallVector<CTensor *> ptrs;

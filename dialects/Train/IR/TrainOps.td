@@ -174,6 +174,7 @@ def Train_MaxOp : Train_BinaryOp<"max", "Elementwise maximum">;
 def Train_MinOp : Train_BinaryOp<"min", "Elementwise minimum">;
 def Train_AndOp : Train_BinaryOp<"and", "Logical and">;
 def Train_OrOp : Train_BinaryOp<"or", "Logical or">;
+def Train_XorOp : Train_BinaryOp<"xor", "Logical exclusive or">;
 def Train_EqualOp : Train_BinaryOp<"equal", "a == b", 1>;
 def Train_LessOp : Train_BinaryOp<"less", "a < b", 1>;
 def Train_LessOrEqualOp : Train_BinaryOp<"less_or_equal", "a <= b", 1>;

@@ -204,6 +204,8 @@ case("TopK", "largest_last_axis", [("x", X, "data"), ("k", i64([2]), "const")],
 case("TopK", "smallest_axis1_ties",
      [("x", np.round(f(2, 5, 3)), "data"), ("k", i64([3]), "const")],
      {"axis": 1, "largest": 0}, outputs=2, modes=("input",))
+case("Xor", "bools", [("x", b([[1, 0, 1], [0, 0, 1]]), "data"),
+                      ("y", b([1, 1, 0]), "data")], modes=FROZEN)
 
 
 def split_case(opset):

@@ -15,3 +15,19 @@ func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #t
   %l = train.cross_entropy %s, %ids {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A cast copies convert: F32, BF16, I64 and booleans; to an 8-bit number it
+// has none.
+// CHECK: error: 'train.cast' has no kernel; it cannot be scheduled
+func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>}, %x: tensor<2x8xf32> {train.name = "x", train.role = #train<role targets>}) -> (tensor<f32> {train.loss}) {
+  %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %q = train.cast %ids {to = ui8} : (tensor<2x4xi64>) -> tensor<2x4xui8>
+  %f = train.cast %q {to = f32} : (tensor<2x4xui8>) -> tensor<2x4xf32>
+  %u = train.unsqueeze %f {axes = array<i64: -1>} : (tensor<2x4xf32>) -> tensor<2x4x1xf32>
+  %s = train.mul %h, %u : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x8xf32>
+  %l = train.cross_entropy %s, %ids {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}

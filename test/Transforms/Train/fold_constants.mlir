@@ -129,3 +129,17 @@ func.func @integer_ops() -> (tensor<3xi64>, tensor<3xi1>, tensor<3xi64>) {
   %cs = train.cumsum %x {axis = 0 : i64} : (tensor<3xi64>) -> tensor<3xi64>
   return %sl, %eq, %cs : tensor<3xi64>, tensor<3xi1>, tensor<3xi64>
 }
+
+// -----
+
+// A CastLike of a constant folds whatever its second operand (only its type
+// matters): torch.histc's bounds cast like the ids they bound.
+// CHECK-LABEL: func @cast_like_of_a_constant
+// CHECK: %[[B:.+]] = train.constant dense<4.000000e+00> : tensor<1xf32>
+// CHECK: train.less_or_equal %arg0, %[[B]]
+func.func @cast_like_of_a_constant(%x: tensor<8xf32>) -> tensor<8xi1> {
+  %c = train.constant dense<4> : tensor<1xi64>
+  %b = train.cast_like %c, %x : (tensor<1xi64>, tensor<8xf32>) -> tensor<1xf32>
+  %m = train.less_or_equal %x, %b : (tensor<8xf32>, tensor<1xf32>) -> tensor<8xi1>
+  return %m : tensor<8xi1>
+}

@@ -5,7 +5,9 @@
 // layer's ops into a function of its activations and weights, and keeps one
 // function per distinct structure. Ops after the last layer that use a
 // weight without a layer number (final norm, head, loss) stay in @model, as
-// does everything before the first layer (embedding).
+// does everything before the first layer (embedding) and an op of a layer
+// that comes after a later layer has begun (a load-balancing loss over
+// every layer's router logits): the layer returns what it reads.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Train/Transforms/Passes.h"
@@ -70,6 +72,15 @@ struct OutlineLayers
 
     DenseMap<Value, Tag> tags;
     std::map<int64_t, Layer> layers;
+    // A layer ends where a later layer begins, and the last one where the
+    // part after the layers (the head) begins: an op of a layer further on
+    // (a load-balancing loss over each layer's router logits, after the
+    // head) stays in @model and reads the layer's result.
+    int64_t reached = -1, lastLayer = -1;
+    bool pastLayers = false;
+    for (auto w : body.getOps<WeightOp>())
+      if (auto l = layerOf(w.getName()); l && w.getTrainable())
+        lastLayer = std::max(lastLayer, l->first);
     for (Operation &op : body) {
       if (auto w = dyn_cast<WeightOp>(op)) {
         Tag t;
@@ -93,8 +104,11 @@ struct OutlineLayers
       t.post |= usesGlobalWeight && t.layer >= 0;
       for (Value r : op.getResults())
         tags[r] = t;
-      if (t.layer >= 0 && !t.post)
+      pastLayers |= t.post && t.layer == lastLayer;
+      if (t.layer >= 0 && !t.post && t.layer >= reached && !pastLayers) {
         layers[t.layer].ops.push_back(&op);
+        reached = t.layer;
+      }
     }
     if (int64_t(layers.size()) < minLayers)
       return;

@@ -65,3 +65,41 @@ func.func @model(%h: tensor<2x8xf32>) -> tensor<f32> {
   %l = train.reduce_mean %a1 {axes = array<i64>} : (tensor<2x8xf32>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A loss over what each layer computed (a load-balancing loss over every
+// layer's router logits) comes after the head: those ops stay in @model,
+// and each layer returns the value they read as a second result.
+// CHECK-LABEL: func.func private @layer(
+// CHECK-SAME: -> (tensor<2x4xf32>, tensor<2x8xf32>)
+// CHECK: train.linear
+// CHECK: train.linear
+// CHECK: train.mul
+// CHECK-LABEL: func.func @model
+// CHECK: %[[L0:.+]]:2 = call @layer({{.*}}) {train.layer = 0 : i64}
+// CHECK: %[[L1:.+]]:2 = call @layer(%[[L0]]#1, {{.*}}) {train.layer = 1 : i64}
+// CHECK: train.cross_entropy
+// CHECK: train.softmax %[[L0]]#0
+// CHECK: train.softmax %[[L1]]#0
+func.func @model(%h: tensor<2x8xf32>, %t: tensor<2xi64>) -> tensor<f32> {
+  %r0 = train.weight "layers.0.router.weight" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %w0 = train.weight "layers.0.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %r1 = train.weight "layers.1.router.weight" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %w1 = train.weight "layers.1.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+  %head = train.weight "head.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %g0 = train.linear %h, %r0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %l0 = train.linear %h, %w0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h0 = train.mul %l0, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %g1 = train.linear %h0, %r1 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  %l1 = train.linear %h0, %w1 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %h1 = train.mul %l1, %h0 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %logits = train.linear %h1, %head {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
+  %ce = train.cross_entropy %logits, %t {ignore_index = -100 : i64} : (tensor<2x16xf32>, tensor<2xi64>) -> tensor<f32>
+  %p0 = train.softmax %g0 {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %p1 = train.softmax %g1 {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s = train.add %p0, %p1 : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %aux = train.reduce_sum %s {axes = array<i64>} : (tensor<2x4xf32>) -> tensor<f32>
+  %loss = train.add %ce, %aux : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

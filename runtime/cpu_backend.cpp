@@ -279,6 +279,31 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     dw.commit();
     return Status::ok();
   }
+  case Kernel::EXPERT_LINEAR:
+  case Kernel::EXPERT_LINEAR_GRAD: {
+    const OpDesc::ExpertLinear &e = d.expert;
+    In x = in(operand(0)), w = in(operand(2));
+    bool ok;
+    if (op.kernel() == Kernel::EXPERT_LINEAR) {
+      Out y = out(result(0));
+      ok = k::expertLinearForward(x.data, ids(operand(1)), w.data, e.rows,
+                                  e.experts, e.in, e.out, e.outIn, y.data);
+      y.commit();
+    } else {
+      In dy = in(operand(3));
+      Out dx = out(result(0)), dw = out(result(1));
+      ok = k::expertLinearBackward(x.data, ids(operand(1)), w.data, dy.data,
+                                   e.rows, e.experts, e.in, e.out, e.outIn,
+                                   dx.data, dw.data);
+      dx.commit();
+      dw.commit();
+    }
+    if (!ok)
+      return Status::error("an expert id of '" + buf(operand(1)).name() +
+                           "' is outside the " + std::to_string(e.experts) +
+                           " experts");
+    return Status::ok();
+  }
   case Kernel::RMS_NORM:
   case Kernel::LAYER_NORM: {
     const OpDesc::Norm &n = d.norm;

@@ -244,6 +244,11 @@ private:
     GemmShape forward, dx, dw;
   };
   Linear linearGemms(const plan::Op &op) const;
+  /// EXPERT_LINEAR(_GRAD): the rows grouped by expert (on the host, in the
+  /// CPU kernel's order), gathered, one cuBLASLt GEMM per expert with rows,
+  /// and scattered back.
+  Status expertLinear(const plan::Op &op, cudaStream_t stream,
+                      char *gemmWorkspace, char *scratch);
   struct Head {
     int64_t rows, dim, vocab, chunk;
     bool outIn;
@@ -350,10 +355,11 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
         return st;
       scratch[op.stream()] = std::max(scratch[op.stream()], alignUp(bytes));
       Kernel k = op.kernel();
-      gemm[op.stream()] = gemm[op.stream()] || k == Kernel::LINEAR ||
-                          k == Kernel::LINEAR_GRAD ||
-                          k == Kernel::HEAD_CROSS_ENTROPY ||
-                          k == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+      gemm[op.stream()] =
+          gemm[op.stream()] || k == Kernel::LINEAR ||
+          k == Kernel::LINEAR_GRAD || k == Kernel::EXPERT_LINEAR ||
+          k == Kernel::EXPERT_LINEAR_GRAD || k == Kernel::HEAD_CROSS_ENTROPY ||
+          k == Kernel::HEAD_CROSS_ENTROPY_GRAD;
       if (Status st = prepareGemms(op); !st)
         return st;
     }
@@ -555,7 +561,117 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
                              "' differ in type; cuBLASLt multiplies inputs "
                              "of one type");
   }
+  // The experts' x and weight (and dy); the ids are operand 1.
+  if (k == Kernel::EXPERT_LINEAR || k == Kernel::EXPERT_LINEAR_GRAD)
+    for (int i : {2, 3})
+      if (i < op.operands_size() &&
+          buf(op.operands(i)).dtype() != buf(op.operands(0)).dtype())
+        return Status::error("'" + buf(op.operands(0)).name() + "' and '" +
+                             buf(op.operands(i)).name() +
+                             "' differ in type; cuBLASLt multiplies inputs "
+                             "of one type");
   return Status::ok();
+}
+
+Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
+                                 char *gemmWorkspace, char *scratch) {
+  const OpDesc::ExpertLinear &e = desc(op).expert;
+  bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
+  // The rows grouped by expert on the host (the GEMMs' sizes are the
+  // groups'), as the CPU kernel groups them: the same order, stable.
+  std::vector<int64_t> ids(size_t(e.rows)), order, offsets;
+  if (Status st = MT_CUDA(cudaMemcpyAsync(ids.data(), ptr(op.operands(1)),
+                                          ids.size() * sizeof(int64_t),
+                                          cudaMemcpyDeviceToHost, stream));
+      !st)
+    return st;
+  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+    return st;
+  if (!kernels::cpu::groupByExpert(ids.data(), e.rows, e.experts, order,
+                                   offsets))
+    return Status::error("an expert id of '" + buf(op.operands(1)).name() +
+                         "' is outside the " + std::to_string(e.experts) +
+                         " experts");
+  auto *deviceOrder = reinterpret_cast<int64_t *>(scratch);
+  char *rows = scratch + alignUp(size_t(e.rows) * sizeof(int64_t));
+  if (Status st = MT_CUDA(cudaMemcpyAsync(deviceOrder, order.data(),
+                                          order.size() * sizeof(int64_t),
+                                          cudaMemcpyHostToDevice, stream));
+      !st)
+    return st;
+  // The host vector is read by the copy: wait before it goes.
+  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+    return st;
+  kc::DType ab = typeOf(op.operands(0));
+  size_t width = ab == kc::DType::BF16 ? 2 : 4;
+  auto place = [&](size_t values) {
+    char *p = rows;
+    rows += alignUp(values * width);
+    return p;
+  };
+  char *xs = place(size_t(e.rows * e.in));
+  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(0)), deviceOrder,
+                                         e.rows, e.in, {xs, ab}, stream));
+      !st)
+    return st;
+  const char *w = static_cast<const char *>(ptr(op.operands(2)));
+  size_t wBytes = size_t(e.in * e.out) *
+                  (typeOf(op.operands(2)) == kc::DType::BF16 ? 2 : 4);
+  if (!grad) {
+    char *ys = place(size_t(e.rows * e.out));
+    kc::DType c = typeOf(op.results(0));
+    for (int64_t x = 0; x < e.experts; ++x) {
+      int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
+      if (n == 0)
+        continue;
+      // y[n, out] = x W^T (W [out, in]) or x W (W [in, out]).
+      GemmShape s{n, e.out, e.in, false, e.outIn, ab, c, false};
+      if (Status st = gemms_.run(
+              s, xs + size_t(begin * e.in) * width, w + size_t(x) * wBytes,
+              ys + size_t(begin * e.out) * width, gemmWorkspace, stream);
+          !st)
+        return st;
+    }
+    return MT_CUDA(kc::scatterRows({ys, c}, deviceOrder, e.rows, e.out,
+                                   out(op.results(0)), stream));
+  }
+  char *dys = place(size_t(e.rows * e.out));
+  char *dxs = place(size_t(e.rows * e.in));
+  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(3)), deviceOrder,
+                                         e.rows, e.out, {dys, ab}, stream));
+      !st)
+    return st;
+  char *dw = static_cast<char *>(ptr(op.results(1)));
+  kc::DType dwType = typeOf(op.results(1));
+  size_t dwBytes = size_t(e.in * e.out) * (dwType == kc::DType::BF16 ? 2 : 4);
+  for (int64_t x = 0; x < e.experts; ++x) {
+    int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
+    char *dwx = dw + size_t(x) * dwBytes;
+    if (n == 0) {
+      if (Status st = MT_CUDA(cudaMemsetAsync(dwx, 0, dwBytes, stream)); !st)
+        return st;
+      continue;
+    }
+    const char *xe = xs + size_t(begin * e.in) * width;
+    const char *dye = dys + size_t(begin * e.out) * width;
+    // dx[n, in] = dy W (W [out, in]) or dy W^T.
+    GemmShape dx{n, e.in, e.out, false, !e.outIn, ab, ab, false};
+    if (Status st = gemms_.run(dx, dye, w + size_t(x) * wBytes,
+                               dxs + size_t(begin * e.in) * width,
+                               gemmWorkspace, stream);
+        !st)
+      return st;
+    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
+    GemmShape dws =
+        e.outIn ? GemmShape{e.out, e.in, n, true, false, ab, dwType, false}
+                : GemmShape{e.in, e.out, n, true, false, ab, dwType, false};
+    if (Status st = gemms_.run(dws, e.outIn ? dye : xe, e.outIn ? xe : dye, dwx,
+                               gemmWorkspace, stream);
+        !st)
+      return st;
+  }
+  return MT_CUDA(kc::scatterRows({dxs, ab}, deviceOrder, e.rows, e.in,
+                                 out(op.results(0)), stream));
 }
 
 CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
@@ -613,6 +729,17 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
   case Scratch::RowLosses:
     bytes = alignUp(size_t(count(op.operands(1))) * sizeof(float)) + kAlign;
     return Status::ok();
+  case Scratch::Experts: {
+    // The rows' order, then the gathered rows: x and y (forward), or x, dy
+    // and dx (backward), at most 4 bytes a value.
+    const OpDesc::ExpertLinear &e = desc(op).expert;
+    bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
+    size_t values =
+        size_t(e.rows) * size_t(grad ? 2 * e.in + e.out : e.in + e.out);
+    bytes = alignUp(size_t(e.rows) * sizeof(int64_t)) + 3 * kAlign +
+            alignUp(values * sizeof(float));
+    return Status::ok();
+  }
   case Scratch::Head: {
     Head h = headOf(op);
     bytes = alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
@@ -857,6 +984,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
                       ptr(outIn ? operand(0) : operand(2)), ptr(result(1)),
                       gemmWorkspace, stream);
   }
+  case Kernel::EXPERT_LINEAR:
+  case Kernel::EXPERT_LINEAR_GRAD:
+    return expertLinear(op, stream, gemmWorkspace, scratch);
   case Kernel::RMS_NORM:
   case Kernel::LAYER_NORM: {
     const OpDesc::Norm &n = d.norm;

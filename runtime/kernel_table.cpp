@@ -22,6 +22,10 @@ const KernelInfo *kernelInfo(plan::Kernel kernel) {
       {K::LINEAR,
        {2, 3, 1, 1, dev, D::Linear, S::None, A::kLinear}}, // + a bias
       {K::LINEAR_GRAD, {3, 3, 2, 2, dev, D::Linear, S::None, A::kLinear}},
+      {K::EXPERT_LINEAR,
+       {3, 3, 1, 1, dev, D::ExpertLinear, S::Experts, A::kLinear}},
+      {K::EXPERT_LINEAR_GRAD,
+       {4, 4, 2, 2, dev, D::ExpertLinear, S::Experts, A::kLinear}},
       {K::RMS_NORM, {2, 2, 1, 1, dev, D::Norm, S::None, A::kNorm}},
       {K::RMS_NORM_GRAD, {3, 3, 2, 2, dev, D::Norm, S::NormGrad, A::kNorm}},
       {K::LAYER_NORM,

@@ -25,6 +25,7 @@ enum class Runs {
 enum class Describe {
   Embedding,
   Linear,
+  ExpertLinear,
   Norm,
   Rotary,
   Attention,
@@ -62,6 +63,7 @@ enum class Scratch {
   NormGrad,      ///< partial sums of the weight's gradient
   AttentionGrad, ///< each row's log-sum-exp and dO . O
   RowLosses,     ///< a loss (forward) or the count of rows (backward)
+  Experts,       ///< the rows grouped by expert, and their gathered values
   Head,          ///< row losses and, for bf16, one chunk's logit gradients
 };
 

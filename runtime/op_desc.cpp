@@ -102,6 +102,7 @@ private:
   }
 
   Status embedding();
+  Status expertLinear();
   Status linear();
   Status norm();
   Status rotary();
@@ -164,6 +165,8 @@ Status Describer::run() {
     return binary();
   case Describe::Compare:
     return compare();
+  case Describe::ExpertLinear:
+    return expertLinear();
   case Describe::Logic:
     return logic();
   case Describe::Matmul:
@@ -255,6 +258,49 @@ Status Describer::linear() {
   if (Status st = floats({dy, result(0), result(1)}); !st)
     return st;
   if (Status st = holds(dy, times(l.rows, l.out),
+                        "the output's gradient, " + rowsOfOut + ",");
+      !st)
+    return st;
+  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
+    return st;
+  return holds(result(1), count(w), "the weight's gradient");
+}
+
+Status Describer::expertLinear() {
+  bool grad = op_.kernel() == Kernel::EXPERT_LINEAR_GRAD;
+  uint32_t x = operand(0), ids = operand(1), w = operand(2);
+  if (Status st = floats({x, w}); !st)
+    return st;
+  if (Status st = this->ids(ids); !st)
+    return st;
+  auto &e = d_.expert;
+  e.outIn = op_.attrs().linear().out_in();
+  if (Status st = lastDim(x, e.in); !st)
+    return st;
+  e.rows = count(x) / e.in;
+  if (Status st = holds(ids, e.rows, "an expert id per row"); !st)
+    return st;
+  Dims wd = dims(w);
+  if (wd.size() != 3 || wd[0] < 1 || wd[e.outIn ? 2 : 1] != e.in)
+    return fail("the weight " + name(w) + " " + str(wd) + " must be " +
+                (e.outIn ? "[experts, out, " + std::to_string(e.in) + "]"
+                         : "[experts, " + std::to_string(e.in) + ", out]") +
+                " for the input " + name(x) + " " + str(dims(x)));
+  e.experts = wd[0];
+  e.out = wd[e.outIn ? 1 : 2];
+  if (Status st = gemmDims({e.rows, e.in, e.out}); !st)
+    return st;
+  std::string rowsOfOut =
+      std::to_string(e.rows) + " rows of " + std::to_string(e.out);
+  if (!grad) {
+    if (Status st = floats({result(0)}); !st)
+      return st;
+    return holds(result(0), times(e.rows, e.out), rowsOfOut);
+  }
+  uint32_t dy = operand(3);
+  if (Status st = floats({dy, result(0), result(1)}); !st)
+    return st;
+  if (Status st = holds(dy, times(e.rows, e.out),
                         "the output's gradient, " + rowsOfOut + ",");
       !st)
     return st;

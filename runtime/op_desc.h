@@ -31,6 +31,12 @@ struct OpDesc {
     int64_t rows = 0, in = 0, out = 0;
     bool outIn = false, bias = false;
   };
+  /// EXPERT_LINEAR, EXPERT_LINEAR_GRAD: y[rows, out] = x[rows, in] W[e],
+  /// W [experts, out, in] when outIn, else [experts, in, out].
+  struct ExpertLinear {
+    int64_t rows = 0, experts = 0, in = 0, out = 0;
+    bool outIn = false;
+  };
   /// RMS_NORM, LAYER_NORM and their gradients, over the last dim.
   struct Norm {
     int64_t rows = 0, dim = 0;
@@ -46,6 +52,7 @@ struct OpDesc {
   /// dispatch the unary, binary and comparison families by.
   Describe describe = Describe::Buffers;
   Linear linear;
+  ExpertLinear expert;
   Norm norm;
   Embedding embedding;
   /// Elements of the elementwise ops (activations, NEG, FILL, COPY).

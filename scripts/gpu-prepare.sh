@@ -32,6 +32,12 @@ rm -rf "$out" && mkdir -p "$out/llama-hf"
 shared=$root/../shared
 cp "$shared/fixtures/llama-hf/model.onnx" "$shared/fixtures/llama-hf/ref.json" "$out/llama-hf/"
 /usr/bin/python3 test/mtrun/Inputs/tokens_from_ref.py "$out/llama-hf/ref.json" "$out/hf.u16"
+# A mixture of experts (EXPERT_LINEAR: rows grouped by expert, a cuBLASLt
+# GEMM per expert), with its weights beside it.
+mkdir -p "$out/mixtral"
+cp test/fixtures/mixtral/model_optimized.onnx test/fixtures/mixtral/model_optimized.onnx.data \
+  test/fixtures/mixtral/ref.json "$out/mixtral/"
+/usr/bin/python3 test/mtrun/Inputs/tokens_from_ref.py "$out/mixtral/ref.json" "$out/moe.u16"
 cp examples/data/corpus.u16 "$out/corpus.u16"
 cp test/mtrun/Inputs/check_losses.py "$out/"
 # PyTorch's side of the benchmark, in case ../shared does not travel.
@@ -50,6 +56,8 @@ cases=(
   "llama_bf16|examples/llama/model.onnx|corpus.u16|--compute-dtype bf16 --chunk-head-rows 16"
   "gpt2_f32|examples/gpt2/model.onnx|corpus.u16|"
   "gpt2_bf16|examples/gpt2/model.onnx|corpus.u16|--compute-dtype bf16"
+  "moe_f32|$out/mixtral/model_optimized.onnx|moe.u16|"
+  "moe_bf16|$out/mixtral/model_optimized.onnx|moe.u16|--compute-dtype bf16"
 )
 : > "$out/cases.txt"
 for c in "${cases[@]}"; do

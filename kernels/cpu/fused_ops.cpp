@@ -105,6 +105,88 @@ void linearBackward(const float *x, const float *w, const float *dy,
     biasGrad(dy, rows, out, dbias);
 }
 
+bool groupByExpert(const int64_t *ids, int64_t rows, int64_t experts,
+                   std::vector<int64_t> &order, std::vector<int64_t> &offsets) {
+  offsets.assign(size_t(experts) + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
+    if (e < 0 || e >= experts)
+      return false;
+    ++offsets[size_t(e) + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    offsets[size_t(e) + 1] += offsets[size_t(e)];
+  std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
+  order.resize(size_t(rows));
+  for (int64_t r = 0; r < rows; ++r)
+    order[size_t(next[size_t(ids[r] < 0 ? ids[r] + experts : ids[r])]++)] = r;
+  return true;
+}
+
+namespace {
+/// rows `order[begin, end)` of m [., width] into out [end - begin, width].
+void gatherRows(const float *m, const int64_t *order, int64_t count,
+                int64_t width, float *out) {
+  parallelFor(count, double(width), [&](int64_t i) {
+    std::copy_n(m + order[i] * width, width, out + i * width);
+  });
+}
+void scatterRows(const float *in, const int64_t *order, int64_t count,
+                 int64_t width, float *m) {
+  parallelFor(count, double(width), [&](int64_t i) {
+    std::copy_n(in + i * width, width, m + order[i] * width);
+  });
+}
+} // namespace
+
+bool expertLinearForward(const float *x, const int64_t *ids, const float *w,
+                         int64_t rows, int64_t experts, int64_t in, int64_t out,
+                         bool outIn, float *y) {
+  std::vector<int64_t> order, offsets;
+  if (!groupByExpert(ids, rows, experts, order, offsets))
+    return false;
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t begin = offsets[size_t(e)], n = offsets[size_t(e) + 1] - begin;
+    if (n == 0)
+      continue;
+    xs.resize(size_t(n * in));
+    ys.resize(size_t(n * out));
+    gatherRows(x, order.data() + begin, n, in, xs.data());
+    linearForward(xs.data(), w + e * in * out, nullptr, n, in, out, outIn,
+                  ys.data());
+    scatterRows(ys.data(), order.data() + begin, n, out, y);
+  }
+  return true;
+}
+
+bool expertLinearBackward(const float *x, const int64_t *ids, const float *w,
+                          const float *dy, int64_t rows, int64_t experts,
+                          int64_t in, int64_t out, bool outIn, float *dx,
+                          float *dw) {
+  std::vector<int64_t> order, offsets;
+  if (!groupByExpert(ids, rows, experts, order, offsets))
+    return false;
+  std::vector<float> xs, dys, dxs;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t begin = offsets[size_t(e)], n = offsets[size_t(e) + 1] - begin;
+    float *dwe = dw + e * in * out;
+    if (n == 0) {
+      std::fill_n(dwe, in * out, 0.0f);
+      continue;
+    }
+    xs.resize(size_t(n * in));
+    dxs.resize(size_t(n * in));
+    dys.resize(size_t(n * out));
+    gatherRows(x, order.data() + begin, n, in, xs.data());
+    gatherRows(dy, order.data() + begin, n, out, dys.data());
+    linearBackward(xs.data(), w + e * in * out, dys.data(), n, in, out, outIn,
+                   dxs.data(), dwe, nullptr);
+    scatterRows(dxs.data(), order.data() + begin, n, in, dx);
+  }
+  return true;
+}
+
 namespace reference {
 namespace {
 /// W[i, o] whatever the layout.
@@ -155,6 +237,52 @@ void linearBackward(const float *x, const float *w, const float *dy,
         acc += dy[r * out + o];
       dbias[o] = float(acc);
     }
+}
+bool expertLinearForward(const float *x, const int64_t *ids, const float *w,
+                         int64_t rows, int64_t experts, int64_t in, int64_t out,
+                         bool outIn, float *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
+    if (e < 0 || e >= experts)
+      return false;
+    const float *we = w + e * in * out;
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0;
+      for (int64_t i = 0; i < in; ++i)
+        acc += double(x[r * in + i]) * weightAt(we, i, o, in, out, outIn);
+      y[r * out + o] = float(acc);
+    }
+  }
+  return true;
+}
+
+bool expertLinearBackward(const float *x, const int64_t *ids, const float *w,
+                          const float *dy, int64_t rows, int64_t experts,
+                          int64_t in, int64_t out, bool outIn, float *dx,
+                          float *dw) {
+  std::vector<double> acc(size_t(experts * in * out), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
+    if (e < 0 || e >= experts)
+      return false;
+    const float *we = w + e * in * out;
+    for (int64_t i = 0; i < in; ++i) {
+      double d = 0;
+      for (int64_t o = 0; o < out; ++o) {
+        d += double(dy[r * out + o]) * weightAt(we, i, o, in, out, outIn);
+        acc[size_t((e * in + i) * out + o)] +=
+            double(dy[r * out + o]) * x[r * in + i];
+      }
+      dx[r * in + i] = float(d);
+    }
+  }
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o) {
+        float v = float(acc[size_t((e * in + i) * out + o)]);
+        (outIn ? dw[(e * out + o) * in + i] : dw[(e * in + i) * out + o]) = v;
+      }
+  return true;
 }
 } // namespace reference
 

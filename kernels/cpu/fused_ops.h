@@ -13,6 +13,7 @@
 #define MT_KERNELS_CPU_FUSED_OPS_H
 
 #include <cstdint>
+#include <vector>
 
 namespace mt::kernels::cpu {
 
@@ -32,6 +33,29 @@ void linearForward(const float *x, const float *w, const float *bias,
 void linearBackward(const float *x, const float *w, const float *dy,
                     int64_t rows, int64_t in, int64_t out, bool outIn,
                     float *dx, float *dw, float *dbias);
+
+/// The rows of each expert, in row order (a stable counting sort): rows
+/// order[offsets[e] .. offsets[e + 1]) chose expert e (a negative id counts
+/// from the end). False for an id outside [-experts, experts).
+bool groupByExpert(const int64_t *ids, int64_t rows, int64_t experts,
+                   std::vector<int64_t> &order, std::vector<int64_t> &offsets);
+
+/// A mixture of experts' expert projection: y[r] = x[r] W[ids[r]], W
+/// [experts, out, in] when outIn (x W^T) or [experts, in, out]; a negative
+/// id counts from the end. The rows are grouped by expert in order (a
+/// stable counting sort), each group gathered and multiplied in one GEMM
+/// (linearForward) and scattered back: memory of the rows, never of a
+/// gathered weight, and the same bits for the same inputs. False for an id
+/// outside [-experts, experts) (y is then unspecified).
+bool expertLinearForward(const float *x, const int64_t *ids, const float *w,
+                         int64_t rows, int64_t experts, int64_t in, int64_t out,
+                         bool outIn, float *y);
+/// dx (rows, through each row's expert) and dw (each expert's from its
+/// rows, zero for an expert no row chose), both overwritten.
+bool expertLinearBackward(const float *x, const int64_t *ids, const float *w,
+                          const float *dy, int64_t rows, int64_t experts,
+                          int64_t in, int64_t out, bool outIn, float *dx,
+                          float *dw);
 
 /// y = x / sqrt(mean(x^2) + eps) * g over the last dim; g = 1 + w when
 /// plusOne, else w.
@@ -135,6 +159,13 @@ void linearForward(const float *x, const float *w, const float *bias,
 void linearBackward(const float *x, const float *w, const float *dy,
                     int64_t rows, int64_t in, int64_t out, bool outIn,
                     float *dx, float *dw, float *dbias);
+bool expertLinearForward(const float *x, const int64_t *ids, const float *w,
+                         int64_t rows, int64_t experts, int64_t in, int64_t out,
+                         bool outIn, float *y);
+bool expertLinearBackward(const float *x, const int64_t *ids, const float *w,
+                          const float *dy, int64_t rows, int64_t experts,
+                          int64_t in, int64_t out, bool outIn, float *dx,
+                          float *dw);
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out);
 void attentionBackward(const float *q, const float *k, const float *v,

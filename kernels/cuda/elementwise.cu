@@ -775,6 +775,37 @@ __global__ void convertKernel(const void *x, Scalar from, void *y, Scalar to,
 }
 } // namespace
 
+namespace {
+/// One thread per element of the [count, width] rows moved.
+__global__ void moveRowsKernel(Load from, Store to, const int64_t *order,
+                               int64_t count, int64_t width, bool gather) {
+  MT_GRID_STRIDE(e, count * width) {
+    int64_t i = e / width, c = e % width;
+    int64_t src = gather ? order[i] * width + c : e;
+    int64_t dst = gather ? e : order[i] * width + c;
+    to.set(dst, from[src]);
+  }
+}
+} // namespace
+
+cudaError_t gatherRows(Ref m, const int64_t *order, int64_t count,
+                       int64_t width, MutRef out, cudaStream_t stream) {
+  if (count * width == 0)
+    return cudaSuccess;
+  moveRowsKernel<<<blocksFor(count * width), kThreads, 0, stream>>>(
+      load(m), store(out), order, count, width, true);
+  return cudaGetLastError();
+}
+
+cudaError_t scatterRows(Ref in, const int64_t *order, int64_t count,
+                        int64_t width, MutRef m, cudaStream_t stream) {
+  if (count * width == 0)
+    return cudaSuccess;
+  moveRowsKernel<<<blocksFor(count * width), kThreads, 0, stream>>>(
+      load(in), store(m), order, count, width, false);
+  return cudaGetLastError();
+}
+
 cudaError_t convert(const void *x, Scalar from, void *y, Scalar to, int64_t n,
                     cudaStream_t stream) {
   convertKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, from, y, to, n);

@@ -90,6 +90,13 @@ cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
 cudaError_t logic(cpu::Logic op, const uint8_t *a, const Dims &aDims,
                   const uint8_t *b, const Dims &bDims, uint8_t *y,
                   const Dims &yDims, cudaStream_t stream);
+/// out[i, :] = m[order[i], :] for i < count, rows of `width` values (an
+/// expert's rows gathered for its GEMM).
+cudaError_t gatherRows(Ref m, const int64_t *order, int64_t count,
+                       int64_t width, MutRef out, cudaStream_t stream);
+/// m[order[i], :] = in[i, :] for i < count (the rows scattered back).
+cudaError_t scatterRows(Ref in, const int64_t *order, int64_t count,
+                        int64_t width, MutRef m, cudaStream_t stream);
 /// y = slices of x along `axis` at `indices` (count of them; negative from
 /// the end). An index outside the axis writes zeros and sets *bad (device
 /// memory) to 1.

@@ -86,6 +86,75 @@ INSTANTIATE_TEST_SUITE_P(
                       LinearCase{2, 128, 1000, true, true},
                       LinearCase{0, 8, 8, true, true}));
 
+struct ExpertCase {
+  int64_t rows, experts, in, out;
+  bool outIn;
+};
+
+class ExpertTwin : public ::testing::TestWithParam<ExpertCase> {};
+
+// Grouped GEMMs against one loop per row; an expert no row chose gets a zero
+// gradient, and the result does not depend on the pool's threads.
+TEST_P(ExpertTwin, MatchesTheReferenceLoops) {
+  ExpertCase c = GetParam();
+  Vec x = randomVec(c.rows * c.in, 1),
+      w = randomVec(c.experts * c.in * c.out, 2),
+      dy = randomVec(c.rows * c.out, 4);
+  std::vector<int64_t> ids(size_t(c.rows));
+  std::mt19937 rng(5);
+  // Expert 0 is never chosen; ids of the last expert are negative.
+  for (int64_t &id : ids) {
+    id = 1 + int64_t(rng() % uint32_t(std::max<int64_t>(1, c.experts - 1)));
+    if (id == c.experts - 1)
+      id = -1;
+  }
+  Vec y(c.rows * c.out, 7.0f), dx(c.rows * c.in, 7.0f), dw(w.size(), 7.0f);
+  Vec ry(y.size()), rdx(dx.size()), rdw(dw.size());
+  ASSERT_TRUE(expertLinearForward(x.data(), ids.data(), w.data(), c.rows,
+                                  c.experts, c.in, c.out, c.outIn, y.data()));
+  ASSERT_TRUE(expertLinearBackward(x.data(), ids.data(), w.data(), dy.data(),
+                                   c.rows, c.experts, c.in, c.out, c.outIn,
+                                   dx.data(), dw.data()));
+  ASSERT_TRUE(reference::expertLinearForward(x.data(), ids.data(), w.data(),
+                                             c.rows, c.experts, c.in, c.out,
+                                             c.outIn, ry.data()));
+  ASSERT_TRUE(reference::expertLinearBackward(
+      x.data(), ids.data(), w.data(), dy.data(), c.rows, c.experts, c.in, c.out,
+      c.outIn, rdx.data(), rdw.data()));
+  EXPECT_LT(relError(y, ry), 1e-6);
+  EXPECT_LT(relError(dx, rdx), 1e-6);
+  EXPECT_LT(relError(dw, rdw), 1e-6);
+  if (c.experts > 1)
+    EXPECT_EQ(Vec(dw.begin(), dw.begin() + c.in * c.out),
+              Vec(size_t(c.in * c.out), 0.0f));
+  // The same bits on one thread and on three.
+  Vec y1(y.size()), dw1(dw.size()), dx1(dx.size());
+  {
+    Threads t(1);
+    expertLinearForward(x.data(), ids.data(), w.data(), c.rows, c.experts, c.in,
+                        c.out, c.outIn, y1.data());
+    expertLinearBackward(x.data(), ids.data(), w.data(), dy.data(), c.rows,
+                         c.experts, c.in, c.out, c.outIn, dx1.data(),
+                         dw1.data());
+  }
+  EXPECT_EQ(y1, y);
+  EXPECT_EQ(dx1, dx);
+  EXPECT_EQ(dw1, dw);
+  // An id outside the experts is refused.
+  if (c.rows > 0) {
+    ids[0] = c.experts;
+    EXPECT_FALSE(expertLinearForward(x.data(), ids.data(), w.data(), c.rows,
+                                     c.experts, c.in, c.out, c.outIn,
+                                     y.data()));
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, ExpertTwin,
+                         ::testing::Values(ExpertCase{6, 3, 4, 5, true},
+                                           ExpertCase{6, 3, 4, 5, false},
+                                           ExpertCase{400, 8, 64, 96, true},
+                                           ExpertCase{400, 8, 64, 96, false},
+                                           ExpertCase{0, 4, 8, 8, true}));
+
 struct AttentionCase {
   int64_t batch, seq, heads, kvHeads, headDim;
   bool causal, mask;

@@ -666,6 +666,23 @@ TEST_P(Kernels, Primitives) {
     negX[i] = -x[i];
   EXPECT_EQ(N.download(), negX);
   EXPECT_EQ(Z.download(), Vec(60, 0.5f));
+  // An expert linear's rows gathered in expert order and scattered back.
+  {
+    std::vector<int64_t> order = {3, 0, 2, 1, 4};
+    int64_t *dOrder = nullptr;
+    cudaMalloc(reinterpret_cast<void **>(&dOrder), 40);
+    cudaMemcpy(dOrder, order.data(), 40, cudaMemcpyHostToDevice);
+    Tensor G(60, t), S(60, t);
+    CUDA_OK(kc::gatherRows(X.ref(), dOrder, 5, 12, G.mut(), nullptr));
+    CUDA_OK(kc::scatterRows(G.ref(), dOrder, 5, 12, S.mut(), nullptr));
+    Vec xs = X.download(), want(60);
+    for (int i = 0; i < 5; ++i)
+      std::copy_n(xs.begin() + order[size_t(i)] * 12, 12,
+                  want.begin() + i * 12);
+    EXPECT_EQ(G.download(), want);
+    EXPECT_EQ(S.download(), xs);
+    cudaFree(dOrder);
+  }
   // Casts of ids and booleans, as the CPU's hostCopy makes them.
   std::vector<int64_t> ids = {-3, 0, 7, 1, 2};
   int64_t *dIds = nullptr, *back = nullptr;

@@ -153,6 +153,16 @@ private:
                        l.getLayout() == WeightLayout::OutIn, t.f.data());
       return {t};
     }
+    if (auto l = dyn_cast<ExpertLinearOp>(op)) {
+      Tensor t = floats();
+      auto w = cast<RankedTensorType>(l.getWeight().getType()).getShape();
+      bool outIn = l.getLayout() == WeightLayout::OutIn;
+      int64_t inDim = in(0).shape.back();
+      EXPECT_TRUE(k::expertLinearForward(
+          in(0).f.data(), in(1).i.data(), in(2).f.data(), in(0).shape[0], w[0],
+          inDim, w[outIn ? 1 : 2], outIn, t.f.data()));
+      return {t};
+    }
     if (auto r = dyn_cast<RotaryOp>(op)) {
       Tensor t = floats();
       int64_t hd = r.getHeadDim();
@@ -462,6 +472,17 @@ private:
                         numel(in(0).shape) / inDim, inDim, outDim,
                         g.getLayout() == WeightLayout::OutIn, dx.f.data(),
                         dw.f.data(), nullptr);
+      return {dx, dw};
+    }
+    if (auto g = dyn_cast<ExpertLinearGradOp>(op)) {
+      Tensor dx = floats(0), dw = floats(1);
+      auto w = cast<RankedTensorType>(g.getWeight().getType()).getShape();
+      bool outIn = g.getLayout() == WeightLayout::OutIn;
+      int64_t inDim = in(0).shape.back();
+      EXPECT_TRUE(k::expertLinearBackward(
+          in(0).f.data(), in(1).i.data(), in(2).f.data(), in(3).f.data(),
+          in(0).shape[0], w[0], inDim, w[outIn ? 1 : 2], outIn, dx.f.data(),
+          dw.f.data()));
       return {dx, dw};
     }
     if (auto g = dyn_cast<RmsNormGradOp>(op)) {

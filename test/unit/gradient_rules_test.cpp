@@ -352,6 +352,19 @@ INSTANTIATE_TEST_SUITE_P(
   %p = train.linear %x, %w, %b {layout = #train<layout out_in>} : (tensor<1x6x3xf32>, tensor<4x3xf32>, tensor<4xf32>) -> tensor<1x6x4xf32>
   %q = train.linear %x, %v {layout = #train<layout in_out>} : (tensor<1x6x3xf32>, tensor<3x4xf32>) -> tensor<1x6x4xf32>
   %y = train.add %p, %q : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Six rows over three experts of each layout (expert 1 chosen by
+        // none: its gradient is zero; a negative id counts from the end).
+        RuleCase{"expert_linear_both_layouts",
+                 W("x", "tensor<1x6x3xf32>") W("w", "tensor<3x4x3xf32>")
+                     W("v", "tensor<3x3x4xf32>") R"(
+  %s = train.constant dense<[6, 3]> : tensor<2xi64>
+  %rows = train.reshape %x, %s : (tensor<1x6x3xf32>, tensor<2xi64>) -> tensor<6x3xf32>
+  %ids = train.constant dense<[2, 0, -1, 0, 2, 0]> : tensor<6xi64>
+  %p = train.expert_linear %rows, %ids, %w {layout = #train<layout out_in>} : (tensor<6x3xf32>, tensor<6xi64>, tensor<3x4x3xf32>) -> tensor<6x4xf32>
+  %q = train.expert_linear %rows, %ids, %v {layout = #train<layout in_out>} : (tensor<6x3xf32>, tensor<6xi64>, tensor<3x3x4xf32>) -> tensor<6x4xf32>
+  %m = train.mul %p, %q : (tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+  %o = train.constant dense<[1, 6, 4]> : tensor<3xi64>
+  %y = train.reshape %m, %o : (tensor<6x4xf32>, tensor<3xi64>) -> tensor<1x6x4xf32>)"},
         RuleCase{"norms",
                  W("x", "tensor<1x6x4xf32>") W("g", "tensor<4xf32>")
                      W("n", "tensor<4xf32>") W("b", "tensor<4xf32>") R"(

@@ -93,6 +93,42 @@ TEST(OpDesc, LinearResolvesRowsDimsAndLayout) {
   }
 }
 
+OneOp expertLinear(std::vector<int64_t> w, bool outIn,
+                   mt::plan::DType ids = mt::plan::I64) {
+  OneOp o(EXPERT_LINEAR);
+  o.op->mutable_attrs()->mutable_linear()->set_out_in(outIn);
+  o.in(o.buffer("x", {6, 4}))
+      .in(o.buffer("ids", {6}, ids))
+      .in(o.buffer("w", w))
+      .out(o.buffer("y", {6, 5}));
+  return o;
+}
+
+TEST(OpDesc, ExpertLinearResolvesRowsExpertsAndLayout) {
+  for (bool outIn : {true, false}) {
+    OneOp o = expertLinear(outIn ? std::vector<int64_t>{3, 5, 4}
+                                 : std::vector<int64_t>{3, 4, 5},
+                           outIn);
+    OpDesc d;
+    ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+    EXPECT_EQ(d.expert.rows, 6);
+    EXPECT_EQ(d.expert.experts, 3);
+    EXPECT_EQ(d.expert.in, 4);
+    EXPECT_EQ(d.expert.out, 5);
+    EXPECT_EQ(d.expert.outIn, outIn);
+  }
+  OpDesc d;
+  Status st = expertLinear({3, 4, 5}, true).describe(d);
+  EXPECT_NE(st.message().find("the weight 'w' [3, 4, 5] must be [experts, "
+                              "out, 4] for the input 'x' [6, 4]"),
+            std::string::npos)
+      << st.message();
+  st = expertLinear({3, 5, 4}, true, mt::plan::F32).describe(d);
+  EXPECT_NE(st.message().find("'ids' holds ids or labels and must be I64"),
+            std::string::npos)
+      << st.message();
+}
+
 TEST(OpDesc, AttentionTakesItsMaskBroadcast) {
   OpDesc d;
   OneOp o = attention({2, 1, 6, 6});

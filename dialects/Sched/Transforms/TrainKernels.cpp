@@ -43,6 +43,8 @@ using K = std::optional<Kernel>;
 K kernelOf(EmbeddingOp) { return Kernel::Embedding; }
 K kernelOf(EmbeddingGradOp) { return Kernel::EmbeddingGrad; }
 K kernelOf(LinearOp) { return Kernel::Linear; }
+K kernelOf(ExpertLinearOp) { return Kernel::ExpertLinear; }
+K kernelOf(ExpertLinearGradOp) { return Kernel::ExpertLinearGrad; }
 K kernelOf(LinearGradOp) { return Kernel::LinearGrad; }
 K kernelOf(RmsNormOp) { return Kernel::RmsNorm; }
 K kernelOf(RmsNormGradOp) { return Kernel::RmsNormGrad; }
@@ -226,6 +228,13 @@ double flopsOf(LinearOp l) {
 double flopsOf(LinearGradOp l) {
   return 4.0 * elements(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
 }
+// The routed rows only: each row through one expert (k of E per token).
+double flopsOf(ExpertLinearOp l) {
+  return 2.0 * elements(l) * tensorOf(l.getInput()).getShape().back();
+}
+double flopsOf(ExpertLinearGradOp l) {
+  return 4.0 * elements(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
+}
 double flopsOf(MatMulOp m) {
   return 2.0 * elements(m) * tensorOf(m.getLhs()).getShape().back();
 }
@@ -273,20 +282,21 @@ template <typename... OpTys> void attach(MLIRContext *context) {
 
 void registerTrainKernels(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *context, train::TrainDialect *) {
-    attach<EmbeddingOp, EmbeddingGradOp, LinearOp, LinearGradOp, RmsNormOp,
-           RmsNormGradOp, LayerNormOp, LayerNormGradOp, RotaryOp, RotaryGradOp,
-           AttentionOp, AttentionGradOp, ActivationOp, ActivationGradOp,
-           GatedActivationOp, GatedActivationGradOp, CrossEntropyOp,
-           CrossEntropyGradOp, HeadCrossEntropyOp, HeadCrossEntropyGradOp,
-           AddOp, SubOp, MulOp, NegOp, DivOp, PowOp, ExpOp, LogOp, TanhOp,
-           SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp, AbsOp,
-           MatMulOp, SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp,
-           EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
-           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp,
-           XorOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp, CumSumOp,
-           TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp,
-           TopKGradOp, ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp,
-           SqueezeOp, UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
+    attach<EmbeddingOp, EmbeddingGradOp, LinearOp, LinearGradOp, ExpertLinearOp,
+           ExpertLinearGradOp, RmsNormOp, RmsNormGradOp, LayerNormOp,
+           LayerNormGradOp, RotaryOp, RotaryGradOp, AttentionOp,
+           AttentionGradOp, ActivationOp, ActivationGradOp, GatedActivationOp,
+           GatedActivationGradOp, CrossEntropyOp, CrossEntropyGradOp,
+           HeadCrossEntropyOp, HeadCrossEntropyGradOp, AddOp, SubOp, MulOp,
+           NegOp, DivOp, PowOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp,
+           SigmoidOp, ErfOp, CosOp, SinOp, AbsOp, MatMulOp, SoftmaxOp,
+           LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp, EqualOp, LessOp,
+           LessOrEqualOp, GreaterOp, GreaterOrEqualOp, ExpandOp, ReduceSumOp,
+           ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp, XorOp, WhereOp, SliceOp,
+           SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
+           GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp, TopKGradOp,
+           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
+           UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
   });
 }
 

@@ -50,6 +50,16 @@ LogicalResult gradient(LinearOp l, G &g) {
   return success();
 }
 
+/// The ids choose the experts and carry no gradient (TopK's indices).
+LogicalResult gradient(ExpertLinearOp l, G &g) {
+  auto grad = g.emit<ExpertLinearGradOp>(
+      l.getLoc(), TypeRange{l.getInput().getType(), l.getWeight().getType()},
+      l.getInput(), l.getIds(), l.getWeight(), g.dy(l), l.getLayoutAttr());
+  g.accumulate(l.getInput(), grad.getInputGrad());
+  g.accumulate(l.getWeight(), grad.getWeightGrad());
+  return success();
+}
+
 LogicalResult gradient(RmsNormOp n, G &g) {
   auto grad = g.emit<RmsNormGradOp>(
       n.getLoc(), TypeRange{n.getInput().getType(), n.getWeight().getType()},
@@ -696,14 +706,15 @@ Value GradientBuilder::reshapeTo(Location loc, Value v, Type target) {
 }
 
 void attachGradientRules(MLIRContext &context) {
-  attach<EmbeddingOp, LinearOp, RmsNormOp, LayerNormOp, RotaryOp, AttentionOp,
-         ActivationOp, GatedActivationOp, CrossEntropyOp, AddOp, SubOp, MulOp,
-         DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, MatMulOp,
-         SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp, ReduceMeanOp, ReduceSumOp,
-         ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp, CosOp, AbsOp, WhereOp, NegOp,
-         IdentityOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, TransposeOp,
-         SplitOp, ConcatOp, SliceOp, GatherOp, GatherNDOp, TopKOp, PadOp,
-         TriluOp, CumSumOp, TileOp, CastOp>(context);
+  attach<EmbeddingOp, LinearOp, ExpertLinearOp, RmsNormOp, LayerNormOp,
+         RotaryOp, AttentionOp, ActivationOp, GatedActivationOp, CrossEntropyOp,
+         AddOp, SubOp, MulOp, DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp,
+         SigmoidOp, MatMulOp, SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp,
+         ReduceMeanOp, ReduceSumOp, ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp,
+         CosOp, AbsOp, WhereOp, NegOp, IdentityOp, ReshapeOp, FlattenOp,
+         SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, SliceOp,
+         GatherOp, GatherNDOp, TopKOp, PadOp, TriluOp, CumSumOp, TileOp,
+         CastOp>(context);
 }
 
 } // namespace mt::train

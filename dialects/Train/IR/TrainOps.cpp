@@ -561,6 +561,30 @@ MT_INFER(LinearOp) {
   return push(types, out, x.getElementType());
 }
 
+/// The result of expert_linear(input, ids, weight).
+static LogicalResult expertLinearType(std::optional<Location> loc, Value input,
+                                      Value idsValue, Value weight,
+                                      WeightLayout layout,
+                                      SmallVectorImpl<Type> &types) {
+  auto x = rankedType(input), ids = rankedType(idsValue),
+       w = rankedType(weight);
+  if (w.getRank() != 3 || x.getRank() != 2 || ids.getRank() != 1)
+    return fail(loc, "expert_linear takes x [N, K], ids [N] and a weight "
+                     "[E, O, K] or [E, K, O]");
+  bool outIn = layout == WeightLayout::OutIn;
+  int64_t k = w.getDimSize(outIn ? 2 : 1), o = w.getDimSize(outIn ? 1 : 2);
+  if (x.getDimSize(1) != k || ids.getDimSize(0) != x.getDimSize(0))
+    return fail(loc, "expert_linear input ")
+           << shapeStr(x.getShape()) << " and ids " << shapeStr(ids.getShape())
+           << " do not match the weight " << shapeStr(w.getShape());
+  return push(types, {x.getDimSize(0), o}, x.getElementType());
+}
+
+MT_INFER(ExpertLinearOp) {
+  return expertLinearType(loc, a.getInput(), a.getIds(), a.getWeight(),
+                          a.getLayout(), types);
+}
+
 static LogicalResult checkLastDimParam(std::optional<Location> loc, Value x,
                                        Value p, StringRef what) {
   if (!p)
@@ -855,6 +879,19 @@ LogicalResult LinearGradOp::verify() {
       rankedType(getGrad()).getShape() != ArrayRef<int64_t>(y))
     return emitOpError("gradient does not have the linear's output shape ")
            << shapeStr(y);
+  return sameTypes(
+      *this, {{getInputGrad(), getInput()}, {getWeightGrad(), getWeight()}});
+}
+
+LogicalResult ExpertLinearGradOp::verify() {
+  SmallVector<Type> y;
+  if (failed(expertLinearType(getLoc(), getInput(), getIds(), getWeight(),
+                              getLayout(), y)))
+    return failure();
+  if (getGrad().getType() != y[0])
+    return emitOpError("gradient does not have the expert_linear's output "
+                       "type ")
+           << y[0];
   return sameTypes(
       *this, {{getInputGrad(), getInput()}, {getWeightGrad(), getWeight()}});
 }

@@ -481,6 +481,23 @@ def Train_LinearOp : Train_InferOp<"linear", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
+def Train_ExpertLinearOp : Train_InferOp<"expert_linear", [Train_Fused]> {
+  let summary = "Each row through the linear of the expert its id names";
+  let description = [{
+    A mixture of experts' expert projection without gathering weights: row
+    n of x [N, K] times the weight of expert ids[n] (negative from the
+    end) of weight [E, O, K] (`layout = out_in`, y = x W^T) or [E, K, O]
+    (`in_out`); result [N, O]. The kernels group the rows by expert and run
+    one GEMM per expert.
+    ```mlir
+    %y = train.expert_linear %x, %ids, %w {layout = #train<layout out_in>} : (tensor<64x32xf32>, tensor<64xi64>, tensor<4x96x32xf32>) -> tensor<64x96xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, TensorOf<[I64]>:$ids,
+                   Train_FloatTensor:$weight, Train_WeightLayoutAttr:$layout);
+  let results = (outs Train_FloatTensor:$result);
+}
+
 def Train_RmsNormOp : Train_InferOp<"rms_norm", [Train_Fused]> {
   let summary = "x / sqrt(mean(x^2) + eps) * w, over the last dim";
   let description = [{
@@ -593,6 +610,15 @@ def Train_LinearGradOp : Train_GradOp<"linear_grad",
   let description = "`%dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<2x16x64xf32>, tensor<128x64xf32>)`. The bias gradient is a reduce_sum of dy.";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
                    Train_FloatTensor:$grad, Train_WeightLayoutAttr:$layout);
+  let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
+}
+
+def Train_ExpertLinearGradOp : Train_GradOp<"expert_linear_grad",
+    "Gradients of expert_linear with respect to its input and weight"> {
+  let description = "`%dx, %dw = train.expert_linear_grad %x, %ids, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<64x32xf32>, tensor<4x96x32xf32>)`: each expert's weight gradient from the rows routed to it (zero for an expert no row chose).";
+  let arguments = (ins Train_FloatTensor:$input, TensorOf<[I64]>:$ids,
+                   Train_FloatTensor:$weight, Train_FloatTensor:$grad,
+                   Train_WeightLayoutAttr:$layout);
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 

@@ -511,6 +511,60 @@ struct LinearFromMatMul : FusionPattern<MatMulOp> {
   }
 };
 
+/// A mixture of experts' batched_mm spelling: each row's expert weight
+/// gathered (GatherND of [E, O, K] by ids [N, 1], rows [N, O, K]) and
+/// multiplied with the row as a column ([N, K, 1]), or the row ([N, 1, K])
+/// with the gathered [E, K, O] weight. The expert linear reads the weight
+/// in place: memory of the rows, not of N copies of expert matrices.
+struct ExpertLinearFromGatherND : FusionPattern<MatMulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MatMulOp mm,
+                                PatternRewriter &b) const override {
+    auto lhsGather = def<GatherNDOp>(mm.getLhs()),
+         rhsGather = def<GatherNDOp>(mm.getRhs());
+    GatherNDOp gather = lhsGather ? lhsGather : rhsGather;
+    if (!gather)
+      return b.notifyMatchFailure(mm, "neither operand is a GatherND");
+    bool outIn = gather == lhsGather;
+    auto w = typeOf(gather.getData()), idx = typeOf(gather.getIndices());
+    if (gather.getBatchDims() != 0 || w.getRank() != 3 || idx.getRank() != 2 ||
+        idx.getDimSize(1) != 1)
+      return b.notifyMatchFailure(mm, "the GatherND does not take one [E, "
+                                      "., .] matrix per row ([N, 1] ids)");
+    int64_t n = idx.getDimSize(0);
+    // The row: [N, K, 1] (out_in) or [N, 1, K] (in_out) of an [N, K] x.
+    Value row = outIn ? mm.getRhs() : mm.getLhs();
+    auto rowType = typeOf(row);
+    int64_t k = w.getDimSize(outIn ? 2 : 1);
+    SmallVector<int64_t> want =
+        outIn ? SmallVector<int64_t>{n, k, 1} : SmallVector<int64_t>{n, 1, k};
+    if (rowType.getShape() != ArrayRef<int64_t>(want))
+      return b.notifyMatchFailure(mm, "the other operand is not one row per "
+                                      "gathered matrix");
+    Location l = mm.getLoc();
+    auto shape = [&](ArrayRef<int64_t> dims) {
+      return b.create<ConstantOp>(
+          l, DenseElementsAttr::get(
+                 RankedTensorType::get({int64_t(dims.size())}, b.getI64Type()),
+                 dims));
+    };
+    auto flat = [&](Value v, ArrayRef<int64_t> dims) -> Value {
+      auto t = RankedTensorType::get(dims, typeOf(v).getElementType());
+      return b.create<ReshapeOp>(l, t, v, shape(dims), /*allowzero=*/nullptr);
+    };
+    Value x = flat(row, {n, k});
+    Value ids = flat(gather.getIndices(), {n});
+    auto lin = b.create<ExpertLinearOp>(l, x, ids, gather.getData(),
+                                        outIn ? WeightLayout::OutIn
+                                              : WeightLayout::InOut);
+    int64_t o = typeOf(lin.getResult()).getDimSize(1);
+    b.replaceAllUsesWith(mm.getResult(),
+                         flat(lin, outIn ? SmallVector<int64_t>{n, o, 1}
+                                         : SmallVector<int64_t>{n, 1, o}));
+    return success();
+  }
+};
+
 /// Gemm without transA or scaling, on a weight (and a 1-D bias weight).
 struct LinearFromGemm : FusionPattern<GemmOp> {
   using FusionPattern::FusionPattern;
@@ -990,6 +1044,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     } else {
       families.push_back(family<LinearFromMatMul, LinearFromGemm>(
           "linear", numLinear, ctx, f));
+      families.push_back(
+          family<ExpertLinearFromGatherND>("experts", numExperts, ctx, f));
       families.push_back(
           family<EmbeddingFromGather>("embedding", numEmbedding, ctx, f));
       families.push_back(

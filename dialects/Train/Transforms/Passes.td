@@ -65,6 +65,7 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numFused", "fused", "fused ops created">,
     Statistic<"numLinear", "linear", "linears from MatMul or Gemm">,
+    Statistic<"numExperts", "experts", "expert linears from a MatMul of gathered expert weights">,
     Statistic<"numEmbedding", "embedding", "embeddings from Gather">,
     Statistic<"numNorms", "norms", "rms_norms and layer_norms">,
     Statistic<"numActivations", "activations", "activations and gated activations">,

@@ -208,3 +208,30 @@ func.func @gather_grad_shape(%dy: tensor<2x3x4xf32>, %i: tensor<2xi64>) {
   %dx = train.gather_grad %dy, %i {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<2x5x4xf32>
   return
 }
+
+// -----
+
+// An expert linear takes rows [N, K], an id per row and [E, O, K] weights.
+func.func @expert_linear_mismatch(%x: tensor<5x3xf32>, %i: tensor<5xi64>, %w: tensor<4x6x2xf32>) {
+  // expected-error @+2 {{expert_linear input [5,3] and ids [5] do not match the weight [4,6,2]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = train.expert_linear %x, %i, %w {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x6x2xf32>) -> tensor<5x6xf32>
+  return
+}
+
+// -----
+
+func.func @expert_linear_rank(%x: tensor<5x3xf32>, %i: tensor<5xi64>, %w: tensor<6x3xf32>) {
+  // expected-error @+2 {{expert_linear takes x [N, K], ids [N] and a weight [E, O, K] or [E, K, O]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = train.expert_linear %x, %i, %w {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<6x3xf32>) -> tensor<5x6xf32>
+  return
+}
+
+// -----
+
+func.func @expert_linear_grad_shape(%x: tensor<5x3xf32>, %i: tensor<5xi64>, %w: tensor<4x6x3xf32>, %dy: tensor<5x3xf32>) {
+  // expected-error @+1 {{gradient does not have the expert_linear's output type 'tensor<5x6xf32>'}}
+  %dx, %dw = train.expert_linear_grad %x, %i, %w, %dy {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x6x3xf32>, tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<4x6x3xf32>)
+  return
+}

@@ -7,7 +7,7 @@
 // CHECK-NOT: train.unfused
 
 func.func @not_a_weight(%x: tensor<2x8xf32>, %y: tensor<8x4xf32>) -> tensor<2x4xf32> {
-  // expected-remark @below {{train.matmul left unfused: linear: the right operand is not a weight or a weight's transpose; attention: not softmax(...) over the last dim times v, in 4-D}}
+  // expected-remark @below {{train.matmul left unfused: linear: the right operand is not a weight or a weight's transpose; experts: neither operand is a GatherND; attention: not softmax(...) over the last dim times v, in 4-D}}
   %m = train.matmul %x, %y : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   return %m : tensor<2x4xf32>
 }
@@ -43,7 +43,7 @@ func.func @norm_weight_of_another_size(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 func.func @safe_softmax_over_an_inf_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32> {
   // expected-remark @below {{train.transpose left unfused: no pattern starts at it}}
   %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x2x4xf32>) -> tensor<1x1x4x2xf32>
-  // expected-remark @below {{train.matmul left unfused: linear: not [..., K] x [K, N]; attention: not softmax(...) over the last dim times v, in 4-D}}
+  // expected-remark @below {{train.matmul left unfused: linear: not [..., K] x [K, N]; experts: neither operand is a GatherND; attention: not softmax(...) over the last dim times v, in 4-D}}
   %s = train.matmul %q, %kt : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
   %mask = train.constant dense<[[0xFF800000, 0xFF800000], [0.0, 0.0]]> : tensor<2x2xf32>
   // expected-remark @below {{train.add left unfused: rotary: no x * cos + rotate_half(x) * sin with [S, D] or [B, S, D] tables}}
@@ -54,7 +54,7 @@ func.func @safe_softmax_over_an_inf_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1
   %zero = train.constant dense<0.0> : tensor<f32>
   // expected-remark @below {{train.where left unfused: no pattern starts at it}}
   %safe = train.where %nan, %zero, %p : (tensor<1x1x2x2xi1>, tensor<f32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
-  // expected-remark @below {{train.matmul left unfused: linear: not [..., K] x [K, N]; attention: a safe softmax over a mask that may hide a whole row with -inf}}
+  // expected-remark @below {{train.matmul left unfused: linear: not [..., K] x [K, N]; experts: neither operand is a GatherND; attention: a safe softmax over a mask that may hide a whole row with -inf}}
   %o = train.matmul %safe, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
   return %o : tensor<1x1x2x4xf32>
 }
@@ -72,4 +72,16 @@ func.func @fused_and_folded(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
   %b = train.transpose %a {perm = array<i64: 1, 0>} : (tensor<4x2xf32>) -> tensor<2x4xf32>
   %dead = train.tanh %x : (tensor<2x8xf32>) -> tensor<2x8xf32>
   return %b : tensor<2x4xf32>
+}
+
+// -----
+
+// A MatMul of gathered expert matrices with something that is not one row
+// per matrix stays a batched MatMul.
+func.func @gathered_not_rows(%w: tensor<4x6x3xf32>, %i: tensor<5x1xi64>, %r: tensor<5x3x2xf32>) -> tensor<5x6x2xf32> {
+  // expected-remark @below {{train.gather_nd left unfused: no pattern starts at it}}
+  %g = train.gather_nd %w, %i {batch_dims = 0 : i64} : (tensor<4x6x3xf32>, tensor<5x1xi64>) -> tensor<5x6x3xf32>
+  // expected-remark @below {{train.matmul left unfused: linear: not [..., K] x [K, N]; experts: the other operand is not one row per gathered matrix; attention: not softmax(...) over the last dim times v, in 4-D}}
+  %m = train.matmul %g, %r : (tensor<5x6x3xf32>, tensor<5x3x2xf32>) -> tensor<5x6x2xf32>
+  return %m : tensor<5x6x2xf32>
 }

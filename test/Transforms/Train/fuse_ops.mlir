@@ -440,3 +440,26 @@ func.func @empty_slice(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
   %c = train.concat %x, %p {axis = 1 : i64} : (tensor<2x8xf32>, tensor<2x0xf32>) -> tensor<2x8xf32>
   return %c : tensor<2x8xf32>
 }
+
+// -----
+
+// A mixture of experts' batched_mm: each row's expert matrix gathered and
+// multiplied with the row as a column (out_in), or the row with the
+// gathered [E, K, O] matrix (in_out): expert linears on the weights in
+// place, no GatherND left.
+// CHECK-LABEL: func @expert_linear
+// CHECK-NOT: train.gather_nd
+// CHECK: train.expert_linear %arg0, %{{.+}}, %[[W:.+]] {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x6x3xf32>) -> tensor<5x6xf32>
+// CHECK: train.expert_linear %arg0, %{{.+}}, %[[V:.+]] {layout = #train<layout in_out>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x3x6xf32>) -> tensor<5x6xf32>
+// CHECK-NOT: train.gather_nd
+func.func @expert_linear(%x: tensor<5x3xf32>, %i: tensor<5x1xi64>) -> (tensor<5x6x1xf32>, tensor<5x1x6xf32>) {
+  %w = train.weight "experts.gate_up_proj" {source = #train<source inline>, file = "m", trainable} : tensor<4x6x3xf32>
+  %v = train.weight "experts.down_proj" {source = #train<source inline>, file = "m", trainable} : tensor<4x3x6xf32>
+  %g = train.gather_nd %w, %i {batch_dims = 0 : i64} : (tensor<4x6x3xf32>, tensor<5x1xi64>) -> tensor<5x6x3xf32>
+  %col = train.unsqueeze %x {axes = array<i64: -1>} : (tensor<5x3xf32>) -> tensor<5x3x1xf32>
+  %y = train.matmul %g, %col : (tensor<5x6x3xf32>, tensor<5x3x1xf32>) -> tensor<5x6x1xf32>
+  %h = train.gather_nd %v, %i {batch_dims = 0 : i64} : (tensor<4x3x6xf32>, tensor<5x1xi64>) -> tensor<5x3x6xf32>
+  %row = train.unsqueeze %x {axes = array<i64: 1>} : (tensor<5x3xf32>) -> tensor<5x1x3xf32>
+  %z = train.matmul %row, %h : (tensor<5x1x3xf32>, tensor<5x3x6xf32>) -> tensor<5x1x6xf32>
+  return %y, %z : tensor<5x6x1xf32>, tensor<5x1x6xf32>
+}

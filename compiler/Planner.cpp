@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <set>
 
 namespace mt::planner {
 
@@ -510,6 +511,41 @@ std::string closestRefusal(const Result &r, const Budgets &b) {
   return r.firstRefusal.empty() ? "the search space is empty" : r.firstRefusal;
 }
 
+/// A mixture of experts: every expert's weights are in the state and
+/// cross like the others, while the math is the routed rows' only (each
+/// row through the one expert it chose).
+void explainExperts(const plan::Plan &plan, const runtime::Prediction &r,
+                    int64_t params, llvm::raw_ostream &os) {
+  double all = 0, routed = 0;
+  std::set<std::string> weights;
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops()) {
+      all += op.flops();
+      if (op.kernel() != plan::EXPERT_LINEAR &&
+          op.kernel() != plan::EXPERT_LINEAR_GRAD)
+        continue;
+      routed += op.flops();
+      // The weight's device buffer is named after its parameter.
+      const std::string &name = plan.buffers(int(op.operands(2))).name();
+      weights.insert(name.substr(0, name.find(".device")));
+    }
+  if (weights.empty())
+    return;
+  int64_t expertElements = 0;
+  for (const auto &p : plan.parameters())
+    if (weights.count(p.name()))
+      expertElements += runtime::bufferElements(plan, p.master());
+  double share = all > 0 ? routed / all : 0;
+  os << llvm::formatv(
+      "experts: {0} expert weights, {1:F1}% of the trainable parameters "
+      "({2} of fp32 masters), all in the state and crossing as the others; "
+      "their routed math {3:F1} TFLOP a step, {4:F1}% of the model's (each "
+      "row through the one expert it chose)\n",
+      weights.size(),
+      100.0 * double(expertElements) / double(std::max<int64_t>(1, params)),
+      gib(4.0 * double(expertElements)), share * r.flops / 1e12, 100.0 * share);
+}
+
 void explain(const Candidate &chosen, const Budgets &budgets,
              const Result *search, llvm::raw_ostream &os) {
   const plan::Plan &plan = chosen.plan;
@@ -593,6 +629,7 @@ void explain(const Candidate &chosen, const Budgets &budgets,
                         double(all.host) / double(params),
                         double(all.host - all.pinned) / double(params));
   os << "\n\n" << runtime::describeCrossings(plan) << "\n";
+  explainExperts(plan, r, params, os);
   int b = r.bottleneckStream;
   os << "\nbottleneck: the " << plan.streams(b).name() << " stream ("
      << llvm::formatv("{0:F0}", 100 * r.streamBusySeconds[b] / r.stepSeconds)

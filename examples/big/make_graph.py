@@ -15,6 +15,14 @@ Presets (parameters, embedding and head included):
   8b:   hidden 4096,  32 layers, ffn 14336, 32/8 heads,  vocab 128256
   120b: hidden 10240, 96 layers, ffn 32768, 80/8 heads,  vocab 128256
   405b: hidden 16384, 126 layers, ffn 53248, 128/8 heads, vocab 128256
+Mixtures of experts (--experts E --top-k K, each expert's MLP of width
+--ffn), spelled as transformers' batched_mm experts export: the router's
+linear, Softmax, TopK and renormalization, each token's chosen experts'
+fused [E, 2F, H] and [E, H, F] weights gathered (GatherND) and multiplied:
+  qwen3-30b-a3b: hidden 2048, 48 layers, 128 experts top 8 of ffn 768,
+                 32/4 heads of 128, vocab 151936 (30.5B)
+  mixtral-8x22b: hidden 6144, 56 layers, 8 experts top 2 of ffn 16384,
+                 48/8 heads, vocab 32768 (141B)
 """
 import argparse
 
@@ -26,7 +34,12 @@ PRESETS = {
     "8b": dict(hidden=4096, layers=32, ffn=14336, heads=32, kv_heads=8, vocab=128256),
     "120b": dict(hidden=10240, layers=96, ffn=32768, heads=80, kv_heads=8, vocab=128256),
     "405b": dict(hidden=16384, layers=126, ffn=53248, heads=128, kv_heads=8, vocab=128256),
+    "qwen3-30b-a3b": dict(hidden=2048, layers=48, ffn=768, heads=32, kv_heads=4,
+                          head_dim=128, vocab=151936, experts=128, top_k=8),
+    "mixtral-8x22b": dict(hidden=6144, layers=56, ffn=16384, heads=48, kv_heads=8,
+                          vocab=32768, experts=8, top_k=2),
 }
+DEFAULTS = dict(head_dim=0, experts=0, top_k=0)
 
 
 class Graph:
@@ -84,9 +97,37 @@ class Graph:
         return self.op("Mul", [w, self.op("Mul", [x, r])], "rms_norm")
 
 
+def experts(g, h, c, p, B, S):
+    """The batched_mm experts of layer prefix p on h [B, S, H]."""
+    H, F, E, k = c["hidden"], c["ffn"], c["experts"], c["top_k"]
+    flat = g.op("Reshape", [h, g.const([-1, H])])
+    logits = g.linear(flat, g.weight(p + "mlp.gate.weight", [E, H]))
+    probs = g.op("Softmax", [logits], axis=-1)
+    top, idx = g.op("TopK", [probs, g.const([k])], outputs=2, axis=-1)
+    top = g.op("Div", [top, g.op("ReduceSum", [top, g.const([-1])], keepdims=1)])
+    rows = g.op("Reshape", [g.op("Expand", [g.op("Unsqueeze", [flat, g.const([1])]),
+                                           g.const([1, k, 1])]), g.const([-1, H])])
+    ids = g.op("Unsqueeze", [g.op("Reshape", [idx, g.const([-1])]), g.const([-1])])
+
+    def expert_mm(w, x):
+        picked = g.op("GatherND", [w, ids], batch_dims=0)
+        col = g.op("Unsqueeze", [x, g.const([-1])])
+        return g.op("Squeeze", [g.op("MatMul", [picked, col]), g.const([-1])])
+
+    gate_up = expert_mm(g.weight(p + "mlp.experts.gate_up_proj", [E, 2 * F, H]), rows)
+    gate, up = g.op("Split", [gate_up, g.const([F, F])], outputs=2, axis=1)
+    act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
+    out = expert_mm(g.weight(p + "mlp.experts.down_proj", [E, H, F]), act)
+    out = g.op("Mul", [out, g.op("Unsqueeze", [g.op("Reshape", [top, g.const([-1])]),
+                                               g.const([-1])])])
+    summed = g.op("ReduceSum", [g.op("Reshape", [out, g.const([-1, k, H])]), g.const([1])],
+                  keepdims=0)
+    return g.op("Reshape", [summed, g.shape([B, S, g.const([H])])])
+
+
 def build(c):
     g = Graph()
-    hd = c["hidden"] // c["heads"]
+    hd = c["head_dim"] or c["hidden"] // c["heads"]
     ids, targets = "input_ids", "targets"
     B, S = g.dim(ids, 0), g.dim(ids, 1)
 
@@ -126,17 +167,20 @@ def build(c):
             e = g.op("Expand", [u, g.shape([B, g.const([c["kv_heads"], rep]), S, g.const([hd])])])
             return g.op("Reshape", [e, g.shape([B, g.const([c["heads"]]), S, g.const([hd])])])
 
-        kvd = c["kv_heads"] * hd
-        q = rotary(heads(g.linear(h, g.weight(p + "self_attn.q_proj.weight", [c["hidden"], c["hidden"]])), c["heads"]))
+        kvd, qd = c["kv_heads"] * hd, c["heads"] * hd
+        q = rotary(heads(g.linear(h, g.weight(p + "self_attn.q_proj.weight", [qd, c["hidden"]])), c["heads"]))
         k = repeat(rotary(heads(g.linear(h, g.weight(p + "self_attn.k_proj.weight", [kvd, c["hidden"]])), c["kv_heads"])))
         v = repeat(heads(g.linear(h, g.weight(p + "self_attn.v_proj.weight", [kvd, c["hidden"]])), c["kv_heads"]))
         s = g.op("MatMul", [q, g.op("Transpose", [k], perm=[0, 1, 3, 2])])
         s = g.op("Div", [s, g.const([hd ** 0.5], TensorProto.FLOAT, [])])
         a = g.op("Softmax", [g.op("Add", [s, mask])], axis=-1)
         o = g.op("Transpose", [g.op("MatMul", [a, v])], perm=[0, 2, 1, 3])
-        o = g.op("Reshape", [o, g.shape([B, S, g.const([c["hidden"]])])])
-        x = g.op("Add", [x, g.linear(o, g.weight(p + "self_attn.o_proj.weight", [c["hidden"], c["hidden"]]))])
+        o = g.op("Reshape", [o, g.shape([B, S, g.const([qd])])])
+        x = g.op("Add", [x, g.linear(o, g.weight(p + "self_attn.o_proj.weight", [c["hidden"], qd]))])
         h = g.rms_norm(x, g.weight(p + "post_attention_layernorm.weight", [c["hidden"]]))
+        if c["experts"]:
+            x = g.op("Add", [x, experts(g, h, c, p, B, S)])
+            continue
         gate = g.linear(h, g.weight(p + "mlp.gate_proj.weight", [c["ffn"], c["hidden"]]))
         up = g.linear(h, g.weight(p + "mlp.up_proj.weight", [c["ffn"], c["hidden"]]))
         act = g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up])
@@ -172,16 +216,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="120b")
-    for k in ("hidden", "layers", "ffn", "heads", "kv_heads", "vocab"):
+    for k in ("hidden", "layers", "ffn", "heads", "kv_heads", "head_dim", "vocab",
+              "experts", "top_k"):
         ap.add_argument("--" + k.replace("_", "-"), type=int)
     args = ap.parse_args()
-    c = dict(PRESETS[args.preset])
+    c = dict(DEFAULTS, **PRESETS[args.preset])
     for k in c:
         if getattr(args, k) is not None:
             c[k] = getattr(args, k)
     model, params = build(c)
     onnx.save(model, args.out)
-    print(f"{args.out}: {params / 1e9:.1f}B parameters, {c['layers']} layers, "
+    moe = f", {c['experts']} experts (top {c['top_k']})" if c["experts"] else ""
+    print(f"{args.out}: {params / 1e9:.1f}B parameters, {c['layers']} layers{moe}, "
           f"{len(model.graph.node)} nodes")
 
 

@@ -287,6 +287,49 @@ LogicalResult Importer::importTopK() {
   return bind(make<TopKOp>({in(0)}, attrs));
 }
 
+/// ArgMax and ArgMin: the indices of TopK with k 1 (the first of ties, as
+/// both orders), squeezed without keepdims; they carry no gradient.
+LogicalResult Importer::importArgExtreme() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  auto axis = attrInt("axis", 0), keep = attrInt("keepdims", 1),
+       last = attrInt("select_last_index", 0);
+  if (failed(axis) || failed(keep) || failed(last))
+    return failure();
+  if (*last)
+    return nodeError() << "select_last_index=1 (the last of ties) is not "
+                          "supported";
+  if (!isa<FloatType>(typeOf(in(0)).getElementType()))
+    return nodeError() << opType() << " of " << typeOf(in(0)).getElementType()
+                       << " is not supported (floats only)";
+  SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr(1)),
+                                    named("axis", b.getI64IntegerAttr(*axis))};
+  if (opType() == "ArgMin")
+    attrs.push_back(named("smallest", b.getUnitAttr()));
+  FailureOr<Operation *> top = make<TopKOp>({in(0)}, attrs);
+  if (failed(top))
+    return failure();
+  Value indices = (*top)->getResult(1);
+  if (*keep)
+    return bind(make<IdentityOp>({indices}));
+  return bind(make<SqueezeOp>(
+      {indices}, {named("axes", b.getDenseI64ArrayAttr({*axis}))}));
+}
+
+/// Clip(x, min, max): Max with the lower bound, then Min with the upper,
+/// each where given (their gradients pass where x is inside).
+LogicalResult Importer::importClip() {
+  if (failed(needInputs(1, 3)))
+    return failure();
+  Value lo = in(1), hi = in(2);
+  if (!lo)
+    return bind(hi ? make<MinOp>({in(0), hi}) : make<IdentityOp>({in(0)}));
+  FailureOr<Operation *> above = make<MaxOp>({in(0), lo});
+  if (failed(above) || !hi)
+    return bind(above);
+  return bind(make<MinOp>({(*above)->getResult(0), hi}));
+}
+
 LogicalResult Importer::importCumSum() {
   if (failed(needInputs(2, 2)))
     return failure();
@@ -352,6 +395,9 @@ ArrayRef<OpRule> nnRules() {
       {"RMSNormalization", 23, kMaxOpset, &Importer::importRmsNormalization},
       {"Attention", 23, kMaxOpset, &Importer::importAttention},
       {"TopK", kMinOpset, kMaxOpset, &Importer::importTopK},
+      {"ArgMax", kMinOpset, kMaxOpset, &Importer::importArgExtreme},
+      {"ArgMin", kMinOpset, kMaxOpset, &Importer::importArgExtreme},
+      {"Clip", kMinOpset, kMaxOpset, &Importer::importClip},
       {"CumSum", kMinOpset, kMaxOpset, &Importer::importCumSum},
       {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu},
       {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,

@@ -114,6 +114,8 @@ public:
   LogicalResult importRmsNormalization();
   LogicalResult importAttention();
   LogicalResult importTopK();
+  LogicalResult importArgExtreme();
+  LogicalResult importClip();
   LogicalResult importCumSum();
   LogicalResult importTrilu();
   LogicalResult importSoftmaxCrossEntropyLoss();

@@ -451,10 +451,18 @@ private:
                    {tr.getPerm().begin(), tr.getPerm().end()}, t.f.data());
       return {t};
     }
+    Type from = op.getNumOperands()
+                    ? cast<RankedTensorType>(op.getOperand(0).getType())
+                          .getElementType()
+                    : Type(),
+         to = op.getNumResults()
+                  ? cast<RankedTensorType>(op.getResult(0).getType())
+                        .getElementType()
+                  : Type();
     if (isa<IdentityOp, CastOp, SqueezeOp, UnsqueezeOp, FlattenOp>(op) &&
-        isa<FloatType>(cast<RankedTensorType>(op.getResult(0).getType())
-                           .getElementType())) {
-      // Floats are held as fp32: a cast between float types keeps them.
+        (from == to || (isa<FloatType>(from) && isa<FloatType>(to)))) {
+      // The same values (floats held as fp32, integers as int64) in the
+      // result's shape.
       Tensor t = in(0);
       t.shape = outShape();
       return {t};

@@ -206,6 +206,15 @@ case("TopK", "smallest_axis1_ties",
      {"axis": 1, "largest": 0}, outputs=2, modes=("input",))
 case("Xor", "bools", [("x", b([[1, 0, 1], [0, 0, 1]]), "data"),
                       ("y", b([1, 1, 0]), "data")], modes=FROZEN)
+# ArgMax and ArgMin run as TopK of one (the first of ties), kept or
+# squeezed; Clip as Max and Min.
+case("ArgMax", "keepdims_ties", [("x", np.round(f(2, 3, 4)), "data")],
+     {"axis": -1}, modes=("input",))
+case("ArgMin", "axis1_squeezed", [("x", X, "data")], {"axis": 1, "keepdims": 0},
+     modes=("input",))
+case("Clip", "both_bounds", [("x", X, "data"), ("lo", np.array(-0.5, np.float32), "const"),
+                             ("hi", np.array(0.7, np.float32), "const")])
+case("Clip", "lower_only", [("x", X, "data"), ("lo", np.array(0.1, np.float32), "const")])
 
 
 def split_case(opset):

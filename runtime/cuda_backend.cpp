@@ -602,24 +602,28 @@ Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
   // The host vector is read by the copy: wait before it goes.
   if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
     return st;
-  kc::DType ab = typeOf(op.operands(0));
-  size_t width = ab == kc::DType::BF16 ? 2 : 4;
-  auto place = [&](size_t values) {
+  auto bytesPer = [](kc::DType t) -> size_t {
+    return t == kc::DType::BF16 ? 2 : 4;
+  };
+  // Gathered rows of `values` of type t each, one after another.
+  auto place = [&](size_t values, kc::DType t) {
     char *p = rows;
-    rows += alignUp(values * width);
+    rows += alignUp(values * bytesPer(t));
     return p;
   };
-  char *xs = place(size_t(e.rows * e.in));
+  kc::DType ab = typeOf(op.operands(0));
+  size_t width = bytesPer(ab);
+  char *xs = place(size_t(e.rows * e.in), ab);
   if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(0)), deviceOrder,
                                          e.rows, e.in, {xs, ab}, stream));
       !st)
     return st;
   const char *w = static_cast<const char *>(ptr(op.operands(2)));
-  size_t wBytes = size_t(e.in * e.out) *
-                  (typeOf(op.operands(2)) == kc::DType::BF16 ? 2 : 4);
+  size_t wBytes = size_t(e.in * e.out) * bytesPer(typeOf(op.operands(2)));
   if (!grad) {
-    char *ys = place(size_t(e.rows * e.out));
+    // y in the result's type, which may differ from the inputs'.
     kc::DType c = typeOf(op.results(0));
+    char *ys = place(size_t(e.rows * e.out), c);
     for (int64_t x = 0; x < e.experts; ++x) {
       int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
       if (n == 0)
@@ -628,22 +632,22 @@ Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
       GemmShape s{n, e.out, e.in, false, e.outIn, ab, c, false};
       if (Status st = gemms_.run(
               s, xs + size_t(begin * e.in) * width, w + size_t(x) * wBytes,
-              ys + size_t(begin * e.out) * width, gemmWorkspace, stream);
+              ys + size_t(begin * e.out) * bytesPer(c), gemmWorkspace, stream);
           !st)
         return st;
     }
     return MT_CUDA(kc::scatterRows({ys, c}, deviceOrder, e.rows, e.out,
                                    out(op.results(0)), stream));
   }
-  char *dys = place(size_t(e.rows * e.out));
-  char *dxs = place(size_t(e.rows * e.in));
+  char *dys = place(size_t(e.rows * e.out), ab);
+  char *dxs = place(size_t(e.rows * e.in), ab);
   if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(3)), deviceOrder,
                                          e.rows, e.out, {dys, ab}, stream));
       !st)
     return st;
   char *dw = static_cast<char *>(ptr(op.results(1)));
   kc::DType dwType = typeOf(op.results(1));
-  size_t dwBytes = size_t(e.in * e.out) * (dwType == kc::DType::BF16 ? 2 : 4);
+  size_t dwBytes = size_t(e.in * e.out) * bytesPer(dwType);
   for (int64_t x = 0; x < e.experts; ++x) {
     int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
     char *dwx = dw + size_t(x) * dwBytes;

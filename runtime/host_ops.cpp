@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 namespace mt::runtime {
@@ -242,11 +241,7 @@ Status hostCopy(const plan::Plan &plan, uint32_t from, uint32_t to,
         static_cast<uint16_t *>(dst)[i] = k::toBf16(float(v));
         break;
       case plan::I64:
-        static_cast<int64_t *>(dst)[i] =
-            v != v                        ? 0
-            : v >= 9.2233720368547758e18  ? std::numeric_limits<int64_t>::max()
-            : v <= -9.2233720368547758e18 ? std::numeric_limits<int64_t>::min()
-                                          : int64_t(v);
+        static_cast<int64_t *>(dst)[i] = k::castToI64(v);
         break;
       default:
         static_cast<uint8_t *>(dst)[i] = v != 0 ? 1 : 0;

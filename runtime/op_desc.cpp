@@ -104,6 +104,8 @@ private:
   Status embedding();
   Status expertLinear();
   Status linear();
+  Status gemmGradients(uint32_t x, uint32_t w, uint32_t dy, int64_t rows,
+                       int64_t out);
   Status norm();
   Status rotary();
   Status attention();
@@ -254,11 +256,18 @@ Status Describer::linear() {
     }
     return holds(result(0), times(l.rows, l.out), rowsOfOut);
   }
-  uint32_t dy = operand(2);
+  return gemmGradients(x, w, operand(2), l.rows, l.out);
+}
+
+/// The gradient op of a GEMM of x by w (LINEAR_GRAD, EXPERT_LINEAR_GRAD):
+/// dy holds `rows` rows of `out`, and the results x's and w's gradients.
+Status Describer::gemmGradients(uint32_t x, uint32_t w, uint32_t dy,
+                                int64_t rows, int64_t out) {
   if (Status st = floats({dy, result(0), result(1)}); !st)
     return st;
-  if (Status st = holds(dy, times(l.rows, l.out),
-                        "the output's gradient, " + rowsOfOut + ",");
+  if (Status st = holds(dy, times(rows, out),
+                        "the output's gradient, " + std::to_string(rows) +
+                            " rows of " + std::to_string(out) + ",");
       !st)
     return st;
   if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
@@ -290,23 +299,12 @@ Status Describer::expertLinear() {
   e.out = wd[e.outIn ? 1 : 2];
   if (Status st = gemmDims({e.rows, e.in, e.out}); !st)
     return st;
-  std::string rowsOfOut =
-      std::to_string(e.rows) + " rows of " + std::to_string(e.out);
-  if (!grad) {
-    if (Status st = floats({result(0)}); !st)
-      return st;
-    return holds(result(0), times(e.rows, e.out), rowsOfOut);
-  }
-  uint32_t dy = operand(3);
-  if (Status st = floats({dy, result(0), result(1)}); !st)
+  if (grad)
+    return gemmGradients(x, w, operand(3), e.rows, e.out);
+  if (Status st = floats({result(0)}); !st)
     return st;
-  if (Status st = holds(dy, times(e.rows, e.out),
-                        "the output's gradient, " + rowsOfOut + ",");
-      !st)
-    return st;
-  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
-    return st;
-  return holds(result(1), count(w), "the weight's gradient");
+  return holds(result(0), times(e.rows, e.out),
+               std::to_string(e.rows) + " rows of " + std::to_string(e.out));
 }
 
 Status Describer::norm() {

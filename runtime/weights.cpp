@@ -65,15 +65,16 @@ std::vector<float> transposed(const std::vector<float> &data, int64_t rows,
 }
 
 /// The fp32 values of one DataRef of parameter `name`: its file found
-/// (locateData; `missing` says when it is nowhere), its size checked before
-/// the bytes are allocated.
+/// (locateData; `missing`, when given, says whether it is nowhere), its
+/// size checked before the bytes are allocated.
 Status readValues(const mt::plan::Plan &plan, const mt::plan::DataRef &data,
                   const WeightSource &o, const std::string &name,
                   const std::string &instead, std::vector<float> &out,
-                  bool &missing) {
+                  bool *missing = nullptr) {
   std::string file, why;
   DataFound found = locateData(plan, data, o.planPath, o.modelDirs, file, why);
-  missing = found == DataFound::Missing;
+  if (missing)
+    *missing = found == DataFound::Missing;
   switch (found) {
   case DataFound::Refused:
     return Status::error("parameter '" + name + "': its data file " + why +
@@ -126,10 +127,8 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
     if (hasData && fromParts) {
       master.resize(size_t(bufferElements(plan, p.master())));
       std::vector<float> part;
-      bool missing = false;
       for (const auto &q : p.parts()) {
-        if (Status st =
-                readValues(plan, q.data(), o, q.name(), instead, part, missing);
+        if (Status st = readValues(plan, q.data(), o, q.name(), instead, part);
             !st)
           return st;
         // The plan's verifier saw the parts tile the master.
@@ -138,8 +137,8 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
       }
     } else if (hasData) {
       bool missing = false;
-      if (Status st =
-              readValues(plan, p.data(), o, p.name(), instead, master, missing);
+      if (Status st = readValues(plan, p.data(), o, p.name(), instead, master,
+                                 &missing);
           !st) {
         if (!(o.initNormal && p.trainable() && missing))
           return st;

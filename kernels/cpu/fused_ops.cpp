@@ -105,12 +105,20 @@ void linearBackward(const float *x, const float *w, const float *dy,
     biasGrad(dy, rows, out, dbias);
 }
 
+namespace {
+/// The expert an id names (negative from the end), or -1 outside them.
+int64_t expertOf(int64_t id, int64_t experts) {
+  int64_t e = id < 0 ? id + experts : id;
+  return e >= 0 && e < experts ? e : -1;
+}
+} // namespace
+
 bool groupByExpert(const int64_t *ids, int64_t rows, int64_t experts,
                    std::vector<int64_t> &order, std::vector<int64_t> &offsets) {
   offsets.assign(size_t(experts) + 1, 0);
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
-    if (e < 0 || e >= experts)
+    int64_t e = expertOf(ids[r], experts);
+    if (e < 0)
       return false;
     ++offsets[size_t(e) + 1];
   }
@@ -119,7 +127,7 @@ bool groupByExpert(const int64_t *ids, int64_t rows, int64_t experts,
   std::vector<int64_t> next(offsets.begin(), offsets.end() - 1);
   order.resize(size_t(rows));
   for (int64_t r = 0; r < rows; ++r)
-    order[size_t(next[size_t(ids[r] < 0 ? ids[r] + experts : ids[r])]++)] = r;
+    order[size_t(next[size_t(expertOf(ids[r], experts))]++)] = r;
   return true;
 }
 
@@ -242,8 +250,8 @@ bool expertLinearForward(const float *x, const int64_t *ids, const float *w,
                          int64_t rows, int64_t experts, int64_t in, int64_t out,
                          bool outIn, float *y) {
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
-    if (e < 0 || e >= experts)
+    int64_t e = expertOf(ids[r], experts);
+    if (e < 0)
       return false;
     const float *we = w + e * in * out;
     for (int64_t o = 0; o < out; ++o) {
@@ -262,8 +270,8 @@ bool expertLinearBackward(const float *x, const int64_t *ids, const float *w,
                           float *dw) {
   std::vector<double> acc(size_t(experts * in * out), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t e = ids[r] < 0 ? ids[r] + experts : ids[r];
-    if (e < 0 || e >= experts)
+    int64_t e = expertOf(ids[r], experts);
+    if (e < 0)
       return false;
     const float *we = w + e * in * out;
     for (int64_t i = 0; i < in; ++i) {

@@ -124,6 +124,17 @@ MT_HOST_DEVICE inline bool applyCompare(Compare op, float x, float y) {
   return false;
 }
 
+/// A value cast to an integer as ONNX Cast casts it (the copies that
+/// convert, on both backends): toward zero, NaN to 0, saturating.
+MT_HOST_DEVICE inline int64_t castToI64(double v) {
+  constexpr double kLimit = 9.2233720368547758e18; // 2^63
+  if (v != v)
+    return 0;
+  if (v >= kLimit)
+    return INT64_MAX;
+  return v <= -kLimit ? INT64_MIN : int64_t(v);
+}
+
 MT_HOST_DEVICE inline bool applyLogic(Logic op, bool x, bool y) {
   switch (op) {
   case Logic::Not:

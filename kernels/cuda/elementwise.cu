@@ -763,10 +763,7 @@ __global__ void convertKernel(const void *x, Scalar from, void *y, Scalar to,
       static_cast<__nv_bfloat16 *>(y)[i] = __float2bfloat16_rn(float(v));
       break;
     case Scalar::I64:
-      static_cast<int64_t *>(y)[i] = v != v                        ? 0
-                                     : v >= 9.2233720368547758e18  ? INT64_MAX
-                                     : v <= -9.2233720368547758e18 ? INT64_MIN
-                                                                   : int64_t(v);
+      static_cast<int64_t *>(y)[i] = cpu::castToI64(v);
       break;
     default:
       static_cast<uint8_t *>(y)[i] = v != 0 ? 1 : 0;

@@ -67,9 +67,7 @@ def _split_parts(model, name, shape, revert):
     found by converting the parameter's element indices as transformers
     converts its values (one parameter at a time: 8 bytes per element of
     the largest)."""
-    n = 1
-    for d in shape:
-        n *= int(d)
+    n = int(shape.numel())
     index = torch.arange(n, dtype=torch.int64).reshape(shape)
     try:
         stored = revert(model, {name: index})

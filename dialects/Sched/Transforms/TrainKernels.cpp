@@ -222,18 +222,19 @@ DictionaryAttr attrsOf(TopKOp t) {
 //===----------------------------------------------------------------------===//
 
 double flopsOf(Operation *) { return 0.0; }
-double flopsOf(LinearOp l) {
-  return 2.0 * elements(l) * tensorOf(l.getInput()).getShape().back();
+// A GEMM of x [rows, in] into `out`, and its two gradient GEMMs. An expert
+// linear's rows are the routed ones only: each row through one expert (k
+// of E per token).
+double gemmFlops(Value input, Value out, double products) {
+  return 2.0 * products * elements(out) * tensorOf(input).getShape().back();
 }
+double flopsOf(LinearOp l) { return gemmFlops(l.getInput(), l, 1); }
 double flopsOf(LinearGradOp l) {
-  return 4.0 * elements(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
+  return gemmFlops(l.getInput(), l.getGrad(), 2);
 }
-// The routed rows only: each row through one expert (k of E per token).
-double flopsOf(ExpertLinearOp l) {
-  return 2.0 * elements(l) * tensorOf(l.getInput()).getShape().back();
-}
+double flopsOf(ExpertLinearOp l) { return gemmFlops(l.getInput(), l, 1); }
 double flopsOf(ExpertLinearGradOp l) {
-  return 4.0 * elements(l.getGrad()) * tensorOf(l.getInput()).getShape().back();
+  return gemmFlops(l.getInput(), l.getGrad(), 2);
 }
 double flopsOf(MatMulOp m) {
   return 2.0 * elements(m) * tensorOf(m.getLhs()).getShape().back();

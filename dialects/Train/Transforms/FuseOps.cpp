@@ -542,24 +542,15 @@ struct ExpertLinearFromGatherND : FusionPattern<MatMulOp> {
       return b.notifyMatchFailure(mm, "the other operand is not one row per "
                                       "gathered matrix");
     Location l = mm.getLoc();
-    auto shape = [&](ArrayRef<int64_t> dims) {
-      return b.create<ConstantOp>(
-          l, DenseElementsAttr::get(
-                 RankedTensorType::get({int64_t(dims.size())}, b.getI64Type()),
-                 dims));
-    };
-    auto flat = [&](Value v, ArrayRef<int64_t> dims) -> Value {
-      auto t = RankedTensorType::get(dims, typeOf(v).getElementType());
-      return b.create<ReshapeOp>(l, t, v, shape(dims), /*allowzero=*/nullptr);
-    };
-    Value x = flat(row, {n, k});
-    Value ids = flat(gather.getIndices(), {n});
+    Value x = f.reshape(b, l, row, {n, k});
+    Value ids = f.reshape(b, l, gather.getIndices(), {n});
     auto lin = b.create<ExpertLinearOp>(l, x, ids, gather.getData(),
                                         outIn ? WeightLayout::OutIn
                                               : WeightLayout::InOut);
     int64_t o = typeOf(lin.getResult()).getDimSize(1);
     b.replaceAllUsesWith(mm.getResult(),
-                         flat(lin, outIn ? SmallVector<int64_t>{n, o, 1}
+                         f.reshape(b, l, lin,
+                                   outIn ? SmallVector<int64_t>{n, o, 1}
                                          : SmallVector<int64_t>{n, 1, o}));
     return success();
   }

@@ -400,39 +400,64 @@ void addCheckpointFiles(mt::plan::Plan &plan, StringRef beside) {
   }
 }
 
-/// The model through the front end, for `what` (up to the training step
-/// for the back end).
-mlir::OwningOpRef<mlir::ModuleOp> frontEnd(mlir::MLIRContext &context,
-                                           const mt::ImportOptions &options,
-                                           Emit what, int64_t keepLast,
-                                           mlir::TimingScope &timing) {
+/// The passes of `build` on `module` (timed under `timing`).
+template <typename Build>
+mlir::LogicalResult runPasses(mlir::ModuleOp module, mlir::TimingScope &timing,
+                              const Build &build) {
+  mlir::PassManager pm(module.getContext());
+  if (failed(mlir::applyPassManagerCLOptions(pm)))
+    return mlir::failure();
+  pm.enableTiming(timing);
+  build(pm);
+  return pm.run(module);
+}
+
+/// The model imported, folded and fused: the front end before the layers
+/// are outlined.
+mlir::OwningOpRef<mlir::ModuleOp> fuseModel(mlir::MLIRContext &context,
+                                            const mt::ImportOptions &options,
+                                            mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   {
     mlir::TimingScope importTiming = timing.nest("Import");
     module = mt::importOnnxModel(context, options);
   }
-  if (!module || what == Emit::Import)
-    return module;
-  mlir::PassManager pm(&context);
-  if (failed(mlir::applyPassManagerCLOptions(pm)))
-    return nullptr;
-  pm.enableTiming(timing);
-  mt::train::buildFrontendPipeline(pm, explainFusion, keepLast,
-                                   fuse == Fuse::All);
-  if (what == Emit::Step || what == Emit::Sched || what == Emit::Plan)
-    pm.addPass(mt::train::createDeriveTrainingStepPass());
-  if (failed(pm.run(*module)))
+  if (!module || failed(runPasses(*module, timing, [](mlir::PassManager &pm) {
+        mt::train::buildFusionPipeline(pm, explainFusion, fuse == Fuse::All);
+      })))
     return nullptr;
   return module;
 }
 
-/// The back end of one schedule on a copy of the training step.
-mlir::OwningOpRef<mlir::ModuleOp>
-backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
+/// The rest of the front end on a copy of the fused model: its layers
+/// outlined but the last `keepLast` (none with -1), and the training step
+/// derived where `what` needs it.
+mlir::OwningOpRef<mlir::ModuleOp> outline(mlir::ModuleOp fused, Emit what,
+                                          int64_t keepLast,
+                                          mlir::TimingScope &timing) {
+  mlir::OwningOpRef<mlir::ModuleOp> module = fused.clone();
+  bool step = what == Emit::Step || what == Emit::Sched || what == Emit::Plan;
+  if (failed(runPasses(*module, timing, [&](mlir::PassManager &pm) {
+        mt::train::buildOutlinePipeline(pm, keepLast);
+        if (step)
+          pm.addPass(mt::train::createDeriveTrainingStepPass());
+      })))
+    return nullptr;
+  return module;
+}
+
+/// The back end of one schedule on a copy of the training step. Unverified
+/// (neither the IR after each pass nor the schedule's races) for the
+/// planner's candidates: only the one it chooses is written, and that one
+/// is compiled again with both.
+mlir::OwningOpRef<mlir::ModuleOp> backEnd(mlir::ModuleOp step,
+                                          const Schedule &s, bool verify,
+                                          mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module = step.clone();
   mlir::PassManager pm(step.getContext());
   if (failed(mlir::applyPassManagerCLOptions(pm)))
     return nullptr;
+  pm.enableVerifier(verify);
   pm.enableTiming(timing);
   mt::sched::BackendOptions o;
   o.chunkHeadRows = chunkHeadRows.getValue();
@@ -451,6 +476,7 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
   o.offloadFraction = s.offloadFraction;
   o.momentsOnDisk = s.momentsOnDisk;
   o.diskFormat = diskFormat.getValue();
+  o.verifySchedule = verify;
   mt::sched::buildBackendPipeline(pm, o);
   if (failed(pm.run(*module)))
     return nullptr;
@@ -461,8 +487,9 @@ backEnd(mlir::ModuleOp step, const Schedule &s, mlir::TimingScope &timing) {
 /// outlined).
 int64_t keptOf(const Schedule &s) { return s.keep ? -1 : s.keepLast; }
 
-/// The front end of each micro-batch size once (importing is most of a
-/// compile on a large model), then each schedule's back end on a copy.
+/// The front end's fusion of each micro-batch size once (importing and
+/// folding are most of a compile on a large model), its outlining once per
+/// count of kept layers, then each schedule's back end on a copy.
 class Compiler {
 public:
   Compiler(mlir::MLIRContext &context, mlir::TimingScope &timing)
@@ -475,8 +502,11 @@ public:
     auto key = std::make_pair(options.batch, keepLast);
     auto it = steps_.find(key);
     if (it == steps_.end()) {
+      mlir::ModuleOp model = fused(options);
+      if (!model)
+        return nullptr;
       mlir::OwningOpRef<mlir::ModuleOp> step =
-          frontEnd(context_, options, Emit::Step, keepLast, timing_);
+          outline(model, Emit::Step, keepLast, timing_);
       if (!step)
         return nullptr; // not kept: the next try says it again
       it = steps_.emplace(key, std::move(step)).first;
@@ -485,20 +515,44 @@ public:
   }
 
   mlir::OwningOpRef<mlir::ModuleOp> compile(const mt::ImportOptions &options,
-                                            Emit what, const Schedule &s) {
-    if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan)
-      return frontEnd(context_, options, what, keptOf(s), timing_);
+                                            Emit what, const Schedule &s,
+                                            bool verify = true) {
+    if (what == Emit::Import) {
+      mlir::TimingScope importTiming = timing_.nest("Import");
+      return mt::importOnnxModel(context_, options);
+    }
+    if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan) {
+      mlir::ModuleOp model = fused(options);
+      if (!model)
+        return nullptr;
+      return outline(model, what, keptOf(s), timing_);
+    }
     mlir::ModuleOp trainStep = step(options, keptOf(s));
     if (!trainStep)
       return nullptr;
     if (what == Emit::Step)
       return trainStep.clone();
-    return backEnd(trainStep, s, timing_);
+    return backEnd(trainStep, s, verify, timing_);
   }
 
 private:
+  /// The fused model of `options`' micro-batch size, or null (said).
+  mlir::ModuleOp fused(const mt::ImportOptions &options) {
+    auto it = fused_.find(options.batch);
+    if (it == fused_.end()) {
+      mlir::OwningOpRef<mlir::ModuleOp> model =
+          fuseModel(context_, options, timing_);
+      if (!model)
+        return nullptr;
+      it = fused_.emplace(options.batch, std::move(model)).first;
+    }
+    return *it->second;
+  }
+
   mlir::MLIRContext &context_;
   mlir::TimingScope &timing_;
+  /// By micro-batch size.
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> fused_;
   /// By micro-batch size and kept layers (-1: all).
   std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
       steps_;
@@ -789,8 +843,8 @@ int main(int argc, char **argv) {
   // Each candidate on a copy of its micro-batch size's training step; a
   // candidate the back end refuses (a split batch the model's shapes
   // refuse) is dropped with its first error, and the search goes on.
-  auto compileOne = [&](const Schedule &s, mt::plan::Plan &plan,
-                        std::string &error) {
+  auto compileWith = [&](const Schedule &s, bool verify, mt::plan::Plan &plan,
+                         std::string &error) {
     mt::ImportOptions o = options;
     o.batch = s.batch;
     mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
@@ -799,7 +853,7 @@ int main(int argc, char **argv) {
       return mlir::success();
     });
     mlir::OwningOpRef<mlir::ModuleOp> module =
-        compiler.compile(o, Emit::Plan, s);
+        compiler.compile(o, Emit::Plan, s, verify);
     if (!module || failed(mt::emitPlan(*module, plan))) {
       if (error.empty())
         error = "the back end refused it";
@@ -809,6 +863,10 @@ int main(int argc, char **argv) {
     if (s.momentsOnDisk)
       plan.set_disk_dir(diskPath.str().str());
     return true;
+  };
+  auto compileOne = [&](const Schedule &s, mt::plan::Plan &plan,
+                        std::string &error) {
+    return compileWith(s, /*verify=*/false, plan, error);
   };
   mt::planner::Result result =
       mt::planner::search(chosen, c, budgets, size, targetDesc, compileOne);
@@ -849,6 +907,20 @@ int main(int argc, char **argv) {
       return 0;
     errs() << "mtc: error: a plan needs an output file: -o PLAN.mtp\n";
     return 1;
+  }
+  // The plan written is the chosen schedule compiled again with every
+  // check the search skipped: the IR verified after each pass and the
+  // schedule proved race-free (mt-verify-schedule).
+  {
+    std::string error;
+    if (!compileWith(bestCandidate.schedule, /*verify=*/true, best, error)) {
+      errs() << "mtc: error: the chosen schedule ("
+             << bestCandidate.schedule.flags()
+             << ") failed verification, a bug in mtc: " << error << "\n";
+      return 1;
+    }
+    best.set_predicted_step_seconds(
+        bestCandidate.plan.predicted_step_seconds());
   }
   addCheckpointFiles(best, weightsPath.empty() ? StringRef(inputPath)
                                                : StringRef(weightsPath));

@@ -112,6 +112,11 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
   Option<DiskFormat> diskFormat{
       *this, "disk-format", llvm::cl::desc("How the disk tier stores"),
       llvm::cl::init(DiskFormat::Raw), diskFormatValues()};
+  Option<bool> verifySchedule{
+      *this, "verify-schedule",
+      llvm::cl::desc("End with mt-verify-schedule (mtc's search leaves it to "
+                     "the schedule it chooses)"),
+      llvm::cl::init(true)};
 };
 
 /// The back end: from the training step (after mt-derive-training-step)

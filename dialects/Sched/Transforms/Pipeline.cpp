@@ -43,5 +43,6 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
     pm.addPass(createShardStatePass(shard));
   }
   pm.addPass(createPlanMemoryPass());
-  pm.addPass(createVerifySchedulePass());
+  if (o.verifySchedule)
+    pm.addPass(createVerifySchedulePass());
 }

@@ -102,10 +102,10 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
             writer.getWaitsMutable().append(user.getDone());
             ++hazardWaits;
           }
-      active.push_back({offset, bytes, live.second});
-      llvm::sort(active, [](const Live &a, const Live &b) {
-        return a.offset < b.offset;
-      });
+      active.insert(llvm::upper_bound(
+                        active, offset,
+                        [](int64_t o, const Live &l) { return o < l.offset; }),
+                    Live{offset, bytes, live.second});
       peak = std::max(peak, end);
     }
     return peak;

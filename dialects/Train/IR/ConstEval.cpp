@@ -622,11 +622,12 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
         int64_t rank = a->shape.size();
         int64_t rows = a->shape[rank - 2], cols = a->shape[rank - 1];
         CTensor r = makeResult(type);
+        // I64Attr getters are unsigned; the diagonal is signed.
+        int64_t diag = static_cast<int64_t>(t.getK());
+        bool upper = t.getUpper();
         for (int64_t k = 0; k < r.size(); ++k) {
           int64_t i = (k / cols) % rows, j = k % cols;
-          // I64Attr getters are unsigned; k is signed.
-          int64_t diag = static_cast<int64_t>(t.getK());
-          bool keep = t.getUpper() ? j - i >= diag : j - i <= diag;
+          bool keep = upper ? j - i >= diag : j - i <= diag;
           setValue(r, k, keep ? a->get(k) : 0.0);
         }
         return r;

@@ -25,6 +25,13 @@ namespace mt::train {
 void buildFrontendPipeline(mlir::OpPassManager &pm, bool explainFusion = false,
                            int64_t keepLast = 0, bool fusePatterns = true);
 
+/// The front end in two parts, so that one fused model serves every count
+/// of kept layers (mtc's planner tries several): folding and fusion, then
+/// the outlining of the layers (nothing with a negative `keepLast`).
+void buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
+                         bool fusePatterns);
+void buildOutlinePipeline(mlir::OpPassManager &pm, int64_t keepLast);
+
 } // namespace mt::train
 
 #endif // MT_DIALECTS_TRAIN_TRANSFORMS_PASSES_H

@@ -3,9 +3,8 @@
 
 #include "mlir/Pass/PassManager.h"
 
-void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
-                                      bool explainFusion, int64_t keepLast,
-                                      bool fusePatterns) {
+void mt::train::buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
+                                    bool fusePatterns) {
   // CSE is not used: it erases unused weights, which are part of the model's
   // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
@@ -17,9 +16,20 @@ void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
   pm.addPass(createFoldConstantsPass());
   if (explainFusion)
     pm.addPass(createExplainFusionPass());
-  if (keepLast >= 0) {
-    OutlineLayersPassOptions o;
-    o.keepLast = keepLast;
-    pm.addPass(createOutlineLayersPass(o));
-  }
+}
+
+void mt::train::buildOutlinePipeline(mlir::OpPassManager &pm,
+                                     int64_t keepLast) {
+  if (keepLast < 0)
+    return;
+  OutlineLayersPassOptions o;
+  o.keepLast = keepLast;
+  pm.addPass(createOutlineLayersPass(o));
+}
+
+void mt::train::buildFrontendPipeline(mlir::OpPassManager &pm,
+                                      bool explainFusion, int64_t keepLast,
+                                      bool fusePatterns) {
+  buildFusionPipeline(pm, explainFusion, fusePatterns);
+  buildOutlinePipeline(pm, keepLast);
 }

@@ -144,6 +144,31 @@ LogicalResult Importer::importGatherND() {
       {in(0), in(1)}, {named("batch_dims", b.getI64IntegerAttr(*bd))}));
 }
 
+LogicalResult Importer::importGatherElements() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  auto axis = attrInt("axis", 0);
+  if (failed(axis))
+    return failure();
+  return bind(make<GatherElementsOp>(
+      {in(0), in(1)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+}
+
+LogicalResult Importer::importScatterElements() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto axis = attrInt("axis", 0);
+  auto reduction = attrString("reduction", "none");
+  if (failed(axis) || failed(reduction))
+    return failure();
+  if (*reduction != "none")
+    return nodeError() << "only reduction 'none' is supported, got '"
+                       << *reduction << "'",
+           failure();
+  return bind(make<ScatterElementsOp>(
+      {in(0), in(1), in(2)}, {named("axis", b.getI64IntegerAttr(*axis))}));
+}
+
 LogicalResult Importer::importShape() {
   if (failed(needInputs(1, 1)))
     return failure();
@@ -355,6 +380,9 @@ ArrayRef<OpRule> shapeRules() {
       {"SequenceAt", kMinOpset, kMaxOpset, &Importer::importSequenceAt},
       {"Gather", kMinOpset, kMaxOpset, &Importer::importGather},
       {"GatherND", kMinOpset, kMaxOpset, &Importer::importGatherND},
+      {"GatherElements", kMinOpset, kMaxOpset, &Importer::importGatherElements},
+      {"ScatterElements", kMinOpset, kMaxOpset,
+       &Importer::importScatterElements},
       {"Shape", kMinOpset, kMaxOpset, &Importer::importShape},
       {"Size", kMinOpset, kMaxOpset, &Importer::importUnary<SizeOp>},
       {"Reshape", kMinOpset, kMaxOpset, &Importer::importReshape},

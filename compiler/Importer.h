@@ -127,6 +127,8 @@ public:
   LogicalResult importSequenceAt();
   LogicalResult importGather();
   LogicalResult importGatherND();
+  LogicalResult importGatherElements();
+  LogicalResult importScatterElements();
   LogicalResult importShape();
   LogicalResult importReshape();
   LogicalResult importExpand();

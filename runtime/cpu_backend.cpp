@@ -495,6 +495,29 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     y.commit();
     return Status::ok();
   }
+  case Kernel::GATHER_ELEMENTS:
+  case Kernel::GATHER_ELEMENTS_GRAD:
+  case Kernel::SCATTER_ELEMENTS: {
+    In x = in(operand(0));
+    Out y = out(result(0));
+    const int64_t *indices = ids(operand(1));
+    bool ok = false;
+    if (op.kernel() == Kernel::GATHER_ELEMENTS) {
+      ok = k::gatherElements(x.data, d.a, d.axis, indices, d.k, y.data);
+    } else if (op.kernel() == Kernel::GATHER_ELEMENTS_GRAD) {
+      ok = k::gatherElementsGrad(x.data, indices, d.a, d.axis, d.k, y.data);
+    } else {
+      In updates = in(operand(2));
+      ok = k::scatterElements(x.data, d.a, d.axis, indices, updates.data, d.k,
+                              y.data);
+    }
+    if (!ok)
+      return Status::error("an index of '" + buf(operand(1)).name() +
+                           "' is outside the axis of " +
+                           std::to_string(d.a[size_t(d.axis)]));
+    y.commit();
+    return Status::ok();
+  }
   case Kernel::TOPK: {
     In x = in(operand(0));
     Out v = out(result(0));

@@ -1182,6 +1182,23 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(kc::topKGrad(in(operand(0)), ids(operand(1)), d.a, d.axis, d.k,
                              out(result(0)), bad, stream));
   }
+  case Kernel::GATHER_ELEMENTS:
+  case Kernel::GATHER_ELEMENTS_GRAD:
+  case Kernel::SCATTER_ELEMENTS: {
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    const int64_t *indices = ids(operand(1));
+    if (op.kernel() == Kernel::GATHER_ELEMENTS)
+      return cuda(kc::gatherElements(in(operand(0)), d.a, d.axis, indices, d.k,
+                                     out(result(0)), bad, stream));
+    if (op.kernel() == Kernel::GATHER_ELEMENTS_GRAD)
+      return cuda(kc::gatherElementsGrad(in(operand(0)), indices, d.a, d.axis,
+                                         d.k, out(result(0)), bad, stream));
+    return cuda(kc::scatterElements(in(operand(0)), d.a, d.axis, indices,
+                                    in(operand(2)), d.k, out(result(0)), bad,
+                                    stream));
+  }
   case Kernel::GATHER_ND:
   case Kernel::GATHER_ND_GRAD: {
     // The flag, then a flat index per tuple (Scratch::FlatIndices).

@@ -48,8 +48,9 @@ enum class Describe {
   GatherND,
   TopK,
   Gather,
-  Layout,  ///< REDUCE_*, TRANSPOSE, CONCAT, SPLIT
-  Buffers, ///< copies, fills and host ops check their buffers as they run
+  Elements, ///< GATHER_ELEMENTS*, SCATTER_ELEMENTS: lines along attrs.axis
+  Layout,   ///< REDUCE_*, TRANSPOSE, CONCAT, SPLIT
+  Buffers,  ///< copies, fills and host ops check their buffers as they run
 };
 
 /// The device workspace an op of the kernel needs beside its buffers, which

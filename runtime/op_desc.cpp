@@ -125,6 +125,7 @@ private:
   Status gatherND();
   Status topK();
   Status gather();
+  Status elements();
   Status isNaN();
   Status where();
   Status layout();
@@ -195,6 +196,8 @@ Status Describer::run() {
     return topK();
   case Describe::Gather:
     return gather();
+  case Describe::Elements:
+    return elements();
   case Describe::Layout:
     return layout();
   case Describe::Buffers:
@@ -680,6 +683,45 @@ Status Describer::gather() {
     return fail(name(part) + " " + str(d_.out) + " is not the gather of " +
                 str(d_.b) + " indices along axis " + std::to_string(d_.axis) +
                 " of " + str(d_.a) + ": " + str(want));
+  return Status::ok();
+}
+
+/// GATHER_ELEMENTS reads the elements of `a` the indices `b` name along
+/// `axis` into `out` (b's dims); GATHER_ELEMENTS_GRAD sums its operand
+/// (`out` here) back into `a`; SCATTER_ELEMENTS writes its updates (`out`
+/// here, b's dims) into a copy of `a`. The indices have a's dims but along
+/// the axis, where they number `k`.
+Status Describer::elements() {
+  Kernel kernel = op_.kernel();
+  bool grad = kernel == Kernel::GATHER_ELEMENTS_GRAD,
+       scatter = kernel == Kernel::SCATTER_ELEMENTS;
+  uint32_t data = grad ? result(0) : operand(0),
+           part = grad      ? operand(0)
+                  : scatter ? operand(2)
+                            : result(0),
+           indices = operand(1);
+  if (Status st = floats({data, part, result(0)}); !st)
+    return st;
+  if (Status st = ids(indices); !st)
+    return st;
+  d_.a = dims(data);
+  d_.b = dims(indices);
+  d_.out = dims(part);
+  int64_t rank = int64_t(d_.a.size()), axis = op_.attrs().axis().axis();
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is outside " + str(d_.a));
+  d_.axis = axis < 0 ? axis + rank : axis;
+  bool lines = d_.b.size() == d_.a.size() && d_.out == d_.b;
+  for (size_t d = 0; lines && d < d_.a.size(); ++d)
+    lines = int64_t(d) == d_.axis || d_.b[d] == d_.a[d];
+  if (!lines)
+    return fail(name(part) + " " + str(d_.out) + " and " + name(indices) + " " +
+                str(d_.b) + " do not have the dims of " + str(d_.a) +
+                " but along axis " + std::to_string(d_.axis));
+  if (scatter && dims(result(0)) != d_.a)
+    return fail(name(result(0)) + " " + str(dims(result(0))) +
+                " is not the data's " + str(d_.a));
+  d_.k = d_.b[size_t(d_.axis)];
   return Status::ok();
 }
 

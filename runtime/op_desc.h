@@ -89,7 +89,8 @@ struct OpDesc {
   /// GATHER_ND: how many index tuples b holds.
   int64_t tuples = 0;
   /// TOPK (a -> out, indices) and TOPK_GRAD (out -> a): k, the size of out
-  /// along the axis.
+  /// along the axis; GATHER_ELEMENTS(_GRAD) and SCATTER_ELEMENTS (indices b
+  /// and the values out along a's lines): the indices' size along the axis.
   int64_t k = 0;
 };
 

@@ -407,6 +407,66 @@ bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
   return true;
 }
 
+namespace {
+/// Whether every one of `count` indices is inside an axis of n.
+bool insideAxis(const int64_t *indices, int64_t count, int64_t n) {
+  for (int64_t i = 0; i < count; ++i)
+    if (elementIndex(indices[i], n) < 0)
+      return false;
+  return true;
+}
+} // namespace
+
+bool gatherElements(const float *x, const Dims &dims, int64_t axis,
+                    const int64_t *indices, int64_t k, float *out) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  if (!insideAxis(indices, outer * k * inner, n))
+    return false;
+  parallelFor(outer * k * inner, 1.0, [&](int64_t at) {
+    int64_t o = at / (k * inner), c = at % inner;
+    out[at] = x[(o * n + elementIndex(indices[at], n)) * inner + c];
+  });
+  return true;
+}
+
+bool gatherElementsGrad(const float *dy, const int64_t *indices,
+                        const Dims &dims, int64_t axis, int64_t k, float *dx) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  if (!insideAxis(indices, outer * k * inner, n))
+    return false;
+  std::fill_n(dx, outer * n * inner, 0.0f);
+  // Each line on its own, its k places in order: the same sums every run.
+  parallelFor(outer * inner, double(k), [&](int64_t l) {
+    int64_t o = l / inner, c = l % inner;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c;
+      dx[(o * n + elementIndex(indices[at], n)) * inner + c] += dy[at];
+    }
+  });
+  return true;
+}
+
+bool scatterElements(const float *x, const Dims &dims, int64_t axis,
+                     const int64_t *indices, const float *updates, int64_t k,
+                     float *out) {
+  int64_t outer, n, inner;
+  linesAlong(dims, axis, outer, n, inner);
+  if (!insideAxis(indices, outer * k * inner, n))
+    return false;
+  if (out != x)
+    std::copy_n(x, outer * n * inner, out);
+  parallelFor(outer * inner, double(k), [&](int64_t l) {
+    int64_t o = l / inner, c = l % inner;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c;
+      out[(o * n + elementIndex(indices[at], n)) * inner + c] = updates[at];
+    }
+  });
+  return true;
+}
+
 void trilu(const float *x, const Dims &dims, bool upper, int64_t diagonal,
            float *out) {
   size_t rank = dims.size();

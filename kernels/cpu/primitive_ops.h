@@ -277,6 +277,30 @@ void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
 bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
               int64_t axis, int64_t k, float *dx);
 
+/// An index along an axis of n (negative from the end) as 0..n-1, or -1
+/// outside it: GatherElements' and ScatterElements' indices.
+MT_HOST_DEVICE inline int64_t elementIndex(int64_t i, int64_t n) {
+  if (i < 0)
+    i += n;
+  return i >= 0 && i < n ? i : -1;
+}
+/// ONNX GatherElements: out (the indices' dims: x's dims with k along
+/// `axis`) holds the elements of x's lines along the axis that the indices
+/// name; false when one is outside the axis.
+bool gatherElements(const float *x, const Dims &dims, int64_t axis,
+                    const int64_t *indices, int64_t k, float *out);
+/// dx = zeros of dims with dy (the indices' dims) summed at the places the
+/// indices name, in index order; false when one is outside the axis.
+bool gatherElementsGrad(const float *dy, const int64_t *indices,
+                        const Dims &dims, int64_t axis, int64_t k, float *dx);
+/// ONNX ScatterElements, reduction none: out = x (dims), then the updates
+/// (the indices' dims) written at the places the indices name, in index
+/// order (a later update of one place stays); false when an index is
+/// outside the axis (out is then partly written).
+bool scatterElements(const float *x, const Dims &dims, int64_t axis,
+                     const int64_t *indices, const float *updates, int64_t k,
+                     float *out);
+
 /// out[j...] = x[j - begins...] where that is inside x (dims), else
 /// `value`: a constant pad, negative begins and a smaller outDims cropping.
 /// The gradient of a pad is the pad of dy by -begins and 0.

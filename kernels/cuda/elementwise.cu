@@ -385,6 +385,49 @@ __global__ void topKGradKernel(Load dy, const int64_t *indices, Load dxNow,
   }
 }
 
+/// GATHER_ELEMENTS: one thread an element of the result (the indices'
+/// dims); an index outside the axis sets *bad.
+__global__ void gatherElementsKernel(Load x, const int64_t *indices, Store y,
+                                     int64_t outer, int64_t n, int64_t inner,
+                                     int64_t k, int *bad) {
+  MT_GRID_STRIDE(at, outer * k * inner) {
+    int64_t o = at / (k * inner), c = at % inner;
+    int64_t i = cpu::elementIndex(indices[at], n);
+    if (i < 0) {
+      *bad = 1;
+      continue;
+    }
+    y.set(at, x[(o * n + i) * inner + c]);
+  }
+}
+
+/// GATHER_ELEMENTS_GRAD (dx zeroed before, `add`) and SCATTER_ELEMENTS (out
+/// a copy of the data before): one thread a line writes its k values at
+/// their places in order, so that sums and later writes are the CPU's.
+__global__ void elementsIntoKernel(Load values, const int64_t *indices,
+                                   Load now, Store out, int64_t outer,
+                                   int64_t n, int64_t inner, int64_t k,
+                                   bool add, int *bad) {
+  MT_GRID_STRIDE(line, outer * inner) {
+    int64_t o = line / inner, c = line % inner;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t at = (o * k + j) * inner + c;
+      int64_t i = cpu::elementIndex(indices[at], n);
+      if (i < 0) {
+        *bad = 1;
+        continue;
+      }
+      int64_t to = (o * n + i) * inner + c;
+      out.set(to, add ? now[to] + values[at] : values[at]);
+    }
+  }
+}
+
+/// A copy between buffers of one shape, converting the dtype.
+__global__ void copyValuesKernel(Load x, Store y, int64_t n) {
+  MT_GRID_STRIDE(e, n) { y.set(e, x[e]); }
+}
+
 /// Trilu of [*, rows, cols]: one thread an element.
 __global__ void triluKernel(Load x, Store y, int64_t rows, int64_t cols,
                             bool upper, int64_t diagonal, int64_t n) {
@@ -1149,6 +1192,62 @@ cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
   topKGradKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
       load(dy), indices, Load{dx.data, dx.type}, store(dx), outer, n, inner, k,
       bad);
+  return cudaGetLastError();
+}
+
+cudaError_t gatherElements(Ref x, const Dims &dims, int64_t axis,
+                           const int64_t *indices, int64_t k, MutRef y,
+                           int *bad, cudaStream_t stream) {
+  int64_t outer, n, inner;
+  if (axis < 0 || size_t(axis) >= dims.size() || k < 0)
+    return cudaErrorInvalidValue;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  int64_t total = outer * k * inner;
+  if (total == 0)
+    return cudaSuccess;
+  gatherElementsKernel<<<blocksFor(total), kThreads, 0, stream>>>(
+      load(x), indices, store(y), outer, n, inner, k, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t gatherElementsGrad(Ref dy, const int64_t *indices, const Dims &dims,
+                               int64_t axis, int64_t k, MutRef dx, int *bad,
+                               cudaStream_t stream) {
+  int64_t outer, n, inner;
+  if (axis < 0 || size_t(axis) >= dims.size() || k < 0)
+    return cudaErrorInvalidValue;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  if (cudaError_t e = fill(dx, outer * n * inner, 0.0f, stream))
+    return e;
+  if (outer * inner * k == 0)
+    return cudaSuccess;
+  elementsIntoKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(dy), indices, Load{dx.data, dx.type}, store(dx), outer, n, inner, k,
+      /*add=*/true, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t scatterElements(Ref x, const Dims &dims, int64_t axis,
+                            const int64_t *indices, Ref updates, int64_t k,
+                            MutRef y, int *bad, cudaStream_t stream) {
+  int64_t outer, n, inner;
+  if (axis < 0 || size_t(axis) >= dims.size() || k < 0)
+    return cudaErrorInvalidValue;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  int64_t total = outer * n * inner;
+  if (total == 0)
+    return cudaSuccess;
+  if (x.data != y.data) {
+    copyValuesKernel<<<blocksFor(total), kThreads, 0, stream>>>(
+        load(x), store(y), total);
+    if (cudaError_t e = cudaGetLastError())
+      return e;
+  }
+  if (outer * inner * k == 0)
+    return cudaSuccess;
+  elementsIntoKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
+      load(updates), indices, Load{y.data, y.type}, store(y), outer, n, inner,
+      k, /*add=*/false, bad);
   return cudaGetLastError();
 }
 

@@ -118,6 +118,21 @@ cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
 cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
                      int64_t axis, int64_t k, MutRef dx, int *bad,
                      cudaStream_t stream);
+/// y = the elements of x's lines along `axis` the indices name (as the CPU
+/// gatherElements); *bad is set for an index outside the axis.
+cudaError_t gatherElements(Ref x, const Dims &dims, int64_t axis,
+                           const int64_t *indices, int64_t k, MutRef y,
+                           int *bad, cudaStream_t stream);
+/// dx = zeros of dims with dy summed where the indices name, in index
+/// order (as the CPU gatherElementsGrad); *bad as gatherElements.
+cudaError_t gatherElementsGrad(Ref dy, const int64_t *indices, const Dims &dims,
+                               int64_t axis, int64_t k, MutRef dx, int *bad,
+                               cudaStream_t stream);
+/// y = x with the updates written where the indices name, in index order
+/// (as the CPU scatterElements); *bad as gatherElements.
+cudaError_t scatterElements(Ref x, const Dims &dims, int64_t axis,
+                            const int64_t *indices, Ref updates, int64_t k,
+                            MutRef y, int *bad, cudaStream_t stream);
 /// y = the slices of x that the k-tuples of indices name (as the CPU
 /// gatherND); `flat` (device, a slot per tuple) takes each tuple's flat
 /// index, *bad is set for a tuple outside x (k <= 8).

@@ -385,6 +385,29 @@ private:
                               dy.shape[size_t(axis)], t.f.data()));
       return {t};
     }
+    if (isa<GatherElementsOp, GatherElementsGradOp, ScatterElementsOp>(op) &&
+        floatOperands) {
+      Tensor t = floats();
+      auto &x = in(0), &idx = in(1);
+      bool grad = isa<GatherElementsGradOp>(op);
+      const Tensor &data = grad ? t : x;
+      int64_t rank = int64_t(data.shape.size()),
+              axis = op.getAttrOfType<IntegerAttr>("axis").getInt();
+      if (axis < 0)
+        axis += rank;
+      mt::kernels::cpu::Dims dims(data.shape.begin(), data.shape.end());
+      int64_t k = idx.shape[size_t(axis)];
+      bool ok = isa<GatherElementsOp>(op)
+                    ? k::gatherElements(x.f.data(), dims, axis, idx.i.data(), k,
+                                        t.f.data())
+                : grad
+                    ? k::gatherElementsGrad(x.f.data(), idx.i.data(), dims,
+                                            axis, k, t.f.data())
+                    : k::scatterElements(x.f.data(), dims, axis, idx.i.data(),
+                                         in(2).f.data(), k, t.f.data());
+      EXPECT_TRUE(ok) << "an index outside the axis";
+      return {t};
+    }
     if (isa<GatherNDOp, GatherNDGradOp>(op) && floatOperands) {
       Tensor t = floats();
       auto &x = in(0), &idx = in(1);

@@ -294,6 +294,31 @@ INSTANTIATE_TEST_SUITE_P(
   %h = train.gather_nd %a, %j {batch_dims = 0 : i64} : (tensor<3x6x4xf32>, tensor<1x1xi64>) -> tensor<1x6x4xf32>
   %m = train.mul %g, %c : (tensor<6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
   %y = train.add %m, %h : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Along the last axis with repeats and negative indices (a line
+        // of 4 read 3 times), and along the second with lines of 6 read
+        // as many times as there are: repeats sum in dx.
+        RuleCase{"gather_elements_of_an_activation",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %i = train.constant dense<[[[0, 0, 3], [1, -1, 2], [2, 2, 2], [3, 0, 1], [-4, 1, 1], [0, 1, 2]]]> : tensor<1x6x3xi64>
+  %g = train.gather_elements %a, %i {axis = -1 : i64} : (tensor<1x6x4xf32>, tensor<1x6x3xi64>) -> tensor<1x6x3xf32>
+  %j = train.constant dense<[[[3], [2], [1], [0], [3], [-1]]]> : tensor<1x6x1xi64>
+  %h = train.gather_elements %a, %j {axis = 2 : i64} : (tensor<1x6x4xf32>, tensor<1x6x1xi64>) -> tensor<1x6x1xf32>
+  %gh = train.concat %g, %h {axis = 2 : i64} : (tensor<1x6x3xf32>, tensor<1x6x1xf32>) -> tensor<1x6x4xf32>
+  %q = train.constant dense<[[[5, 0, 0, 1], [2, 2, -1, 3], [0, 1, 2, 3], [4, 4, 4, 4], [-6, 3, 1, 0], [1, 5, 2, 2]]]> : tensor<1x6x4xi64>
+  %r = train.gather_elements %a, %q {axis = 1 : i64} : (tensor<1x6x4xf32>, tensor<1x6x4xi64>) -> tensor<1x6x4xf32>
+  %m = train.mul %gh, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %m, %r : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
+        // Updates taken from the data itself, so that both carry a
+        // gradient: the data's is zero where it was written over.
+        RuleCase{"scatter_elements_of_an_activation",
+                 W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
+  %j = train.constant dense<[[[1], [0], [3], [2], [-1], [0]]]> : tensor<1x6x1xi64>
+  %u = train.gather_elements %a, %j {axis = 2 : i64} : (tensor<1x6x4xf32>, tensor<1x6x1xi64>) -> tensor<1x6x1xf32>
+  %k = train.constant dense<3.0> : tensor<f32>
+  %v = train.mul %u, %k : (tensor<1x6x1xf32>, tensor<f32>) -> tensor<1x6x1xf32>
+  %i = train.constant dense<[[[0], [2], [3], [-4], [1], [3]]]> : tensor<1x6x1xi64>
+  %s = train.scatter_elements %a, %i, %v {axis = -1 : i64} : (tensor<1x6x4xf32>, tensor<1x6x1xi64>, tensor<1x6x1xf32>) -> tensor<1x6x4xf32>
+  %y = train.mul %s, %c : (tensor<1x6x4xf32>, tensor<1x6x4xf32>) -> tensor<1x6x4xf32>)"},
         RuleCase{"trilu_both_triangles",
                  W("a", "tensor<1x6x4xf32>") W("c", "tensor<1x6x4xf32>") R"(
   %lo = train.trilu %a {k = 1 : i64} : (tensor<1x6x4xf32>) -> tensor<1x6x4xf32>

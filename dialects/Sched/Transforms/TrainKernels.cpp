@@ -116,6 +116,9 @@ K kernelOf(TopKOp) { return Kernel::Topk; }
 K kernelOf(TopKGradOp) { return Kernel::TopkGrad; }
 K kernelOf(GatherNDOp g) { return floats(g, Kernel::GatherNd); }
 K kernelOf(GatherNDGradOp) { return Kernel::GatherNdGrad; }
+K kernelOf(GatherElementsOp g) { return floats(g, Kernel::GatherElements); }
+K kernelOf(GatherElementsGradOp) { return Kernel::GatherElementsGrad; }
+K kernelOf(ScatterElementsOp s) { return floats(s, Kernel::ScatterElements); }
 K kernelOf(ConcatOp) { return Kernel::Concat; }
 K kernelOf(SplitOp) { return Kernel::Split; }
 K kernelOf(TransposeOp) { return Kernel::Transpose; }
@@ -295,7 +298,8 @@ void registerTrainKernels(DialectRegistry &registry) {
            LessOrEqualOp, GreaterOp, GreaterOrEqualOp, ExpandOp, ReduceSumOp,
            ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp, XorOp, WhereOp, SliceOp,
            SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
-           GatherGradOp, GatherNDOp, GatherNDGradOp, TopKOp, TopKGradOp,
+           GatherGradOp, GatherNDOp, GatherNDGradOp, GatherElementsOp,
+           GatherElementsGradOp, ScatterElementsOp, TopKOp, TopKGradOp,
            ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
            UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
   });

@@ -191,6 +191,28 @@ CTensor gatherBy(const CTensor &in, RankedTensorType type,
   return r;
 }
 
+/// The flat index into `data` of each element of `indices` along `axis`
+/// (GatherElements, ScatterElements: the indices have the data's dims but
+/// along the axis), or none for an index outside the axis.
+std::optional<std::vector<int64_t>>
+elementPlaces(ArrayRef<int64_t> data, const CTensor &indices, int64_t axis) {
+  Shape strides = stridesOf(data);
+  int64_t dim = data[axis];
+  std::vector<int64_t> places(indices.size());
+  bool inside = true;
+  forEachIndex(indices.shape, [&](int64_t k, ArrayRef<int64_t> at) {
+    int64_t i = indices.i[k];
+    inside = inside && i >= -dim && i < dim;
+    int64_t flat = 0;
+    for (size_t d = 0; d < at.size(); ++d)
+      flat += (int64_t(d) == axis ? (i < 0 ? i + dim : i) : at[d]) * strides[d];
+    places[k] = flat;
+  });
+  if (!inside)
+    return std::nullopt;
+  return places;
+}
+
 using Binary = std::function<double(double, double)>;
 using IntBinary = std::function<int64_t(int64_t, int64_t)>;
 
@@ -545,6 +567,28 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
               src.push_back((o * dim + idx) * inner + j);
           }
         return gatherBy(*a, type, src);
+      })
+      .Case<GatherElementsOp>([&](GatherElementsOp g) -> R {
+        auto axis = normalizeAxis(g.getAxis(), int64_t(a->shape.size()));
+        auto places = axis ? elementPlaces(a->shape, *b, *axis) : std::nullopt;
+        if (!places)
+          return std::nullopt;
+        return gatherBy(*a, type, *places);
+      })
+      .Case<ScatterElementsOp>([&](ScatterElementsOp sc) -> R {
+        const CTensor &updates = *in[2];
+        auto axis = normalizeAxis(sc.getAxis(), int64_t(a->shape.size()));
+        auto places = axis ? elementPlaces(a->shape, *b, *axis) : std::nullopt;
+        if (!places)
+          return std::nullopt;
+        CTensor r = *a;
+        for (size_t k = 0; k < places->size(); ++k) {
+          if (r.isFloat())
+            r.f[(*places)[k]] = updates.f[k];
+          else
+            r.i[(*places)[k]] = updates.i[k];
+        }
+        return r;
       })
       .Case<GatherNDOp>([&](GatherNDOp g) -> R {
         if (g.getBatchDims() != 0)

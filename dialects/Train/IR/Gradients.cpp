@@ -600,6 +600,43 @@ LogicalResult gradient(GatherNDOp gather, G &g) {
   return success();
 }
 
+/// dy summed back into the places the indices read; the indices have no
+/// gradient.
+LogicalResult gradient(GatherElementsOp gather, G &g) {
+  g.accumulate(gather.getData(),
+               g.builder()
+                   .create<GatherElementsGradOp>(
+                       gather.getLoc(), gather.getData().getType(),
+                       g.dy(gather), gather.getIndices(), gather.getAxisAttr())
+                   .getResult());
+  return success();
+}
+
+/// The data's gradient is dy but at the places written over (zeros there:
+/// a scatter of zeros), the updates' is dy at the places they went (a
+/// gather); the indices have none.
+LogicalResult gradient(ScatterElementsOp scatter, G &g) {
+  OpBuilder &b = g.builder();
+  Location loc = scatter.getLoc();
+  Value dy = g.dy(scatter);
+  if (g.isActive(scatter.getData())) {
+    auto type = cast<RankedTensorType>(scatter.getUpdates().getType());
+    Value zeros = b.create<ConstantOp>(
+        loc, DenseElementsAttr::get(
+                 type, b.getFloatAttr(type.getElementType(), 0.0)));
+    g.accumulate(scatter.getData(),
+                 b.create<ScatterElementsOp>(loc, dy, scatter.getIndices(),
+                                             zeros, scatter.getAxisAttr())
+                     .getResult());
+  }
+  if (g.isActive(scatter.getUpdates()))
+    g.accumulate(scatter.getUpdates(),
+                 b.create<GatherElementsOp>(loc, dy, scatter.getIndices(),
+                                            scatter.getAxisAttr())
+                     .getResult());
+  return success();
+}
+
 /// The values' gradient back at the places they were taken from; the
 /// indices carry none.
 LogicalResult gradient(TopKOp t, G &g) {
@@ -713,8 +750,8 @@ void attachGradientRules(MLIRContext &context) {
          ReduceMeanOp, ReduceSumOp, ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp,
          CosOp, AbsOp, WhereOp, NegOp, IdentityOp, ReshapeOp, FlattenOp,
          SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, SliceOp,
-         GatherOp, GatherNDOp, TopKOp, PadOp, TriluOp, CumSumOp, TileOp,
-         CastOp>(context);
+         GatherOp, GatherNDOp, GatherElementsOp, ScatterElementsOp, TopKOp,
+         PadOp, TriluOp, CumSumOp, TileOp, CastOp>(context);
 }
 
 } // namespace mt::train

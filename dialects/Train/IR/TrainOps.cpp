@@ -502,6 +502,53 @@ MT_INFER(GatherNDOp) {
               data.getElementType());
 }
 
+/// Whether `idx` has the dims of `data` but along `axis` (any size there):
+/// the lines of GatherElements and ScatterElements.
+static bool elementsAlong(ArrayRef<int64_t> data, ArrayRef<int64_t> idx,
+                          int64_t axis) {
+  if (data.size() != idx.size())
+    return false;
+  for (size_t d = 0; d < data.size(); ++d)
+    if (int64_t(d) != axis && data[d] != idx[d])
+      return false;
+  return true;
+}
+
+MT_INFER(GatherElementsOp) {
+  auto data = rankedType(a.getData()), idx = rankedType(a.getIndices());
+  auto axis = normalizeAxis(a.getAxis(), data.getRank());
+  if (!axis)
+    return fail(loc, "gather_elements: axis ")
+           << a.getAxis() << " is outside rank " << data.getRank();
+  if (!elementsAlong(data.getShape(), idx.getShape(), *axis))
+    return fail(loc, "gather_elements: indices ")
+           << shapeStr(idx.getShape()) << " must have the dims of the data "
+           << shapeStr(data.getShape()) << " but along axis " << *axis
+           << " (smaller index dims off the axis are not supported)";
+  return push(types, idx.getShape(), data.getElementType());
+}
+
+MT_INFER(ScatterElementsOp) {
+  auto data = rankedType(a.getData()), idx = rankedType(a.getIndices()),
+       upd = rankedType(a.getUpdates());
+  auto axis = normalizeAxis(a.getAxis(), data.getRank());
+  if (!axis)
+    return fail(loc, "scatter_elements: axis ")
+           << a.getAxis() << " is outside rank " << data.getRank();
+  if (idx.getShape() != upd.getShape() ||
+      !elementsAlong(data.getShape(), idx.getShape(), *axis))
+    return fail(loc, "scatter_elements: indices ")
+           << shapeStr(idx.getShape()) << " and updates "
+           << shapeStr(upd.getShape())
+           << " must have one shape, the dims of the data "
+           << shapeStr(data.getShape()) << " but along axis " << *axis
+           << " (smaller index dims off the axis are not supported)";
+  if (upd.getElementType() != data.getElementType())
+    return fail(loc, "scatter_elements: updates of ")
+           << upd.getElementType() << " into data of " << data.getElementType();
+  return push(types, data.getShape(), data.getElementType());
+}
+
 MT_INFER(TopKOp) {
   auto in = rankedType(a.getInput());
   auto axis = normalizeAxis(a.getAxis(), in.getRank());
@@ -737,6 +784,25 @@ LogicalResult TopKGradOp::verify() {
     return emitOpError("dy ")
            << shapeStr(dy) << " and indices " << shapeStr(idx)
            << " are not the top k along axis " << *axis << " of "
+           << shapeStr(dx);
+  if (rankedType(getGrad()).getElementType() !=
+      rankedType(getInputGrad()).getElementType())
+    return emitOpError("dy and dx differ in element type");
+  return success();
+}
+
+LogicalResult GatherElementsGradOp::verify() {
+  auto dy = rankedType(getGrad()).getShape(),
+       idx = rankedType(getIndices()).getShape(),
+       dx = rankedType(getInputGrad()).getShape();
+  auto axis = normalizeAxis(getAxis(), int64_t(dx.size()));
+  if (!axis)
+    return emitOpError("axis ")
+           << getAxis() << " is outside the rank " << dx.size() << " of dx";
+  if (dy != idx || !elementsAlong(dx, idx, *axis))
+    return emitOpError("dy ")
+           << shapeStr(dy) << " and indices " << shapeStr(idx)
+           << " are not a gather of elements along axis " << *axis << " of "
            << shapeStr(dx);
   if (rankedType(getGrad()).getElementType() !=
       rankedType(getInputGrad()).getElementType())
@@ -999,6 +1065,8 @@ MT_FOLD(ConcatOp)
 MT_FOLD(SliceOp)
 MT_FOLD(GatherOp)
 MT_FOLD(GatherNDOp)
+MT_FOLD(GatherElementsOp)
+MT_FOLD(ScatterElementsOp)
 MT_FOLD(ExpandOp)
 MT_FOLD(TileOp)
 MT_FOLD(PadOp)

@@ -387,6 +387,38 @@ def Train_GatherOp : Train_InferOp<"gather"> {
   let hasFolder = 1;
 }
 
+def Train_GatherElementsOp : Train_InferOp<"gather_elements"> {
+  let summary = "ONNX GatherElements: the elements of each line along an axis that its indices name";
+  let description = [{
+    `y[.., j, ..] = data[.., indices[.., j, ..], ..]` along `axis` (an index
+    negative from the end); the indices have data's dims but along the axis,
+    where they may have any number. The indices carry no gradient.
+    ```mlir
+    %y = train.gather_elements %d, %i {axis = -1 : i64} : (tensor<8x4xf32>, tensor<8x1xi64>) -> tensor<8x1xf32>
+    ```
+  }];
+  let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices, I64Attr:$axis);
+  let results = (outs Train_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def Train_ScatterElementsOp : Train_InferOp<"scatter_elements"> {
+  let summary = "ONNX ScatterElements (reduction none): data with updates written at the places the indices name along an axis";
+  let description = [{
+    `y = data`, then `y[.., indices[.., j, ..], ..] = updates[.., j, ..]`
+    along `axis`, in index order (of two updates of one place the later
+    stays; ONNX leaves that case undefined). Indices and updates have the
+    same dims, data's but along the axis. The indices carry no gradient.
+    ```mlir
+    %y = train.scatter_elements %d, %i, %u {axis = -1 : i64} : (tensor<8x4xf32>, tensor<8x1xi64>, tensor<8x1xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices,
+                   Train_Tensor:$updates, I64Attr:$axis);
+  let results = (outs Train_Tensor:$result);
+  let hasFolder = 1;
+}
+
 def Train_GatherNDOp : Train_InferOp<"gather_nd"> {
   let summary = "ONNX GatherND";
   let description = "`%y = train.gather_nd %d, %i {batch_dims = 0 : i64} : (...) -> ...`";
@@ -653,6 +685,16 @@ def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad",
       "tuple t (batch_dims 0), in tuple order. `%dx = train.gather_nd_grad %dy, %i : "
       "(tensor<2x4xf32>, tensor<2x2xi64>) -> tensor<2x3x4xf32>`";
   let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$indices);
+  let results = (outs Train_FloatTensor:$input_grad);
+}
+
+def Train_GatherElementsGradOp : Train_GradOp<"gather_elements_grad",
+    "Gradient of a GatherElements: dy summed into the places its indices name"> {
+  let description = "Zeros of the data's shape, then `dx[.., indices[.., j, ..], ..] += "
+      "dy[.., j, ..]` along `axis` (negative indices from the end), in index order. "
+      "`%dx = train.gather_elements_grad %dy, %i {axis = -1 : i64} : "
+      "(tensor<8x1xf32>, tensor<8x1xi64>) -> tensor<8x4xf32>`";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$indices, I64Attr:$axis);
   let results = (outs Train_FloatTensor:$input_grad);
 }
 

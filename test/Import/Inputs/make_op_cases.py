@@ -215,6 +215,22 @@ case("ArgMin", "axis1_squeezed", [("x", X, "data")], {"axis": 1, "keepdims": 0},
 case("Clip", "both_bounds", [("x", X, "data"), ("lo", np.array(-0.5, np.float32), "const"),
                              ("hi", np.array(0.7, np.float32), "const")])
 case("Clip", "lower_only", [("x", X, "data"), ("lo", np.array(0.1, np.float32), "const")])
+# GatherElements with repeats, negative indices and more indices along
+# the axis than the data has; ScatterElements of distinct places per line.
+case("GatherElements", "last_axis_repeats",
+     [("x", X, "data"),
+      ("i", i64([[[0, 3], [-1, -1], [2, 0]], [[1, 1], [3, -4], [0, 2]]]), "const")],
+     {"axis": -1})
+case("GatherElements", "axis1_longer",
+     [("x", X, "data"),
+      ("i", (np.arange(40, dtype=np.int64) * 7 % 6 - 3).reshape(2, 5, 4), "const")],
+     {"axis": 1})
+case("ScatterElements", "last_axis",
+     [("x", X, "data"), ("i", i64([[[0, 3], [-1, 1], [2, 0]], [[1, 2], [3, 0], [-4, 2]]]), "const"),
+      ("u", f(2, 3, 2), "data")], {"axis": -1})
+case("ScatterElements", "axis0_one",
+     [("x", X, "data"), ("i", i64([[[1, 0, -1, 0], [0, 1, 1, -2], [1, 1, 0, 0]]]), "const"),
+      ("u", f(1, 3, 4), "data")], {"axis": 0})
 
 
 def split_case(opset):

@@ -497,6 +497,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
   }
   case Kernel::GATHER_ELEMENTS:
   case Kernel::GATHER_ELEMENTS_GRAD:
+  case Kernel::TOPK_GRAD:
   case Kernel::SCATTER_ELEMENTS: {
     In x = in(operand(0));
     Out y = out(result(0));
@@ -504,7 +505,7 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     bool ok = false;
     if (op.kernel() == Kernel::GATHER_ELEMENTS) {
       ok = k::gatherElements(x.data, d.a, d.axis, indices, d.k, y.data);
-    } else if (op.kernel() == Kernel::GATHER_ELEMENTS_GRAD) {
+    } else if (op.kernel() != Kernel::SCATTER_ELEMENTS) {
       ok = k::gatherElementsGrad(x.data, indices, d.a, d.axis, d.k, y.data);
     } else {
       In updates = in(operand(2));
@@ -524,16 +525,6 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     k::topK(x.data, d.a, d.axis, d.k, op.attrs().top_k().smallest(), v.data,
             static_cast<int64_t *>(ptr(result(1))));
     v.commit();
-    return Status::ok();
-  }
-  case Kernel::TOPK_GRAD: {
-    In dy = in(operand(0));
-    Out dx = out(result(0));
-    if (!k::topKGrad(dy.data, ids(operand(1)), d.a, d.axis, d.k, dx.data))
-      return Status::error("an index of '" + buf(operand(1)).name() +
-                           "' is outside the axis of " +
-                           std::to_string(d.a[size_t(d.axis)]));
-    dx.commit();
     return Status::ok();
   }
   case Kernel::GATHER_ND:

@@ -1175,15 +1175,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(kc::topK(in(operand(0)), d.a, d.axis, d.k,
                          op.attrs().top_k().smallest(), out(result(0)),
                          static_cast<int64_t *>(ptr(result(1))), stream));
-  case Kernel::TOPK_GRAD: {
-    int *bad = reinterpret_cast<int *>(scratch);
-    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
-      return st;
-    return cuda(kc::topKGrad(in(operand(0)), ids(operand(1)), d.a, d.axis, d.k,
-                             out(result(0)), bad, stream));
-  }
   case Kernel::GATHER_ELEMENTS:
   case Kernel::GATHER_ELEMENTS_GRAD:
+  case Kernel::TOPK_GRAD:
   case Kernel::SCATTER_ELEMENTS: {
     int *bad = reinterpret_cast<int *>(scratch);
     if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
@@ -1192,7 +1186,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     if (op.kernel() == Kernel::GATHER_ELEMENTS)
       return cuda(kc::gatherElements(in(operand(0)), d.a, d.axis, indices, d.k,
                                      out(result(0)), bad, stream));
-    if (op.kernel() == Kernel::GATHER_ELEMENTS_GRAD)
+    if (op.kernel() != Kernel::SCATTER_ELEMENTS)
       return cuda(kc::gatherElementsGrad(in(operand(0)), indices, d.a, d.axis,
                                          d.k, out(result(0)), bad, stream));
     return cuda(kc::scatterElements(in(operand(0)), d.a, d.axis, indices,

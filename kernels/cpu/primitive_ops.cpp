@@ -388,25 +388,6 @@ void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
   });
 }
 
-bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
-              int64_t axis, int64_t k, float *dx) {
-  int64_t outer, n, inner;
-  linesAlong(dims, axis, outer, n, inner);
-  for (int64_t i = 0; i < outer * k * inner; ++i)
-    if (indices[i] < 0 || indices[i] >= n)
-      return false;
-  std::fill_n(dx, outer * n * inner, 0.0f);
-  // Each line on its own, its k places in order.
-  parallelFor(outer * inner, double(k), [&](int64_t l) {
-    int64_t o = l / inner, c = l % inner;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t at = (o * k + j) * inner + c;
-      dx[(o * n + indices[at]) * inner + c] += dy[at];
-    }
-  });
-  return true;
-}
-
 namespace {
 /// Whether every one of `count` indices is inside an axis of n.
 bool insideAxis(const int64_t *indices, int64_t count, int64_t n) {

@@ -272,10 +272,7 @@ bool gatherNDGrad(const float *dy, const Dims &dims, const int64_t *indices,
 /// dims[axis] = k (k <= dims[axis]). NaN orders above every number.
 void topK(const float *x, const Dims &dims, int64_t axis, int64_t k,
           bool smallest, float *values, int64_t *indices);
-/// dx = zeros of dims with dy added at the places along `axis` the indices
-/// ([dims with k along axis]) name; false when one is outside the axis.
-bool topKGrad(const float *dy, const int64_t *indices, const Dims &dims,
-              int64_t axis, int64_t k, float *dx);
+/// TopK's gradient is gatherElementsGrad with TopK's indices.
 
 /// An index along an axis of n (negative from the end) as 0..n-1, or -1
 /// outside it: GatherElements' and ScatterElements' indices.

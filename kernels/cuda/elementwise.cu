@@ -366,25 +366,6 @@ __global__ void topKKernel(Load x, Store values, int64_t *indices,
   }
 }
 
-/// TOPK_GRAD: one thread a line adds its k values at their places (dx
-/// zeroed before); an index outside the line sets *bad.
-__global__ void topKGradKernel(Load dy, const int64_t *indices, Load dxNow,
-                               Store dx, int64_t outer, int64_t n,
-                               int64_t inner, int64_t k, int *bad) {
-  MT_GRID_STRIDE(line, outer * inner) {
-    int64_t o = line / inner, c = line % inner;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t at = (o * k + j) * inner + c, i = indices[at];
-      if (i < 0 || i >= n) {
-        *bad = 1;
-        continue;
-      }
-      int64_t to = (o * n + i) * inner + c;
-      dx.set(to, dxNow[to] + dy[at]);
-    }
-  }
-}
-
 /// GATHER_ELEMENTS: one thread an element of the result (the indices'
 /// dims); an index outside the axis sets *bad.
 __global__ void gatherElementsKernel(Load x, const int64_t *indices, Store y,
@@ -1175,23 +1156,6 @@ cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
     return cudaSuccess;
   topKKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
       load(x), store(values), indices, outer, n, inner, k, smallest);
-  return cudaGetLastError();
-}
-
-cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
-                     int64_t axis, int64_t k, MutRef dx, int *bad,
-                     cudaStream_t stream) {
-  int64_t outer, n, inner;
-  if (axis < 0 || size_t(axis) >= dims.size())
-    return cudaErrorInvalidValue;
-  cpu::linesAlong(dims, axis, outer, n, inner);
-  if (cudaError_t e = fill(dx, outer * n * inner, 0.0f, stream))
-    return e;
-  if (outer * inner * k == 0)
-    return cudaSuccess;
-  topKGradKernel<<<blocksFor(outer * inner), kThreads, 0, stream>>>(
-      load(dy), indices, Load{dx.data, dx.type}, store(dx), outer, n, inner, k,
-      bad);
   return cudaGetLastError();
 }
 

@@ -113,11 +113,7 @@ cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
 cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
                  bool smallest, MutRef values, int64_t *indices,
                  cudaStream_t stream);
-/// dx = zeros with dy added where the indices name (as the CPU topKGrad);
-/// *bad is set for an index outside the axis.
-cudaError_t topKGrad(Ref dy, const int64_t *indices, const Dims &dims,
-                     int64_t axis, int64_t k, MutRef dx, int *bad,
-                     cudaStream_t stream);
+/// TopK's gradient is gatherElementsGrad with TopK's indices.
 /// y = the elements of x's lines along `axis` the indices name (as the CPU
 /// gatherElements); *bad is set for an index outside the axis.
 cudaError_t gatherElements(Ref x, const Dims &dims, int64_t axis,

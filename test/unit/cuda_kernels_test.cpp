@@ -613,11 +613,13 @@ TEST_P(Kernels, Primitives) {
     cudaMemset(bad, 0, sizeof(int));
     Tensor V(n, t), Dx(60, t);
     CUDA_OK(kc::topK(X.ref(), xd, 1, k, smallest, V.mut(), idx, nullptr));
-    CUDA_OK(kc::topKGrad(V.ref(), idx, xd, 1, k, Dx.mut(), bad, nullptr));
+    CUDA_OK(
+        kc::gatherElementsGrad(V.ref(), idx, xd, 1, k, Dx.mut(), bad, nullptr));
     Vec v(n), dx(60);
     std::vector<int64_t> want(n), got(n);
     cpu::topK(x.data(), xd, 1, k, smallest, v.data(), want.data());
-    ASSERT_TRUE(cpu::topKGrad(v.data(), want.data(), xd, 1, k, dx.data()));
+    ASSERT_TRUE(
+        cpu::gatherElementsGrad(v.data(), want.data(), xd, 1, k, dx.data()));
     cudaDeviceSynchronize();
     cudaMemcpy(got.data(), idx, n * sizeof(int64_t), cudaMemcpyDeviceToHost);
     EXPECT_EQ(V.download(), rounded(v, t));

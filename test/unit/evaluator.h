@@ -380,9 +380,9 @@ private:
       auto &dy = in(0), &idx = in(1);
       int64_t rank = int64_t(t.shape.size()), axis = tg.getAxis();
       axis = axis < 0 ? axis + rank : axis;
-      EXPECT_TRUE(k::topKGrad(dy.f.data(), idx.i.data(),
-                              {t.shape.begin(), t.shape.end()}, axis,
-                              dy.shape[size_t(axis)], t.f.data()));
+      EXPECT_TRUE(k::gatherElementsGrad(dy.f.data(), idx.i.data(),
+                                        {t.shape.begin(), t.shape.end()}, axis,
+                                        dy.shape[size_t(axis)], t.f.data()));
       return {t};
     }
     if (isa<GatherElementsOp, GatherElementsGradOp, ScatterElementsOp>(op) &&

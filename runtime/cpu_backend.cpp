@@ -123,6 +123,12 @@ private:
     return static_cast<char *>(arenas_[buf(b).arena()].base) + buf(b).offset();
   }
   int64_t count(uint32_t b) const { return bufferElements(*plan_, b); }
+  bool isFloat(uint32_t b) const {
+    return buf(b).dtype() == plan::F32 || buf(b).dtype() == plan::BF16;
+  }
+  size_t elementBytes(uint32_t b) const {
+    return size_t(dtypeBytes(buf(b).dtype()));
+  }
   uint64_t bytesOf(uint32_t b) const { return bufferBytes(*plan_, b); }
   k::Dims dims(uint32_t b) const {
     return k::Dims(buf(b).shape().begin(), buf(b).shape().end());
@@ -607,26 +613,39 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     return Status::ok();
   }
   case Kernel::CONCAT: {
+    std::vector<const void *> ptrs;
+    if (!isFloat(result(0))) { // ids or booleans, moved as they are
+      for (uint32_t b : op.operands())
+        ptrs.push_back(ptr(b));
+      k::concat(ptrs, d.parts, d.axis, elementBytes(result(0)), ptr(result(0)));
+      return Status::ok();
+    }
     std::vector<In> parts;
-    std::vector<const float *> ptrs;
     for (uint32_t b : op.operands())
       parts.push_back(in(b));
     for (const In &p : parts)
       ptrs.push_back(p.data);
     Out y = out(result(0));
-    k::concat(ptrs, d.parts, d.axis, y.data);
+    k::concat(ptrs, d.parts, d.axis, sizeof(float), y.data);
     y.commit();
     return Status::ok();
   }
   case Kernel::SPLIT: {
+    std::vector<void *> ptrs;
+    if (!isFloat(operand(0))) {
+      for (uint32_t b : op.results())
+        ptrs.push_back(ptr(b));
+      k::split(ptr(operand(0)), d.a, d.axis, elementBytes(operand(0)), ptrs,
+               d.parts);
+      return Status::ok();
+    }
     In x = in(operand(0));
     std::vector<Out> parts;
-    std::vector<float *> ptrs;
     for (uint32_t b : op.results())
       parts.push_back(out(b));
     for (Out &p : parts)
       ptrs.push_back(p.data);
-    k::split(x.data, d.a, d.axis, ptrs, d.parts);
+    k::split(x.data, d.a, d.axis, sizeof(float), ptrs, d.parts);
     for (Out &p : parts)
       p.commit();
     return Status::ok();

@@ -72,6 +72,30 @@ bool onDevice(const plan::Plan &plan, const plan::Op &op) {
          op.kernel() != Kernel::COPY_TO_HOST;
 }
 
+/// CONCAT and SPLIT of ids or booleans move their elements as bytes, one
+/// strided 2-D copy a part: the part (partDims) is at `offset` along `axis`
+/// of the whole (wholeDims); `intoWhole` says which way it goes.
+cudaError_t moveSlab(void *part, const Dims &partDims, int64_t offset,
+                     void *whole, const Dims &wholeDims, int64_t axis,
+                     plan::DType type, bool intoWhole, cudaStream_t stream) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= partDims[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < partDims.size(); ++d)
+    inner *= partDims[d];
+  size_t bytes = size_t(dtypeBytes(type));
+  size_t row = size_t(partDims[size_t(axis)] * inner) * bytes,
+         pitch = size_t(wholeDims[size_t(axis)] * inner) * bytes;
+  if (row == 0 || outer == 0)
+    return cudaSuccess;
+  char *at = static_cast<char *>(whole) + size_t(offset * inner) * bytes;
+  if (intoWhole)
+    return cudaMemcpy2DAsync(at, pitch, part, row, row, size_t(outer),
+                             cudaMemcpyDeviceToDevice, stream);
+  return cudaMemcpy2DAsync(part, row, at, pitch, row, size_t(outer),
+                           cudaMemcpyDeviceToDevice, stream);
+}
+
 class CudaBackend : public Backend {
 public:
   CudaBackend(int threads, std::string diskDir)
@@ -1237,6 +1261,18 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
         kc::transpose(in(operand(0)), d.a, d.perm, out(result(0)), stream));
   case Kernel::CONCAT: {
     int64_t offset = 0;
+    plan::DType t = buf(result(0)).dtype();
+    if (t != plan::F32 && t != plan::BF16) { // ids or booleans, moved
+      for (int i = 0; i < op.operands_size(); ++i) {
+        if (Status st =
+                cuda(moveSlab(ptr(op.operands(i)), d.parts[i], offset,
+                              ptr(result(0)), d.out, d.axis, t, true, stream));
+            !st)
+          return st;
+        offset += d.parts[i][d.axis];
+      }
+      return Status::ok();
+    }
     for (int i = 0; i < op.operands_size(); ++i) {
       const Dims &pd = d.parts[i];
       if (Status st =
@@ -1250,6 +1286,18 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   }
   case Kernel::SPLIT: {
     int64_t offset = 0;
+    plan::DType t = buf(operand(0)).dtype();
+    if (t != plan::F32 && t != plan::BF16) {
+      for (int i = 0; i < op.results_size(); ++i) {
+        if (Status st =
+                cuda(moveSlab(ptr(op.results(i)), d.parts[i], offset,
+                              ptr(operand(0)), d.a, d.axis, t, false, stream));
+            !st)
+          return st;
+        offset += d.parts[i][d.axis];
+      }
+      return Status::ok();
+    }
     for (int i = 0; i < op.results_size(); ++i) {
       const Dims &pd = d.parts[i];
       if (Status st = cuda(kc::splitPart(in(operand(0)), d.a, d.axis, offset,

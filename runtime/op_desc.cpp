@@ -907,12 +907,25 @@ Status Describer::where() {
 Status Describer::layout() {
   const plan::Attrs &at = op_.attrs();
   Kernel kind = op_.kernel();
-  for (uint32_t b : op_.operands())
-    if (Status st = floats({b}); !st)
-      return st;
-  for (uint32_t b : op_.results())
-    if (Status st = floats({b}); !st)
-      return st;
+  bool concat = kind == Kernel::CONCAT;
+  bool pieces = concat || kind == Kernel::SPLIT;
+  // CONCAT and SPLIT move elements without arithmetic: floats (F32 and BF16
+  // mixed, converted), or the whole's other type (ids, booleans) throughout.
+  uint32_t whole = concat ? result(0) : operand(0);
+  plan::DType moved = buf(whole).dtype();
+  bool exact = pieces && moved != plan::F32 && moved != plan::BF16;
+  for (const auto *list : {&op_.operands(), &op_.results()})
+    for (uint32_t b : *list) {
+      if (!exact) {
+        if (Status st = floats({b}); !st)
+          return st;
+      } else if (buf(b).dtype() != moved) {
+        return fail(name(b) + " is " + plan::DType_Name(buf(b).dtype()) +
+                    " and " + name(whole) + " " + plan::DType_Name(moved) +
+                    "; the parts of a whole that is not F32 or BF16 must "
+                    "have its type");
+      }
+    }
   if (kind == Kernel::REDUCE_SUM || kind == Kernel::REDUCE_MEAN ||
       kind == Kernel::REDUCE_MAX) {
     d_.a = dims(operand(0));
@@ -949,9 +962,7 @@ Status Describer::layout() {
                   " must be " + str(want));
     return Status::ok();
   }
-  // CONCAT (parts -> out) and SPLIT (a -> parts): the whole is `whole`.
-  bool concat = kind == Kernel::CONCAT;
-  uint32_t whole = concat ? result(0) : operand(0);
+  // CONCAT (parts -> out) and SPLIT (a -> parts).
   Dims wd = dims(whole);
   int64_t rank = int64_t(wd.size());
   int64_t axis = at.axis().axis();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace mt::kernels::cpu {
@@ -617,29 +618,38 @@ void transpose(const float *x, const Dims &dims,
   });
 }
 
-void concat(const std::vector<const float *> &parts,
-            const std::vector<Dims> &partDims, int64_t axis, float *out) {
+void concat(const std::vector<const void *> &parts,
+            const std::vector<Dims> &partDims, int64_t axis,
+            size_t elementBytes, void *out) {
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= partDims[0][d];
+  auto *to = static_cast<char *>(out);
   for (int64_t o = 0; o < outer; ++o)
     for (size_t p = 0; p < parts.size(); ++p) {
-      int64_t chunk = count(partDims[p]) / outer;
-      out = std::copy_n(parts[p] + o * chunk, chunk, out);
+      // The part's slab after `o` outer rows, in bytes.
+      size_t chunk = size_t(count(partDims[p]) / outer) * elementBytes;
+      if (chunk != 0) // an empty part may have no storage
+        std::memcpy(to, static_cast<const char *>(parts[p]) + size_t(o) * chunk,
+                    chunk);
+      to += chunk;
     }
 }
 
-void split(const float *x, const Dims &dims, int64_t axis,
-           const std::vector<float *> &parts,
+void split(const void *x, const Dims &dims, int64_t axis, size_t elementBytes,
+           const std::vector<void *> &parts,
            const std::vector<Dims> &partDims) {
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d)
     outer *= dims[d];
+  const auto *from = static_cast<const char *>(x);
   for (int64_t o = 0; o < outer; ++o)
     for (size_t p = 0; p < parts.size(); ++p) {
-      int64_t chunk = count(partDims[p]) / outer;
-      std::copy_n(x, chunk, parts[p] + o * chunk);
-      x += chunk;
+      size_t chunk = size_t(count(partDims[p]) / outer) * elementBytes;
+      if (chunk != 0)
+        std::memcpy(static_cast<char *>(parts[p]) + size_t(o) * chunk, from,
+                    chunk);
+      from += chunk;
     }
 }
 

@@ -347,12 +347,13 @@ bool gatherGrad(const float *dy, const Dims &dims, int64_t axis,
 void transpose(const float *x, const Dims &dims,
                const std::vector<int64_t> &perm, float *out);
 
-/// Concatenates parts along `axis` (or, with split, the inverse).
-void concat(const std::vector<const float *> &parts,
-            const std::vector<Dims> &partDims, int64_t axis, float *out);
-void split(const float *x, const Dims &dims, int64_t axis,
-           const std::vector<float *> &parts,
-           const std::vector<Dims> &partDims);
+/// Concatenates parts along `axis` (or, with split, the inverse). The
+/// elements are moved, not read: `elementBytes` each, of any type.
+void concat(const std::vector<const void *> &parts,
+            const std::vector<Dims> &partDims, int64_t axis,
+            size_t elementBytes, void *out);
+void split(const void *x, const Dims &dims, int64_t axis, size_t elementBytes,
+           const std::vector<void *> &parts, const std::vector<Dims> &partDims);
 
 } // namespace mt::kernels::cpu
 

@@ -505,7 +505,7 @@ TEST_P(Kernels, Primitives) {
   CUDA_OK(kc::concatPart(S0.ref(), p0, 1, 0, 4, C.mut(), nullptr));
   CUDA_OK(kc::concatPart(S1.ref(), p1, 1, 1, 4, C.mut(), nullptr));
   Vec s0(15), s1(45);
-  cpu::split(x.data(), xd, 1, {s0.data(), s1.data()}, {p0, p1});
+  cpu::split(x.data(), xd, 1, sizeof(float), {s0.data(), s1.data()}, {p0, p1});
   EXPECT_LT(relError(S0.download(), s0), tolerance(t));
   EXPECT_LT(relError(S1.download(), s1), tolerance(t));
   EXPECT_EQ(C.download(), X.download());

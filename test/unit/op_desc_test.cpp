@@ -193,6 +193,14 @@ TEST(OpDesc, LayoutAxesAreNonNegative) {
   r.in(r.buffer("x", {2, 3})).out(r.buffer("y", {2, 1}));
   ASSERT_TRUE(r.describe(d).isOk()) << r.describe(d).message();
   EXPECT_EQ(d.axes, (std::vector<int64_t>{1}));
+  // Ids are concatenated as they are, not as floats.
+  OneOp ids(CONCAT);
+  ids.op->mutable_attrs()->mutable_axis()->set_axis(0);
+  ids.in(ids.buffer("a", {2}, I64))
+      .in(ids.buffer("b", {0}, I64))
+      .out(ids.buffer("y", {2}, I64));
+  ASSERT_TRUE(ids.describe(d).isOk()) << ids.describe(d).message();
+  EXPECT_EQ(d.parts.size(), 2u);
 }
 
 TEST(OpDesc, WhereAndIsNaNTakeBooleanBytes) {
@@ -600,6 +608,17 @@ INSTANTIATE_TEST_SUITE_P(
               return o;
             },
             "the parts add up to 7 along axis 1, not 8"},
+        Bad{"SplitOfIdsIntoFloats",
+            [] {
+              OneOp o(SPLIT);
+              o.op->mutable_attrs()->mutable_axis()->set_axis(0);
+              o.in(o.buffer("x", {4}, I64))
+                  .out(o.buffer("a", {1}, I64))
+                  .out(o.buffer("b", {3}));
+              return o;
+            },
+            "'b' is F32 and 'x' I64; the parts of a whole that is not F32 or "
+            "BF16 must have its type"},
         Bad{"RotaryOfAnOddHeadDim",
             [] {
               OneOp o(ROTARY);

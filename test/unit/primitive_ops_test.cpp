@@ -244,12 +244,23 @@ TEST(PrimitiveOps, TransposeConcatAndSplitInvert) {
   transpose(x.data(), {2, 3}, {1, 0}, t.data());
   EXPECT_EQ(t, (std::vector<float>{1, 4, 2, 5, 3, 6}));
   std::vector<float> a = {1, 2, 3, 4}, b = {5, 6}, cat(6);
-  concat({a.data(), b.data()}, {{2, 2}, {2, 1}}, 1, cat.data());
+  concat({a.data(), b.data()}, {{2, 2}, {2, 1}}, 1, sizeof(float), cat.data());
   EXPECT_EQ(cat, (std::vector<float>{1, 2, 5, 3, 4, 6}));
   std::vector<float> a2(4), b2(2);
-  split(cat.data(), {2, 3}, 1, {a2.data(), b2.data()}, {{2, 2}, {2, 1}});
+  split(cat.data(), {2, 3}, 1, sizeof(float), {a2.data(), b2.data()},
+        {{2, 2}, {2, 1}});
   EXPECT_EQ(a2, a);
   EXPECT_EQ(b2, b);
+  // Ids move as they are, all 64 bits of each (an empty part among them).
+  std::vector<int64_t> i = {1ll << 40, 2, -3, 4}, j = {5, -(1ll << 50)}, ids(6),
+                       i2(4), j2(2);
+  concat({i.data(), nullptr, j.data()}, {{2, 2}, {2, 0}, {2, 1}}, 1,
+         sizeof(int64_t), ids.data());
+  EXPECT_EQ(ids, (std::vector<int64_t>{1ll << 40, 2, 5, -3, 4, -(1ll << 50)}));
+  split(ids.data(), {2, 3}, 1, sizeof(int64_t), {i2.data(), j2.data()},
+        {{2, 2}, {2, 1}});
+  EXPECT_EQ(i2, i);
+  EXPECT_EQ(j2, j);
 }
 
 TEST(PrimitiveOps, Bf16RoundsToNearestEven) {

@@ -30,7 +30,7 @@ def Sched_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
-  let usePropertiesForAttributes = 0;
+  let usePropertiesForAttributes = 1;
 }
 
 class Sched_Op<string mnemonic, list<Trait> traits = []>

@@ -146,22 +146,25 @@ std::optional<std::string> bytesOf(ElementsAttr value) {
   if (!dense)
     return std::nullopt;
   Type e = dense.getElementType();
-  std::string out;
-  auto put = [&](const void *p, size_t n) {
-    out.append(static_cast<const char *>(p), n);
-  };
-  if (e.isF32()) {
-    for (float v : dense.getValues<float>())
-      put(&v, 4);
-  } else if (e.isInteger(64)) {
-    for (int64_t v : dense.getValues<int64_t>())
-      put(&v, 8);
-  } else if (e.isInteger(1)) {
+  if (e.isInteger(1)) {
+    // MLIR packs booleans into bits; the plan has a byte per element.
+    std::string out;
+    out.reserve(size_t(dense.getNumElements()));
     for (bool v : dense.getValues<bool>())
       out.push_back(char(v));
-  } else {
-    return std::nullopt;
+    return out;
   }
+  if (!e.isF32() && !e.isInteger(64))
+    return std::nullopt;
+  // F32 and I64 are stored packed in the host's byte order, the plan's
+  // (little-endian hosts): copied whole, a splat's one element repeated.
+  ArrayRef<char> raw = dense.getRawData();
+  if (!dense.isSplat())
+    return std::string(raw.data(), raw.size());
+  std::string out;
+  out.reserve(raw.size() * size_t(dense.getNumElements()));
+  for (int64_t i = 0; i < dense.getNumElements(); ++i)
+    out.append(raw.data(), raw.size());
   return out;
 }
 

@@ -370,8 +370,38 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
               const ModelSize &m, const plan::Target &target,
               const CompileFn &compile) {
   Result r;
+  // The most tokens per second; among equals the first, except that a
+  // smaller offload fraction of the same schedule (tried after it) wins a
+  // tie: it moves fewer bytes for the same time.
+  auto better = [&](const Candidate &x, const Candidate &y) {
+    return x.tokensPerSecond() > y.tokensPerSecond() ||
+           (x.tokensPerSecond() == y.tokensPerSecond() && x.schedule.offload &&
+            y.schedule.offload && sameExceptOffload(x.schedule, y.schedule) &&
+            x.schedule.offloadFraction < y.schedule.offloadFraction);
+  };
+  // Only the best and the runner-up keep their plans: the others' (each
+  // with the model's constants) would grow the search's memory with every
+  // candidate.
+  auto rank = [&](size_t i) {
+    Candidate &x = r.candidates[i];
+    std::optional<size_t> dropped;
+    if (!x.fits) {
+      dropped = i;
+    } else if (!r.best || better(x, r.candidates[*r.best])) {
+      dropped = r.runnerUp;
+      r.runnerUp = r.best;
+      r.best = i;
+    } else if (!r.runnerUp || better(x, r.candidates[*r.runnerUp])) {
+      dropped = r.runnerUp;
+      r.runnerUp = i;
+    } else {
+      dropped = i;
+    }
+    if (dropped)
+      plan::Plan().Swap(&r.candidates[*dropped].plan);
+  };
   auto evaluate = [&](const Schedule &s) -> const Candidate * {
-    Candidate cand{s, {}, {}, false, {}};
+    Candidate cand{s, {}, {}, {}, false, {}};
     std::string error;
     if (!compile(s, cand.plan, error)) {
       r.failed.push_back({s, error});
@@ -381,10 +411,12 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     }
     cand.prediction = runtime::simulate(cand.plan, target);
     cand.plan.set_predicted_step_seconds(cand.prediction.stepSeconds);
+    cand.tiers = tierBytes(cand.plan);
     cand.fits = fits(cand.plan, b, s, c.diskGiven, cand.why);
     if (!cand.fits && r.firstRefusal.empty())
       r.firstRefusal = cand.why;
     r.candidates.push_back(std::move(cand));
+    rank(r.candidates.size() - 1);
     return &r.candidates.back();
   };
   int64_t hostBound = 0;
@@ -413,7 +445,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     if (s.keep || s.keepLast > 0) {
       bool fewerDidNotFit = false;
       for (const Candidate &x : r.candidates)
-        if (keepsFewer(x.schedule, s) && tierBytes(x.plan).device > b.device)
+        if (keepsFewer(x.schedule, s) && x.tiers.device > b.device)
           fewerDidNotFit = true;
       if (fewerDidNotFit) {
         r.pruned.push_back({s,
@@ -429,7 +461,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
       bool fitWithout = false;
       for (const Candidate &x : r.candidates)
         if (!x.schedule.offload && sameExceptOffload(x.schedule, s) &&
-            tierBytes(x.plan).device <= b.device)
+            x.tiers.device <= b.device)
           fitWithout = true;
       if (fitWithout) {
         r.pruned.push_back({s,
@@ -462,33 +494,13 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
   }
   if (r.firstRefusal.empty() && !r.pruned.empty())
     r.firstRefusal = r.pruned.front().why;
-  // The most tokens per second; among equals the first, except that a
-  // smaller offload fraction of the same schedule (tried after it) wins a
-  // tie: it moves fewer bytes for the same time.
-  auto better = [&](const Candidate &x, const Candidate &y) {
-    return x.tokensPerSecond() > y.tokensPerSecond() ||
-           (x.tokensPerSecond() == y.tokensPerSecond() && x.schedule.offload &&
-            y.schedule.offload && sameExceptOffload(x.schedule, y.schedule) &&
-            x.schedule.offloadFraction < y.schedule.offloadFraction);
-  };
-  for (size_t i = 0; i < r.candidates.size(); ++i) {
-    const Candidate &x = r.candidates[i];
-    if (!x.fits)
-      continue;
-    if (!r.best || better(x, r.candidates[*r.best])) {
-      r.runnerUp = r.best;
-      r.best = i;
-    } else if (!r.runnerUp || better(x, r.candidates[*r.runnerUp])) {
-      r.runnerUp = i;
-    }
-  }
   return r;
 }
 
 std::string closestRefusal(const Result &r, const Budgets &b) {
   // The worst ratio of need to budget over the tiers, per candidate.
   auto overflow = [&](const Candidate &x) {
-    TierBytes t = tierBytes(x.plan);
+    const TierBytes &t = x.tiers;
     double worst = 0;
     for (auto [need, budget] : {std::pair{t.device, b.device},
                                 {t.host, b.host},
@@ -705,13 +717,13 @@ void printCandidateHeader(llvm::raw_ostream &os) {
 
 void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
   const Schedule &s = c.schedule;
-  TierBytes t = tierBytes(c.plan);
+  const TierBytes &t = c.tiers;
   std::string offload =
       s.offload ? llvm::formatv("{0}", s.offloadFraction).str() : "no";
   os << llvm::formatv(
       "{0,5} x {1,-11}  {2,-5}  {3,-8}  {4,-9}  {5,-12}  {6,-9}  {7,-7}  "
       "{8,-7}  {9,10}  {10,10}  {11,10}  {12,8:F3}  {13,9:F0}  {14}\n",
-      c.plan.shapes().batch(), s.gradAccum, s.layerMajor ? "layer" : "mb",
+      s.batch, s.gradAccum, s.layerMajor ? "layer" : "mb",
       s.stream ? "yes" : "no", offload, overlapName(s.overlap),
       s.keep           ? "none"
       : s.keepLast > 0 ? "keep " + std::to_string(s.keepLast)

@@ -127,8 +127,9 @@ bool fits(const plan::Plan &plan, const Budgets &b, const Schedule &s,
 /// One compiled schedule.
 struct Candidate {
   Schedule schedule;
-  plan::Plan plan;
+  plan::Plan plan; ///< empty unless it is the best or the runner-up
   runtime::Prediction prediction;
+  TierBytes tiers; ///< its plan's memory per tier
   bool fits = false;
   std::string why; ///< why it does not fit
   double tokensPerSecond() const;

@@ -5,8 +5,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/Support/Debug.h"
 
-#include "llvm/ADT/MapVector.h"
-
 #include <map>
 
 #define DEBUG_TYPE "mt-plan-memory"
@@ -42,7 +40,19 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       plan(program);
   }
 
-  using LastUsers = DenseMap<Value, llvm::MapVector<StringRef, ExecOp>>;
+  /// The last op of each stream that touches a buffer, in the order the
+  /// streams first touch it: a buffer has one or two streams, so a small
+  /// vector, not a map per buffer.
+  using LastUsers = DenseMap<Value, SmallVector<ExecOp, 2>>;
+
+  static void setLastUser(SmallVector<ExecOp, 2> &users, ExecOp exec) {
+    for (ExecOp &user : users)
+      if (user.getStream() == exec.getStream()) {
+        user = exec;
+        return;
+      }
+    users.push_back(exec);
+  }
 
   /// First fit, in order of first write, above `base`; returns the peak.
   int64_t placeByLiveness(
@@ -96,8 +106,8 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       occupant[offset] = {end, buf};
       ExecOp writer = firstUser.lookup(buf);
       for (Value prev : previous)
-        for (auto &[stream, user] : lastUsers[prev])
-          if (stream != writer.getStream() &&
+        for (ExecOp user : lastUsers[prev])
+          if (user.getStream() != writer.getStream() &&
               !llvm::is_contained(writer.getWaits(), user.getDone())) {
             writer.getWaitsMutable().append(user.getDone());
             ++hazardWaits;
@@ -139,7 +149,7 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
           auto [it, first] = range.try_emplace(v, index, index);
           it->second.second = index;
           firstUser.try_emplace(v, exec);
-          lastUsers[v][exec.getStream()] = exec;
+          setLastUser(lastUsers[v], exec);
         }
         ++index;
       }

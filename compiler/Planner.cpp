@@ -117,7 +117,7 @@ size_t Result::overBound() const {
 }
 
 double Candidate::tokensPerSecond() const {
-  return tokensOf(plan) / prediction.stepSeconds;
+  return tokens / prediction.stepSeconds;
 }
 
 double momentBytesPerElement(mt::sched::MomentFormat format) {
@@ -401,7 +401,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
       plan::Plan().Swap(&r.candidates[*dropped].plan);
   };
   auto evaluate = [&](const Schedule &s) -> const Candidate * {
-    Candidate cand{s, {}, {}, {}, false, {}};
+    Candidate cand{s, {}, {}, {}, 0, 0, false, {}};
     std::string error;
     if (!compile(s, cand.plan, error)) {
       r.failed.push_back({s, error});
@@ -412,6 +412,8 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     cand.prediction = runtime::simulate(cand.plan, target);
     cand.plan.set_predicted_step_seconds(cand.prediction.stepSeconds);
     cand.tiers = tierBytes(cand.plan);
+    cand.rows = int64_t(cand.plan.shapes().batch());
+    cand.tokens = tokensOf(cand.plan);
     cand.fits = fits(cand.plan, b, s, c.diskGiven, cand.why);
     if (!cand.fits && r.firstRefusal.empty())
       r.firstRefusal = cand.why;
@@ -723,7 +725,7 @@ void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
   os << llvm::formatv(
       "{0,5} x {1,-11}  {2,-5}  {3,-8}  {4,-9}  {5,-12}  {6,-9}  {7,-7}  "
       "{8,-7}  {9,10}  {10,10}  {11,10}  {12,8:F3}  {13,9:F0}  {14}\n",
-      s.batch, s.gradAccum, s.layerMajor ? "layer" : "mb",
+      c.rows, s.gradAccum, s.layerMajor ? "layer" : "mb",
       s.stream ? "yes" : "no", offload, overlapName(s.overlap),
       s.keep           ? "none"
       : s.keepLast > 0 ? "keep " + std::to_string(s.keepLast)

@@ -297,6 +297,28 @@ TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
   EXPECT_NE(*r.best, *r.runnerUp);
 }
 
+TEST(PlannerSearch, OnlyTheBestAndTheRunnerUpKeepTheirPlans) {
+  FakeBackEnd be;
+  be.flops = [](const Schedule &s) {
+    return s.overlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
+  };
+  Constraints c;
+  c.stream = false;
+  c.offload = false;
+  Result r = search(Schedule{}, c, roomy(), small(), target(), be.fn());
+  ASSERT_TRUE(r.best && r.runnerUp);
+  ASSERT_GT(r.candidates.size(), 2u);
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const Candidate &x = r.candidates[i];
+    bool kept = i == *r.best || i == *r.runnerUp;
+    EXPECT_EQ(x.plan.ByteSizeLong() > 0, kept) << x.schedule.flags();
+    // What is shown and compared of every candidate outlives its plan.
+    EXPECT_GT(x.tokensPerSecond(), 0) << x.schedule.flags();
+    EXPECT_GT(x.rows, 0) << x.schedule.flags();
+    EXPECT_GT(x.tiers.device, 0) << x.schedule.flags();
+  }
+}
+
 TEST(PlannerSearch, NothingFitsNamesTheClosest) {
   FakeBackEnd be;
   Budgets b = roomy();

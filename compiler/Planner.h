@@ -129,9 +129,9 @@ struct Candidate {
   Schedule schedule;
   plan::Plan plan; ///< empty unless it is the best or the runner-up
   runtime::Prediction prediction;
-  TierBytes tiers;    ///< its plan's memory per tier
-  int64_t rows = 0;   ///< its plan's micro-batch
-  double tokens = 0;  ///< its plan's tokens per step
+  TierBytes tiers;   ///< its plan's memory per tier
+  int64_t rows = 0;  ///< its plan's micro-batch
+  double tokens = 0; ///< its plan's tokens per step
   bool fits = false;
   std::string why; ///< why it does not fit
   double tokensPerSecond() const;

@@ -401,7 +401,8 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
       plan::Plan().Swap(&r.candidates[*dropped].plan);
   };
   auto evaluate = [&](const Schedule &s) -> const Candidate * {
-    Candidate cand{s, {}, {}, {}, 0, 0, false, {}};
+    Candidate cand;
+    cand.schedule = s;
     std::string error;
     if (!compile(s, cand.plan, error)) {
       r.failed.push_back({s, error});

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 using namespace mlir;
 
@@ -78,6 +79,41 @@ TEST(PlanEmitter, AttributesFillTheKernelsMessageByName) {
             "");
   ASSERT_EQ(op.attrs().transpose().perm_size(), 2);
   EXPECT_EQ(op.attrs().transpose().perm(0), 1);
+}
+
+TEST(PlanEmitter, ConstantsAreWrittenElementByElement) {
+  MLIRContext context;
+  context.loadDialect<mt::sched::SchedDialect, mt::train::TrainDialect>();
+  const char *source = R"(
+sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
+  sched.arena @device tier device size 256
+  sched.stream @compute kind compute
+  %s = sched.buffer "splat" in @device at 0 {value = dense<1.5> : tensor<2x3xf32>} : !sched.buffer<tensor<2x3xf32>>
+  %i = sched.buffer "ids" in @device at 64 {value = dense<[7, -2, 1099511627776]> : tensor<3xi64>} : !sched.buffer<tensor<3xi64>>
+  %m = sched.buffer "mask" in @device at 128 {value = dense<[true, false, false, true, true]> : tensor<5xi1>} : !sched.buffer<tensor<5xi1>>
+  %b = sched.buffer "b" in @device at 192 : !sched.buffer<tensor<2x3xf32>>
+  sched.phase micro_batch {
+    %t = sched.exec neg ins(%s) outs(%b) on @compute : (!sched.buffer<tensor<2x3xf32>>, !sched.buffer<tensor<2x3xf32>>) -> !sched.token
+  }
+}
+)";
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(source, ParserConfig(&context));
+  ASSERT_TRUE(module);
+  mt::plan::Plan plan;
+  ASSERT_TRUE(succeeded(mt::emitPlan(*module, plan)));
+  ASSERT_EQ(plan.constants_size(), 3);
+  auto bytes = [](const auto &values) {
+    return std::string(reinterpret_cast<const char *>(values.data()),
+                       values.size() * sizeof(values[0]));
+  };
+  // A splat repeated to every element, packed values as they are, and a
+  // byte per boolean (MLIR keeps them as bits).
+  EXPECT_EQ(plan.constants(0).data(),
+            bytes(std::vector<float>(6, 1.5f)));
+  EXPECT_EQ(plan.constants(1).data(),
+            bytes(std::vector<int64_t>{7, -2, int64_t(1) << 40}));
+  EXPECT_EQ(plan.constants(2).data(), std::string("\1\0\0\1\1", 5));
 }
 
 TEST(PlanEmitter, AKernelWithAMessageCarriesItWithNoAttributes) {

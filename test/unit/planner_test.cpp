@@ -280,7 +280,9 @@ TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
       << "as fast as 1 and fewer offloads";
 }
 
-TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
+/// A search over resident, unoffloaded schedules whose speeds differ: the
+/// backward overlap fastest, then keeping every layer.
+Result searchOfThreeSpeeds() {
   FakeBackEnd be;
   be.flops = [](const Schedule &s) {
     return s.overlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
@@ -288,7 +290,11 @@ TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
   Constraints c;
   c.stream = false;
   c.offload = false;
-  Result r = search(Schedule{}, c, roomy(), small(), target(), be.fn());
+  return search(Schedule{}, c, roomy(), small(), target(), be.fn());
+}
+
+TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
+  Result r = searchOfThreeSpeeds();
   ASSERT_TRUE(r.best && r.runnerUp);
   const Schedule &best = r.candidates[*r.best].schedule;
   EXPECT_EQ(best.overlap, Overlap::Backward);
@@ -298,14 +304,7 @@ TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
 }
 
 TEST(PlannerSearch, OnlyTheBestAndTheRunnerUpKeepTheirPlans) {
-  FakeBackEnd be;
-  be.flops = [](const Schedule &s) {
-    return s.overlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
-  };
-  Constraints c;
-  c.stream = false;
-  c.offload = false;
-  Result r = search(Schedule{}, c, roomy(), small(), target(), be.fn());
+  Result r = searchOfThreeSpeeds();
   ASSERT_TRUE(r.best && r.runnerUp);
   ASSERT_GT(r.candidates.size(), 2u);
   for (size_t i = 0; i < r.candidates.size(); ++i) {

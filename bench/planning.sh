@@ -68,3 +68,33 @@ print("%.2fx (%.0f / %.0f GiB)" % (eight / one, eight / 2**30, one / 2**30))' "$
   printf '| %-6s | %-7s | %-9s | %-13s | %-25s | %-11s | %-12s | %-16s | %-11s | %-14s |\n' "$p" "$host" "$wall" "$((rss / 1024))" "$perParam" "$device" "$step" "$bottleneck" "$counts" "$ratio"
   echo "  $p chose: $chosen"
 done
+
+# The two large mixtures of experts from budgets alone, their schedules
+# compiled on one thread and on every core, side by side: the plan must be
+# the same file.
+echo
+echo "command: mtc MODEL --batch 4 --seq 2048 --grad-accum 8 --compute-dtype bf16 --target h200 --gpu-mem 139GiB --host-mem 1.5TiB [--disk DIR --disk-mem 4TiB] --explain -o PLAN.mtp [--jobs 1]"
+printf '| %-14s | %-14s | %-17s | %-7s | %-13s | %-9s | %-6s | %-8s | %-14s |\n' model "plan, 1 job (s)" "plan, $(nproc) jobs (s)" speedup "peak RSS (MB)" compiled s/step tokens/s bottleneck
+printf '|----------------|-----------------|-------------------|---------|---------------|-----------|--------|----------|----------------|\n'
+for spec in qwen3-30b-a3b: mixtral-8x22b:disk; do
+  p=${spec%%:*} disk=${spec#*:}
+  /usr/bin/python3 "$root/examples/big/make_graph.py" "$work/$p.onnx" --preset "$p" > /dev/null
+  extra=()
+  if [ -n "$disk" ]; then
+    mkdir -p "$work/disk"
+    extra=(--disk "$work/disk" --disk-mem 4TiB)
+  fi
+  for jobs in 1 0; do
+    /usr/bin/time -f "%e %M" -o "$work/t$jobs" "$mtc" "$work/$p.onnx" --batch 4 --seq 2048 \
+      --grad-accum 8 --compute-dtype bf16 --target h200 --gpu-mem 139GiB --host-mem 1.5TiB \
+      "${extra[@]}" --explain --jobs "$jobs" -o "$work/$p-$jobs.mtp" > "$work/$p-explain.txt"
+  done
+  cmp -s "$work/$p-1.mtp" "$work/$p-0.mtp" || { echo "bench/planning.sh: $p: the plans differ with --jobs" >&2; exit 1; }
+  read -r one _ < "$work/t1"
+  read -r all rss < "$work/t0"
+  speedup=$(/usr/bin/python3 -c "print('%.2fx' % ($one / $all))")
+  counts=$(sed -nE 's/.*\(([0-9]+) compiled.*/\1/p' "$work/$p-explain.txt")
+  read -r step tps <<< "$(sed -nE 's/^predicted on [a-z0-9]+: ([0-9.]+) s\/step, ([0-9]+) tokens\/s.*/\1 \2/p' "$work/$p-explain.txt")"
+  bottleneck=$(sed -nE 's/^bottleneck: the ([a-z0-9_]+) stream \(([0-9]+)%.*/\1 (\2%)/p' "$work/$p-explain.txt")
+  printf '| %-14s | %-15s | %-17s | %-7s | %-13s | %-9s | %-6s | %-8s | %-14s |\n' "$p" "$one" "$all" "$speedup" "$((rss / 1024))" "$counts" "$step" "$tps" "$bottleneck"
+done

@@ -7,8 +7,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ThreadPool.h"
 
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 
 namespace mt::planner {
@@ -364,51 +367,110 @@ bool keepsFewer(const Schedule &a, const Schedule &b) {
   return fewer && sameExceptOffload(x, b) && a.offload == b.offload &&
          (!a.offload || a.offloadFraction == b.offloadFraction);
 }
+
+/// Whether the candidates of `a` (its offload fractions included) may
+/// decide whether `b` is compiled: they differ at most in what is kept and
+/// offloaded.
+bool mayPrune(const Schedule &a, const Schedule &b) {
+  Schedule x = a;
+  x.keep = b.keep;
+  x.keepLast = b.keepLast;
+  return sameExceptOffload(x, b);
+}
+
+/// One compile: a candidate, or the back end's refusal.
+struct Evaluation {
+  Candidate candidate; ///< its schedule always; the rest when compiled
+  std::optional<std::string> error;
+};
+
+/// What became of one schedule of the space.
+struct Slot {
+  enum State { Waiting, Running, Done } state = Waiting;
+  std::optional<Dropped> pruned;
+  /// Compiled: the schedule, then its fewer offloads while they fit.
+  std::vector<Evaluation> evaluations;
+  /// Where each evaluation's candidate went in the result, once committed.
+  std::vector<size_t> committedAt;
+};
+
+/// A compiled candidate: its slot and its place among the slot's
+/// evaluations.
+using Ref = std::pair<size_t, size_t>;
 } // namespace
 
 Result search(const Schedule &base, const Constraints &c, const Budgets &b,
               const ModelSize &m, const plan::Target &target,
-              const CompileFn &compile) {
+              const CompileFn &compile, unsigned threads) {
   Result r;
-  // The most tokens per second; among equals the first, except that a
-  // smaller offload fraction of the same schedule (tried after it) wins a
-  // tie: it moves fewer bytes for the same time.
-  auto better = [&](const Candidate &x, const Candidate &y) {
-    return x.tokensPerSecond() > y.tokensPerSecond() ||
-           (x.tokensPerSecond() == y.tokensPerSecond() && x.schedule.offload &&
-            y.schedule.offload && sameExceptOffload(x.schedule, y.schedule) &&
-            x.schedule.offloadFraction < y.schedule.offloadFraction);
+  std::vector<Schedule> space = searchSpace(base, c);
+  std::vector<Slot> slots(space.size());
+  // The decisions about one schedule (its bounds, whether the same
+  // schedule keeping fewer layers fit, whether it fits without offload)
+  // read only the candidates of earlier schedules that differ from it in
+  // what is kept and offloaded. Each schedule is decided once those are
+  // done, so that compiling several at once decides exactly as compiling
+  // them in order.
+  std::vector<std::vector<size_t>> deps(space.size());
+  for (size_t i = 0; i < space.size(); ++i)
+    if (space[i].keep || space[i].keepLast > 0 ||
+        (space[i].offload && !c.offload))
+      for (size_t j = 0; j < i; ++j)
+        if (mayPrune(space[j], space[i]))
+          deps[i].push_back(j);
+  auto settled = [&](size_t i) {
+    return llvm::all_of(deps[i],
+                        [&](size_t j) { return slots[j].state == Slot::Done; });
   };
-  // Only the best and the runner-up keep their plans: the others' (each
-  // with the model's constants) would grow the search's memory with every
-  // candidate.
-  auto rank = [&](size_t i) {
-    Candidate &x = r.candidates[i];
-    std::optional<size_t> dropped;
-    if (!x.fits) {
-      dropped = i;
-    } else if (!r.best || better(x, r.candidates[*r.best])) {
-      dropped = r.runnerUp;
-      r.runnerUp = r.best;
-      r.best = i;
-    } else if (!r.runnerUp || better(x, r.candidates[*r.runnerUp])) {
-      dropped = r.runnerUp;
-      r.runnerUp = i;
-    } else {
-      dropped = i;
-    }
-    if (dropped)
-      plan::Plan().Swap(&r.candidates[*dropped].plan);
+  // Whether a compiled candidate of an earlier (done) schedule holds.
+  auto anyEarlier = [&](size_t i, auto &&holds) {
+    for (size_t j : deps[i])
+      for (const Evaluation &e : slots[j].evaluations)
+        if (!e.error && holds(e.candidate))
+          return true;
+    return false;
   };
-  auto evaluate = [&](const Schedule &s) -> const Candidate * {
-    Candidate cand;
+  auto prune = [&](size_t i) -> std::optional<Dropped> {
+    const Schedule &s = space[i];
+    if (int64_t bound = hostLowerBound(s, m, c.bf16); bound > b.host)
+      return Dropped{s,
+                     "host memory: at least " + gib(double(bound)) + " of " +
+                         gib(double(b.host)),
+                     double(bound) / double(std::max<int64_t>(1, b.host))};
+    int64_t resident = residentDeviceLowerBound(m, c.bf16);
+    if (!s.stream && resident > b.device)
+      return Dropped{s,
+                     "device memory: its resident weights alone are " +
+                         gib(double(resident)) + " of " + gib(double(b.device)),
+                     double(resident) / double(std::max<int64_t>(1, b.device))};
+    // Keeping more layers needs more device memory: not when the same
+    // schedule keeping fewer did not fit.
+    if ((s.keep || s.keepLast > 0) && anyEarlier(i, [&](const Candidate &x) {
+          return keepsFewer(x.schedule, s) && x.tiers.device > b.device;
+        }))
+      return Dropped{s,
+                     "device memory: the same schedule keeping fewer layers "
+                     "did not fit",
+                     1.0};
+    // An offloaded variant is worth compiling only when the same schedule
+    // without offload did not fit the device.
+    if (s.offload && !c.offload && anyEarlier(i, [&](const Candidate &x) {
+          return !x.schedule.offload && sameExceptOffload(x.schedule, s) &&
+                 x.tiers.device <= b.device;
+        }))
+      return Dropped{s, "offload: the schedule fits the device without it",
+                     0.0};
+    return std::nullopt;
+  };
+  // Compiles and times one schedule: called on the workers.
+  auto evaluate = [&](const Schedule &s) {
+    Evaluation e;
+    Candidate &cand = e.candidate;
     cand.schedule = s;
     std::string error;
     if (!compile(s, cand.plan, error)) {
-      r.failed.push_back({s, error});
-      if (r.firstRefusal.empty())
-        r.firstRefusal = error;
-      return nullptr;
+      e.error = error;
+      return e;
     }
     cand.prediction = runtime::simulate(cand.plan, target);
     cand.plan.set_predicted_step_seconds(cand.prediction.stepSeconds);
@@ -416,74 +478,144 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     cand.rows = int64_t(cand.plan.shapes().batch());
     cand.tokens = tokensOf(cand.plan);
     cand.fits = fits(cand.plan, b, s, c.diskGiven, cand.why);
-    if (!cand.fits && r.firstRefusal.empty())
-      r.firstRefusal = cand.why;
-    r.candidates.push_back(std::move(cand));
-    rank(r.candidates.size() - 1);
-    return &r.candidates.back();
+    return e;
   };
-  int64_t hostBound = 0;
-  std::vector<Schedule> space = searchSpace(base, c);
-  for (size_t i = 0; i < space.size(); ++i) {
-    const Schedule &s = space[i];
-    if ((hostBound = hostLowerBound(s, m, c.bf16)) > b.host) {
-      r.pruned.push_back(
-          {s,
-           "host memory: at least " + gib(double(hostBound)) + " of " +
-               gib(double(b.host)),
-           double(hostBound) / double(std::max<int64_t>(1, b.host))});
-      continue;
+  // A schedule, then fewer offloads while they fit: each moves fewer bytes.
+  auto evaluateAll = [&](const Schedule &s) {
+    std::vector<Evaluation> all;
+    all.push_back(evaluate(s));
+    if (all.back().error || !all.back().candidate.fits || !s.offload ||
+        c.offloadFraction)
+      return all;
+    for (double f : {0.75, 0.5, 0.25}) {
+      Schedule fewer = s;
+      fewer.offloadFraction = f;
+      all.push_back(evaluate(fewer));
+      if (all.back().error || !all.back().candidate.fits)
+        break;
     }
-    int64_t resident = residentDeviceLowerBound(m, c.bf16);
-    if (!s.stream && resident > b.device) {
-      r.pruned.push_back(
-          {s,
-           "device memory: its resident weights alone are " +
-               gib(double(resident)) + " of " + gib(double(b.device)),
-           double(resident) / double(std::max<int64_t>(1, b.device))});
-      continue;
+    return all;
+  };
+
+  // The best two so far. The order is total, so that the candidates may
+  // be ranked as they finish: the most tokens per second; among equals
+  // the first in the search, except that a smaller offload fraction of the
+  // same schedule (tried after it) wins: it moves fewer bytes for the same
+  // time.
+  auto candidateAt = [&](Ref x) -> Candidate & {
+    const Slot &slot = slots[x.first];
+    return slot.committedAt.empty()
+               ? slots[x.first].evaluations[x.second].candidate
+               : r.candidates[slot.committedAt[x.second]];
+  };
+  auto before = [&](Ref x, Ref y) {
+    const Candidate &a = candidateAt(x), &bc = candidateAt(y);
+    if (a.tokensPerSecond() != bc.tokensPerSecond())
+      return a.tokensPerSecond() > bc.tokensPerSecond();
+    if (a.schedule.offload && bc.schedule.offload &&
+        sameExceptOffload(a.schedule, bc.schedule) &&
+        a.schedule.offloadFraction != bc.schedule.offloadFraction)
+      return a.schedule.offloadFraction < bc.schedule.offloadFraction;
+    return x < y;
+  };
+  // Only the best two keep their plans: the others' (each with the
+  // model's constants) would grow the search's memory with every
+  // candidate.
+  std::optional<Ref> best, runnerUp;
+  auto rank = [&](size_t i) {
+    for (size_t k = 0; k < slots[i].evaluations.size(); ++k) {
+      Evaluation &e = slots[i].evaluations[k];
+      if (e.error)
+        continue;
+      Ref x{i, k};
+      std::optional<Ref> dropped;
+      if (!e.candidate.fits) {
+        dropped = x;
+      } else if (!best || before(x, *best)) {
+        dropped = runnerUp;
+        runnerUp = best;
+        best = x;
+      } else if (!runnerUp || before(x, *runnerUp)) {
+        dropped = runnerUp;
+        runnerUp = x;
+      } else {
+        dropped = x;
+      }
+      if (dropped)
+        plan::Plan().Swap(&candidateAt(*dropped).plan);
     }
-    // Keeping more layers needs more device memory: not when the same
-    // schedule keeping fewer did not fit.
-    if (s.keep || s.keepLast > 0) {
-      bool fewerDidNotFit = false;
-      for (const Candidate &x : r.candidates)
-        if (keepsFewer(x.schedule, s) && x.tiers.device > b.device)
-          fewerDidNotFit = true;
-      if (fewerDidNotFit) {
-        r.pruned.push_back({s,
-                            "device memory: the same schedule keeping fewer "
-                            "layers did not fit",
-                            1.0});
+  };
+  // The result lists what became of each schedule in search order.
+  auto commit = [&](size_t i) {
+    Slot &slot = slots[i];
+    if (slot.pruned) {
+      r.pruned.push_back(std::move(*slot.pruned));
+      return;
+    }
+    std::vector<size_t> at;
+    for (Evaluation &e : slot.evaluations) {
+      if (e.error) {
+        if (r.firstRefusal.empty())
+          r.firstRefusal = *e.error;
+        r.failed.push_back({e.candidate.schedule, *e.error});
+        at.push_back(0);
         continue;
       }
+      if (!e.candidate.fits && r.firstRefusal.empty())
+        r.firstRefusal = e.candidate.why;
+      at.push_back(r.candidates.size());
+      r.candidates.push_back(std::move(e.candidate));
     }
-    // An offloaded variant is worth compiling only when the same schedule
-    // without offload did not fit the device.
-    if (s.offload && !c.offload) {
-      bool fitWithout = false;
-      for (const Candidate &x : r.candidates)
-        if (!x.schedule.offload && sameExceptOffload(x.schedule, s) &&
-            x.tiers.device <= b.device)
-          fitWithout = true;
-      if (fitWithout) {
-        r.pruned.push_back({s,
-                            "offload: the schedule fits the device "
-                            "without it",
-                            0.0});
+    slot.committedAt = std::move(at);
+  };
+
+  std::mutex mutex;
+  std::condition_variable finishedOne;
+  std::vector<std::pair<size_t, std::vector<Evaluation>>> finished;
+  // Declared last: destroyed first, it waits for its workers to let go of
+  // the mutex.
+  std::optional<llvm::StdThreadPool> pool;
+  if (threads > 1)
+    pool.emplace(llvm::hardware_concurrency(threads));
+  size_t running = 0, committed = 0;
+  while (committed < space.size()) {
+    // Decide every schedule that can be, in order; compile on the workers
+    // while one is free.
+    for (size_t i = committed; i < space.size(); ++i) {
+      Slot &slot = slots[i];
+      if (slot.state != Slot::Waiting || !settled(i))
         continue;
+      if ((slot.pruned = prune(i))) {
+        slot.state = Slot::Done;
+      } else if (!pool) {
+        slot.evaluations = evaluateAll(space[i]);
+        slot.state = Slot::Done;
+        rank(i);
+      } else if (running < threads) {
+        slot.state = Slot::Running;
+        ++running;
+        pool->async([&, i] {
+          std::vector<Evaluation> all = evaluateAll(space[i]);
+          std::lock_guard<std::mutex> lock(mutex);
+          finished.emplace_back(i, std::move(all));
+          finishedOne.notify_one();
+        });
       }
     }
-    const Candidate *cand = evaluate(s);
-    // Fewer offloads, while they fit: each moves fewer bytes.
-    if (cand && cand->fits && s.offload && !c.offloadFraction)
-      for (double f : {0.75, 0.5, 0.25}) {
-        Schedule fewer = s;
-        fewer.offloadFraction = f;
-        cand = evaluate(fewer);
-        if (!cand || !cand->fits)
-          break;
-      }
+    while (committed < space.size() && slots[committed].state == Slot::Done)
+      commit(committed++);
+    if (committed == space.size())
+      break;
+    // The first schedule not done is running, or waits for one that is.
+    std::unique_lock<std::mutex> lock(mutex);
+    finishedOne.wait(lock, [&] { return !finished.empty(); });
+    for (auto &[i, all] : finished) {
+      slots[i].evaluations = std::move(all);
+      slots[i].state = Slot::Done;
+      --running;
+      rank(i);
+    }
+    finished.clear();
   }
   // Nothing compiled: the schedule least over its bound, for exact needs.
   if (r.candidates.empty() && !r.pruned.empty()) {
@@ -492,9 +624,14 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
       if (d.overflow > 0 &&
           (least->overflow == 0 || d.overflow < least->overflow))
         least = &d;
-    Schedule s = least->schedule;
-    evaluate(s);
+    slots.emplace_back().evaluations.push_back(evaluate(least->schedule));
+    rank(slots.size() - 1);
+    commit(slots.size() - 1);
   }
+  if (best)
+    r.best = slots[best->first].committedAt[best->second];
+  if (runnerUp)
+    r.runnerUp = slots[runnerUp->first].committedAt[runnerUp->second];
   if (r.firstRefusal.empty() && !r.pruned.empty())
     r.firstRefusal = r.pruned.front().why;
   return r;

@@ -159,7 +159,8 @@ struct Result {
 };
 
 /// Compiles one schedule into `plan` (its target filled in), or returns
-/// false with the first error in `error`.
+/// false with the first error in `error`. With several threads, it is
+/// called on several at once.
 using CompileFn =
     std::function<bool(const Schedule &, plan::Plan &plan, std::string &error)>;
 
@@ -175,10 +176,12 @@ std::vector<Schedule> searchSpace(const Schedule &base,
 /// only while they fit. The best is the most tokens per second; the
 /// runner-up the next distinct schedule. When every schedule is over a
 /// bound, the one least over it is compiled, so that the refusal can name
-/// exact needs.
+/// exact needs. `threads` compile at once; the result is the same for any
+/// number of them.
 Result search(const Schedule &base, const Constraints &constraints,
               const Budgets &budgets, const ModelSize &model,
-              const plan::Target &target, const CompileFn &compile);
+              const plan::Target &target, const CompileFn &compile,
+              unsigned threads = 1);
 
 /// Why nothing fits, from the compiled candidate least over its budgets:
 /// "the closest: FLAGS: the plan needs ...".

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
+#include <set>
 
 using namespace mt::planner;
 using mt::plan::Plan;
@@ -53,7 +55,8 @@ mt::plan::Target target() {
 }
 
 /// A back end whose plans' device bytes and step time are functions of
-/// the schedule; it counts what it compiled.
+/// the schedule (a schedule `refuses` is refused); it counts what it
+/// compiled, and may be called from several threads.
 struct FakeBackEnd {
   std::function<int64_t(const Schedule &)> device = [](const Schedule &) {
     return 10 * KiB;
@@ -61,10 +64,21 @@ struct FakeBackEnd {
   std::function<double(const Schedule &)> flops = [](const Schedule &) {
     return 1e9;
   };
+  std::function<bool(const Schedule &)> refuses = [](const Schedule &) {
+    return false;
+  };
   std::vector<Schedule> compiled;
+  std::mutex mutex;
   CompileFn fn() {
-    return [this](const Schedule &s, Plan &plan, std::string &) {
-      compiled.push_back(s);
+    return [this](const Schedule &s, Plan &plan, std::string &error) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        compiled.push_back(s);
+      }
+      if (refuses(s)) {
+        error = "refused: " + s.flags();
+        return false;
+      }
       plan = fakePlan(device(s), KiB, 64 * KiB, flops(s));
       *plan.mutable_target() = target();
       return true;
@@ -341,6 +355,95 @@ TEST(PlannerSearch, NothingFitsNamesTheClosest) {
       << "12 bytes a parameter: the least over the bound";
   EXPECT_NE(closestRefusal(pruned, tiny).find("of host (pinned included)"),
             std::string::npos);
+}
+
+TEST(PlannerSearch, ThreadsDecideAsInOrder) {
+  // A space with every decision: kept layers pruned where fewer did not
+  // fit, offloads only where needed and their fractions while they fit,
+  // refusals, ties; each schedule's compile takes a different amount of
+  // work, so that with threads they finish out of order.
+  auto run = [](unsigned threads, std::set<std::string> &compiled) {
+    FakeBackEnd be;
+    be.device = [](const Schedule &s) {
+      int64_t kept = s.keep ? 8 : s.keepLast;
+      int64_t bytes = (s.stream ? 40 : 90) * KiB + 15 * KiB * kept;
+      if (s.offload)
+        bytes -= int64_t(60 * KiB * s.offloadFraction);
+      return std::max<int64_t>(bytes, KiB);
+    };
+    be.flops = [](const Schedule &s) {
+      // Ties: the link and the moments' home change nothing.
+      double kept = double(s.keep ? 8 : s.keepLast);
+      return 1e9 * (4.0 - 0.1 * kept - (s.layerMajor ? 1.0 : 0.0) -
+                    (s.overlap == Overlap::Backward ? 0.5 : 0.0) +
+                    (s.offload ? 0.2 * s.offloadFraction : 0.0));
+    };
+    be.refuses = [](const Schedule &s) {
+      return s.overlap == Overlap::NextForward && s.keepLast == 2;
+    };
+    CompileFn slow = [inner = be.fn()](const Schedule &s, Plan &plan,
+                                       std::string &error) {
+      volatile uint64_t spin = 0;
+      uint64_t work = std::hash<std::string>()(s.flags()) % 7 * 20000;
+      for (uint64_t i = 0; i < work; ++i)
+        spin = spin + i;
+      return inner(s, plan, error);
+    };
+    Budgets b = roomy();
+    b.device = 100 * KiB;
+    Schedule base;
+    base.gradAccum = 4;
+    Constraints c;
+    c.layers = 8;
+    c.bf16 = true;
+    Result r = search(base, c, b, small(), target(), slow, threads);
+    for (const Schedule &s : be.compiled)
+      compiled.insert(s.flags());
+    EXPECT_EQ(be.compiled.size(), compiled.size()) << "compiled once each";
+    return r;
+  };
+  std::set<std::string> inOrder, onThreads;
+  Result one = run(1, inOrder);
+  Result four = run(4, onThreads);
+  EXPECT_EQ(inOrder, onThreads);
+  ASSERT_EQ(one.candidates.size(), four.candidates.size());
+  for (size_t i = 0; i < one.candidates.size(); ++i) {
+    const Candidate &x = one.candidates[i], &y = four.candidates[i];
+    EXPECT_EQ(x.schedule.flags(), y.schedule.flags()) << i;
+    EXPECT_EQ(x.fits, y.fits) << x.schedule.flags();
+    EXPECT_EQ(x.tokensPerSecond(), y.tokensPerSecond()) << x.schedule.flags();
+    EXPECT_EQ(x.why, y.why) << x.schedule.flags();
+    EXPECT_EQ(x.plan.ByteSizeLong(), y.plan.ByteSizeLong())
+        << "the same two keep their plans: " << x.schedule.flags();
+  }
+  auto flags = [](const std::vector<Dropped> &v) {
+    std::vector<std::string> out;
+    for (const Dropped &d : v)
+      out.push_back(d.schedule.flags() + ": " + d.why);
+    return out;
+  };
+  EXPECT_EQ(flags(one.pruned), flags(four.pruned));
+  EXPECT_EQ(flags(one.failed), flags(four.failed));
+  EXPECT_EQ(one.best, four.best);
+  EXPECT_EQ(one.runnerUp, four.runnerUp);
+  EXPECT_EQ(one.firstRefusal, four.firstRefusal);
+  // The space exercised what it is meant to.
+  auto pruned = [&](const char *why) {
+    return std::count_if(
+        one.pruned.begin(), one.pruned.end(),
+        [&](const Dropped &d) { return d.why.find(why) != std::string::npos; });
+  };
+  EXPECT_GT(pruned("keeping fewer layers did not fit"), 0);
+  EXPECT_GT(pruned("fits the device without it"), 0);
+  EXPECT_FALSE(one.failed.empty());
+  EXPECT_GT(std::count_if(one.candidates.begin(), one.candidates.end(),
+                          [](const Candidate &x) {
+                            return x.schedule.offload &&
+                                   x.schedule.offloadFraction < 1;
+                          }),
+            0)
+      << "fewer offloads tried";
+  ASSERT_TRUE(one.best && one.runnerUp);
 }
 
 TEST(PlannerFits, TheRefusalNamesTheTierAndTheSmallestBudget) {

@@ -25,6 +25,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -32,17 +33,23 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/ThreadPool.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <sys/statvfs.h>
 
 #include <map>
+#include <mutex>
 
 using namespace llvm;
 
 namespace {
 
 enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
+
+/// Where the diagnostics of the candidate this thread compiles go (its
+/// first error), or null outside a candidate.
+thread_local std::string *candidateError = nullptr;
 
 /// An enum flag whose refusal of a value names the ones it takes
 /// ("must be fp32 or bf16, got 'fp16'"), not only the one it does not.
@@ -287,6 +294,12 @@ cl::opt<bool> clipping(
              "update weights during the backward (before the global gradient "
              "norm is known); --optimizer-overlap after or next-forward"),
     cl::init(false), cl::cat(category));
+cl::opt<unsigned> jobs(
+    "jobs",
+    cl::desc("Compile this many of the planner's schedules at once (default "
+             "0: one per hardware thread); the plan chosen is the same for "
+             "any number"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> explain(
     "explain",
     cl::desc("Print the plan's predicted step (with -o, or alone without "
@@ -499,6 +512,7 @@ public:
   /// recompute of its layers but the last `keepLast` (all with -1), or null
   /// (said).
   mlir::ModuleOp step(const mt::ImportOptions &options, int64_t keepLast) {
+    std::lock_guard<std::mutex> lock(mutex_);
     auto key = std::make_pair(options.batch, keepLast);
     auto it = steps_.find(key);
     if (it == steps_.end()) {
@@ -522,6 +536,7 @@ public:
       return mt::importOnnxModel(context_, options);
     }
     if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan) {
+      std::lock_guard<std::mutex> lock(mutex_);
       mlir::ModuleOp model = fused(options);
       if (!model)
         return nullptr;
@@ -536,7 +551,8 @@ public:
   }
 
 private:
-  /// The fused model of `options`' micro-batch size, or null (said).
+  /// The fused model of `options`' micro-batch size, or null (said); with
+  /// the mutex held.
   mlir::ModuleOp fused(const mt::ImportOptions &options) {
     auto it = fused_.find(options.batch);
     if (it == fused_.end()) {
@@ -551,6 +567,9 @@ private:
 
   mlir::MLIRContext &context_;
   mlir::TimingScope &timing_;
+  /// Guards the maps: the planner's threads compile at once. Each entry,
+  /// once made, is only read.
+  std::mutex mutex_;
   /// By micro-batch size.
   std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> fused_;
   /// By micro-batch size and kept layers (-1: all).
@@ -625,6 +644,17 @@ int main(int argc, char **argv) {
            << (d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error: "
                                                                   : "note: ")
            << where << msg << "\n";
+    return mlir::success();
+  });
+  // While a thread compiles a candidate, its diagnostics are the
+  // candidate's refusal (the first error), not printed: one handler for
+  // every thread, as the context's handlers serve them all.
+  mlir::ScopedDiagnosticHandler refusals(&context, [](mlir::Diagnostic &d) {
+    if (!candidateError)
+      return mlir::failure();
+    if (candidateError->empty() &&
+        d.getSeverity() == mlir::DiagnosticSeverity::Error)
+      *candidateError = d.str();
     return mlir::success();
   });
 
@@ -847,11 +877,9 @@ int main(int argc, char **argv) {
                          std::string &error) {
     mt::ImportOptions o = options;
     o.batch = s.batch;
-    mlir::ScopedDiagnosticHandler capture(&context, [&](mlir::Diagnostic &d) {
-      if (error.empty() && d.getSeverity() == mlir::DiagnosticSeverity::Error)
-        error = d.str();
-      return mlir::success();
-    });
+    std::string *outer = candidateError;
+    candidateError = &error;
+    auto restore = llvm::make_scope_exit([&] { candidateError = outer; });
     mlir::OwningOpRef<mlir::ModuleOp> module =
         compiler.compile(o, Emit::Plan, s, verify);
     if (!module || failed(mt::emitPlan(*module, plan))) {
@@ -868,8 +896,17 @@ int main(int argc, char **argv) {
                         std::string &error) {
     return compileWith(s, /*verify=*/false, plan, error);
   };
-  mt::planner::Result result =
-      mt::planner::search(chosen, c, budgets, size, targetDesc, compileOne);
+  // The context's uniquing is thread-safe only with its threading on
+  // (--mlir-disable-threading turns it off).
+  unsigned threads =
+      jobs ? jobs.getValue()
+           : unsigned(llvm::hardware_concurrency().compute_thread_count());
+  if (!context.isMultithreadingEnabled())
+    threads = 1;
+  if (threads > 1)
+    mt::sched::loadBackendDialects(context);
+  mt::planner::Result result = mt::planner::search(
+      chosen, c, budgets, size, targetDesc, compileOne, threads);
   if (suggest) {
     mt::planner::printCandidateHeader(outs());
     for (const auto &cand : result.candidates)

@@ -2,6 +2,8 @@
 #include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/Transforms/Passes.h"
 
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
 void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
@@ -45,4 +47,22 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
   pm.addPass(createPlanMemoryPass());
   if (o.verifySchedule)
     pm.addPass(createVerifySchedulePass());
+}
+
+void mt::sched::loadBackendDialects(mlir::MLIRContext &context) {
+  // Every pass of the pipeline, whatever a schedule leaves out.
+  BackendOptions o;
+  o.chunkHeadRows = 1;
+  o.streamWeights = true;
+  o.offloadActivations = true;
+  o.momentsOnDisk = true;
+  o.ranks = 2;
+  o.verifySchedule = true;
+  mlir::PassManager pm(&context);
+  buildBackendPipeline(pm, o);
+  mlir::DialectRegistry registry;
+  pm.getDependentDialects(registry);
+  context.appendDialectRegistry(registry);
+  for (llvm::StringRef name : registry.getDialectNames())
+    context.getOrLoadDialect(name);
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <set>
 
 namespace mt {
@@ -83,6 +84,9 @@ private:
   void matchParts(std::vector<std::vector<int>> &partMatches);
   bool isParameterName(const std::string &name) const;
   void matchFoldedForms();
+  std::optional<std::vector<int64_t>>
+  broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
+                const std::vector<int64_t> &initShape) const;
   void checkLayouts(int p);
   void chooseSavedNames();
   std::optional<std::vector<float>> parameterSample(int init, Layout layout,
@@ -257,6 +261,12 @@ void Decider::matchFoldedForms() {
           out.roles[size_t(i)].firstRows = true;
         continue;
       }
+      if (std::optional<std::vector<int64_t>> axes =
+              broadcastAxes(k, shape, i, init.shape)) {
+        if (parameterFor(graphName, shape, i) >= 0)
+          out.roles[size_t(i)].broadcastAxes = std::move(*axes);
+        continue;
+      }
       out.errors.push_back(
           {k, what + " into another shape, a form mtc cannot train through; "
                      "export with optimize=False"});
@@ -293,6 +303,60 @@ void Decider::matchFoldedForms() {
     }
     if (parameterFor(graphName, init.shape, i) >= 0)
       out.roles[size_t(i)].offset = *offset;
+  }
+}
+
+/// The axes of `initShape` that are the dims of `shape`, when initializer
+/// `init` is --weights tensor `weight` (of `shape`) broadcast along the
+/// others: each way the dims can line up, in order, checked by values.
+std::optional<std::vector<int64_t>>
+Decider::broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
+                       const std::vector<int64_t> &initShape) const {
+  size_t r = shape.size(), rank = initShape.size();
+  if (r == 0 || r >= rank || elementsOf(shape) <= 0)
+    return std::nullopt;
+  std::vector<int64_t> at = sampleIndices(elementsOf(initShape));
+  std::optional<std::vector<float>> v = in.sampleInitializer(init, at);
+  if (!v)
+    return std::nullopt;
+  // Every increasing choice of r axes, the first choice first.
+  std::vector<int64_t> axes(r);
+  std::iota(axes.begin(), axes.end(), 0);
+  while (true) {
+    bool aligned = true;
+    for (size_t j = 0; j < r && aligned; ++j)
+      aligned = initShape[size_t(axes[j])] == shape[j];
+    if (aligned) {
+      // Each sampled element's index in the parameter.
+      std::vector<int64_t> from;
+      for (int64_t flat : at) {
+        int64_t index = 0, stride = 1;
+        size_t j = r;
+        for (size_t d = rank; d-- > 0;) {
+          int64_t coordinate = flat % initShape[d];
+          flat /= initShape[d];
+          if (j > 0 && axes[j - 1] == int64_t(d)) {
+            --j;
+            index += coordinate * stride;
+            stride *= shape[j];
+          }
+        }
+        from.push_back(index);
+      }
+      std::optional<std::vector<float>> p = in.sampleWeight(weight, from);
+      if (p && sameBits(*p, *v))
+        return axes;
+    }
+    // The next choice: the last axis that can move moves, those after it
+    // follow it.
+    size_t j = r;
+    while (j > 0 && axes[j - 1] == int64_t(rank - r + j - 1))
+      --j;
+    if (j == 0)
+      return std::nullopt;
+    ++axes[j - 1];
+    for (size_t m = j; m < r; ++m)
+      axes[m] = axes[m - 1] + 1;
   }
 }
 

@@ -136,6 +136,11 @@ struct InitializerRole {
   /// optimizer folded GPT-2's position embedding of positions 0..S-1):
   /// found by values.
   bool firstRows = false;
+  /// The initializer is the parameter broadcast to the initializer's
+  /// shape, the parameter's dims being these axes of it (the optimizer
+  /// folded GPT-OSS's attention sinks, [H], expanded to [B, H, S, 1]):
+  /// found by values; empty otherwise.
+  std::vector<int64_t> broadcastAxes;
 };
 
 /// What does not fit (a --weights tensor that matches nothing, an

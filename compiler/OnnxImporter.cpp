@@ -827,6 +827,25 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
                            /*allowzero=*/nullptr)
         .getResult();
   }
+  if (!role.broadcastAxes.empty()) {
+    // The parameter broadcast to the initializer's shape: its dims at
+    // those axes, 1 at the others, expanded.
+    auto i64s = [&](ArrayRef<int64_t> values) {
+      return b.create<ConstantOp>(
+          l, DenseElementsAttr::get(
+                 RankedTensorType::get({int64_t(values.size())},
+                                       b.getI64Type()),
+                 values));
+    };
+    SmallVector<int64_t> ones(size_t(type.getRank()), 1);
+    for (int64_t axis : role.broadcastAxes)
+      ones[size_t(axis)] = type.getDimSize(axis);
+    auto unit = RankedTensorType::get(ones, type.getElementType());
+    auto reshaped = b.create<ReshapeOp>(l, unit, weight, i64s(ones),
+                                        /*allowzero=*/nullptr);
+    return b.create<ExpandOp>(l, type, reshaped, i64s(type.getShape()))
+        .getResult();
+  }
   if (role.layout == Layout::Same && role.offset == 0)
     return weight;
   if (role.layout == Layout::Same) {

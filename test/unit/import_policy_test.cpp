@@ -491,4 +491,39 @@ TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
 }
 
+TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {
+  // GPT-OSS's optimized export: each layer's sinks, [heads], reshaped to
+  // [1, heads, 1, 1] and expanded to [batch, heads, seq, 1], folded.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"expand_4",
+                      {2, 4, 3, 1},
+                      {use("Concat", 0, "m.l.attn", "aten.cat", {})},
+                      {"expand", "m.l.attn.sinks", "view"}}};
+  in.haveWeights = true;
+  in.weights = {{"l.attn.sinks", {4}}};
+  Values v;
+  v.of["l.attn.sinks"] = [](int64_t i) { return 0.25f + float(i); };
+  v.of["expand_4"] = [](int64_t i) { return 0.25f + float(i / 3 % 4); };
+  in.sampleWeight = v.sampler({"l.attn.sinks"});
+  in.sampleInitializer = v.sampler({"expand_4"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].broadcastAxes, (std::vector<int64_t>{1}));
+  EXPECT_EQ(r.parameters[0].shape, (std::vector<int64_t>{4}));
+  // Dims that could line up two ways: the values say which ([2] at axis
+  // 1 of [2, 2], not at axis 0).
+  in.initializers[0].shape = {2, 2};
+  in.weights[0].shape = {2};
+  v.of["expand_4"] = [](int64_t i) { return 0.25f + float(i % 2); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].broadcastAxes, (std::vector<int64_t>{1}));
+  // Values that are no broadcast of it: refused, once.
+  v.of["expand_4"] = [](int64_t i) { return float(i * i); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
+}
+
 } // namespace

@@ -141,31 +141,29 @@ plan::DType dataDtype(Operation *param) {
                                        : plan::F32;
 }
 
-std::optional<std::string> bytesOf(ElementsAttr value) {
+/// The bytes of a constant, and whether they are one element to repeat
+/// (a splat).
+std::optional<std::pair<std::string, bool>> bytesOf(ElementsAttr value) {
   auto dense = dyn_cast<DenseElementsAttr>(value);
   if (!dense)
     return std::nullopt;
   Type e = dense.getElementType();
   if (e.isInteger(1)) {
     // MLIR packs booleans into bits; the plan has a byte per element.
+    if (dense.isSplat())
+      return std::pair{std::string(1, char(dense.getSplatValue<bool>())), true};
     std::string out;
     out.reserve(size_t(dense.getNumElements()));
     for (bool v : dense.getValues<bool>())
       out.push_back(char(v));
-    return out;
+    return std::pair{out, false};
   }
   if (!e.isF32() && !e.isInteger(64))
     return std::nullopt;
   // F32 and I64 are stored packed in the host's byte order, the plan's
-  // (little-endian hosts): copied whole, a splat's one element repeated.
+  // (little-endian hosts): copied whole, a splat's one element alone.
   ArrayRef<char> raw = dense.getRawData();
-  if (!dense.isSplat())
-    return std::string(raw.data(), raw.size());
-  std::string out;
-  out.reserve(raw.size() * size_t(dense.getNumElements()));
-  for (int64_t i = 0; i < dense.getNumElements(); ++i)
-    out.append(raw.data(), raw.size());
-  return out;
+  return std::pair{std::string(raw.data(), raw.size()), dense.isSplat()};
 }
 
 } // namespace
@@ -249,7 +247,8 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
                              "written to a plan");
         auto *c = out.add_constants();
         c->set_buffer(buffers[b]);
-        c->set_data(*data);
+        c->set_data(std::move(data->first));
+        c->set_splat(data->second);
       }
     } else if (auto p = dyn_cast<ParameterOp>(op)) {
       auto *pp = out.add_parameters();

@@ -116,9 +116,14 @@ public:
       if (onDisk(*buffer(c.buffer())))
         return fail("constant " + std::to_string(i) + ": buffer " +
                     std::to_string(c.buffer()) + " is in a DISK arena");
-      if (c.data().size() != bytes[c.buffer()])
+      // A splat's one element, or the whole buffer.
+      const plan::Buffer &b = *buffer(c.buffer());
+      uint64_t want =
+          c.splat() ? uint64_t(dtypeBytes(b.dtype())) : bytes[c.buffer()];
+      if (c.data().size() != want)
         return fail("constant " + std::to_string(i) + ": " +
-                    std::to_string(c.data().size()) + " bytes for a " +
+                    std::to_string(c.data().size()) + " bytes for " +
+                    (c.splat() ? "one element of " : "") + "a " +
                     std::to_string(bytes[c.buffer()]) + "-byte buffer");
     }
     // Layer-major plans have inputs and a loss for each micro-batch.

@@ -172,10 +172,25 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
   if (trainable)
     if (Status st = broadcastWeights(plan, backend); !st)
       return st;
-  for (const auto &c : plan.constants())
-    if (Status st = backend.write(c.buffer(), c.data().data(), c.data().size());
+  for (const auto &c : plan.constants()) {
+    if (!c.splat()) {
+      if (Status st =
+              backend.write(c.buffer(), c.data().data(), c.data().size());
+          !st)
+        return st;
+      continue;
+    }
+    // A splat: its element repeated over the buffer (the verifier checked
+    // the element's size).
+    uint64_t bytes = bufferBytes(plan, c.buffer());
+    size_t element = c.data().size();
+    std::vector<char> filled(bytes);
+    for (uint64_t at = 0; element > 0 && at + element <= bytes; at += element)
+      std::memcpy(filled.data() + at, c.data().data(), element);
+    if (Status st = backend.write(c.buffer(), filled.data(), filled.size());
         !st)
       return st;
+  }
   return Status::ok();
 }
 

@@ -81,7 +81,7 @@ TEST(PlanEmitter, AttributesFillTheKernelsMessageByName) {
   EXPECT_EQ(op.attrs().transpose().perm(0), 1);
 }
 
-TEST(PlanEmitter, ConstantsAreWrittenElementByElement) {
+TEST(PlanEmitter, ConstantsAreWrittenElementByElementOrAsOneSplat) {
   MLIRContext context;
   context.loadDialect<mt::sched::SchedDialect, mt::train::TrainDialect>();
   const char *source = R"(
@@ -107,13 +107,15 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
     return std::string(reinterpret_cast<const char *>(values.data()),
                        values.size() * sizeof(values[0]));
   };
-  // A splat repeated to every element, packed values as they are, and a
-  // byte per boolean (MLIR keeps them as bits).
-  EXPECT_EQ(plan.constants(0).data(),
-            bytes(std::vector<float>(6, 1.5f)));
+  // A splat's one element, marked to repeat; packed values as they are;
+  // a byte per boolean (MLIR keeps them as bits).
+  EXPECT_EQ(plan.constants(0).data(), bytes(std::vector<float>(1, 1.5f)));
+  EXPECT_TRUE(plan.constants(0).splat());
   EXPECT_EQ(plan.constants(1).data(),
             bytes(std::vector<int64_t>{7, -2, int64_t(1) << 40}));
+  EXPECT_FALSE(plan.constants(1).splat());
   EXPECT_EQ(plan.constants(2).data(), std::string("\1\0\0\1\1", 5));
+  EXPECT_FALSE(plan.constants(2).splat());
 }
 
 TEST(PlanEmitter, AKernelWithAMessageCarriesItWithNoAttributes) {

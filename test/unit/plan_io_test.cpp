@@ -146,8 +146,23 @@ TEST_P(PlanInvalid, IsRefusedWithTheField) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, PlanInvalid,
     ::testing::Values(
-        BadCase{"version", [](Plan &p) { p.set_version(8); },
-                "version 8 is not supported"},
+        BadCase{"version", [](Plan &p) { p.set_version(9); },
+                "version 9 is not supported"},
+        BadCase{"constant_size",
+                [](Plan &p) {
+                  auto *c = p.add_constants();
+                  c->set_buffer(5);
+                  c->set_data(std::string(10, '\0'));
+                },
+                "constant 0: 10 bytes for a 64-byte buffer"},
+        BadCase{"splat_size",
+                [](Plan &p) {
+                  auto *c = p.add_constants();
+                  c->set_buffer(5);
+                  c->set_data(std::string(4, '\0'));
+                  c->set_splat(true);
+                },
+                "constant 0: 4 bytes for one element of a 64-byte buffer"},
         BadCase{"shapes", [](Plan &p) { p.mutable_shapes()->set_seq(0); },
                 "must be positive"},
         BadCase{"arena_index",
@@ -506,6 +521,18 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "saved name 'w.part0' is empty or another parameter's"}),
     [](const auto &info) { return std::string(info.param.name); });
+
+TEST(PlanIo, AConstantIsItsBufferOrOneElementOfIt) {
+  Plan p = validPlan();
+  auto *whole = p.add_constants();
+  whole->set_buffer(5); // ids: I64 [2, 4]
+  whole->set_data(std::string(64, '\1'));
+  auto *splat = p.add_constants();
+  splat->set_buffer(6); // loss: F32 []
+  splat->set_data(std::string(4, '\0'));
+  splat->set_splat(true);
+  EXPECT_TRUE(validatePlan(p, "plan.mtp").isOk());
+}
 
 TEST(PlanIo, FramingErrorsAreNamed) {
   Plan p = validPlan();

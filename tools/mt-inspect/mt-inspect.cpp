@@ -187,6 +187,24 @@ int main(int argc, char **argv) {
       arenas[a.name()] = a.size_bytes();
     for (int i = 0; i < p.streams_size(); ++i)
       streams[p.streams(i).name()] = prediction.streamBusySeconds[i];
+    // The largest buffer by elements (the first of equals): what a long
+    // sequence would show first if anything grew as S x S.
+    nlohmann::json largest = nullptr;
+    int64_t most = -1;
+    for (int i = 0; i < p.buffers_size(); ++i) {
+      const plan::Buffer &b = p.buffers(i);
+      int64_t n = 1;
+      for (int64_t d : b.shape())
+        n *= d;
+      if (n > most) {
+        most = n;
+        largest = {{"name", b.name()},
+                   {"elements", n},
+                   {"bytes", runtime::bufferBytes(p, uint32_t(i))},
+                   {"shape",
+                    std::vector<int64_t>(b.shape().begin(), b.shape().end())}};
+      }
+    }
     nlohmann::json out = {
         {"model", p.model()},
         {"target", p.target().name()},
@@ -204,7 +222,8 @@ int main(int argc, char **argv) {
         {"d2h_bytes", prediction.d2hBytes},
         {"ranks", mt::runtime::planRanks(p)},
         {"network_bytes", prediction.networkBytes},
-        {"bottleneck", p.streams(prediction.bottleneckStream).name()}};
+        {"bottleneck", p.streams(prediction.bottleneckStream).name()},
+        {"largest_buffer", largest}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }

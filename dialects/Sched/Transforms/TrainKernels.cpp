@@ -242,15 +242,25 @@ double flopsOf(ExpertLinearGradOp l) {
 double flopsOf(MatMulOp m) {
   return 2.0 * elements(m) * tensorOf(m.getLhs()).getShape().back();
 }
-// [batch * heads, seq, head_dim]: QK^T and PV forward; the backward
-// recomputes the scores and takes three more products.
+// The (query, key) pairs of a sequence of `seq` that the causal mask and
+// the window (keys at most `window` back, 0: all) leave, which the kernels
+// alone visit: sum over i of the keys in [lo_i, hi_i).
+double keptPairs(double seq, bool causal, int64_t window) {
+  double w = double(window);
+  if (window <= 0 || w >= seq)
+    return causal ? seq * (seq + 1) / 2 : seq * seq;
+  return causal ? w * (w + 1) / 2 + (seq - w) * w
+                : seq * seq - (seq - w) * (seq - w + 1) / 2;
+}
+// q [batch, seq, heads * head_dim]: QK^T and PV forward over the kept
+// pairs; the backward recomputes the scores and takes three more products.
 double flopsOf(AttentionOp a) {
   auto q = tensorOf(a.getQ()).getShape();
-  return 4.0 * q[0] * q[1] * q[1] * q[2];
+  return 4.0 * q[0] * keptPairs(q[1], a.getCausal(), a.getWindow()) * q[2];
 }
 double flopsOf(AttentionGradOp a) {
   auto q = tensorOf(a.getQ()).getShape();
-  return 10.0 * q[0] * q[1] * q[1] * q[2];
+  return 10.0 * q[0] * keptPairs(q[1], a.getCausal(), a.getWindow()) * q[2];
 }
 // The logits GEMM, and for the backward its two gradient GEMMs too.
 double headFlops(Value input, Value weight, double products) {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Train/IR/ConstEval.h"
+#include "dialects/Train/IR/ElementAt.h"
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/Transforms/Passes.h"
 
@@ -20,6 +21,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #define DEBUG_TYPE "mt-fuse-ops"
 
@@ -365,36 +367,125 @@ struct Fusion {
     return un.getInput();
   }
 
-  /// True when `mask` (broadcast to [.., S, S]) keeps exactly j <= i:
-  /// `keepValue` marks a kept position (boolean masks) or, when null, an
-  /// additive mask is 0 where kept and very negative elsewhere.
-  bool isCausal(Value mask, std::optional<bool> keepValue) {
+  /// Whether `mask` (broadcast to [.., S, S]) keeps exactly the keys
+  /// j <= i, within a window (i - j < W) or not: the window (0: none), or
+  /// nullopt. `keepValue` marks a kept position (boolean masks) or, when
+  /// null, an additive mask is 0 where kept and very negative elsewhere.
+  std::optional<int64_t> causalWindow(Value mask,
+                                      std::optional<bool> keepValue) {
     // Layers share one mask: decide once per value.
     auto key = std::make_pair(mask.getAsOpaquePointer(), keepValue.value_or(2));
     if (auto it = causalCache.find(key); it != causalCache.end())
       return it->second;
     return causalCache[key] = checkCausal(mask, keepValue);
   }
-  std::map<std::pair<void *, int>, bool> causalCache;
+  std::map<std::pair<void *, int>, std::optional<int64_t>> causalCache;
 
-  bool checkCausal(Value mask, std::optional<bool> keepValue) {
-    Attribute attr;
-    if (!constantValue(mask, attr))
-      return false;
-    auto values = getFloatValues(attr);
-    auto shape = typeOf(mask).getShape();
-    if (!values || shape.size() < 2 || shape.back() != shape[shape.size() - 2])
-      return false;
+  /// A constant mask is read whole. One the ops build (too large to fold:
+  /// S x S elements) is read element by element through those ops
+  /// (elementAt), at samples that cover its diagonal and the window's edge
+  /// in rows spread over it, its corners, and its first and last batch.
+  std::optional<int64_t> checkCausal(Value mask,
+                                     std::optional<bool> keepValue) {
+    auto type = typeOf(mask);
+    if (!type.hasStaticShape() || type.getRank() < 2)
+      return std::nullopt;
+    ArrayRef<int64_t> shape = type.getShape();
     int64_t S = shape.back();
-    for (size_t k = 0; k < values->size(); ++k) {
-      int64_t i = (k / S) % S, j = k % S;
-      double v = (*values)[k];
-      bool kept = keepValue ? (v != 0) == *keepValue : v == 0.0;
-      bool masked = keepValue ? !kept : v <= -1e9;
-      if ((j <= i && !kept) || (j > i && !masked))
-        return false;
+    if (S < 1 || shape[shape.size() - 2] != S)
+      return std::nullopt;
+    Attribute attr;
+    std::optional<SmallVector<double>> values;
+    if (constantValue(mask, attr)) {
+      values = getFloatValues(attr);
+      if (!values || int64_t(values->size()) != type.getNumElements())
+        return std::nullopt;
     }
-    return true;
+    SmallVector<int64_t> lead(shape.drop_back(2));
+    auto element = [&](ArrayRef<int64_t> at, int64_t i,
+                       int64_t j) -> std::optional<double> {
+      SmallVector<int64_t> index(at);
+      index.append({i, j});
+      if (!values)
+        return elementAt(mask, index);
+      int64_t flat = 0;
+      for (size_t d = 0; d < shape.size(); ++d)
+        flat = flat * shape[d] + index[d];
+      return (*values)[size_t(flat)];
+    };
+    auto kept = [&](double v) {
+      return keepValue ? (v != 0) == *keepValue : v == 0.0;
+    };
+    auto masked = [&](double v) {
+      return keepValue ? (v != 0) != *keepValue : v <= -1e9;
+    };
+    // The window from the last row: its first kept key (the kept keys of a
+    // row are one run ending at the diagonal; the checks below say whether
+    // they are).
+    SmallVector<int64_t> first(lead.size(), 0);
+    int64_t lo = 0, hi = S - 1;
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      auto v = element(first, S - 1, mid);
+      if (!v)
+        return std::nullopt;
+      if (kept(*v))
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    int64_t window = lo == 0 ? 0 : S - lo;
+    auto check = [&](ArrayRef<int64_t> at, int64_t i, int64_t j) {
+      auto v = element(at, i, j);
+      if (!v)
+        return false;
+      bool keep = j <= i && (window == 0 || i - j < window);
+      return keep ? kept(*v) : masked(*v);
+    };
+    if (values) {
+      // Every element of every batch and head.
+      int64_t leads = type.getNumElements() / (S * S);
+      for (int64_t l = 0; l < leads; ++l) {
+        SmallVector<int64_t> at(lead.size());
+        for (int64_t rest = l, d = int64_t(lead.size()) - 1; d >= 0; --d) {
+          at[size_t(d)] = rest % lead[size_t(d)];
+          rest /= lead[size_t(d)];
+        }
+        for (int64_t i = 0; i < S; ++i)
+          for (int64_t j = 0; j < S; ++j)
+            if (!check(at, i, j))
+              return std::nullopt;
+      }
+      return window;
+    }
+    SmallVector<int64_t> last(lead);
+    for (int64_t &d : last)
+      d -= 1;
+    std::set<int64_t> rows;
+    for (int64_t k = 0; k < 4; ++k)
+      rows.insert({k, S - 1 - k});
+    for (int64_t k = 1; k < 16; ++k)
+      rows.insert(k * S / 16);
+    if (window)
+      rows.insert({window - 1, window, window + 1});
+    for (ArrayRef<int64_t> at :
+         {ArrayRef<int64_t>(first), ArrayRef<int64_t>(last)})
+      for (int64_t i : rows) {
+        if (i < 0 || i >= S)
+          continue;
+        std::set<int64_t> columns{0, 1, S - 2, S - 1};
+        for (int64_t d = -2; d <= 2; ++d)
+          columns.insert(i + d);
+        if (window)
+          for (int64_t d = -1; d <= 1; ++d)
+            columns.insert(i - window + d);
+        for (int64_t k = 1; k < 8; ++k)
+          columns.insert(k * S / 8);
+        for (int64_t j : columns)
+          if (j >= 0 && j < S && !check(at, i, j))
+            return std::nullopt;
+      }
+    return window;
   }
 
   /// where(is_nan(p), 0, p) -> p: PyTorch's safe softmax (sdpa), which
@@ -735,8 +826,8 @@ struct RotaryFromAdd : FusionPattern<AddOp> {
   }
 };
 
-/// softmax(q k^T * scale + mask) v, with GQA head repetition, causal
-/// masks recognised by their values.
+/// softmax(q k^T * scale + mask) v, with GQA head repetition, causal and
+/// sliding-window masks recognised by their values.
 struct AttentionFromMatMul : FusionPattern<MatMulOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(MatMulOp pv,
@@ -751,14 +842,16 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
     double scale = 1.0;
     Value scores = sm.getInput(), mask;
     bool causal = false;
+    std::optional<int64_t> window;
     // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf,
     // scores).
     if (auto w = def<WhereOp>(scores)) {
       auto fillX = splatValue(w.getX()), fillY = splatValue(w.getY());
-      if (fillY && *fillY <= -1e9 && f.isCausal(w.getCondition(), true)) {
+      if (fillY && *fillY <= -1e9 &&
+          (window = f.causalWindow(w.getCondition(), true))) {
         scores = w.getX();
       } else if (fillX && *fillX <= -1e9 &&
-                 f.isCausal(w.getCondition(), false)) {
+                 (window = f.causalWindow(w.getCondition(), false))) {
         scores = w.getY();
       } else {
         return b.notifyMatchFailure(pv, "a Where mask that is not causal");
@@ -772,7 +865,7 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         return b.notifyMatchFailure(pv, "an Add before the softmax that is "
                                         "not scores + mask");
       scores = ops->first;
-      if (f.isCausal(ops->second, std::nullopt))
+      if ((window = f.causalWindow(ops->second, std::nullopt)))
         causal = true;
       else
         mask = ops->second;
@@ -838,7 +931,8 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         loc, f.packHeads(b, loc, q), f.packHeads(b, loc, k),
         f.packHeads(b, loc, v), mask, b.getI64IntegerAttr(H),
         b.getI64IntegerAttr(Hkv), b.getF32FloatAttr(scale),
-        causal ? b.getUnitAttr() : UnitAttr(), b.getI64IntegerAttr(0));
+        causal ? b.getUnitAttr() : UnitAttr(),
+        b.getI64IntegerAttr(window.value_or(0)));
     b.replaceAllUsesWith(pv.getResult(), f.unpackHeads(b, loc, attn, H));
     return success();
   }

@@ -463,3 +463,39 @@ func.func @expert_linear(%x: tensor<5x3xf32>, %i: tensor<5x1xi64>) -> (tensor<5x
   %z = train.matmul %row, %h : (tensor<5x1x3xf32>, tensor<5x3x6xf32>) -> tensor<5x1x6xf32>
   return %y, %z : tensor<5x6x1xf32>, tensor<5x1x6xf32>
 }
+
+// -----
+
+// A sliding window of 512 keys over 4,096 tokens, as Hugging Face's mask
+// builders make it (kv <= q and kv > q - 512 over ranges, then a Where):
+// too large to fold, read through its ops; and the same window of 2 in a
+// folded additive mask. Both are causal attention with the window.
+// CHECK-LABEL: func @attention_sliding_window
+// CHECK: train.attention {{.*}} {causal, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 1.000000e+00 : f32, window = 512 : i64} : (tensor<1x4096x4xf32>
+// CHECK: train.attention {{.*}} {causal, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 1.000000e+00 : f32, window = 2 : i64} : (tensor<1x4x4xf32>
+func.func @attention_sliding_window(%q: tensor<1x1x4096x4xf32>, %k: tensor<1x1x4096x4xf32>, %v: tensor<1x1x4096x4xf32>, %q2: tensor<1x1x4x4xf32>, %k2: tensor<1x1x4x4xf32>, %v2: tensor<1x1x4x4xf32>) -> (tensor<1x1x4096x4xf32>, tensor<1x1x4x4xf32>) {
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x4096x4xf32>) -> tensor<1x1x4x4096xf32>
+  %s = train.matmul %q, %kt : (tensor<1x1x4096x4xf32>, tensor<1x1x4x4096xf32>) -> tensor<1x1x4096x4096xf32>
+  %a = train.constant dense<0> : tensor<i64>
+  %n = train.constant dense<4096> : tensor<i64>
+  %d = train.constant dense<1> : tensor<i64>
+  %r = train.range %a, %n, %d : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<4096xi64>
+  %qi = train.unsqueeze %r {axes = array<i64: -1>} : (tensor<4096xi64>) -> tensor<4096x1xi64>
+  %ki = train.unsqueeze %r {axes = array<i64: 0>} : (tensor<4096xi64>) -> tensor<1x4096xi64>
+  %le = train.less_or_equal %ki, %qi : (tensor<1x4096xi64>, tensor<4096x1xi64>) -> tensor<4096x4096xi1>
+  %w = train.constant dense<512> : tensor<i64>
+  %back = train.sub %qi, %w : (tensor<4096x1xi64>, tensor<i64>) -> tensor<4096x1xi64>
+  %in = train.greater %ki, %back : (tensor<1x4096xi64>, tensor<4096x1xi64>) -> tensor<4096x4096xi1>
+  %keep = train.and %le, %in : (tensor<4096x4096xi1>, tensor<4096x4096xi1>) -> tensor<4096x4096xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %ms = train.where %keep, %s, %ninf : (tensor<4096x4096xi1>, tensor<1x1x4096x4096xf32>, tensor<f32>) -> tensor<1x1x4096x4096xf32>
+  %p = train.softmax %ms {axis = -1 : i64} : (tensor<1x1x4096x4096xf32>) -> tensor<1x1x4096x4096xf32>
+  %o = train.matmul %p, %v : (tensor<1x1x4096x4096xf32>, tensor<1x1x4096x4xf32>) -> tensor<1x1x4096x4xf32>
+  %kt2 = train.transpose %k2 {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  %s2 = train.matmul %q2, %kt2 : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  %mask = train.constant dense<[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0xFF800000, 0.0, 0.0, 0xFF800000], [0xFF800000, 0xFF800000, 0.0, 0.0]]> : tensor<4x4xf32>
+  %a2 = train.add %s2, %mask : (tensor<1x1x4x4xf32>, tensor<4x4xf32>) -> tensor<1x1x4x4xf32>
+  %p2 = train.softmax %a2 {axis = -1 : i64} : (tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  %o2 = train.matmul %p2, %v2 : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
+  return %o, %o2 : tensor<1x1x4096x4xf32>, tensor<1x1x4x4xf32>
+}

@@ -69,6 +69,19 @@ print("%.2fx (%.0f / %.0f GiB)" % (eight / one, eight / 2**30, one / 2**30))' "$
   echo "  $p chose: $chosen"
 done
 
+# Less work never fits worse: the 121B graph's tokens as one micro-batch,
+# from the same budgets (its bf16 gradients widened on the device and
+# applied where they arrive, as the 8 layer-major micro-batches' are).
+echo
+[ -f "$work/120b.onnx" ] || /usr/bin/python3 "$root/examples/big/make_graph.py" "$work/120b.onnx" --preset 120b > /dev/null
+/usr/bin/time -f "%e %M" -o "$work/t" "$mtc" "$work/120b.onnx" --batch 4 --seq 2048 --grad-accum 1 \
+  --compute-dtype bf16 --target h200 --gpu-mem 80GiB --host-mem 1.5TiB -o "$work/120b-one.mtp" \
+  --explain > "$work/120b-one.txt"
+read -r wall rss < "$work/t"
+echo "120b at 1 micro-batch of 4 x 2048, same budgets: plans in $wall s;" \
+  "$(sed -nE 's/.*host, in all +([0-9.]+ GiB) .*\(([0-9.]+) bytes per trainable parameter.*/host \1, \2 bytes per parameter/p' "$work/120b-one.txt");" \
+  "$(sed -nE 's/^predicted on [a-z0-9]+: ([0-9.]+ s\/step).*/\1/p' "$work/120b-one.txt")"
+
 # The two large mixtures of experts from budgets alone, their schedules
 # compiled on one thread and on every core, side by side: the plan must be
 # the same file.

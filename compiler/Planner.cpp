@@ -54,12 +54,6 @@ const char *overlapName(Overlap o) {
   }
 }
 
-bool Schedule::transientGradients(bool bf16) const {
-  bool oneRun = gradAccum == 1 || layerMajor;
-  return overlap == Overlap::Backward && oneRun &&
-         (!bf16 || (layerMajor && gradAccum > 1));
-}
-
 std::string Schedule::flags() const {
   std::string f;
   if (batch)
@@ -168,18 +162,19 @@ TierBytes tierBytes(const plan::Plan &plan) {
 
 int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16) {
   // Per trainable element: the fp32 master (4), the moments unless on
-  // disk, the fp32 accumulator unless the gradient is certainly read
-  // where it arrives (a bound: only where no gradient can be transient),
+  // disk, the fp32 accumulator unless the gradient is read where it
+  // arrives (LowerToSched's rule: updates during the backward of one run
+  // of gradients a step, one micro-batch or layer-major, on one rank),
   // the pinned bf16 copy with the compute link (2); per frozen element its
   // fp32 master.
   // With ranks, the accumulator, the moments and (beside a compute copy)
   // the master are split among them: a rank holds at least the average.
-  bool maybeTransient = s.overlap == Overlap::Backward && s.ranks == 1 &&
-                        (s.gradAccum == 1 || s.layerMajor);
+  bool transient = s.overlap == Overlap::Backward && s.ranks == 1 &&
+                   (s.gradAccum == 1 || s.layerMajor);
   bool computeCopy = bf16 && !s.fp32Link;
   double shared = computeCopy ? 2.0 : 4.0;
   double split = (s.momentsOnDisk ? 0.0 : m.momentBytes) +
-                 (maybeTransient ? 0.0 : 4.0) + (computeCopy ? 4.0 : 0.0);
+                 (transient ? 0.0 : 4.0) + (computeCopy ? 4.0 : 0.0);
   double perElement = shared + split / double(std::max<int64_t>(1, s.ranks));
   return int64_t(perElement * double(m.trainable)) + 4 * m.frozen;
 }

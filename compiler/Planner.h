@@ -52,10 +52,6 @@ struct Schedule {
   /// holds about 1/ranks of the host state (mt-shard-state).
   int64_t ranks = 1;
 
-  /// Whether the schedule reads each trainable gradient where it arrives
-  /// (no host accumulator): the rule LowerToSched applies. Exact for fp32
-  /// compute; with bf16 only where the device sums in fp32 (layer-major).
-  bool transientGradients(bool bf16) const;
   /// The mtc flags that build it.
   std::string flags() const;
 };

@@ -540,9 +540,23 @@ struct LowerToSched
       if (llvm::is_contained(grads, Value()))
         return step.emitError("gradient of '")
                << of.getValue() << "' has no buffer";
-      // Layer-major: summed on the device, leaving once.
-      Value grad =
-          grads.size() > 1 ? sumOnDevice(of.getValue(), grads) : grads[0];
+      // When the gradient arrives once per step and is applied at once, the
+      // update reads it where it arrived: no accumulator in host memory (4
+      // bytes per parameter), no zeroing, no accumulation. It must then
+      // arrive in fp32: layer-major sums the micro-batches' gradients on
+      // the device in fp32, and one micro-batch's bf16 gradient is widened
+      // there (twice the bytes over the link, a quarter of the host state
+      // saved; the same bits as the host's 0 + g).
+      bool oneRun = (layerMajor || gradAccum == 1) && ranks == 1;
+      bool whereArrives =
+          oneRun && optimizerOverlap == OptimizerOverlap::Backward;
+      bool narrow = !cast<BufferType>(grads[0].getType())
+                         .getTensorType()
+                         .getElementType()
+                         .isF32();
+      Value grad = grads.size() > 1 || (whereArrives && narrow)
+                       ? sumOnDevice(of.getValue(), grads)
+                       : grads[0];
       auto t = tensorOf(v);
       // The staging buffer holds the gradient as the device has it (the
       // compute dtype, or fp32 where an op keeps a sum in fp32).
@@ -562,13 +576,9 @@ struct LowerToSched
                0, train::storageBytes(onDevice), step.getLoc());
       if (producer)
         copied.getDefiningOp()->moveAfter(producer);
-      // When the gradient arrives once per step, complete and in fp32, and
-      // is applied at once, the update reads it where it arrived: no
-      // accumulator in host memory (4 bytes per parameter), no zeroing,
-      // no accumulation; the staging buffer lives only until the update.
-      bool oneRun = (layerMajor || gradAccum == 1) && ranks == 1;
-      if (oneRun && optimizerOverlap == OptimizerOverlap::Backward &&
-          onDevice.getElementType().isF32()) {
+      // Read where it arrived: the staging buffer lives only until the
+      // update.
+      if (whereArrives) {
         ParameterOp param = parameterOfDevice.lookup(w.device);
         Value accumulator = w.state[0];
         staging.getDefiningOp()->moveBefore(param);
@@ -617,8 +627,9 @@ struct LowerToSched
   /// Layer-major: the micro-batches' gradients of one weight summed on the
   /// device in micro-batch order and in fp32, as the host accumulates them
   /// (0 + g0 + g1 + ...: the same bits), each add on the compute stream
-  /// right after the op that completes its addend. The sum's buffer (the
-  /// first gradient's when it is fp32), its last writer in `tokens`.
+  /// right after the op that completes its addend; one gradient alone is
+  /// only widened. The sum's buffer (the first gradient's when it is
+  /// fp32), its last writer in `tokens`.
   Value sumOnDevice(StringRef name, ArrayRef<Value> grads) {
     auto type = cast<BufferType>(grads[0].getType()).getTensorType();
     auto f32 =

@@ -2,6 +2,7 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=compute-dtype=bf16 %s | FileCheck %s --check-prefix=BF16
 // RUN: mt-opt --split-input-file --mt-lower-to-sched='optimizer-overlap=backward grad-accum=2' %s | FileCheck %s --check-prefix=OVERLAP
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=backward %s | FileCheck %s --check-prefix=ONCE
+// RUN: mt-opt --split-input-file --mt-lower-to-sched='optimizer-overlap=backward compute-dtype=bf16' %s | FileCheck %s --check-prefix=ONCE16
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-overlap=next-forward %s | FileCheck %s --check-prefix=NEXT
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=8bit %s | FileCheck %s --check-prefix=Q8
 // RUN: mt-opt --split-input-file --mt-lower-to-sched=optimizer-states=4bit %s | FileCheck %s --check-prefix=Q4
@@ -58,6 +59,16 @@
 // ONCE: %[[C:.+]] = sched.exec copy_to_host {{.*}} outs(%[[S]]) on @d2h
 // ONCE-NEXT: sched.exec adamw ins(%[[S]]) {{.*}} on @optimizer after(%[[C]]) {bytes
 // ONCE-NOT: accumulate
+// With bf16 compute too: the bf16 gradient is widened on the device (the
+// same bits as the host's 0 + g) and crosses in fp32, so that one
+// micro-batch never needs the accumulator that 8 layer-major ones do not.
+// ONCE16-DAG: %[[S:.+]] = sched.buffer "emb.grad.staging" in @host_pinned at -1 : <tensor<16x8xf32>>
+// ONCE16-DAG: sched.parameter "emb" master(%{{.*}}) state(%[[S]], %{{.*}}, %{{.*}}) compute(%{{.*}}) {{{.*}}transient_grad}
+// ONCE16-DAG: %[[W:.+]] = sched.buffer "emb.grad.sum" in @device at -1 : <tensor<16x8xf32>>
+// ONCE16: %[[T:.+]] = sched.exec copy ins(%{{.*}}) outs(%[[W]]) on @compute
+// ONCE16-NEXT: %[[C:.+]] = sched.exec copy_to_host ins(%[[W]]) outs(%[[S]]) on @d2h after(%[[T]])
+// ONCE16-NEXT: sched.exec adamw ins(%[[S]]) {{.*}} on @optimizer after(%[[C]])
+// ONCE16-NOT: accumulate
 // With next-forward overlap, the first micro-batch of a step begins with
 // each weight's update from the previous step, the reset of its gradient
 // accumulator and its copy to the device, which waits for the update; the

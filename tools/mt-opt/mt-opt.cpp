@@ -1,5 +1,6 @@
 //===- mt-opt.cpp - run passes of the train dialect on MLIR files ---------===//
 #include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Sched/Transforms/TrainKernels.h"
 #include "dialects/Train/IR/TrainOps.h"
 #include "dialects/Train/Transforms/Passes.h"
 
@@ -12,6 +13,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mt::train::TrainDialect, mt::sched::SchedDialect,
                   mlir::func::FuncDialect>();
+  mt::sched::registerTrainKernels(registry);
   mt::train::registerTrainPasses();
   mt::sched::registerSchedPasses();
   mlir::registerCSEPass();

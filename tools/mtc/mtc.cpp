@@ -15,6 +15,7 @@
 #include "compiler/Planner.h"
 #include "compiler/Summary.h"
 #include "dialects/Sched/Transforms/Passes.h"
+#include "dialects/Sched/Transforms/TrainKernels.h"
 #include "dialects/Train/Transforms/Passes.h"
 #include "runtime/cost_model.h"
 #include "runtime/plan_io.h"
@@ -632,7 +633,9 @@ int main(int argc, char **argv) {
       "schedule that fits the target's memory budgets, every schedule flag\n"
       "given a constraint (--explain says what it chose and why).\n");
 
-  mlir::MLIRContext context;
+  mlir::DialectRegistry registry;
+  mt::sched::registerTrainKernels(registry);
+  mlir::MLIRContext context(registry);
   context.printOpOnDiagnostic(false);
   mlir::ScopedDiagnosticHandler handler(&context, [](mlir::Diagnostic &d) {
     std::string msg = d.str();

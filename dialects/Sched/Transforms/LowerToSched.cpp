@@ -1,6 +1,5 @@
 //===- LowerToSched.cpp - the training step as a schedule on streams ------===//
 #include "dialects/Sched/Transforms/Passes.h"
-#include "dialects/Sched/Transforms/TrainKernels.h"
 #include "dialects/Train/IR/TrainOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,10 +31,6 @@ struct LowerToSched
     : public mt::sched::impl::LowerToSchedPassBase<LowerToSched> {
   using Base::Base;
 
-  void getDependentDialects(DialectRegistry &registry) const override {
-    Base::getDependentDialects(registry);
-    registerTrainKernels(registry);
-  }
 
   /// The host and device buffers of one weight.
   struct Weight {
@@ -54,6 +49,17 @@ struct LowerToSched
     }
     if (gradAccum < 1) {
       module.emitError("grad-accum must be at least 1");
+      return signalPassFailure();
+    }
+    // The kernels are attached by the tool's registry, not by this pass's
+    // dependent dialects: a pass manager appends a registry with
+    // extensions to the context at every run, which races with the
+    // planner's other threads.
+    auto linear = RegisteredOperationName::lookup(
+        train::LinearOp::getOperationName(), &getContext());
+    if (!linear || !linear->hasInterface<KernelOpInterface>()) {
+      module.emitError("the train ops have no kernels: the context's registry "
+                       "needs mt::sched::registerTrainKernels");
       return signalPassFailure();
     }
     if (failed(lower(module, step)))

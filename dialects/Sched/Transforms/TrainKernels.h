@@ -8,7 +8,8 @@ class DialectRegistry;
 
 namespace mt::sched {
 /// Attaches KernelOpInterface (SchedOps.h) to the train ops a kernel runs,
-/// when the train dialect loads.
+/// when the train dialect loads: a tool adds it to its context's registry
+/// before anything runs (mt-lower-to-sched refuses to run without it).
 void registerTrainKernels(mlir::DialectRegistry &registry);
 } // namespace mt::sched
 

@@ -1,6 +1,7 @@
 # lit configuration for mt: IR tests (mt-opt) and tool tests (mtc).
 import os
 import shutil
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -24,6 +25,8 @@ config.substitutions.append(("%shared", os.path.abspath(shared)))
 if os.path.isdir(os.path.join(shared, "fixtures")):
     config.available_features.add("shared-fixtures")
 config.substitutions.append(("%python", "/usr/bin/python3"))
+# lit itself, for the test of this configuration.
+config.substitutions.append(("%lit", sys.executable + " " + os.path.abspath(sys.argv[0])))
 # The export venv (scripts/export-venv.sh: pinned torch and transformers)
 # runs the tests against the real client; MT_TORCH_PYTHON names another.
 torch_python = os.environ.get(
@@ -43,6 +46,20 @@ if config.mt_have_mpi and mpirun:
 # left alone.
 if shutil.which("clang-format"):
     config.available_features.add("clang-format")
+# Under CI (CI=true) nothing may be skipped for want of what the set-up
+# provides: a test reported unsupported there is a test that did not run.
+if os.environ.get("CI") == "true":
+    provides = {
+        "shared-fixtures": f"{os.path.abspath(shared)}/fixtures (check out ../shared beside the repository, or set MT_SHARED)",
+        "torch": f"{torch_python} (scripts/export-venv.sh, or set MT_TORCH_PYTHON)",
+        "mpi": "mtrun built with MPI and mpirun (scripts/bootstrap.sh)",
+        "clang-format": "clang-format (scripts/bootstrap.sh)",
+    }
+    missing = [why for feature, why in provides.items()
+               if feature not in config.available_features]
+    if missing:
+        lit_config.fatal("CI=true, and the tests that need these would be "
+                         "skipped: " + "; ".join(missing))
 
 llvm_config.with_system_environment(["HOME", "TMPDIR"])
 llvm_config.use_default_substitutions()

@@ -498,10 +498,9 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
   // same schedule (tried after it) wins: it moves fewer bytes for the same
   // time.
   auto candidateAt = [&](Ref x) -> Candidate & {
-    const Slot &slot = slots[x.first];
-    return slot.committedAt.empty()
-               ? slots[x.first].evaluations[x.second].candidate
-               : r.candidates[slot.committedAt[x.second]];
+    Slot &slot = slots[x.first];
+    return slot.committedAt.empty() ? slot.evaluations[x.second].candidate
+                                    : r.candidates[slot.committedAt[x.second]];
   };
   auto before = [&](Ref x, Ref y) {
     const Candidate &a = candidateAt(x), &bc = candidateAt(y);
@@ -553,7 +552,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
         if (r.firstRefusal.empty())
           r.firstRefusal = *e.error;
         r.failed.push_back({e.candidate.schedule, *e.error});
-        at.push_back(0);
+        at.push_back(0); // a refusal is never ranked
         continue;
       }
       if (!e.candidate.fits && r.firstRefusal.empty())

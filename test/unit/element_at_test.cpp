@@ -129,6 +129,26 @@ TEST(ElementAtInputs, AValueOfTheStepsInputsIsNotKnown) {
   EXPECT_FALSE(mt::train::elementAt(returned(*module), {2, 3}));
 }
 
+TEST(ElementAtInputs, ASliceStepThatIsNoIntegerIsNotKnown) {
+  // Its step is 1 / 0: no index at all, not undefined behaviour.
+  MLIRContext ctx;
+  ctx.loadDialect<mt::train::TrainDialect, func::FuncDialect>();
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(moduleText({"", R"(
+  %t = train.constant dense<[0, 1, 2, 3, 4, 5, 6, 7]> : tensor<8xi64>
+  %one = train.constant dense<[1]> : tensor<1xi64>
+  %zero = train.constant dense<[0]> : tensor<1xi64>
+  %step = train.div %one, %zero : (tensor<1xi64>, tensor<1xi64>) -> tensor<1xi64>
+  %st = train.constant dense<[0]> : tensor<1xi64>
+  %en = train.constant dense<[6]> : tensor<1xi64>
+  %ax = train.constant dense<[0]> : tensor<1xi64>
+  %m = train.slice %t, %st, %en, %ax, %step : (tensor<8xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<6xi64>)",
+                                              "tensor<6xi64>"}),
+                                  &ctx);
+  ASSERT_TRUE(module);
+  EXPECT_FALSE(mt::train::elementAt(returned(*module), {2}));
+}
+
 TEST(ElementAtInputs, AWalkThatWouldNotEndIsCutShort) {
   // Each add reads the one before twice: 2^200 paths to the constant.
   std::string body = "  %v0 = train.constant dense<1> : tensor<6x6xi64>\n";

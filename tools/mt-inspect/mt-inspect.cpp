@@ -193,9 +193,7 @@ int main(int argc, char **argv) {
     int64_t most = -1;
     for (int i = 0; i < p.buffers_size(); ++i) {
       const plan::Buffer &b = p.buffers(i);
-      int64_t n = 1;
-      for (int64_t d : b.shape())
-        n *= d;
+      int64_t n = runtime::bufferElements(p, uint32_t(i));
       if (n > most) {
         most = n;
         largest = {{"name", b.name()},

@@ -31,7 +31,6 @@ struct LowerToSched
     : public mt::sched::impl::LowerToSchedPassBase<LowerToSched> {
   using Base::Base;
 
-
   /// The host and device buffers of one weight.
   struct Weight {
     Value device, master;

@@ -125,9 +125,9 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
 /// same on a step's .mlir, so that any plan can be reproduced.
 void buildBackendPipeline(mlir::OpPassManager &pm, const BackendOptions &o);
 
-/// Loads every dialect (and dialect extension) the back end's passes
-/// depend on, for any options. A pass manager loads them at its first run,
-/// which must not happen while another thread compiles in the context.
+/// Loads every dialect the back end's passes depend on, for any options. A
+/// pass manager loads them at its first run, which must not happen while
+/// another thread compiles in the context.
 void loadBackendDialects(mlir::MLIRContext &context);
 
 } // namespace mt::sched

@@ -248,7 +248,8 @@ private:
     Index out;
     for (int64_t k = 0; k < (*shape)[0]; ++k) {
       auto x = at(v, {k}, depth + 1);
-      if (!x)
+      // A computed index (1 / 0, say) may be no int64.
+      if (!x || !(std::abs(*x) < 0x1p62))
         return std::nullopt;
       out.push_back(int64_t(*x));
     }

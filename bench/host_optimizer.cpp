@@ -1,19 +1,36 @@
 // The host AdamW against the machine's memory bandwidth: params/s of each
 // instruction path over fp32 states (28 bytes per parameter: the parameter,
-// both moments read and written, the gradient read), next to a STREAM-style
-// triad on the same threads. Prints one JSON object (bench/host_optimizer.sh
-// puts torch's CPU AdamW beside it).
+// both moments read and written, the gradient read), next to two bandwidth
+// references run on the same path, threads, chunks and arrays (the same
+// pages, first touched by the same thread), in rounds alternating with
+// AdamW's so that both see the same machine:
+//   bandwidth  p, m, v += 3 g: AdamW's reads and writes with its arithmetic
+//              left out, 28 bytes per element. AdamW's fraction of it says
+//              how near the memory's limit the update runs.
+//   triad      a = b + 3 c, STREAM's kernel, 12 bytes counted per element.
+//              Its destination is only written, so the CPU reads each line
+//              before writing it (write-allocate): 16 bytes move for the 12
+//              counted, and it reads below the memory's bandwidth. Printed
+//              to compare with STREAM figures (TOOLCHAIN.md's H200 host).
+// Prints one JSON object (bench/host_optimizer.sh puts torch's CPU AdamW
+// beside it).
 //   mt-bench-adamw [--params N] [--threads T]
 #include "runtime/adamw.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 using namespace mt::runtime;
 
@@ -24,28 +41,163 @@ double seconds(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-/// a = b + 3 c over `threads` contiguous chunks, best of 5, in bytes/s
-/// (12 bytes per element: two reads and a write).
-double triad(int64_t n, int threads) {
-  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    int64_t chunk = (n + threads - 1) / threads;
-    for (int k = 0; k < threads; ++k)
-      pool.emplace_back([&, k] {
-        float *__restrict pa = a.data();
-        const float *__restrict pb = b.data(), *__restrict pc = c.data();
-        int64_t end = std::min(n, (k + 1) * chunk);
-        for (int64_t i = k * chunk; i < end; ++i)
-          pa[i] = pb[i] + 3.0f * pc[i];
-      });
-    for (auto &th : pool)
-      th.join();
-    best = std::max(best, 12.0 * double(n) / seconds(t));
+/// n floats, 64-byte aligned, filled with `value` by this thread (the first
+/// touch, so every array's pages are placed alike).
+class Array {
+public:
+  Array(int64_t n, float value)
+      : data_(static_cast<float *>(std::aligned_alloc(
+            64, (size_t(n) * sizeof(float) + 63) / 64 * 64))) {
+    if (!data_) {
+      std::fprintf(stderr, "mt-bench-adamw: cannot allocate %lld floats\n",
+                   (long long)n);
+      std::exit(1);
+    }
+    std::fill(data_, data_ + n, value);
   }
-  return best;
+  ~Array() { std::free(data_); }
+  Array(const Array &) = delete;
+  Array &operator=(const Array &) = delete;
+  float *data() const { return data_; }
+
+private:
+  float *data_;
+};
+
+/// The references on one instruction path, over [0, count): `triad` is
+/// v = p + 3 g; `bandwidth` p, m, v += 3 g, and `spaced` the same with a
+/// square root of each result, which spaces the loads and stores as
+/// AdamW's arithmetic does (the prefetchers keep up better; the faster of
+/// the two is the bandwidth). Each returns how many elements it did (the
+/// vector paths leave the tail to the scalar ones).
+using Kernel = int64_t (*)(float *p, const float *g, float *m, float *v,
+                           int64_t count);
+struct Kernels {
+  Kernel triad, bandwidth, spaced;
+};
+
+// The baseline ISA's loops, compiled as AdamW's scalar path is.
+int64_t scalarTriad(float *p, const float *g, float *, float *v,
+                    int64_t count) {
+  for (int64_t i = 0; i < count; ++i)
+    v[i] = p[i] + 3.0f * g[i];
+  return count;
+}
+
+template <bool spaced>
+int64_t scalarBandwidth(float *p, const float *g, float *m, float *v,
+                        int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    float x = 3.0f * g[i];
+    p[i] = spaced ? std::sqrt(p[i] + x) : p[i] + x;
+    m[i] = spaced ? std::sqrt(m[i] + x) : m[i] + x;
+    v[i] = spaced ? std::sqrt(v[i] + x) : v[i] + x;
+  }
+  return count;
+}
+
+#if defined(__x86_64__)
+#define MT_BENCH_VECTOR_KERNELS(triadName, bandwidthName, isa, V, prefix,      \
+                                lanes)                                         \
+  __attribute__((target(isa))) int64_t triadName(                              \
+      float *p, const float *g, float *, float *v, int64_t count) {            \
+    const V three = prefix##_set1_ps(3.0f);                                    \
+    int64_t i = 0;                                                             \
+    for (; i + (lanes) <= count; i += (lanes))                                 \
+      prefix##_storeu_ps(                                                      \
+          v + i,                                                               \
+          prefix##_add_ps(prefix##_loadu_ps(p + i),                            \
+                          prefix##_mul_ps(three, prefix##_loadu_ps(g + i))));  \
+    return i;                                                                  \
+  }                                                                            \
+  template <bool spaced>                                                       \
+  __attribute__((target(isa))) int64_t bandwidthName(                          \
+      float *p, const float *g, float *m, float *v, int64_t count) {           \
+    const V three = prefix##_set1_ps(3.0f);                                    \
+    int64_t i = 0;                                                             \
+    for (; i + (lanes) <= count; i += (lanes)) {                               \
+      V x = prefix##_mul_ps(three, prefix##_loadu_ps(g + i));                  \
+      V pi = prefix##_add_ps(prefix##_loadu_ps(p + i), x);                     \
+      V mi = prefix##_add_ps(prefix##_loadu_ps(m + i), x);                     \
+      V vi = prefix##_add_ps(prefix##_loadu_ps(v + i), x);                     \
+      if (spaced) {                                                            \
+        pi = prefix##_sqrt_ps(pi);                                             \
+        mi = prefix##_sqrt_ps(mi);                                             \
+        vi = prefix##_sqrt_ps(vi);                                             \
+      }                                                                        \
+      prefix##_storeu_ps(p + i, pi);                                           \
+      prefix##_storeu_ps(m + i, mi);                                           \
+      prefix##_storeu_ps(v + i, vi);                                           \
+    }                                                                          \
+    return i;                                                                  \
+  }
+MT_BENCH_VECTOR_KERNELS(avx512Triad, avx512Bandwidth, "avx512f", __m512, _mm512,
+                        16)
+MT_BENCH_VECTOR_KERNELS(avx2Triad, avx2Bandwidth, "avx2", __m256, _mm256, 8)
+#undef MT_BENCH_VECTOR_KERNELS
+#endif
+
+Kernels kernelsFor(AdamWIsa isa) {
+#if defined(__x86_64__)
+  if (isa == AdamWIsa::Avx512)
+    return {avx512Triad, avx512Bandwidth<false>, avx512Bandwidth<true>};
+  if (isa == AdamWIsa::Avx2)
+    return {avx2Triad, avx2Bandwidth<false>, avx2Bandwidth<true>};
+#endif
+  (void)isa;
+  return {scalarTriad, scalarBandwidth<false>, scalarBandwidth<true>};
+}
+
+/// Seconds that `body(begin, end)` takes over `threads` contiguous chunks
+/// of [0, n), split as mtrun's threaded AdamW splits its arrays.
+template <typename Body> double timeChunks(int64_t n, int threads, Body body) {
+  auto t = std::chrono::steady_clock::now();
+  std::vector<std::thread> pool;
+  int64_t chunk = (n + threads - 1) / threads;
+  for (int k = 0; k < threads; ++k)
+    pool.emplace_back([&, k] {
+      int64_t begin = std::min(n, k * chunk);
+      body(begin, std::min(n, begin + chunk));
+    });
+  for (auto &th : pool)
+    th.join();
+  return seconds(t);
+}
+
+/// One instruction path's figures, each the best of its rounds.
+struct PathRates {
+  double adamw = 0;     // params/s
+  double bandwidth = 0; // bytes/s, 28 per element
+  double triad = 0;     // bytes/s, 12 per element
+};
+
+PathRates measure(AdamWIsa isa, float *p, float *g, float *m, float *v,
+                  int64_t n, int threads) {
+  Kernels k = kernelsFor(isa);
+  Kernels tail = kernelsFor(AdamWIsa::Scalar);
+  auto run = [&](Kernel kernel, Kernel tailKernel) {
+    return timeChunks(n, threads, [&](int64_t begin, int64_t end) {
+      int64_t done =
+          kernel(p + begin, g + begin, m + begin, v + begin, end - begin);
+      tailKernel(p + begin + done, g + begin + done, m + begin + done,
+                 v + begin + done, end - begin - done);
+    });
+  };
+  PathRates r;
+  for (int round = 0; round < 5; ++round) {
+    double s = timeChunks(n, threads, [&](int64_t begin, int64_t end) {
+      adamwStep(p + begin, g + begin, m + begin, v + begin, end - begin,
+                round + 1, AdamWConfig{}, 1.0f, isa);
+    });
+    r.adamw = std::max(r.adamw, double(n) / s);
+    for (auto [kernel, tailKernel] : {std::pair(k.bandwidth, tail.bandwidth),
+                                      std::pair(k.spaced, tail.spaced)})
+      r.bandwidth =
+          std::max(r.bandwidth, 28.0 * double(n) / run(kernel, tailKernel));
+    // v = p + 3 g keeps v positive for the updates after it.
+    r.triad = std::max(r.triad, 12.0 * double(n) / run(k.triad, tail.triad));
+  }
+  return r;
 }
 
 } // namespace
@@ -74,45 +226,46 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  std::vector<float> p(params, 0.5f), g(params, 0.01f), m(params, 0.0f),
-      v(params, 0.0f);
+  // 64-byte aligned as mtrun's arenas are (cpu_backend.cpp): a misaligned
+  // AVX-512 access spans two cache lines.
+  Array p(params, 0.5f), g(params, 0.01f), m(params, 0.0f), v(params, 0.0f);
   Moments s;
   s.m = m.data();
   s.v = v.data();
-  std::string rates;
+  std::string paths;
   AdamWIsa best = adamwIsa();
+  PathRates used;
+  // The memory's bandwidth is the machine's: the fastest reference of any
+  // path (AVX2's stores keep up better than AVX-512's on some parts).
+  double bandwidth = 0;
   for (AdamWIsa isa : {AdamWIsa::Scalar, AdamWIsa::Avx2, AdamWIsa::Avx512}) {
     if (isa > best)
       continue;
     // The parallel entry uses the detected path: run the chunks here with
     // the one being measured.
-    double rate = 0;
-    for (int rep = 0; rep < 3; ++rep) {
-      auto t = std::chrono::steady_clock::now();
-      std::vector<std::thread> pool;
-      int64_t chunk = (params + threads - 1) / threads;
-      for (int k = 0; k < threads; ++k)
-        pool.emplace_back([&, k] {
-          int64_t begin = k * chunk, end = std::min(params, begin + chunk);
-          adamwStep(p.data() + begin, g.data() + begin, m.data() + begin,
-                    v.data() + begin, end - begin, rep + 1, AdamWConfig{}, 1.0f,
-                    isa);
-        });
-      for (auto &th : pool)
-        th.join();
-      rate = std::max(rate, double(params) / seconds(t));
-    }
-    char entry[128];
-    std::snprintf(entry, sizeof entry, "%s\"%s\": %.4g",
-                  rates.empty() ? "" : ", ", adamwIsaName(isa), rate);
-    rates += entry;
+    PathRates r =
+        measure(isa, p.data(), g.data(), m.data(), v.data(), params, threads);
+    if (isa == best)
+      used = r;
+    bandwidth = std::max(bandwidth, r.bandwidth);
+    char entry[256];
+    std::snprintf(entry, sizeof entry,
+                  "%s\"%s\": {\"adamw_params_per_s\": %.4g, "
+                  "\"bandwidth_bytes_per_s\": %.4g, "
+                  "\"triad_bytes_per_s\": %.4g, "
+                  "\"fraction_of_bandwidth\": %.3f}",
+                  paths.empty() ? "" : ", ", adamwIsaName(isa), r.adamw,
+                  r.bandwidth, r.triad, 28.0 * r.adamw / r.bandwidth);
+    paths += entry;
   }
-  double bw = triad(params, threads);
   // The path mtrun uses, through the threaded entry.
-  auto t = std::chrono::steady_clock::now();
-  adamwStepParallel(p.data(), g.data(), s, params, 9, AdamWConfig{}, 1.0f,
-                    threads);
-  double used = double(params) / seconds(t);
+  double mtrun = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    auto t = std::chrono::steady_clock::now();
+    adamwStepParallel(p.data(), g.data(), s, params, 9 + rep, AdamWConfig{},
+                      1.0f, threads);
+    mtrun = std::max(mtrun, double(params) / seconds(t));
+  }
   // Gradient accumulation (dst += src), the other host op of every step.
   double accumulate = 0;
   for (int rep = 0; rep < 3; ++rep) {
@@ -120,12 +273,15 @@ int main(int argc, char **argv) {
     accumulateParallel(m.data(), g.data(), nullptr, params, threads);
     accumulate = std::max(accumulate, double(params) / seconds(ta));
   }
+  // The fractions at the top are mtrun's threaded entry's.
   std::printf("{\"params\": %lld, \"threads\": %d, \"path\": \"%s\", "
-              "\"params_per_s\": {%s}, \"mtrun_params_per_s\": %.4g, "
+              "\"paths\": {%s}, \"mtrun_params_per_s\": %.4g, "
               "\"accumulate_elements_per_s\": %.4g, "
-              "\"triad_bytes_per_s\": %.4g, "
+              "\"bandwidth_bytes_per_s\": %.4g, \"triad_bytes_per_s\": %.4g, "
+              "\"fraction_of_bandwidth\": %.3f, "
               "\"fraction_of_triad\": %.3f}\n",
-              (long long)params, threads, adamwIsaName(best), rates.c_str(),
-              used, accumulate, bw, 28.0 * used / bw);
+              (long long)params, threads, adamwIsaName(best), paths.c_str(),
+              mtrun, accumulate, bandwidth, used.triad,
+              28.0 * mtrun / bandwidth, 28.0 * mtrun / used.triad);
   return 0;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The host AdamW beside torch's CPU AdamW, on this machine, in one run: the
 # same number of fp32 parameters and threads; params/s and the ratio, and
-# mt's rate against the machine's STREAM-style triad bandwidth.
+# mt's rate against the memory's bandwidth (a stream of AdamW's reads and
+# writes without its arithmetic, on the same path, threads and arrays) and
+# against STREAM's triad (which reads low: see bench/host_optimizer.cpp).
 # Usage: bench/host_optimizer.sh [params]   (default 64Mi = 67108864; MT_BIN=DIR
 # takes mt-bench-adamw from DIR instead of build/bin)
 set -euo pipefail
@@ -41,8 +43,10 @@ import json, sys
 mt = json.loads(sys.argv[1])
 torch = max(float(sys.argv[2]), float(sys.argv[3]))
 rate = mt["mtrun_params_per_s"]
-print("| path | mt params/s | torch params/s | mt / torch | mt bytes/s / triad |")
-print("|------|-------------|----------------|------------|--------------------|")
-print("| %s | %.3g | %.3g | %.2fx | %.0f%% |" % (mt["path"], rate, torch, rate / torch,
-                                           100 * mt["fraction_of_triad"]))
+print("| path | mt params/s | torch params/s | mt / torch | bandwidth | mt / bandwidth | triad | mt / triad |")
+print("|------|-------------|----------------|------------|-----------|----------------|-------|------------|")
+print("| %s | %.3g | %.3g | %.2fx | %.0f GB/s | %.0f%% | %.0f GB/s | %.0f%% |" % (
+    mt["path"], rate, torch, rate / torch, mt["bandwidth_bytes_per_s"] / 1e9,
+    100 * mt["fraction_of_bandwidth"], mt["triad_bytes_per_s"] / 1e9,
+    100 * mt["fraction_of_triad"]))
 PY

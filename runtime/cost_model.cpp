@@ -23,20 +23,26 @@ struct Builtin {
       diskRead, diskWrite, network, latency;
 };
 
-/// The host AdamW rate of a host with `triad` bytes/s of STREAM triad
-/// bandwidth, in parameters/s: mt's update moves 28 bytes per fp32
-/// parameter (master, gradient and moments read; master and moments
-/// written) and reached 97% of the triad on the development machine
-/// (README, "The host optimizer"). Not torch's rate (27% of the triad on
-/// the H200 machine): the plans run mt's optimizer.
-constexpr double adamwRate(double triad) { return triad * 0.97 / 28; }
+/// The host AdamW rate of a host whose memory moves `bandwidth` bytes/s,
+/// in parameters/s: mt's update moves 28 bytes per fp32 parameter (master,
+/// gradient and moments read; master and moments written) and runs at the
+/// memory's bandwidth: 100-105% of a stream of the same reads and writes
+/// without the arithmetic, on the development machine, 2026-12-03
+/// (bench/host_optimizer.sh; README, "The host optimizer"). 0.97 keeps the
+/// spread of those rounds as margin. Not torch's rate (27% of the STREAM
+/// figure on the H200 machine): the plans run mt's optimizer.
+constexpr double adamwRate(double bandwidth) { return bandwidth * 0.97 / 28; }
 
 // The H200 row is what ../shared/TOOLCHAIN.md measured on the machine this
 // project borrows (pinned copies, bf16 GEMM via cuBLAS, STREAM triad,
 // O_DIRECT disk), except its fp32 matmul rate: the CUDA backend's fp32
 // GEMMs are exact fp32 (no TF32), so every row takes the part's nominal
 // fp32 (non-tensor-core) peak; and its host AdamW rate, derived from its
-// triad (adamwRate) until bench/gpu-bench.sh measures mt's there. The
+// STREAM triad (adamwRate) until bench/gpu-bench.sh measures mt's there.
+// A triad's write-only destination costs a read per line it writes, so the
+// triad reads below the bandwidth AdamW reaches (two thirds of it on the
+// development machine): the H200's derived rate is a lower bound, not
+// scaled by that machine's ratio, which differs between parts. The
 // other rows are nominal figures of those parts with PCIe hosts; calibrate
 // a target file on the machine itself (mtrun --calibrate) for real numbers.
 // The network between ranks is nominal everywhere (nothing here has two

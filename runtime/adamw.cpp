@@ -276,6 +276,63 @@ void adamwStep8bitMoments(float *param, const float *grad, int8_t *m,
                 gradScale);
 }
 
+namespace {
+/// Calls fn(codec) with the blockwise codec of `s`; returns false when `s`
+/// is not blockwise.
+template <typename Fn> bool withCodec(const Moments &s, Fn fn) {
+  if (s.m8)
+    fn(Codec8{s.m8, s.v8});
+  else if (s.m4)
+    fn(Codec4{s.m4, s.v4});
+  else
+    return false;
+  return true;
+}
+} // namespace
+
+void decodeMoments(const Moments &from, int64_t count, float *m, float *v) {
+  if (from.m) {
+    std::copy(from.m, from.m + count, m);
+    std::copy(from.v, from.v + count, v);
+    return;
+  }
+  if (from.m16) {
+    for (int64_t i = 0; i < count; ++i) {
+      m[i] = kernels::cpu::fromBf16(from.m16[i]);
+      v[i] = kernels::cpu::fromBf16(from.v16[i]);
+    }
+    return;
+  }
+  withCodec(from, [&](const auto &codec) {
+    for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b)
+      codec.decode(begin, from.mScale[b], from.vScale[b],
+                   std::min(kMomentBlock, count - begin), m + begin, v + begin);
+  });
+}
+
+void encodeMoments(const float *m, const float *v, int64_t count,
+                   const Moments &to) {
+  if (to.m) {
+    std::copy(m, m + count, to.m);
+    std::copy(v, v + count, to.v);
+    return;
+  }
+  if (to.m16) {
+    for (int64_t i = 0; i < count; ++i) {
+      to.m16[i] = kernels::cpu::toBf16(m[i]);
+      to.v16[i] = kernels::cpu::toBf16(v[i]);
+    }
+    return;
+  }
+  withCodec(to, [&](const auto &codec) {
+    for (int64_t begin = 0, b = 0; begin < count; begin += kMomentBlock, ++b) {
+      int64_t n = std::min(kMomentBlock, count - begin);
+      blockScales(m + begin, v + begin, n, to.mScale[b], to.vScale[b]);
+      codec.encode(begin, m + begin, v + begin, to.mScale[b], to.vScale[b], n);
+    }
+  });
+}
+
 AdamWIsa adamwIsa() {
   static const AdamWIsa isa = detectIsa();
   return isa;

@@ -80,6 +80,17 @@ struct Moments {
   float *mScale = nullptr, *vScale = nullptr;
 };
 
+/// The moments of `count` elements as fp32: exact from fp32 and bf16, and
+/// from the blockwise formats the values their codes stand for (as an
+/// update decodes them). m and v hold `count` floats each.
+void decodeMoments(const Moments &from, int64_t count, float *m, float *v);
+
+/// fp32 moments stored in `to`'s format, as an update stores them: bf16
+/// rounded to nearest even, the blockwise formats with each block's scales
+/// taken from its values (lossy unless `to` is fp32).
+void encodeMoments(const float *m, const float *v, int64_t count,
+                   const Moments &to);
+
 /// Any of the updates split over `threads` host threads (contiguous chunks
 /// that start on a block; the result does not depend on the thread count).
 void adamwStepParallel(float *param, const float *grad, const Moments &moments,

@@ -2,6 +2,7 @@
 #include "runtime/checkpoint.h"
 
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/adamw.h"
 #include "runtime/data_path.h"
 #include "runtime/plan_io.h"
 #include "runtime/safetensors.h"
@@ -16,6 +17,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <thread>
 #include <unistd.h>
 
 namespace mt::runtime {
@@ -23,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kFormat = 1; // state.json "format"; bump on any change
+constexpr int kFormat = 2; // state.json "format"; bump on any change
 
 std::string stepName(int64_t step) {
   char name[32];
@@ -91,11 +94,10 @@ bool savedAsF32(const plan::Parameter &p) {
          p.saved_dtype() == plan::F32;
 }
 
-/// The tensors of model.safetensors and optimizer.safetensors. Loading
-/// reads a master saved in another dtype from its exact F32 copy in
-/// optimizer.safetensors, not from model.safetensors.
-void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
-             std::vector<Item> &model, std::vector<Item> &optimizer) {
+/// The tensors a checkpoint writes in model.safetensors (or the shards of
+/// the user's weights) and optimizer.safetensors.
+void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
+             std::vector<Item> &optimizer) {
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
@@ -105,20 +107,18 @@ void itemsOf(const plan::Plan &plan, bool withGrads, bool loading,
         savedAsF32(p) ? plan::DTYPE_UNSPECIFIED : p.saved_dtype();
     std::string file =
         p.saved_file().empty() ? "model.safetensors" : p.saved_file();
-    if (!loading || !saved) {
-      if (p.saved_names().empty() && p.parts().empty())
-        model.push_back({p.name(), p.master(), saved, file});
-      for (const std::string &name : p.saved_names())
-        model.push_back({name, p.master(), saved, file});
-      // Split as the user's checkpoint splits it (each expert apart).
-      for (const auto &part : p.parts())
-        model.push_back({part.name(),
-                         p.master(),
-                         saved,
-                         part.saved_file().empty() ? file : part.saved_file(),
-                         part.offset(),
-                         {part.shape().begin(), part.shape().end()}});
-    }
+    if (p.saved_names().empty() && p.parts().empty())
+      model.push_back({p.name(), p.master(), saved, file});
+    for (const std::string &name : p.saved_names())
+      model.push_back({name, p.master(), saved, file});
+    // Split as the user's checkpoint splits it (each expert apart).
+    for (const auto &part : p.parts())
+      model.push_back({part.name(),
+                       p.master(),
+                       saved,
+                       part.saved_file().empty() ? file : part.saved_file(),
+                       part.offset(),
+                       {part.shape().begin(), part.shape().end()}});
     if (saved)
       optimizer.push_back({p.name() + ".master", p.master()});
     optimizer.push_back({p.name() + ".exp_avg", p.exp_avg()});
@@ -237,35 +237,6 @@ StepConfig configOf(const nlohmann::json &j) {
 
 } // namespace
 
-uint32_t planFingerprint(const plan::Plan &plan) {
-  // What the state means, not how a step is scheduled or split among
-  // ranks: the model, the step's tokens (all ranks' micro-batches), the
-  // precision, when updates happen, and every weight's state buffers.
-  std::string id = plan.model();
-  auto add = [&id](auto v) { id += "|" + std::to_string(v); };
-  const auto &s = plan.shapes();
-  add(s.batch());
-  add(s.seq());
-  add(s.grad_accum() * int64_t(planRanks(plan)));
-  add(s.vocab());
-  add(int(plan.compute_dtype()));
-  add(int(plan.optimizer_overlap() == plan::NEXT_FORWARD));
-  for (const auto &p : plan.parameters()) {
-    id += "|" + p.name();
-    add(int(p.trainable()));
-    std::vector<uint32_t> state = {p.master()};
-    if (p.trainable())
-      state.insert(state.end(), {p.grad(), p.exp_avg(), p.exp_avg_sq()});
-    for (uint32_t b : state) {
-      add(int(plan.buffers(int(b)).dtype()));
-      for (int64_t d : plan.buffers(int(b)).shape())
-        add(d);
-    }
-  }
-  return uint32_t(
-      ::crc32(0L, reinterpret_cast<const Bytef *>(id.data()), uInt(id.size())));
-}
-
 namespace {
 
 /// Rank 0's requests in a collective save: the next buffer it needs from
@@ -369,7 +340,7 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
         " not written, the previous ones are intact: " + st.message());
   };
   std::vector<Item> model, optimizer;
-  itemsOf(plan, state.pending, /*loading=*/false, model, optimizer);
+  itemsOf(plan, state.pending, model, optimizer);
   Communicator *comm = backend.communicator();
   Reader read = [&](uint32_t b, void *out, size_t bytes) -> Status {
     if (onRank(plan, b, backend.rank()))
@@ -431,15 +402,18 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
     if (Status st = fsyncPath(path); !st)
       return fail(st);
   }
-  nlohmann::json j = {{"format", kFormat},
-                      {"model", plan.model()},
-                      {"plan_fingerprint", planFingerprint(plan)},
-                      {"step", state.step},
-                      {"data_position", state.dataPosition},
-                      {"skipped_steps", state.skipped},
-                      {"pending_update", state.pending},
-                      {"ranks", planRanks(plan)},
-                      {"crc32", crcs}};
+  nlohmann::json j = {
+      {"format", kFormat},
+      {"model", plan.model()},
+      {"step_rows", plan.shapes().batch() * plan.shapes().grad_accum() *
+                        int64_t(planRanks(plan))},
+      {"seq", plan.shapes().seq()},
+      {"step", state.step},
+      {"data_position", state.dataPosition},
+      {"skipped_steps", state.skipped},
+      {"pending_update", state.pending},
+      {"ranks", planRanks(plan)},
+      {"crc32", crcs}};
   if (state.pending)
     j["pending_config"] = configJson(state.pendingConfig);
   {
@@ -501,26 +475,390 @@ Status findCheckpoint(const std::string &path, std::string &out) {
   return Status::ok();
 }
 
+namespace {
+
+/// A checkpoint's tensors: each safetensors file's header (checked: sizes,
+/// offsets inside the file), and its entries by name.
+struct Tensors {
+  std::map<std::string, SafetensorsHeader> headers;
+  std::map<std::string, std::map<std::string, const SafetensorsEntry *>>
+      entries;
+
+  Status open(const std::string &path, const std::string &file) {
+    SafetensorsHeader &h = headers[file];
+    if (Status st = readSafetensorsHeader(path, h); !st)
+      return st;
+    for (const auto &e : h.entries)
+      entries[file][e.name] = &e;
+    return Status::ok();
+  }
+  const SafetensorsEntry *find(const std::string &file,
+                               const std::string &name) const {
+    auto f = entries.find(file);
+    if (f == entries.end())
+      return nullptr;
+    auto e = f->second.find(name);
+    return e == f->second.end() ? nullptr : e->second;
+  }
+  /// A weight's tensor in any file but the optimizer's (the shards of the
+  /// model are the user's weights' files, which another plan of the model
+  /// may not name alike), with the file it is in.
+  const SafetensorsEntry *findModel(const std::string &name,
+                                    std::string &file) const {
+    for (const auto &[f, byName] : entries) {
+      if (f == kOptimizerFile)
+        continue;
+      if (auto e = byName.find(name); e != byName.end()) {
+        file = f;
+        return e->second;
+      }
+    }
+    return nullptr;
+  }
+  Status read(const std::string &file, const SafetensorsEntry &e,
+              std::vector<char> &out) const {
+    return readSafetensorsData(headers.at(file), e, out);
+  }
+};
+
+int64_t elementsOf(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+const char *formatName(MomentFormat f) {
+  switch (f) {
+  case MomentFormat::BF16:
+    return "bf16";
+  case MomentFormat::Q8:
+    return "8-bit blockwise";
+  case MomentFormat::Q4:
+    return "4-bit blockwise";
+  default:
+    return "fp32";
+  }
+}
+
+/// Bits per moment element of a format: a conversion to fewer is lossy.
+int formatBits(MomentFormat f) {
+  switch (f) {
+  case MomentFormat::BF16:
+    return 16;
+  case MomentFormat::Q8:
+    return 8;
+  case MomentFormat::Q4:
+    return 4;
+  default:
+    return 32;
+  }
+}
+
+/// The format of moments stored as `m` and `v` (their dtypes, as the
+/// plans store each format), or false when they are none of them.
+bool storedFormat(const SafetensorsEntry &m, const SafetensorsEntry &v,
+                  MomentFormat &f) {
+  if (m.dtype == "F32" && v.dtype == "F32")
+    f = MomentFormat::F32;
+  else if (m.dtype == "BF16" && v.dtype == "BF16")
+    f = MomentFormat::BF16;
+  else if (m.dtype == "I8" && v.dtype == "U8")
+    f = MomentFormat::Q8;
+  else if (m.dtype == "U8" && v.dtype == "U8")
+    f = MomentFormat::Q4;
+  else
+    return false;
+  return true;
+}
+
+/// One weight's state as a checkpoint holds it, found and checked against
+/// the plan's weight before anything is read.
+struct SavedWeight {
+  const plan::Parameter *param = nullptr;
+  int64_t elements = 0;
+  // The exact F32 master: "<name>.master" in the optimizer's file, else
+  // the weight itself in the model's (saved as F32).
+  std::string masterFile;
+  const SafetensorsEntry *master = nullptr;
+  MomentFormat format = MomentFormat::F32;
+  const SafetensorsEntry *m = nullptr, *v = nullptr, *mScale = nullptr,
+                         *vScale = nullptr, *grad = nullptr;
+};
+
+/// Why `p`'s state in `t` cannot be this plan's, or "" when it can (and
+/// `w` says where it is).
+std::string findWeight(const plan::Plan &plan, const plan::Parameter &p,
+                       const Tensors &t, bool pending, SavedWeight &w) {
+  w.param = &p;
+  const auto &shape = plan.buffers(int(p.master())).shape();
+  std::vector<int64_t> want(shape.begin(), shape.end());
+  w.elements = elementsOf(want);
+  std::string name = "'" + p.name() + "'";
+  if ((w.master = t.find(kOptimizerFile, p.name() + ".master"))) {
+    w.masterFile = kOptimizerFile;
+  } else {
+    // Its first saved name (a tied weight's others hold the same bytes);
+    // a weight in parts is put together from them at load.
+    std::string saved = p.saved_names().empty() ? p.name() : p.saved_names(0);
+    if (p.parts_size())
+      saved = p.parts(0).name();
+    w.master = t.findModel(saved, w.masterFile);
+    if (!w.master)
+      return name + " is missing (neither '" + p.name() + ".master' nor '" +
+             saved + "')";
+    if (w.master->dtype != "F32")
+      return "'" + saved + "' is " + w.master->dtype +
+             " without its exact F32 master ('" + p.name() + ".master')";
+    if (p.parts_size())
+      w.master = nullptr; // read part by part
+  }
+  if (w.master && w.master->shape != want)
+    return name + "'s master is " + shapeText(w.master->shape) +
+           " in the checkpoint, " + shapeText(want) + " in this plan";
+  w.m = t.find(kOptimizerFile, p.name() + ".exp_avg");
+  w.v = t.find(kOptimizerFile, p.name() + ".exp_avg_sq");
+  if (!w.m || !w.v)
+    return name + "'s moments are missing";
+  if (!storedFormat(*w.m, *w.v, w.format))
+    return name + "'s moments are " + w.m->dtype + " and " + w.v->dtype +
+           ", no format mtrun stores";
+  int64_t stored =
+      w.format == MomentFormat::Q4 ? (w.elements + 1) / 2 : w.elements;
+  if (elementsOf(w.m->shape) != stored || elementsOf(w.v->shape) != stored)
+    return name + "'s moments have " + std::to_string(elementsOf(w.m->shape)) +
+           " elements, " + formatName(w.format) + " moments of " +
+           std::to_string(w.elements) + " have " + std::to_string(stored);
+  if (hasMomentScales(w.format)) {
+    w.mScale = t.find(kOptimizerFile, p.name() + ".exp_avg.scale");
+    w.vScale = t.find(kOptimizerFile, p.name() + ".exp_avg_sq.scale");
+    int64_t blocks = (w.elements + kMomentBlock - 1) / kMomentBlock;
+    for (const SafetensorsEntry *e : {w.mScale, w.vScale})
+      if (!e || e->dtype != "F32" || elementsOf(e->shape) != blocks)
+        return name + "'s moment scales are missing or not " +
+               std::to_string(blocks) + " F32 values";
+  }
+  if (pending) {
+    w.grad = t.find(kOptimizerFile, p.name() + ".grad");
+    if (!w.grad || w.grad->dtype != "F32" ||
+        elementsOf(w.grad->shape) != w.elements)
+      return name + "'s pending gradient is missing or not " +
+             std::to_string(w.elements) + " F32 values";
+  }
+  return "";
+}
+
+/// Reads one tensor's bytes, which must be `bytes` long (the checks above
+/// saw to that), into `out`.
+Status readInto(const Tensors &t, const std::string &file,
+                const SafetensorsEntry &e, void *out, size_t bytes) {
+  std::vector<char> data;
+  if (Status st = t.read(file, e, data); !st)
+    return st;
+  if (data.size() != bytes)
+    return Status::error(file + ": '" + e.name + "' has " +
+                         std::to_string(data.size()) + " bytes, not " +
+                         std::to_string(bytes));
+  std::memcpy(out, data.data(), bytes);
+  return Status::ok();
+}
+
+/// A weight's exact F32 master from the checkpoint.
+Status readMaster(const Tensors &t, const SavedWeight &w,
+                  std::vector<float> &master) {
+  master.resize(size_t(w.elements));
+  if (w.master)
+    return readInto(t, w.masterFile, *w.master, master.data(),
+                    master.size() * sizeof(float));
+  // In parts that tile it (the plan's verifier saw to that).
+  for (const auto &part : w.param->parts()) {
+    std::string file;
+    const SafetensorsEntry *e = t.findModel(part.name(), file);
+    std::vector<int64_t> shape(part.shape().begin(), part.shape().end());
+    if (!e || e->dtype != "F32" || e->shape != shape)
+      return Status::error("'" + part.name() + "' (part of '" +
+                           w.param->name() + "') is missing or not F32 " +
+                           shapeText(shape));
+    if (part.offset() + uint64_t(elementsOf(shape)) > master.size())
+      return Status::error("'" + part.name() + "' lies outside '" +
+                           w.param->name() + "'");
+    if (Status st = readInto(t, file, *e, master.data() + part.offset(),
+                             size_t(elementsOf(shape)) * sizeof(float));
+        !st)
+      return st;
+  }
+  return Status::ok();
+}
+
+/// A weight's moments in one format, on the host.
+struct HostMoments {
+  std::vector<char> m, v;
+  std::vector<float> mScale, vScale;
+
+  Moments view(MomentFormat f) {
+    Moments s;
+    switch (f) {
+    case MomentFormat::F32:
+      s.m = reinterpret_cast<float *>(m.data());
+      s.v = reinterpret_cast<float *>(v.data());
+      break;
+    case MomentFormat::BF16:
+      s.m16 = reinterpret_cast<uint16_t *>(m.data());
+      s.v16 = reinterpret_cast<uint16_t *>(v.data());
+      break;
+    case MomentFormat::Q8:
+      s.m8 = reinterpret_cast<int8_t *>(m.data());
+      s.v8 = reinterpret_cast<uint8_t *>(v.data());
+      break;
+    case MomentFormat::Q4:
+      s.m4 = reinterpret_cast<uint8_t *>(m.data());
+      s.v4 = reinterpret_cast<uint8_t *>(v.data());
+      break;
+    }
+    if (hasMomentScales(f)) {
+      s.mScale = mScale.data();
+      s.vScale = vScale.data();
+    }
+    return s;
+  }
+};
+
+/// Loads one weight's state into the plan's buffers of this rank: the
+/// master, the update its step left pending applied (with the moments as
+/// the checkpoint stores them, as the run that wrote it would have), and
+/// the moments converted to the plan's format when it stores another.
+Status loadWeight(const plan::Plan &plan, const Tensors &t,
+                  const SavedWeight &w, const RunState &state,
+                  Backend &backend) {
+  const plan::Parameter &p = *w.param;
+  uint32_t rank = backend.rank();
+  bool holdsMaster = onRank(plan, p.master(), rank),
+       holdsMoments = onRank(plan, p.exp_avg(), rank);
+  if (!holdsMaster && !holdsMoments)
+    return Status::ok(); // another rank's
+  if (holdsMoments && !holdsMaster)
+    return Status::error("'" + p.name() +
+                         "': this plan keeps its moments on a rank without "
+                         "its master, which mtrun cannot update");
+  std::vector<float> master;
+  if (Status st = readMaster(t, w, master); !st)
+    return st;
+  if (holdsMoments) {
+    HostMoments saved;
+    if (Status st = t.read(kOptimizerFile, *w.m, saved.m); !st)
+      return st;
+    if (Status st = t.read(kOptimizerFile, *w.v, saved.v); !st)
+      return st;
+    if (hasMomentScales(w.format)) {
+      size_t blocks = size_t((w.elements + kMomentBlock - 1) / kMomentBlock);
+      saved.mScale.resize(blocks);
+      saved.vScale.resize(blocks);
+      if (Status st = readInto(t, kOptimizerFile, *w.mScale,
+                               saved.mScale.data(), blocks * sizeof(float));
+          !st)
+        return st;
+      if (Status st = readInto(t, kOptimizerFile, *w.vScale,
+                               saved.vScale.data(), blocks * sizeof(float));
+          !st)
+        return st;
+    }
+    if (state.pending) {
+      // The host update every plan runs (host_ops.cpp), with the pending
+      // step's settings: the bits the next forward would have made.
+      std::vector<float> grad(size_t(w.elements));
+      if (Status st = readInto(t, kOptimizerFile, *w.grad, grad.data(),
+                               grad.size() * sizeof(float));
+          !st)
+        return st;
+      const StepConfig &c = state.pendingConfig;
+      adamwStepParallel(master.data(), grad.data(), saved.view(w.format),
+                        w.elements, c.step, c.adamw, c.gradScale,
+                        int(std::max(1u, std::thread::hardware_concurrency())));
+    }
+    MomentFormat want = momentFormat(plan, p);
+    HostMoments converted;
+    HostMoments *out = &saved;
+    if (want != w.format) {
+      std::vector<float> m(size_t(w.elements)), v(size_t(w.elements));
+      decodeMoments(saved.view(w.format), w.elements, m.data(), v.data());
+      converted.m.resize(bufferBytes(plan, p.exp_avg()));
+      converted.v.resize(bufferBytes(plan, p.exp_avg_sq()));
+      if (hasMomentScales(want)) {
+        converted.mScale.resize(
+            size_t(bufferElements(plan, p.exp_avg_scale())));
+        converted.vScale.resize(
+            size_t(bufferElements(plan, p.exp_avg_sq_scale())));
+      }
+      encodeMoments(m.data(), v.data(), w.elements, converted.view(want));
+      out = &converted;
+    }
+    auto write = [&](uint32_t b, const void *data, size_t bytes) {
+      if (bytes != bufferBytes(plan, b))
+        return Status::error("'" + p.name() + "': " + std::to_string(bytes) +
+                             " bytes of state for a buffer of " +
+                             std::to_string(bufferBytes(plan, b)));
+      return backend.write(b, data, bytes);
+    };
+    if (Status st = write(p.exp_avg(), out->m.data(), out->m.size()); !st)
+      return st;
+    if (Status st = write(p.exp_avg_sq(), out->v.data(), out->v.size()); !st)
+      return st;
+    if (hasMomentScales(want)) {
+      if (Status st = write(p.exp_avg_scale(), out->mScale.data(),
+                            out->mScale.size() * sizeof(float));
+          !st)
+        return st;
+      if (Status st = write(p.exp_avg_sq_scale(), out->vScale.data(),
+                            out->vScale.size() * sizeof(float));
+          !st)
+        return st;
+    }
+  }
+  if (Status st = backend.write(p.master(), master.data(), master.size() * 4);
+      !st)
+    return st;
+  return refreshComputeCopy(plan, p, backend);
+}
+
+} // namespace
+
 Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
-                      Backend &backend, RunState &state) {
+                      Backend &backend, RunState &state,
+                      std::vector<std::string> &notes) {
   nlohmann::json crcs;
   std::ifstream in(dir + "/state.json");
   auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("format"))
     return Status::error(dir + "/state.json: not a checkpoint state file");
+  const auto &shapes = plan.shapes();
+  int64_t rows = shapes.batch() * shapes.grad_accum() * planRanks(plan);
   try {
     if (j.at("format").get<int>() != kFormat)
-      return Status::error(dir + ": checkpoint format " +
-                           std::to_string(j.at("format").get<int>()) +
-                           ", this mtrun reads " + std::to_string(kFormat));
-    uint32_t want = planFingerprint(plan),
-             got = j.at("plan_fingerprint").get<uint32_t>();
-    if (got != want)
       return Status::error(
-          dir + ": written for another plan (model " +
-          j.at("model").get<std::string>() + ", plan fingerprint " +
-          std::to_string(got) + "; this plan's is " + std::to_string(want) +
-          "); resume with the plan it was made with, or start a new run");
+          dir + ": checkpoint format " +
+          std::to_string(j.at("format").get<int>()) + ", this mtrun reads " +
+          std::to_string(kFormat) +
+          "; resume it with the mtrun that wrote it, or start a new run");
+    // The step's tokens: what the data position and the learning-rate
+    // schedule count in. How they are split into micro-batches and ranks
+    // is the schedule's.
+    int64_t savedRows = j.at("step_rows").get<int64_t>(),
+            savedSeq = j.at("seq").get<int64_t>();
+    if (savedRows != rows || savedSeq != shapes.seq())
+      return Status::error(
+          dir + ": its steps trained on " + std::to_string(savedRows) +
+          " rows of " + std::to_string(savedSeq) + " tokens, this plan's on " +
+          std::to_string(rows) + " rows of " + std::to_string(shapes.seq()) +
+          " (rows: batch x micro-batches x ranks); resume with a plan of the "
+          "same step (mtc --batch, --seq, --grad-accum, --ranks), or start a "
+          "new run");
     // Every file state.json lists, each a plain name inside the checkpoint
     // (a hostile state.json must not make mtrun read elsewhere).
     for (const auto &[file, want] : j.at("crc32").items()) {
@@ -546,75 +884,72 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
   } catch (const nlohmann::json::exception &e) {
     return Status::error(dir + "/state.json: " + e.what());
   }
-  std::vector<Item> model, optimizer;
-  itemsOf(plan, state.pending, /*loading=*/true, model, optimizer);
-  auto files = byFile(model);
-  files[kOptimizerFile] = optimizer;
-  // A master in parts (each expert of a fused weight) is put together, then
-  // written whole: its parts tile it (the plan's verifier saw to that), and
-  // they may lie in several shards.
-  std::map<uint32_t, std::pair<std::vector<char>, uint64_t>> partial;
-  for (const auto &[file, itemList] : files) {
-    const std::vector<Item> *items = &itemList;
-    if (!crcs.contains(file))
-      return Status::error(dir + "/" + file +
-                           ": missing (state.json does not list it)");
-    SafetensorsHeader header;
-    if (Status st = readSafetensorsHeader(dir + "/" + file, header); !st)
-      return st;
-    std::map<std::string, const SafetensorsEntry *> byName;
-    for (const auto &e : header.entries)
-      byName[e.name] = &e;
-    // Every difference up to a few, so that a mismatch can be understood.
-    std::string diffs;
-    int count = 0;
-    for (const Item &item : *items) {
-      const auto &buf = plan.buffers(int(item.buffer));
-      auto it = byName.find(item.name);
-      std::string why;
-      if (it == byName.end())
-        why = "'" + item.name + "' is missing";
-      else if (it->second->dtype != safetensorsDtype(buf.dtype()) ||
-               it->second->shape != item.shapeIn(plan))
-        why = "'" + item.name + "' is " + it->second->dtype + " of another " +
-              "shape than the plan's " + safetensorsDtype(buf.dtype());
-      if (!why.empty() && count++ < 5)
-        diffs += (diffs.empty() ? "" : "; ") + why;
-    }
-    if (count)
-      return Status::error(dir + "/" + file + " does not match the plan (" +
-                           std::to_string(count) + " differences): " + diffs);
-    for (const Item &item : *items) {
-      if (!onRank(plan, item.buffer, backend.rank()))
-        continue; // another rank's state
-      std::vector<char> bytes;
-      if (Status st = readSafetensorsData(header, *byName[item.name], bytes);
-          !st)
+  Tensors t;
+  if (!crcs.contains(kOptimizerFile))
+    return Status::error(dir + "/" + kOptimizerFile +
+                         ": missing (state.json does not list it)");
+  for (const auto &[file, crc] : crcs.items())
+    if (file.size() > 12 && file.rfind(".safetensors") == file.size() - 12)
+      if (Status st = t.open(dir + "/" + file, file); !st)
         return st;
-      if (item.shape.empty()) {
-        if (Status st = backend.write(item.buffer, bytes.data(), bytes.size());
-            !st)
-          return st;
-        continue;
-      }
-      auto &[whole, assembled] = partial[item.buffer];
-      size_t width = size_t(dtypeBytes(plan.buffers(int(item.buffer)).dtype()));
-      whole.resize(bufferBytes(plan, item.buffer));
-      std::memcpy(whole.data() + item.first * width, bytes.data(),
-                  bytes.size());
-      assembled += bytes.size();
-      if (assembled == whole.size()) {
-        if (Status st = backend.write(item.buffer, whole.data(), whole.size());
-            !st)
-          return st;
-        partial.erase(item.buffer);
-      }
-    }
+  // What the state means, weight by weight: the same trainable weights
+  // (names, shapes), each with its exact master and its moments in a format
+  // mtrun stores. Every difference up to a few, so that a mismatch can be
+  // understood.
+  std::vector<SavedWeight> weights;
+  std::set<std::string> planNames;
+  std::string diffs;
+  int count = 0;
+  auto differ = [&](const std::string &why) {
+    if (count++ < 5)
+      diffs += (diffs.empty() ? "" : "; ") + why;
+  };
+  for (const auto &p : plan.parameters()) {
+    if (!p.trainable())
+      continue;
+    planNames.insert(p.name());
+    SavedWeight w;
+    if (std::string why = findWeight(plan, p, t, state.pending, w);
+        !why.empty())
+      differ(why);
+    else
+      weights.push_back(w);
   }
-  for (const auto &p : plan.parameters())
-    if (onRank(plan, p.master(), backend.rank()))
-      if (Status st = refreshComputeCopy(plan, p, backend); !st)
-        return st;
+  for (const auto &[name, entry] : t.entries[kOptimizerFile]) {
+    const std::string suffix = ".exp_avg";
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        !planNames.count(name.substr(0, name.size() - suffix.size())))
+      differ("'" + name.substr(0, name.size() - suffix.size()) +
+             "' is trained in it and not by this plan");
+  }
+  if (count)
+    return Status::error(dir +
+                         " holds the state of another model than this "
+                         "plan's (" +
+                         std::to_string(count) + " differences): " + diffs);
+  std::map<std::pair<MomentFormat, MomentFormat>, int> conversions;
+  for (const SavedWeight &w : weights) {
+    MomentFormat want = momentFormat(plan, *w.param);
+    if (want != w.format)
+      ++conversions[{w.format, want}];
+    if (Status st = loadWeight(plan, t, w, state, backend); !st)
+      return Status::error(dir + ": " + st.message());
+  }
+  for (const auto &[formats, n] : conversions) {
+    bool lossy = formatBits(formats.second) < formatBits(formats.first);
+    notes.push_back(
+        "the moments of " + std::to_string(n) + " weight(s) converted from " +
+        formatName(formats.first) + " to " + formatName(formats.second) +
+        (lossy ? " (lossy: the run continues from rounded moments)"
+               : " (exact: the values the stored codes stand for)"));
+  }
+  if (state.pending) {
+    notes.push_back("the update of step " + std::to_string(state.step) +
+                    ", left pending by the plan that saved it, applied at "
+                    "load");
+    state.pending = false;
+  }
   return broadcastWeights(plan, backend);
 }
 

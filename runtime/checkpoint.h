@@ -13,9 +13,14 @@
 //                          plan defers updates (next-forward overlap), the
 //                          gradients of the update still to apply
 //                          ("<name>.grad");
-//   state.json             the step, the data position, the pending update's
-//                          settings, the skipped-step count, the plan's
-//                          fingerprint and the CRC-32 of both files.
+//   state.json             the step, the data position, the rows and
+//                          sequence length of a step, the pending update's
+//                          settings, the skipped-step count and the CRC-32
+//                          of every file.
+// What it holds is the model's state, not the schedule that made it: any
+// plan of the same model with steps of as many rows and tokens resumes it,
+// whatever its rank count, micro-batches, overlap, budgets or target
+// (see loadCheckpoint).
 // It is written into a temporary directory, every file and the directory
 // fsynced, then renamed into place, so a crash or a full disk leaves the
 // previous checkpoints as they were.
@@ -28,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mt::runtime {
 
@@ -40,13 +46,6 @@ struct RunState {
   bool pending = false;
   StepConfig pendingConfig;
 };
-
-/// A fingerprint of what a checkpoint of the plan holds and means: the
-/// model, the tokens of a step, the compute dtype, whether updates are
-/// deferred, and every weight's state buffers (names, dtypes, shapes).
-/// Schedules of one model that agree on these share it, whatever their
-/// rank counts, so that a run saved by N ranks resumes on M.
-uint32_t planFingerprint(const plan::Plan &plan);
 
 /// Writes ROOT/step-NNNNNNNN atomically, then removes all but the newest
 /// `keep` checkpoints of ROOT (0: keep all). With several ranks every rank
@@ -70,11 +69,19 @@ Status broadcastWeights(const plan::Plan &plan, Backend &backend);
 Status refreshComputeCopy(const plan::Plan &plan, const plan::Parameter &p,
                           Backend &backend);
 
-/// Checks the checkpoint at `dir` against `plan` (fingerprint, every file's
-/// CRC-32, every tensor's name, dtype and shape), then loads it: with
-/// several ranks, each rank what it holds, then broadcastWeights.
+/// Checks the checkpoint at `dir` against `plan`, then loads it. Checked:
+/// every file's CRC-32; the step's rows (batch x micro-batches x ranks)
+/// and sequence length; the trainable weights, the same names and shapes
+/// on both sides, each with its exact F32 master and moments in a format
+/// mtrun stores. A real mismatch is refused, naming it. Loaded: with
+/// several ranks each rank what it holds, then broadcastWeights; an update
+/// the saving plan left pending (next-forward overlap) is applied at load,
+/// with the moments as they were stored, so the plan resuming need not
+/// defer its updates; moments stored in another format than the plan's are
+/// converted, and `notes` says so (and whether it was lossy).
 Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
-                      Backend &backend, RunState &state);
+                      Backend &backend, RunState &state,
+                      std::vector<std::string> &notes);
 
 } // namespace mt::runtime
 

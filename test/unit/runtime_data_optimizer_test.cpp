@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -284,6 +285,74 @@ TEST(AdamW, FourBitCodes) {
   EXPECT_EQ(v4[0] >> 4, 0) << "the smallest level, 4 / 16^4";
   EXPECT_EQ(m4[1], 0) << "the third element, and nothing beyond it";
   EXPECT_EQ(v4[1], 0);
+}
+
+TEST(AdamW, MomentConversionsAreTheUpdatesCodecs) {
+  // A checkpoint's moments converted between formats (checkpoint.cpp):
+  // decoding is what an update decodes, encoding what it stores. Encoding
+  // decoded codes gives the same codes and scales back, so a conversion
+  // that widens and narrows again loses nothing more.
+  int64_t n = 2 * kMomentBlock + 5; // a partial last block, an odd count
+  std::vector<float> m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    m[i] = std::sin(0.37f * float(i)) * std::pow(10.0f, float(i % 7) - 6);
+    v[i] = m[i] * m[i] + 1e-12f * float(i);
+  }
+  int64_t blocks = (n + kMomentBlock - 1) / kMomentBlock;
+  std::vector<float> ms(blocks), vs(blocks), ms2(blocks), vs2(blocks);
+  std::vector<int8_t> m8(n), m8b(n);
+  std::vector<uint8_t> v8(n), v8b(n), m4((n + 1) / 2), v4((n + 1) / 2),
+      m4b((n + 1) / 2), v4b((n + 1) / 2);
+  std::vector<uint16_t> m16(n), v16(n);
+  auto q8 = [&](int8_t *qm, uint8_t *qv, float *sm, float *sv) {
+    Moments s;
+    s.m8 = qm;
+    s.v8 = qv;
+    s.mScale = sm;
+    s.vScale = sv;
+    return s;
+  };
+  auto q4 = [&](uint8_t *qm, uint8_t *qv, float *sm, float *sv) {
+    Moments s;
+    s.m4 = qm;
+    s.v4 = qv;
+    s.mScale = sm;
+    s.vScale = sv;
+    return s;
+  };
+  std::vector<float> dm(n), dv(n);
+  for (bool four : {false, true}) {
+    Moments a = four ? q4(m4.data(), v4.data(), ms.data(), vs.data())
+                     : q8(m8.data(), v8.data(), ms.data(), vs.data());
+    Moments b = four ? q4(m4b.data(), v4b.data(), ms2.data(), vs2.data())
+                     : q8(m8b.data(), v8b.data(), ms2.data(), vs2.data());
+    encodeMoments(m.data(), v.data(), n, a);
+    decodeMoments(a, n, dm.data(), dv.data());
+    encodeMoments(dm.data(), dv.data(), n, b);
+    EXPECT_EQ(ms, ms2);
+    EXPECT_EQ(vs, vs2);
+    if (four) {
+      EXPECT_EQ(m4, m4b);
+      EXPECT_EQ(v4, v4b);
+    } else {
+      EXPECT_EQ(m8, m8b);
+      EXPECT_EQ(v8, v8b);
+    }
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_LE(std::fabs(dm[i] - m[i]),
+                ms[i / kMomentBlock] * (four ? 0.3f : 0.03f))
+          << i;
+  }
+  Moments half;
+  half.m16 = m16.data();
+  half.v16 = v16.data();
+  encodeMoments(m.data(), v.data(), n, half);
+  decodeMoments(half, n, dm.data(), dv.data());
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(m16[i], mt::kernels::cpu::toBf16(m[i]));
+    EXPECT_EQ(dv[i],
+              mt::kernels::cpu::fromBf16(mt::kernels::cpu::toBf16(v[i])));
+  }
 }
 
 TEST(AdamW, VectorPathsGiveTheScalarBits) {

@@ -668,8 +668,12 @@ int main(int argc, char **argv) {
     std::string dir;
     if (Status st = findCheckpoint(o.resume, dir); !st)
       return fail(st.message());
-    if (Status st = loadCheckpoint(dir, plan, *backend, state); !st)
+    std::vector<std::string> notes;
+    if (Status st = loadCheckpoint(dir, plan, *backend, state, notes); !st)
       return fail(st.message());
+    if (leader)
+      for (const std::string &note : notes)
+        std::fprintf(stderr, "mtrun: note: %s\n", note.c_str());
     data.seek(state.dataPosition);
     if (leader)
       std::fprintf(stderr, "mtrun: resumed from %s at step %lld\n", dir.c_str(),

@@ -21,7 +21,8 @@ struct OpTime {
 
 /// The ops in Chrome trace format (Perfetto, chrome://tracing): one lane per
 /// stream, one complete event per op in microseconds from the earliest
-/// start, with its phase, index, micro-batch, FLOPs and bytes.
+/// start, with its phase (kind and index), index, micro-batch, FLOPs and
+/// bytes (mt-inspect --svg --measured reads it back).
 std::string chromeTrace(const plan::Plan &plan, const std::vector<OpTime> &ops);
 
 /// The same, written to `path`.

@@ -11,7 +11,7 @@ packages=(cmake ninja-build g++ pkg-config ccache lld
   libgtest-dev libgmock-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libzstd-dev
   libopenblas-dev libopenmpi-dev openmpi-bin
   python3 python3-onnx python3-numpy
-  clang libclang-rt-14-dev clang-format)
+  clang libclang-rt-14-dev clang-format librsvg2-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -46,6 +46,10 @@ if config.mt_have_mpi and mpirun:
 # left alone.
 if shutil.which("clang-format"):
     config.available_features.add("clang-format")
+# rsvg-convert (librsvg2-bin; scripts/bootstrap.sh installs it) renders the
+# schedule pictures that test/inspect/svg.test checks.
+if shutil.which("rsvg-convert"):
+    config.available_features.add("rsvg")
 # Under CI (CI=true) nothing may be skipped for want of what the set-up
 # provides: a test reported unsupported there is a test that did not run.
 if os.environ.get("CI") == "true":
@@ -54,6 +58,7 @@ if os.environ.get("CI") == "true":
         "torch": f"{torch_python} (scripts/export-venv.sh, or set MT_TORCH_PYTHON)",
         "mpi": "mtrun built with MPI and mpirun (scripts/bootstrap.sh)",
         "clang-format": "clang-format (scripts/bootstrap.sh)",
+        "rsvg": "rsvg-convert (librsvg2-bin; scripts/bootstrap.sh)",
     }
     missing = [why for feature, why in provides.items()
                if feature not in config.available_features]

@@ -4,6 +4,7 @@
 // plan's target (text lanes, Chrome trace JSON for Perfetto, SVG, JSON).
 #include "runtime/cost_model.h"
 #include "runtime/plan_io.h"
+#include "tools/mt-inspect/schedule_svg.h"
 
 #include <nlohmann/json.hpp>
 
@@ -25,19 +26,6 @@ std::string shapeOf(const plan::Buffer &b) {
   return s + "]";
 }
 
-std::string bytesText(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= (1ull << 30))
-    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(1ull << 30));
-  else if (bytes >= (1ull << 20))
-    std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / double(1ull << 20));
-  else if (bytes >= (1ull << 10))
-    std::snprintf(buf, sizeof buf, "%.2f KiB", bytes / double(1ull << 10));
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)bytes);
-  return buf;
-}
-
 std::string names(const plan::Plan &p,
                   const google::protobuf::RepeatedField<uint32_t> &ids) {
   std::string s;
@@ -52,9 +40,10 @@ std::string names(const plan::Plan &p,
 /// busy.
 void printTimeline(const plan::Plan &p, const runtime::Prediction &r) {
   const int width = 100;
-  std::printf("\npredicted step on %s: %.6g s (%d columns of %.3g s)\n",
-              p.target().name().c_str(), r.stepSeconds, width,
-              r.stepSeconds / width);
+  std::printf("\npredicted step on %s: %s (%d columns of %s)\n",
+              p.target().name().c_str(),
+              inspect::secondsText(r.stepSeconds).c_str(), width,
+              inspect::secondsText(r.stepSeconds / width).c_str());
   for (int s = 0; s < p.streams_size(); ++s) {
     std::string lane(width, '.');
     for (const auto &t : r.timeline) {
@@ -71,63 +60,8 @@ void printTimeline(const plan::Plan &p, const runtime::Prediction &r) {
   }
 }
 
-/// The step as lanes (one per stream), and each tier's peak against its
-/// budget as a bar.
-std::string svgOf(const plan::Plan &p, const runtime::Prediction &r) {
-  const double width = 1000, lane = 28, left = 110;
-  double height = 60 + lane * p.streams_size() + 30 * p.arenas_size() + 20;
-  std::string out;
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
-                "height=\"%.0f\" font-family=\"sans-serif\" "
-                "font-size=\"12\">\n",
-                left + width + 20, height);
-  out += buf;
-  std::snprintf(buf, sizeof buf,
-                "<text x=\"10\" y=\"20\">predicted step on %s: %.6g s</text>\n",
-                p.target().name().c_str(), r.stepSeconds);
-  out += buf;
-  for (int s = 0; s < p.streams_size(); ++s) {
-    double y = 40 + s * lane;
-    std::snprintf(buf, sizeof buf, "<text x=\"10\" y=\"%.0f\">%s</text>\n",
-                  y + 16, p.streams(s).name().c_str());
-    out += buf;
-  }
-  for (const auto &t : r.timeline) {
-    const auto &op = p.phases(t.phase).ops(t.op);
-    double x = left + t.start / r.stepSeconds * width;
-    double w = std::max(0.5, (t.end - t.start) / r.stepSeconds * width);
-    std::snprintf(buf, sizeof buf,
-                  "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
-                  "height=\"%.0f\" fill=\"#%06x\"><title>%s</title></rect>\n",
-                  x, 40 + op.stream() * lane, w, lane - 6,
-                  0x3060a0 + 0x203010 * int(op.stream() % 4),
-                  plan::Kernel_Name(op.kernel()).c_str());
-    out += buf;
-  }
-  double y = 50 + lane * p.streams_size();
-  for (const auto &a : p.arenas()) {
-    double budget = a.tier() == plan::DEVICE
-                        ? double(p.target().gpu_memory_bytes())
-                        : double(p.target().host_memory_bytes());
-    double frac = budget > 0 ? std::min(1.0, a.size_bytes() / budget) : 0;
-    std::snprintf(buf, sizeof buf,
-                  "<text x=\"10\" y=\"%.0f\">%s</text>"
-                  "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"18\" "
-                  "fill=\"none\" stroke=\"#888\"/>"
-                  "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.1f\" height=\"18\" "
-                  "fill=\"#c06030\"><title>%.3g of %.3g bytes</title></rect>\n",
-                  y + 14, a.name().c_str(), left, y, width, left, y,
-                  frac * width, double(a.size_bytes()), budget);
-    out += buf;
-    y += 30;
-  }
-  return out + "</svg>\n";
-}
-
 int main(int argc, char **argv) {
-  std::string path, tracePath, svgPath;
+  std::string path, tracePath, svgPath, measuredPath;
   bool summary = false, timeline = false, json = false;
   CLI::App app{"mt-inspect: show the schedule, buffers and memory of a plan"};
   app.add_option("plan", path, "The plan file (mtc MODEL.onnx -o PLAN.mtp)")
@@ -139,7 +73,12 @@ int main(int argc, char **argv) {
   app.add_option("--trace", tracePath,
                  "Write the predicted step as Chrome trace JSON (Perfetto)");
   app.add_option("--svg", svgPath,
-                 "Write the predicted step and memory per tier as SVG");
+                 "Write the predicted step as SVG: a lane per stream on a time "
+                 "axis, each memory tier's bytes in use over the step with "
+                 "its planned peak and budget, a legend");
+  app.add_option("--measured", measuredPath,
+                 "With --svg: draw the step mtrun --trace measured (its "
+                 "trace JSON, of this plan) instead of the predicted one");
   app.add_flag("--json", json, "Print the summary and prediction as JSON");
   try {
     app.parse(argc, argv);
@@ -156,7 +95,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   runtime::Prediction prediction;
-  if (timeline || json || !tracePath.empty() || !svgPath.empty()) {
+  if (timeline || json || !tracePath.empty() ||
+      (!svgPath.empty() && measuredPath.empty())) {
     if (p.target().name().empty()) {
       std::fprintf(stderr,
                    "mt-inspect: error: %s: the plan has no target; "
@@ -178,8 +118,30 @@ int main(int argc, char **argv) {
   if (!tracePath.empty() &&
       !writeFile(tracePath, runtime::chromeTrace(p, prediction.timeline)))
     return 1;
-  if (!svgPath.empty() && !writeFile(svgPath, svgOf(p, prediction)))
+  if (!measuredPath.empty() && svgPath.empty()) {
+    std::fprintf(stderr, "mt-inspect: error: --measured draws the measured "
+                         "step with --svg FILE; give --svg\n");
     return 1;
+  }
+  if (!svgPath.empty()) {
+    std::vector<runtime::OpTime> measured;
+    if (!measuredPath.empty())
+      if (runtime::Status st =
+              inspect::readMeasuredTrace(measuredPath, p, measured);
+          !st) {
+        std::fprintf(stderr, "mt-inspect: error: %s\n", st.message().c_str());
+        return 1;
+      }
+    std::string svg =
+        measuredPath.empty()
+            ? inspect::scheduleSvg(p, prediction.timeline,
+                                   "predicted step on " + p.target().name())
+            : inspect::scheduleSvg(p, measured,
+                                   "measured step (mtrun --trace " +
+                                       measuredPath + ")");
+    if (!writeFile(svgPath, svg))
+      return 1;
+  }
   if (json) {
     nlohmann::json arenas = nlohmann::json::object(),
                    streams = nlohmann::json::object();
@@ -275,13 +237,13 @@ int main(int argc, char **argv) {
       std::printf("  rank %u owns %lld elements (%.1f%%): %s of host state\n",
                   r, (long long)owned[r],
                   params ? 100.0 * double(owned[r]) / double(params) : 0.0,
-                  bytesText(bytes[r]).c_str());
+                  inspect::bytesText(double(bytes[r])).c_str());
   }
   std::printf("\narenas (peak bytes):\n");
   for (const auto &a : p.arenas())
     std::printf("  %-12s %-12s %s\n", a.name().c_str(),
                 plan::Tier_Name(a.tier()).c_str(),
-                bytesText(a.size_bytes()).c_str());
+                inspect::bytesText(double(a.size_bytes())).c_str());
   std::printf("\nstreams (ops per phase):\n");
   for (int i = 0; i < p.streams_size(); ++i) {
     std::printf("  %-10s %-16s", p.streams(i).name().c_str(),

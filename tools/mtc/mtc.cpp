@@ -891,6 +891,11 @@ int main(int argc, char **argv) {
       return false;
     }
     *plan.mutable_target() = targetDesc;
+    mt::plan::Budgets &b = *plan.mutable_budgets();
+    b.set_device_bytes(uint64_t(budgets.device));
+    b.set_pinned_bytes(uint64_t(budgets.pinned));
+    b.set_host_bytes(uint64_t(budgets.host));
+    b.set_disk_bytes(uint64_t(budgets.disk));
     if (s.momentsOnDisk)
       plan.set_disk_dir(diskPath.str().str());
     return true;

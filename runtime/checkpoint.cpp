@@ -924,10 +924,10 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
              "' is trained in it and not by this plan");
   }
   if (count)
-    return Status::error(dir +
-                         " holds the state of another model than this "
-                         "plan's (" +
-                         std::to_string(count) + " differences): " + diffs);
+    return Status::error(
+        dir + " does not hold the state of this plan's model (" +
+        std::to_string(count) +
+        (count == 1 ? " difference): " : " differences): ") + diffs);
   std::map<std::pair<MomentFormat, MomentFormat>, int> conversions;
   for (const SavedWeight &w : weights) {
     MomentFormat want = momentFormat(plan, *w.param);

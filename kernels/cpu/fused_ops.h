@@ -95,6 +95,10 @@ struct AttentionShape {
   bool causal = false;
   int64_t window = 0; ///< > 0: also mask i - j >= window.
   int64_t maskBatch = 1, maskHeads = 1;
+  /// Keys per block of scores (0: 16384): rows longer than a block take
+  /// the softmax online over blocks, so that a task's scratch is at most
+  /// 2 x 64 x keyBlock floats whatever the sequence.
+  int64_t keyBlock = 0;
 };
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out);

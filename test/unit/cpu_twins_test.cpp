@@ -159,6 +159,7 @@ struct AttentionCase {
   int64_t batch, seq, heads, kvHeads, headDim;
   bool causal, mask;
   int64_t window;
+  int64_t keyBlock = 0; ///< > 0: rows longer take the online softmax
 };
 
 class AttentionTwin : public ::testing::TestWithParam<AttentionCase> {};
@@ -168,6 +169,7 @@ TEST_P(AttentionTwin, MatchesTheReferenceLoops) {
   AttentionShape s{c.batch,   c.seq,     c.heads,
                    c.kvHeads, c.headDim, 1.0f / std::sqrt(float(c.headDim)),
                    c.causal,  c.window};
+  s.keyBlock = c.keyBlock;
   int64_t qn = c.batch * c.seq * c.heads * c.headDim,
           kn = c.batch * c.seq * c.kvHeads * c.headDim;
   Vec q = randomVec(qn, 1), k = randomVec(kn, 2), v = randomVec(kn, 3),
@@ -194,15 +196,22 @@ TEST_P(AttentionTwin, MatchesTheReferenceLoops) {
   EXPECT_LT(relError(dk, rdk), 1e-5);
   EXPECT_LT(relError(dv, rdv), 1e-5);
 }
-// seq 150: two blocks of queries (128 + 22), the causal one reading fewer
-// keys in its first.
+// seq 150: three blocks of queries (64 + 64 + 22), the causal ones reading
+// fewer keys in their first. With key blocks of 32 or 40, rows longer than
+// a block take the online softmax over 2 to 5 blocks (a partial last one),
+// from the window's start when there is one, and the padded key of the
+// mask falls in the first block of its rows.
 INSTANTIATE_TEST_SUITE_P(
     Variants, AttentionTwin,
     ::testing::Values(AttentionCase{2, 16, 4, 2, 8, true, false, 0},
                       AttentionCase{2, 16, 4, 4, 8, false, true, 0},
                       AttentionCase{1, 150, 2, 1, 16, true, false, 0},
                       AttentionCase{2, 150, 2, 2, 8, false, true, 0},
-                      AttentionCase{1, 40, 2, 1, 8, true, false, 7}));
+                      AttentionCase{1, 40, 2, 1, 8, true, false, 7},
+                      AttentionCase{1, 150, 2, 1, 16, true, false, 0, 32},
+                      AttentionCase{2, 150, 4, 2, 8, false, true, 0, 40},
+                      AttentionCase{2, 150, 2, 2, 8, true, true, 0, 32},
+                      AttentionCase{1, 150, 2, 1, 8, true, false, 50, 32}));
 
 TEST(Pool, ParallelForRunsEachIndexOnceWhateverTheThreads) {
   for (int n : {1, 2, 3, 8}) {

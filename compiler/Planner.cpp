@@ -3,6 +3,7 @@
 
 #include "dialects/Train/IR/TrainOps.h"
 #include "runtime/plan_io.h"
+#include "runtime/schema/moments.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -122,9 +123,9 @@ double momentBytesPerElement(mt::sched::MomentFormat format) {
   case mt::sched::MomentFormat::BF16:
     return 4.0;
   case mt::sched::MomentFormat::Q8:
-    return 2.0 + 8.0 / 256;
+    return 2.0 + 8.0 / plan::kMomentBlock;
   case mt::sched::MomentFormat::Q4:
-    return 1.0 + 8.0 / 256;
+    return 1.0 + 8.0 / plan::kMomentBlock;
   default:
     return 8.0;
   }

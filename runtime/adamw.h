@@ -2,6 +2,8 @@
 #ifndef MT_RUNTIME_ADAMW_H
 #define MT_RUNTIME_ADAMW_H
 
+#include "runtime/schema/moments.h"
+
 #include <cstdint>
 
 namespace mt::runtime {
@@ -36,8 +38,8 @@ void adamwStepBf16Moments(float *param, const float *grad, uint16_t *m,
                           uint16_t *v, int64_t count, int64_t step,
                           const AdamWConfig &config, float gradScale = 1.0f);
 
-/// Elements per scale of 8-bit and 4-bit moments.
-constexpr int64_t kMomentBlock = 256;
+/// Elements per scale of 8-bit and 4-bit moments (the plan's contract).
+using plan::kMomentBlock;
 
 /// The same update with 8-bit blockwise moments (lossy, opt-in). Each block
 /// of kMomentBlock elements has an fp32 scale per moment (its largest

@@ -4,6 +4,7 @@
 #include "runtime/data_path.h"
 #include "runtime/kernel_table.h"
 #include "runtime/op_desc.h"
+#include "runtime/schema/moments.h"
 
 #include <google/protobuf/stubs/logging.h>
 
@@ -408,7 +409,7 @@ private:
       return fail(w + ": the moments must be both F32, both BF16, I8 and "
                       "U8 (8-bit), or both packed U8 (4-bit)");
     if (q8 || q4) {
-      int64_t blocks = (n + 255) / 256;
+      int64_t blocks = plan::momentBlocks(n);
       for (uint32_t idx : {prm.exp_avg_scale(), prm.exp_avg_sq_scale()}) {
         const plan::Buffer *sc = buffer(idx);
         if (!sc || sc->dtype() != plan::F32 ||

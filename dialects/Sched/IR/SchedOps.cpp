@@ -1,5 +1,6 @@
 //===- SchedOps.cpp - the `sched` dialect ---------------------------------===//
 #include "dialects/Sched/IR/SchedOps.h"
+#include "runtime/schema/moments.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -108,13 +109,13 @@ LogicalResult ParameterOp::verify() {
     return emitOpError("8-bit and 4-bit moments, and only they, have two "
                        "scales");
   if (q8 || q4) {
-    int64_t blocks = (n + 255) / 256;
+    int64_t blocks = plan::momentBlocks(n);
     for (Value s : state.drop_front(3))
       if (!typeOf(s).getElementType().isF32() ||
           typeOf(s).getShape() != ArrayRef<int64_t>{blocks})
         return emitOpError(q8 ? "8-bit" : "4-bit")
                << " moments have f32 scales of " << blocks
-               << " elements (one per 256)";
+               << " elements (one per " << plan::kMomentBlock << ")";
   }
   return success();
 }

@@ -1,6 +1,7 @@
 //===- LowerToSched.cpp - the training step as a schedule on streams ------===//
 #include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Train/IR/TrainOps.h"
+#include "runtime/schema/moments.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -18,10 +19,6 @@ using namespace mt;
 using namespace mt::sched;
 
 namespace {
-
-/// Elements per scale of 8-bit moments: the plan's contract with the
-/// runtime (runtime/schema/plan.proto, Parameter).
-constexpr int64_t kMomentBlock = 256;
 
 RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
@@ -357,8 +354,7 @@ struct LowerToSched
           optimizerStates == MomentFormat::Q4) {
         // One fp32 scale per block of kMomentBlock elements (runtime/adamw.h).
         auto scales = RankedTensorType::get(
-            {(t.getNumElements() + kMomentBlock - 1) / kMomentBlock},
-            Float32Type::get(ctx));
+            {plan::momentBlocks(t.getNumElements())}, Float32Type::get(ctx));
         for (StringRef suffix : {".exp_avg.scale", ".exp_avg_sq.scale"})
           state.push_back(buffer((w.getName() + suffix).str(), "host", scales));
       }

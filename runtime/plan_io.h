@@ -2,6 +2,7 @@
 #ifndef MT_RUNTIME_PLAN_IO_H
 #define MT_RUNTIME_PLAN_IO_H
 
+#include "runtime/schema/moments.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 
@@ -17,10 +18,10 @@ int dtypeBytes(plan::DType dtype);
 int64_t bufferElements(const plan::Plan &plan, uint32_t buffer);
 uint64_t bufferBytes(const plan::Plan &plan, uint32_t buffer);
 
-/// How a trainable parameter of a validated plan stores its AdamW moments:
-/// fp32 (exact), bf16, or blockwise 8 or 4 bits with a scale per block
-/// (exp_avg_scale and exp_avg_sq_scale; runtime/adamw.h has the codes).
-enum class MomentFormat { F32, BF16, Q8, Q4 };
+/// How a trainable parameter of a validated plan stores its AdamW moments
+/// (its exp_avg's dtype; the scales are exp_avg_scale and
+/// exp_avg_sq_scale).
+using MomentFormat = plan::MomentFormat;
 MomentFormat momentFormat(const plan::Plan &plan, const plan::Parameter &p);
 inline bool hasMomentScales(MomentFormat f) {
   return f == MomentFormat::Q8 || f == MomentFormat::Q4;

@@ -6,6 +6,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
+#include "runtime/schema/moments.h"
 
 namespace mt::sched {
 
@@ -13,7 +14,7 @@ namespace mt::sched {
 /// are given once, in its `...Values()` (llvm::cl refuses any other), and
 /// used by the passes, the back-end pipeline and mtc alike.
 enum class ComputeDtype { F32, BF16 };
-enum class MomentFormat { F32, BF16, Q8, Q4 };
+using MomentFormat = plan::MomentFormat;
 enum class WeightLink { Compute, F32 };
 
 inline llvm::cl::ValuesClass computeDtypeValues() {

@@ -70,20 +70,30 @@ struct LowerToSched
     b.setInsertionPointToEnd(module.getBody());
     Type compute = computeDtype == ComputeDtype::BF16 ? Type(b.getBF16Type())
                                                       : Type(b.getF32Type());
+    // The step's shape is its tokens input's, [batch, seq]; whatever else
+    // it takes (targets of other shapes) says nothing of it.
     int64_t batch = 0, seq = 0, vocab = 0;
-    for (BlockArgument arg : step.getArguments()) {
+    for (auto [i, arg] : llvm::enumerate(step.getArguments())) {
+      auto role = step.getArgAttrOfType<train::InputRoleAttr>(i, "train.role");
       auto t = tensorOf(arg);
-      if (t.getRank() == 2) {
-        batch = t.getDimSize(0);
-        seq = t.getDimSize(1);
-      }
+      if (!role || role.getValue() != train::InputRole::Tokens)
+        continue;
+      if (batch)
+        return step.emitError("input ")
+               << i << " is a second tokens input; the step takes one";
+      if (t.getRank() != 2)
+        return step.emitError("the tokens input ")
+               << i << " is of rank " << t.getRank()
+               << "; the step takes them as [batch, seq]";
+      batch = t.getDimSize(0);
+      seq = t.getDimSize(1);
     }
     step.walk([&](train::EmbeddingOp e) {
       vocab = std::max(vocab, tensorOf(e.getTable()).getDimSize(0));
     });
     if (!batch || !vocab)
-      return step.emitError("the step needs [batch, seq] token inputs and an "
-                            "embedding");
+      return step.emitError("the step needs a [batch, seq] tokens input and "
+                            "an embedding");
     auto modelAttr = module->getAttrOfType<StringAttr>("train.model");
     program = b.create<ProgramOp>(
         step.getLoc(), b.getI64IntegerAttr(batch), b.getI64IntegerAttr(seq),

@@ -31,3 +31,34 @@ func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #t
   %l = train.cross_entropy %s, %ids {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The step's shape comes from its tokens input alone.
+// CHECK: error: the step needs a [batch, seq] tokens input and an embedding
+func.func @train_step(%x: tensor<2x4xi64> {train.name = "x", train.role = #train<role targets>}) -> (tensor<f32> {train.loss}) {
+  %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %x : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %l = train.cross_entropy %h, %x {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK: error: the tokens input 0 is of rank 1; the step takes them as [batch, seq]
+func.func @train_step(%ids: tensor<8xi64> {train.name = "ids", train.role = #train<role tokens>}) -> (tensor<f32> {train.loss}) {
+  %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<8xi64>) -> tensor<8x8xf32>
+  %l = train.cross_entropy %h, %ids {ignore_index = -100 : i64} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// CHECK: error: input 1 is a second tokens input; the step takes one
+func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>}, %more: tensor<2x4xi64> {train.name = "more", train.role = #train<role tokens>}) -> (tensor<f32> {train.loss}) {
+  %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
+  %l = train.cross_entropy %h, %more {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
+  return %l : tensor<f32>
+}

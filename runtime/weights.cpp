@@ -13,30 +13,6 @@ namespace mt::runtime {
 
 namespace {
 
-/// IEEE half to float, exactly (every half is a float).
-float halfToFloat(uint16_t h) {
-  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f,
-           mant = h & 0x3ff, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13); // inf, nan
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign; // zero
-  } else {
-    // Subnormal: normalise the mantissa.
-    int e = -1;
-    do {
-      mant <<= 1;
-      ++e;
-    } while (!(mant & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 /// A parameter's stored bytes (F32, BF16 or F16) as fp32 values.
 std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
   if (d != mt::plan::BF16 && d != mt::plan::F16) {
@@ -48,8 +24,8 @@ std::vector<float> toF32(const std::vector<char> &bytes, mt::plan::DType d) {
   for (size_t i = 0; i < out.size(); ++i) {
     uint16_t h;
     std::memcpy(&h, bytes.data() + 2 * i, 2);
-    out[i] =
-        d == mt::plan::F16 ? halfToFloat(h) : mt::kernels::cpu::fromBf16(h);
+    out[i] = d == mt::plan::F16 ? mt::kernels::cpu::fromF16(h)
+                                : mt::kernels::cpu::fromBf16(h);
   }
   return out;
 }

@@ -57,6 +57,30 @@ inline uint16_t toF16(float f) {
   return uint16_t(sign | round((uint32_t(e) << 23) | mant, 13));
 }
 
+/// IEEE half to float, exactly (every half is a float): F16 weights read.
+inline float fromF16(uint16_t h) {
+  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1fu,
+           mant = h & 0x3ffu, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13); // inf, NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign; // zero
+  } else {
+    // Subnormal: normalise the significand.
+    int e = -1;
+    do {
+      mant <<= 1;
+      ++e;
+    } while (!(mant & 0x400u));
+    bits = sign | (uint32_t(112 - e) << 23) | ((mant & 0x3ffu) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
 
 /// Comparisons of floats into bytes (1 where true).

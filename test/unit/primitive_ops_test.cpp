@@ -273,8 +273,8 @@ TEST(PrimitiveOps, Bf16RoundsToNearestEven) {
   EXPECT_EQ(fromBf16(toBf16(-INFINITY)), -INFINITY);
 }
 
-/// The float of a half's bits (every half is a float), for the check below.
-static float fromF16(uint16_t h) {
+/// The float of a half's bits by its definition, to check fromF16 against.
+static float halfByDefinition(uint16_t h) {
   uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1fu,
            mant = h & 0x3ffu;
   float v = exp == 0      ? std::ldexp(float(mant), -24)
@@ -288,10 +288,18 @@ static float fromF16(uint16_t h) {
 }
 
 TEST(PrimitiveOps, F16RoundsToNearestEven) {
-  // Every half (but NaNs) converts back to itself.
-  for (uint32_t h = 0; h < 0x10000; ++h)
-    if ((h & 0x7c00u) != 0x7c00u || !(h & 0x3ffu))
-      ASSERT_EQ(toF16(fromF16(uint16_t(h))), h) << std::hex << h;
+  // Every half (but NaNs) is read as its value and converts back to itself;
+  // NaNs stay NaN.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    float f = fromF16(uint16_t(h));
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+      continue;
+    }
+    float want = halfByDefinition(uint16_t(h));
+    ASSERT_EQ(std::memcmp(&f, &want, 4), 0) << std::hex << h; // -0 too
+    ASSERT_EQ(toF16(f), h) << std::hex << h;
+  }
   EXPECT_EQ(toF16(1.0f + 1.0f / 2048), 0x3c00);    // a tie: to even
   EXPECT_EQ(toF16(1.0f + 3.0f / 2048), 0x3c02);    // a tie: to even, up
   EXPECT_EQ(toF16(65520.0f), 0x7c00);              // past the largest

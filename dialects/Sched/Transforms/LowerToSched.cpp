@@ -37,6 +37,9 @@ struct LowerToSched
   };
 
   void runOnOperation() override {
+    // A pass manager runs one instance again on other modules: nothing of
+    // the last run's (its values are gone with its module) may remain.
+    resetState();
     ModuleOp module = getOperation();
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step) {
@@ -681,6 +684,22 @@ struct LowerToSched
     return sum;
   }
 
+  void resetState() {
+    program = {};
+    begin = micro = end = finish = {};
+    loweredMicroBatch = 0;
+    updatesEnd = nullptr;
+    copyTokens.clear();
+    parameterOfDevice.clear();
+    compute = {};
+    layerPrefix.clear();
+    buffers.clear();
+    constants.clear();
+    tokens.clear();
+    weights.clear();
+  }
+
+  // The state of one run (resetState).
   ProgramOp program;
   PhaseOp begin, micro, end, finish;
   int64_t loweredMicroBatch =

@@ -25,12 +25,12 @@ struct Builtin {
 
 /// The host AdamW rate of a host whose memory moves `bandwidth` bytes/s,
 /// in parameters/s: mt's update moves 28 bytes per fp32 parameter (master,
-/// gradient and moments read; master and moments written) and runs at the
-/// memory's bandwidth: 100-105% of a stream of the same reads and writes
-/// without the arithmetic, on the development machine, 2026-12-03
-/// (bench/host_optimizer.sh; README, "The host optimizer"). 0.97 keeps the
-/// spread of those rounds as margin. Not torch's rate (27% of the STREAM
-/// figure on the H200 machine): the plans run mt's optimizer.
+/// gradient and moments read; master and moments written) and runs near
+/// the memory's bandwidth: at 89-98% of a stream of the same reads and
+/// writes without the arithmetic on the development machine, 2026-12-03
+/// (bench/host_optimizer.sh; README, "The host optimizer"); 0.97 is near
+/// the top of that range. Not torch's rate (27% of the STREAM figure on
+/// the H200 machine): the plans run mt's optimizer.
 constexpr double adamwRate(double bandwidth) { return bandwidth * 0.97 / 28; }
 
 // The H200 row is what ../shared/TOOLCHAIN.md measured on the machine this

@@ -14,7 +14,8 @@ used = paths[d["path"]]
 assert d["bandwidth_bytes_per_s"] == max(p["bandwidth_bytes_per_s"] for p in paths.values()), d
 assert d["triad_bytes_per_s"] == used["triad_bytes_per_s"], d
 for ref in ("bandwidth", "triad"):
-    want = 28 * d["mtrun_params_per_s"] / d[ref + "_bytes_per_s"]
+    want = 28 * used["adamw_params_per_s"] / d[ref + "_bytes_per_s"]
     assert abs(d["fraction_of_" + ref] - want) <= 1e-3 * want + 1e-3, (ref, d)
+assert d["mtrun_params_per_s"] > 0, d
 print("paths:", " ".join(sorted(paths)))
 print("fractions consistent")

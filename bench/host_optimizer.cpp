@@ -91,7 +91,8 @@ template <bool prefetched>
 int64_t scalarBandwidth(float *p, const float *g, float *m, float *v,
                         int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
-    if (prefetched && i % 16 == 0) // once per 64-byte line
+    // Once per 64-byte line, within the arrays.
+    if (prefetched && i % 16 == 0 && i + kAhead < count)
       for (const float *a :
            {(const float *)p, g, (const float *)m, (const float *)v})
         __builtin_prefetch(a + i + kAhead);
@@ -123,7 +124,7 @@ int64_t scalarBandwidth(float *p, const float *g, float *m, float *v,
     const V three = prefix##_set1_ps(3.0f);                                    \
     int64_t i = 0;                                                             \
     for (; i + (lanes) <= count; i += (lanes)) {                               \
-      if (prefetched)                                                          \
+      if (prefetched && i + kAhead < count)                                    \
         for (const float *a :                                                  \
              {(const float *)p, g, (const float *)m, (const float *)v})        \
           _mm_prefetch(reinterpret_cast<const char *>(a + i + kAhead),         \

@@ -5,6 +5,7 @@
 // %h is written by the forward and read by the backward 3 ops later: it goes
 // to pinned memory after its last forward use and comes back, into a buffer
 // of its own, before the backward reads it.
+// CHECK-LABEL: sched.program
 // CHECK-DAG: %[[H:.+]] = sched.buffer "h" in @device
 // CHECK-DAG: %[[HOST:.+]] = sched.buffer "h.host" in @host_pinned
 // CHECK-DAG: %[[BACK:.+]] = sched.buffer "h.bwd" in @device
@@ -13,6 +14,7 @@
 // CHECK: %[[IN:.+]] = sched.exec copy_to_device ins(%[[HOST]]) outs(%[[BACK]]) on @h2d after(%[[OUT]])
 // CHECK-NEXT: sched.exec neg ins(%[[BACK]]) outs(%{{.*}}) on @compute after(%[[IN]])
 // A gap below min-gap is not worth two copies.
+// GAP-LABEL: sched.program
 // GAP-NOT: copy_to_host
 sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, vocab = 2 : i64, compute_dtype = f32, model = "m"} {
   sched.arena @device tier device size 0
@@ -39,6 +41,7 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
 
 // Two checkpoints: %h1 is away from the device 5 ops, %h2 3 ops. Offloading
 // half of them offloads the one away longest.
+// HALF-LABEL: sched.program
 // HALF: sched.buffer "h1.host"
 // HALF-NOT: "h2.host"
 // HALF: copy_to_host ins(%{{.*}}) outs(%{{.*}}) on @d2h

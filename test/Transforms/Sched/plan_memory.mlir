@@ -4,6 +4,7 @@
 // buffers reuse the bytes of dead ones: %a dies after op 1, so %c (written
 // by op 2) takes its place; offsets are 64-byte aligned and each arena is
 // sized to its exact peak.
+// CHECK-LABEL: sched.program
 // CHECK: sched.arena @device tier device size 576
 // CHECK: sched.arena @host tier host size 64
 // CHECK: sched.buffer "w" in @host at 0
@@ -38,6 +39,7 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
 // its deferred update) keeps its bytes through the later micro-batches,
 // though its last read in the list comes early: %a takes the bytes of %y,
 // not of %wd.
+// CHECK-LABEL: sched.program
 // CHECK: sched.arena @device tier device size 320
 // CHECK: sched.buffer "wd" in @device at 0
 // CHECK: sched.buffer "y" in @device at 64

@@ -5,6 +5,7 @@
 // The step_begin copy of %w becomes two micro-batch copies, one before the
 // forward's first use and one before the backward's, into buffers of their
 // own; the first reader of each waits for its copy.
+// CHECK-LABEL: sched.program
 // CHECK: %[[FWD:.+]] = sched.buffer "w.device.fwd" in @device
 // CHECK: %[[BWD:.+]] = sched.buffer "w.device.bwd" in @device
 // CHECK-NOT: sched.buffer "w.device" in
@@ -19,6 +20,7 @@
 // CHECK-NEXT: sched.exec linear_grad ins(%{{.*}}, %[[BWD]], %{{.*}}) outs(%{{.*}}, %{{.*}}) on @compute after(%[[C2]])
 // With lookahead 1, each copy is issued where the previous weight region
 // starts: the backward copy of %w right before the forward use of %v.
+// AHEAD-LABEL: sched.program
 // AHEAD: sched.phase micro_batch {
 // AHEAD-NEXT: copy_to_device {{.*}}outs(%{{.*}}) on @h2d
 // AHEAD-NEXT: copy_to_device
@@ -56,6 +58,7 @@ sched.program attributes {batch = 1 : i64, seq = 1 : i64, grad_accum = 1 : i64, 
 // micro-batch after the weight's update. The streamed copies wait for the
 // update in its place; the reader that waited for the old copy now waits
 // for its own.
+// NEXT-LABEL: sched.program
 // NEXT: sched.buffer "w.grad"
 // NEXT: sched.phase micro_batch {
 // NEXT-NEXT: %[[U:.+]] = sched.exec adamw {{.*}}first_micro_batch

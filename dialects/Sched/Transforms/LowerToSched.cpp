@@ -206,16 +206,67 @@ struct LowerToSched
     return RankedTensorType::get(t.getShape(), compute);
   }
 
-  Value exec(PhaseOp phase, StringRef stream, Kernel k, ValueRange ins,
-             ValueRange outs, ValueRange waits, DictionaryAttr attrs,
-             double flops, int64_t bytes, Location loc) {
-    OpBuilder b = OpBuilder::atBlockEnd(&phase.getBody().front());
-    ++numExecs;
-    return b.create<ExecOp>(
-        loc, TokenType::get(&getContext()), KernelAttr::get(&getContext(), k),
-        ins, outs, FlatSymbolRefAttr::get(&getContext(), stream), waits,
-        attrs ? attrs : b.getDictionaryAttr({}), b.getF64FloatAttr(flops),
-        b.getI64IntegerAttr(bytes), UnitAttr(), UnitAttr(), IntegerAttr());
+  /// An exec of `kernel` on `stream` at the end of `phase`, built by
+  /// naming what it reads, writes and waits for, its attributes and its
+  /// cost; token() adds it and returns the token it signals.
+  class Exec {
+  public:
+    Exec(LowerToSched &pass, PhaseOp phase, StringRef stream, Kernel kernel,
+         Location loc)
+        : pass(pass), phase(phase), stream(stream), kernel(kernel), loc(loc) {}
+    Exec &reads(ValueRange values) {
+      ins.assign(values.begin(), values.end());
+      return *this;
+    }
+    Exec &writes(ValueRange values) {
+      outs.assign(values.begin(), values.end());
+      return *this;
+    }
+    Exec &after(ValueRange tokens) {
+      waits.assign(tokens.begin(), tokens.end());
+      return *this;
+    }
+    Exec &with(DictionaryAttr kernelAttrs) {
+      attrs = kernelAttrs;
+      return *this;
+    }
+    /// FLOPs and bytes moved, for the cost model.
+    Exec &cost(double opFlops, int64_t opBytes) {
+      flops = opFlops;
+      bytes = opBytes;
+      return *this;
+    }
+    Value token() {
+      MLIRContext *ctx = &pass.getContext();
+      OpBuilder b = OpBuilder::atBlockEnd(&phase.getBody().front());
+      ++pass.numExecs;
+      return b.create<ExecOp>(
+          loc, TokenType::get(ctx), KernelAttr::get(ctx, kernel), ins, outs,
+          FlatSymbolRefAttr::get(ctx, stream), waits,
+          attrs ? attrs : b.getDictionaryAttr({}), b.getF64FloatAttr(flops),
+          b.getI64IntegerAttr(bytes), UnitAttr(), UnitAttr(), IntegerAttr());
+    }
+
+  private:
+    LowerToSched &pass;
+    PhaseOp phase;
+    StringRef stream;
+    Kernel kernel;
+    Location loc;
+    SmallVector<Value> ins, outs, waits;
+    DictionaryAttr attrs;
+    double flops = 0;
+    int64_t bytes = 0;
+  };
+  Exec exec(PhaseOp phase, StringRef stream, Kernel kernel, Location loc) {
+    return Exec(*this, phase, stream, kernel, loc);
+  }
+
+  /// The attributes of a fill with zeros.
+  DictionaryAttr zeroFill() {
+    OpBuilder b(&getContext());
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("value", b.getF64FloatAttr(0.0))});
   }
 
   /// Lowers ops of a block; calls inline their callee.
@@ -324,9 +375,13 @@ struct LowerToSched
             waits.push_back(copied);
           copyTokens.erase(in);
         }
-      Value token = exec(micro, "compute", *k, ins, outs, waits,
-                         described.getKernelAttrs(), described.getFlops(),
-                         bytes, op.getLoc());
+      Value token = exec(micro, "compute", *k, op.getLoc())
+                        .reads(ins)
+                        .writes(outs)
+                        .after(waits)
+                        .with(described.getKernelAttrs())
+                        .cost(described.getFlops(), bytes)
+                        .token();
       for (Value r : op.getResults())
         tokens[bufs[r]] = token;
     }
@@ -418,13 +473,12 @@ struct LowerToSched
       copyToDevice(begin, source, device, {}, copyBytes, w.getLoc());
     }
     if (w.getTrainable() && optimizerOverlap != OptimizerOverlap::NextForward) {
-      OpBuilder fb(&getContext());
-      entry.reset =
-          exec(begin, "optimizer", Kernel::Fill, {}, state[0], {},
-               fb.getDictionaryAttr(
-                   {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
-               0, train::storageBytes(t), w.getLoc())
-              .getDefiningOp();
+      entry.reset = exec(begin, "optimizer", Kernel::Fill, w.getLoc())
+                        .writes(state[0])
+                        .with(zeroFill())
+                        .cost(0, train::storageBytes(t))
+                        .token()
+                        .getDefiningOp();
     }
     return device;
   }
@@ -439,16 +493,27 @@ struct LowerToSched
     auto from = cast<BufferType>(source.getType()).getTensorType();
     auto to = cast<BufferType>(device.getType()).getTensorType();
     if (from.getElementType() == to.getElementType())
-      return exec(phase, "h2d", Kernel::CopyToDevice, source, device, waits,
-                  nullptr, 0, bytes, loc);
+      return exec(phase, "h2d", Kernel::CopyToDevice, loc)
+          .reads(source)
+          .writes(device)
+          .after(waits)
+          .cost(0, bytes)
+          .token();
     auto name = device.getDefiningOp<BufferOp>().getName();
     Value staging = buffer((name + ".f32").str(), "device", from);
-    Value copied = exec(phase, "h2d", Kernel::CopyToDevice, source, staging,
-                        waits, nullptr, 0, bytes, loc);
+    Value copied = exec(phase, "h2d", Kernel::CopyToDevice, loc)
+                       .reads(source)
+                       .writes(staging)
+                       .after(waits)
+                       .cost(0, bytes)
+                       .token();
     // Reads 4 and writes 2 bytes per element, in device memory.
-    return exec(phase, "compute", Kernel::Copy, staging, device, copied,
-                nullptr, 0, train::storageBytes(from) + train::storageBytes(to),
-                loc);
+    return exec(phase, "compute", Kernel::Copy, loc)
+        .reads(staging)
+        .writes(device)
+        .after(copied)
+        .cost(0, train::storageBytes(from) + train::storageBytes(to))
+        .token();
   }
 
   /// An update of `w` and, with a compute copy, its refresh right after it
@@ -456,14 +521,20 @@ struct LowerToSched
   Value update(PhaseOp phase, const Weight &w, RankedTensorType t,
                ValueRange waits, Location loc) {
     Value token =
-        exec(phase, "optimizer", Kernel::Adamw, w.state[0],
-             updatedBy(w.master, w.state), waits, nullptr,
-             10.0 * t.getNumElements(), 4 * train::storageBytes(t), loc);
+        exec(phase, "optimizer", Kernel::Adamw, loc)
+            .reads(w.state[0])
+            .writes(updatedBy(w.master, w.state))
+            .after(waits)
+            .cost(10.0 * t.getNumElements(), 4 * train::storageBytes(t))
+            .token();
     if (!w.computeCopy)
       return token;
     // Reads 4 and writes 2 bytes per element.
-    return exec(phase, "optimizer", Kernel::Copy, w.master, w.computeCopy, {},
-                nullptr, 0, 6 * t.getNumElements(), loc);
+    return exec(phase, "optimizer", Kernel::Copy, loc)
+        .reads(w.master)
+        .writes(w.computeCopy)
+        .cost(0, 6 * t.getNumElements())
+        .token();
   }
 
   /// How a weight starts when trained from scratch (mtrun --init), from
@@ -498,7 +569,6 @@ struct LowerToSched
   /// used; the finish phase applies the last step's update.
   void deferUpdate(train::WeightOp w, RankedTensorType t, const Weight &weight,
                    Value source, int64_t copyBytes) {
-    OpBuilder fb(&getContext());
     Block &block = micro.getBody().front();
     auto first = [&](Operation *op) {
       cast<ExecOp>(op).setFirstMicroBatch(true);
@@ -513,11 +583,11 @@ struct LowerToSched
     if (weight.computeCopy)
       first(updated.getDefiningOp()->getPrevNode());
     first(updated.getDefiningOp());
-    Value reset =
-        exec(micro, "optimizer", Kernel::Fill, {}, weight.state[0], {},
-             fb.getDictionaryAttr(
-                 {fb.getNamedAttr("value", fb.getF64FloatAttr(0.0))}),
-             0, train::storageBytes(t), w.getLoc());
+    Value reset = exec(micro, "optimizer", Kernel::Fill, w.getLoc())
+                      .writes(weight.state[0])
+                      .with(zeroFill())
+                      .cost(0, train::storageBytes(t))
+                      .token();
     first(reset.getDefiningOp());
     Value copied = copyToDevice(micro, source, weight.device, updated,
                                 copyBytes, w.getLoc());
@@ -585,9 +655,12 @@ struct LowerToSched
         after.push_back(token);
         producer = token.getDefiningOp();
       }
-      Value copied =
-          exec(micro, "d2h", Kernel::CopyToHost, grad, staging, after, nullptr,
-               0, train::storageBytes(onDevice), step.getLoc());
+      Value copied = exec(micro, "d2h", Kernel::CopyToHost, step.getLoc())
+                         .reads(grad)
+                         .writes(staging)
+                         .after(after)
+                         .cost(0, train::storageBytes(onDevice))
+                         .token();
       if (producer)
         copied.getDefiningOp()->moveAfter(producer);
       // Read where it arrived: the staging buffer lives only until the
@@ -612,9 +685,12 @@ struct LowerToSched
         }
         continue;
       }
-      Value added =
-          exec(micro, "optimizer", Kernel::Accumulate, staging, w.state[0],
-               copied, nullptr, 0, train::storageBytes(t), step.getLoc());
+      Value added = exec(micro, "optimizer", Kernel::Accumulate, step.getLoc())
+                        .reads(staging)
+                        .writes(w.state[0])
+                        .after(copied)
+                        .cost(0, train::storageBytes(t))
+                        .token();
       added.getDefiningOp()->moveAfter(copied.getDefiningOp());
       if (optimizerOverlap == OptimizerOverlap::NextForward)
         continue; // updated in the next step (deferUpdate)
@@ -672,14 +748,19 @@ struct LowerToSched
                       (name + ".grad." + microPrefix(int64_t(k)) + "f32").str(),
                       "device", f32);
         addend = to;
-        tokens[sum] =
-            place(exec(micro, "compute", Kernel::Copy, g, to, {}, nullptr, 0,
-                       train::storageBytes(type) + bytes, loc));
+        tokens[sum] = place(exec(micro, "compute", Kernel::Copy, loc)
+                                .reads(g)
+                                .writes(to)
+                                .cost(0, train::storageBytes(type) + bytes)
+                                .token());
       }
       if (k == 0)
         continue;
-      tokens[sum] = place(exec(micro, "compute", Kernel::Add, {sum, addend},
-                               sum, {}, nullptr, 0, 3 * bytes, loc));
+      tokens[sum] = place(exec(micro, "compute", Kernel::Add, loc)
+                              .reads({sum, addend})
+                              .writes(sum)
+                              .cost(0, 3 * bytes)
+                              .token());
     }
     return sum;
   }

@@ -535,19 +535,6 @@ std::string shapeText(const std::vector<int64_t> &shape) {
   return text + "]";
 }
 
-const char *formatName(MomentFormat f) {
-  switch (f) {
-  case MomentFormat::BF16:
-    return "bf16";
-  case MomentFormat::Q8:
-    return "8-bit blockwise";
-  case MomentFormat::Q4:
-    return "4-bit blockwise";
-  default:
-    return "fp32";
-  }
-}
-
 /// Bits per moment element of a format: a conversion to fewer is lossy.
 int formatBits(MomentFormat f) {
   switch (f) {
@@ -634,7 +621,7 @@ std::string findWeight(const plan::Plan &plan, const plan::Parameter &p,
       w.format == MomentFormat::Q4 ? (w.elements + 1) / 2 : w.elements;
   if (elementsOf(w.m->shape) != stored || elementsOf(w.v->shape) != stored)
     return name + "'s moments have " + std::to_string(elementsOf(w.m->shape)) +
-           " elements, " + formatName(w.format) + " moments of " +
+           " elements, " + momentFormatName(w.format) + " moments of " +
            std::to_string(w.elements) + " have " + std::to_string(stored);
   if (hasMomentScales(w.format)) {
     w.mScale = t.find(kOptimizerFile, p.name() + ".exp_avg.scale");
@@ -940,7 +927,8 @@ Status loadCheckpoint(const std::string &dir, const plan::Plan &plan,
     bool lossy = formatBits(formats.second) < formatBits(formats.first);
     notes.push_back(
         "the moments of " + std::to_string(n) + " weight(s) converted from " +
-        formatName(formats.first) + " to " + formatName(formats.second) +
+        momentFormatName(formats.first) + " to " +
+        momentFormatName(formats.second) +
         (lossy ? " (lossy: the run continues from rounded moments)"
                : " (exact: the values the stored codes stand for)"));
   }

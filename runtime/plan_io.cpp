@@ -627,20 +627,25 @@ MomentFormat momentFormat(const plan::Plan &plan, const plan::Parameter &p) {
   }
 }
 
+const char *momentFormatName(MomentFormat f) {
+  switch (f) {
+  case MomentFormat::BF16:
+    return "bf16";
+  case MomentFormat::Q8:
+    return "8-bit blockwise";
+  case MomentFormat::Q4:
+    return "4-bit blockwise";
+  default:
+    return "fp32";
+  }
+}
+
 std::string lossyMoments(const plan::Plan &plan) {
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
-    switch (momentFormat(plan, p)) {
-    case MomentFormat::BF16:
-      return "bf16";
-    case MomentFormat::Q8:
-      return "8-bit blockwise";
-    case MomentFormat::Q4:
-      return "4-bit blockwise";
-    default:
-      return "";
-    }
+    MomentFormat f = momentFormat(plan, p);
+    return f == MomentFormat::F32 ? "" : momentFormatName(f);
   }
   return "";
 }

@@ -27,6 +27,10 @@ inline bool hasMomentScales(MomentFormat f) {
   return f == MomentFormat::Q8 || f == MomentFormat::Q4;
 }
 
+/// A moment format in words: "fp32", "bf16", "8-bit blockwise",
+/// "4-bit blockwise".
+const char *momentFormatName(MomentFormat f);
+
 /// How a plan stores the AdamW moments when it is lossy ("bf16",
 /// "8-bit blockwise", "4-bit blockwise"), or "" when they are fp32 (exact).
 std::string lossyMoments(const plan::Plan &plan);

@@ -426,7 +426,9 @@ Status readMeasuredTrace(const std::string &path, const plan::Plan &p,
   const auto &events = j["traceEvents"];
   for (size_t i = 0; i < events.size(); ++i) {
     const auto &e = events[i];
-    if (!e.is_object() || e.value("ph", "") != "X")
+    // Only complete events are ops; any other, or an event that is no
+    // object, is skipped (its "ph" need not be a string).
+    if (!e.is_object() || !e.contains("ph") || e["ph"] != "X")
       continue;
     std::string where = path + ": event " + std::to_string(i);
     auto integer = [&](const nlohmann::json &v, int64_t below, int64_t &out) {

@@ -4,7 +4,9 @@
 # 1. Hugging Face's Llama 3 (a tiny config, test/fixtures/make_hf_fixture.py
 #    with the export venv) at one sequence of each length: 5 AdamW steps on
 #    the CPU backend checked against PyTorch's losses (1e-4), with peak RSS
-#    against S and the ratio of step times to the previous length.
+#    against S and the ratio of step times to the previous length; then
+#    the same with its MLPs in 4 sequence chunks (mtc --chunk-mlp-rows S/4):
+#    its step and RSS, and its losses against the unchunked run's (1e-6).
 # 2. The 8B graph (examples/big/make_graph.py --preset 8b) planned from
 #    budgets alone at each long length: the planner's time and memory, the
 #    predicted step and tokens/s.
@@ -22,8 +24,8 @@ lengths=("$@")
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(date -u +%F)"
 echo
 echo "Llama 3 (tiny), batch 1, fp32, CPU backend: mtrun --steps 5 against PyTorch (sdpa, is_causal)"
-printf '| %-7s | %-10s | %-13s | %-11s | %-12s | %-13s | %-10s |\n' tokens "step (s)" "peak RSS (MB)" "RSS / token" "step ratio" "tokens ratio" "losses"
-printf '|---------|------------|---------------|-------------|--------------|---------------|------------|\n'
+printf '| %-7s | %-10s | %-13s | %-11s | %-12s | %-13s | %-10s | %-14s | %-13s | %-12s |\n' tokens "step (s)" "peak RSS (MB)" "RSS / token" "step ratio" "tokens ratio" "losses" "chunked s/step" "chunked RSS" "chunked loss"
+printf '|---------|------------|---------------|-------------|--------------|---------------|------------|----------------|---------------|--------------|\n'
 prev_step="" prev_s=""
 for s in "${lengths[@]}"; do
   fx=$work/ll$s
@@ -41,7 +43,13 @@ for s in "${lengths[@]}"; do
     ratio=$(/usr/bin/python3 -c "print('%.2fx' % ($step / $prev_step))")
     tokens=$(/usr/bin/python3 -c "print('%.0fx' % ($s / $prev_s))")
   fi
-  printf '| %-7s | %-10s | %-13s | %-11s | %-12s | %-13s | %-10s |\n' "$s" "$step" "$((rss / 1024))" "$per" "$ratio" "$tokens" "$losses"
+  "$bin/mtc" "$fx/model.onnx" --weights "$fx/weights.safetensors" --chunk-mlp-rows "$((s / 4))" -o "$fx/c.mtp" 2> /dev/null
+  /usr/bin/time -f "%e %M" -o "$fx/ctime" "$bin/mtrun" "$fx/c.mtp" --data "$fx/t.u16" --steps 5 \
+    --lr 1e-3 --beta1 0.9 --beta2 0.95 --eps 1e-8 --weight-decay 0.1 --metrics "$fx/c.jsonl" > /dev/null 2>&1
+  read -r cwall crss < "$fx/ctime"
+  cstep=$(/usr/bin/python3 -c "print('%.2f' % ($cwall / 5))")
+  closs=$(/usr/bin/python3 "$root/test/mtrun/Inputs/check_losses.py" "$fx/c.jsonl" 1e-6 --against "$fx/m.jsonl" | tail -1)
+  printf '| %-7s | %-10s | %-13s | %-11s | %-12s | %-13s | %-10s | %-14s | %-13s | %-12s |\n' "$s" "$step" "$((rss / 1024))" "$per" "$ratio" "$tokens" "$losses" "$cstep" "$((crss / 1024))" "$closs"
   prev_step=$step prev_s=$s
 done
 

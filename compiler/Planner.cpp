@@ -33,6 +33,29 @@ ModelSize modelSize(mlir::ModuleOp module) {
   return m;
 }
 
+int64_t mlpChunkFor(mlir::ModuleOp module) {
+  int64_t chunk = 0;
+  module.walk([&](mt::train::GatedActivationOp a) {
+    auto gate = mlir::cast<mlir::RankedTensorType>(a.getGate().getType());
+    auto down =
+        a->getUsers().empty()
+            ? nullptr
+            : mlir::dyn_cast<mt::train::LinearOp>(*a->getUsers().begin());
+    if (!down || gate.getRank() < 1)
+      return;
+    int64_t hidden = gate.getShape().back();
+    int64_t tokens = gate.getNumElements() / hidden;
+    int64_t dim =
+        mlir::cast<mlir::RankedTensorType>(down.getType()).getShape().back();
+    int64_t fit = tokens * dim / (3 * hidden), c = 1024;
+    while (c * 2 <= fit)
+      c *= 2;
+    if (c < tokens)
+      chunk = std::max(chunk, c);
+  });
+  return chunk;
+}
+
 int64_t layerCount(mlir::ModuleOp module) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
   llvm::SmallDenseSet<int64_t> layers;
@@ -74,6 +97,8 @@ std::string Schedule::flags() const {
   if (layerMajor)
     f += " --micro-batch-order layer";
   f += momentsOnDisk ? " --moments disk" : " --moments host";
+  if (mlpChunk > 0)
+    f += " --chunk-mlp-rows " + std::to_string(mlpChunk);
   if (ranks > 1)
     f += " --ranks " + std::to_string(ranks);
   return f;
@@ -351,6 +376,8 @@ bool sameExceptOffload(const Schedule &a, const Schedule &b) {
          a.keepLast == b.keepLast && a.fp32Link == b.fp32Link &&
          a.layerMajor == b.layerMajor && a.momentsOnDisk == b.momentsOnDisk &&
          a.ranks == b.ranks;
+  // Not the MLP chunk: a schedule's chunked variant is one of its
+  // evaluations (search's evaluateAll).
 }
 
 /// The same schedule with fewer kept layers (or with recompute where `b`
@@ -441,8 +468,12 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
                      double(resident) / double(std::max<int64_t>(1, b.device))};
     // Keeping more layers needs more device memory: not when the same
     // schedule keeping fewer did not fit.
+    // (The same with its MLPs chunked, where that was tried.)
     if ((s.keep || s.keepLast > 0) && anyEarlier(i, [&](const Candidate &x) {
-          return keepsFewer(x.schedule, s) && x.tiers.device > b.device;
+          return keepsFewer(x.schedule, s) &&
+                 x.schedule.mlpChunk ==
+                     (c.mlpChunk > 0 ? c.mlpChunk : s.mlpChunk) &&
+                 x.tiers.device > b.device;
         }))
       return Dropped{s,
                      "device memory: the same schedule keeping fewer layers "
@@ -477,14 +508,21 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     return e;
   };
   // A schedule, then fewer offloads while they fit: each moves fewer bytes.
+  // Over the device budget, the same with its MLPs chunked.
   auto evaluateAll = [&](const Schedule &s) {
     std::vector<Evaluation> all;
     all.push_back(evaluate(s));
-    if (all.back().error || !all.back().candidate.fits || !s.offload ||
+    Schedule base = s;
+    if (!all.back().error && all.back().candidate.tiers.device > b.device &&
+        c.mlpChunk > 0 && s.mlpChunk == 0) {
+      base.mlpChunk = c.mlpChunk;
+      all.push_back(evaluate(base));
+    }
+    if (all.back().error || !all.back().candidate.fits || !base.offload ||
         c.offloadFraction)
       return all;
     for (double f : {0.75, 0.5, 0.25}) {
-      Schedule fewer = s;
+      Schedule fewer = base;
       fewer.offloadFraction = f;
       all.push_back(evaluate(fewer));
       if (all.back().error || !all.back().candidate.fits)

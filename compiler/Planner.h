@@ -48,6 +48,9 @@ struct Schedule {
   bool fp32Link = false;   ///< bf16 compute: the fp32 master crosses
   bool layerMajor = false; ///< each layer over all micro-batches
   bool momentsOnDisk = false;
+  /// Tokens of each gated MLP's intermediates at a time (mtc
+  /// --chunk-mlp-rows; 0: the whole micro-batch at once).
+  int64_t mlpChunk = 0;
   /// Data-parallel ranks (mtc --ranks; the user's, never searched): each
   /// holds about 1/ranks of the host state (mt-shard-state).
   int64_t ranks = 1;
@@ -77,6 +80,11 @@ struct Constraints {
   /// mtrun --grad-clip must work: the optimizer never runs during the
   /// backward (it would update before the global norm is known).
   bool clipping = false;
+  /// The chunk (tokens) of the gated MLPs a schedule over the device
+  /// budget is compiled again with (mt-chunk-mlp): its [tokens, hidden]
+  /// intermediates shrink to a chunk's at no cost in FLOPs where layers are
+  /// recomputed. 0: none (no gated MLP, or the user fixed the chunk).
+  int64_t mlpChunk = 0;
   bool bf16 = false;      ///< the compute dtype is bf16 (the user's)
   bool diskGiven = false; ///< a disk tier exists (mtc --disk)
 };
@@ -169,11 +177,12 @@ std::vector<Schedule> searchSpace(const Schedule &base,
 /// timed on `target`. Per schedule, checkpoints are offloaded only when the
 /// same schedule without offload does not fit the device (offloading adds
 /// copies and saves nothing else), and lower offload fractions are tried
-/// only while they fit. The best is the most tokens per second; the
-/// runner-up the next distinct schedule. When every schedule is over a
-/// bound, the one least over it is compiled, so that the refusal can name
-/// exact needs. `threads` compile at once; the result is the same for any
-/// number of them.
+/// only while they fit; a schedule over the device budget is compiled
+/// again with its MLPs chunked (constraints.mlpChunk). The best is the most
+/// tokens per second; the runner-up the next distinct schedule. When every
+/// schedule is over a bound, the one least over it is compiled, so that the
+/// refusal can name exact needs. `threads` compile at once; the result is the
+/// same for any number of them.
 Result search(const Schedule &base, const Constraints &constraints,
               const Budgets &budgets, const ModelSize &model,
               const plan::Target &target, const CompileFn &compile,
@@ -186,6 +195,12 @@ std::string closestRefusal(const Result &result, const Budgets &budgets);
 /// The trainable and frozen weights of a training step (train.weight ops
 /// of @train_step); momentBytes is left for the caller.
 ModelSize modelSize(mlir::ModuleOp step);
+/// The chunk (tokens) of the gated MLPs of a training step that the
+/// planner tries when a schedule is over the device budget: the largest
+/// power of two, at least 1024, whose intermediates (a chunk's gate, up and
+/// activation, [chunk, hidden] each) are no larger than one [tokens, dim]
+/// activation; 0 without a gated MLP or when that is all the tokens.
+int64_t mlpChunkFor(mlir::ModuleOp step);
 /// The outlined layers of a training step (the train.layer calls of its
 /// forward).
 int64_t layerCount(mlir::ModuleOp step);

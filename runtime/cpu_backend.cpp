@@ -441,6 +441,30 @@ Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
     dw.commit();
     return Status::ok();
   }
+  case Kernel::GATED_MLP:
+  case Kernel::GATED_MLP_GRAD: {
+    In x = in(operand(0)), gate = in(operand(1)), up = in(operand(2)),
+       down = in(operand(3));
+    // The last result is the plan's scratch for one chunk's intermediates
+    // (fp32 here whatever its type: Out gives floats of its elements).
+    Out scratch = out(op.results(op.results_size() - 1));
+    if (op.kernel() == Kernel::GATED_MLP) {
+      Out y = out(result(0));
+      k::gatedMlpForward(x.data, gate.data, up.data, down.data, d.mlp, y.data,
+                         scratch.data);
+      y.commit();
+      return Status::ok();
+    }
+    In dy = in(operand(4));
+    Out dx = out(result(0)), dGate = out(result(1)), dUp = out(result(2)),
+        dDown = out(result(3));
+    k::gatedMlpBackward(x.data, gate.data, up.data, down.data, dy.data, d.mlp,
+                        dx.data, dGate.data, dUp.data, dDown.data,
+                        scratch.data);
+    for (Out *o : {&dx, &dGate, &dUp, &dDown})
+      o->commit();
+    return Status::ok();
+  }
   case Kernel::NEG: {
     In x = in(operand(0));
     Out y = out(result(0));

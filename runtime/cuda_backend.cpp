@@ -273,6 +273,10 @@ private:
   /// and scattered back.
   Status expertLinear(const plan::Op &op, cudaStream_t stream,
                       char *gemmWorkspace, char *scratch);
+  /// GATED_MLP(_GRAD): per chunk of rows, the GEMMs and activations of the
+  /// unchunked ops (the same shapes, types and order), their intermediates
+  /// in the plan's scratch.
+  Status gatedMlp(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace);
   struct Head {
     int64_t rows, dim, vocab, chunk;
     bool outIn;
@@ -383,7 +387,8 @@ Status CudaBackend::allocate(const plan::Plan &plan) {
           gemm[op.stream()] || k == Kernel::LINEAR ||
           k == Kernel::LINEAR_GRAD || k == Kernel::EXPERT_LINEAR ||
           k == Kernel::EXPERT_LINEAR_GRAD || k == Kernel::HEAD_CROSS_ENTROPY ||
-          k == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+          k == Kernel::HEAD_CROSS_ENTROPY_GRAD || k == Kernel::GATED_MLP ||
+          k == Kernel::GATED_MLP_GRAD;
       if (Status st = prepareGemms(op); !st)
         return st;
     }
@@ -576,8 +581,14 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
                          std::to_string(kc::kMaxHeadDim));
   // A GEMM's inputs share one type: x and w (and dy).
   if (k == Kernel::LINEAR || k == Kernel::LINEAR_GRAD ||
-      k == Kernel::HEAD_CROSS_ENTROPY || k == Kernel::HEAD_CROSS_ENTROPY_GRAD) {
-    int inputs = k == Kernel::LINEAR_GRAD ? 3 : 2;
+      k == Kernel::HEAD_CROSS_ENTROPY || k == Kernel::HEAD_CROSS_ENTROPY_GRAD ||
+      k == Kernel::GATED_MLP || k == Kernel::GATED_MLP_GRAD) {
+    // x and w (and dy); x, the three weights (and dy) for the MLP, whose
+    // intermediates (its scratch) are of the same type too.
+    int inputs = k == Kernel::LINEAR_GRAD      ? 3
+                 : k == Kernel::GATED_MLP      ? 4
+                 : k == Kernel::GATED_MLP_GRAD ? 5
+                                               : 2;
     for (int i = 1; i < inputs; ++i)
       if (buf(op.operands(i)).dtype() != buf(op.operands(0)).dtype())
         return Status::error("'" + buf(op.operands(0)).name() + "' and '" +
@@ -700,6 +711,111 @@ Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
   }
   return MT_CUDA(kc::scatterRows({dxs, ab}, deviceOrder, e.rows, e.in,
                                  out(op.results(0)), stream));
+}
+
+Status CudaBackend::gatedMlp(const plan::Op &op, cudaStream_t stream,
+                             char *gemmWorkspace) {
+  const kernels::cpu::MlpShape &m = desc(op).mlp;
+  bool grad = op.kernel() == Kernel::GATED_MLP_GRAD;
+  kc::DType ab = typeOf(op.operands(0));
+  size_t width = ab == kc::DType::BF16 ? 2 : 4;
+  auto bytesOf = [](kc::DType t) -> int64_t {
+    return t == kc::DType::BF16 ? 2 : 4;
+  };
+  // The plan's scratch (of x's type, op_desc checks): a chunk's gate and
+  // up, then for the backward the activation and the up part of dx.
+  char *g = static_cast<char *>(ptr(op.results(op.results_size() - 1)));
+  size_t chunkBytes = size_t(m.chunkRows * m.hidden) * width;
+  char *u = g + chunkBytes, *a = u + chunkBytes, *dxUp = a + chunkBytes;
+  const char *x = static_cast<const char *>(ptr(op.operands(0)));
+  const void *wg = ptr(op.operands(1)), *wu = ptr(op.operands(2)),
+             *wd = ptr(op.operands(3));
+  bool outIn = m.outIn;
+  auto gemm = [&](const GemmShape &s, const void *lhs, const void *rhs,
+                  void *out) {
+    return gemms_.run(s, lhs, rhs, out, gemmWorkspace, stream);
+  };
+  for (int64_t r0 = 0; r0 < m.rows; r0 += m.chunkRows) {
+    int64_t n = std::min(m.chunkRows, m.rows - r0);
+    const char *xc = x + size_t(r0 * m.dim) * width;
+    // gate, up [n, hidden] = x W^T (W [hidden, dim]) or x W.
+    GemmShape upGemm{n, m.hidden, m.dim, false, outIn, ab, ab, false};
+    if (Status st = gemm(upGemm, xc, wg, g); !st)
+      return st;
+    if (Status st = gemm(upGemm, xc, wu, u); !st)
+      return st;
+    if (!grad) {
+      if (Status st = MT_CUDA(kc::gated({g, ab}, {u, ab}, {g, ab}, n * m.hidden,
+                                        m.act, stream));
+          !st)
+        return st;
+      // y[n, dim] = a W^T (W [dim, hidden]) or a W.
+      kc::DType yType = typeOf(op.results(0));
+      GemmShape down{n, m.dim, m.hidden, false, outIn, ab, yType, false};
+      char *y =
+          static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(yType);
+      if (Status st = gemm(down, g, wd, y); !st)
+        return st;
+      continue;
+    }
+    const char *dyc = static_cast<const char *>(ptr(op.operands(4))) +
+                      size_t(r0 * m.dim) * width;
+    if (Status st = MT_CUDA(
+            kc::gated({g, ab}, {u, ab}, {a, ab}, n * m.hidden, m.act, stream));
+        !st)
+      return st;
+    // The weights' gradients sum over the chunks (in fp32 when chunked:
+    // the plan's types): the first overwrites.
+    bool more = r0 > 0;
+    // dDown[dim, hidden] (+)= dy^T a, or [hidden, dim] (+)= a^T dy.
+    kc::DType dDownType = typeOf(op.results(3));
+    GemmShape dDown =
+        outIn ? GemmShape{m.dim, m.hidden, n, true, false, ab, dDownType, more}
+              : GemmShape{m.hidden, m.dim, n, true, false, ab, dDownType, more};
+    if (Status st =
+            gemm(dDown, outIn ? dyc : a, outIn ? a : dyc, ptr(op.results(3)));
+        !st)
+      return st;
+    // da[n, hidden] = dy W (W [dim, hidden]) or dy W^T, over a.
+    GemmShape da{n, m.hidden, m.dim, false, !outIn, ab, ab, false};
+    if (Status st = gemm(da, dyc, wd, a); !st)
+      return st;
+    // dgate, dup over gate and up (the kernel reads each element first).
+    if (Status st =
+            MT_CUDA(kc::gatedGrad({g, ab}, {u, ab}, {a, ab}, {g, ab}, {u, ab},
+                                  n * m.hidden, m.act, stream));
+        !st)
+      return st;
+    // dx[n, dim] = dgate W (W [hidden, dim]) or dgate W^T, plus up's.
+    kc::DType dxType = typeOf(op.results(0));
+    char *dxc =
+        static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(dxType);
+    GemmShape dx{n, m.dim, m.hidden, false, !outIn, ab, dxType, false};
+    if (Status st = gemm(dx, g, wg, dxc); !st)
+      return st;
+    GemmShape dxUpGemm{n, m.dim, m.hidden, false, !outIn, ab, ab, false};
+    if (Status st = gemm(dxUpGemm, u, wu, dxUp); !st)
+      return st;
+    // dx = the up part + the gate part: the unchunked graph's add.
+    kc::Dims rows{n, m.dim};
+    if (Status st =
+            MT_CUDA(kc::binary(kc::Binary::Add, {dxUp, ab}, rows, {dxc, dxType},
+                               rows, {dxc, dxType}, rows, stream));
+        !st)
+      return st;
+    // dgate[hidden, dim] (+)= dg^T x, or [dim, hidden] (+)= x^T dg.
+    for (auto [d, result] : {std::pair<char *, int>{g, 1}, {u, 2}}) {
+      kc::DType t = typeOf(op.results(result));
+      GemmShape dw =
+          outIn ? GemmShape{m.hidden, m.dim, n, true, false, ab, t, more}
+                : GemmShape{m.dim, m.hidden, n, true, false, ab, t, more};
+      if (Status st =
+              gemm(dw, outIn ? d : xc, outIn ? xc : d, ptr(op.results(result)));
+          !st)
+        return st;
+    }
+  }
+  return Status::ok();
 }
 
 CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
@@ -1163,6 +1279,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(
         kc::crossEntropyLoss(rowLoss, labels, h.ce, out(result(0)), stream));
   }
+  case Kernel::GATED_MLP:
+  case Kernel::GATED_MLP_GRAD:
+    return gatedMlp(op, stream, gemmWorkspace);
   case Kernel::NEG:
     return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
   case Kernel::MATMUL:

@@ -54,6 +54,10 @@ const KernelInfo *kernelInfo(plan::Kernel kernel) {
       {K::HEAD_CROSS_ENTROPY, {3, 3, 2, 2, dev, D::Head, S::Head, A::kHead}},
       {K::HEAD_CROSS_ENTROPY_GRAD,
        {4, 4, 3, 3, dev, D::Head, S::Head, A::kHead}},
+      // y (or dx, dgate, dup, ddown), then the scratch of one chunk's
+      // intermediates.
+      {K::GATED_MLP, {4, 4, 2, 2, dev, D::Mlp, S::None, A::kMlp}},
+      {K::GATED_MLP_GRAD, {5, 5, 5, 5, dev, D::Mlp, S::None, A::kMlp}},
       {K::ADD, {2, 2, 1, 1, dev, D::Binary, S::None, A::KIND_NOT_SET}},
       {K::SUB, {2, 2, 1, 1, dev, D::Binary, S::None, A::KIND_NOT_SET}},
       {K::MUL, {2, 2, 1, 1, dev, D::Binary, S::None, A::KIND_NOT_SET}},

@@ -33,6 +33,7 @@ enum class Describe {
   Unary,       ///< Elementwise, with the kernels' function
   CrossEntropy,
   Head,
+  Mlp,
   Binary,
   Compare,
   Logic, ///< NOT, AND, OR, XOR of bytes

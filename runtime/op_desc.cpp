@@ -112,6 +112,7 @@ private:
   Status elementwise();
   Status crossEntropy();
   Status head();
+  Status mlp();
   Status binary();
   Status matmul();
   Status softmax();
@@ -164,6 +165,8 @@ Status Describer::run() {
     return crossEntropy();
   case Describe::Head:
     return head();
+  case Describe::Mlp:
+    return mlp();
   case Describe::Binary:
     return binary();
   case Describe::Compare:
@@ -539,6 +542,71 @@ Status Describer::head() {
   if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
     return st;
   return holds(result(1), count(w), "the weight's gradient");
+}
+
+Status Describer::mlp() {
+  bool grad = op_.kernel() == Kernel::GATED_MLP_GRAD;
+  const plan::MlpAttrs &a = op_.attrs().mlp();
+  uint32_t x = operand(0), gate = operand(1), up = operand(2),
+           down = operand(3);
+  if (Status st = floats({x, gate, up, down}); !st)
+    return st;
+  auto &m = d_.mlp;
+  m.outIn = a.out_in();
+  if (Status st = lastDim(x, m.dim); !st)
+    return st;
+  m.rows = count(x) / m.dim;
+  std::optional<k::Activation> act = activationOf(a.act());
+  if (!act)
+    return fail("activation " + std::to_string(int(a.act())) +
+                " is not one the kernels compute (GELU to RELU)");
+  m.act = *act;
+  Dims gd = dims(gate);
+  if (gd.size() != 2 || gd[m.outIn ? 1 : 0] != m.dim)
+    return fail("the gate's weight " + name(gate) + " " + str(gd) +
+                " must be " +
+                (m.outIn ? "[hidden, " + std::to_string(m.dim) + "]"
+                         : "[" + std::to_string(m.dim) + ", hidden]"));
+  m.hidden = gd[m.outIn ? 0 : 1];
+  Dims dd = m.outIn ? Dims{m.dim, m.hidden} : Dims{m.hidden, m.dim};
+  if (dims(up) != gd)
+    return fail("the up weight " + name(up) + " " + str(dims(up)) +
+                " must be the gate's " + str(gd));
+  if (dims(down) != dd)
+    return fail("the down weight " + name(down) + " " + str(dims(down)) +
+                " must be " + str(dd));
+  if (Status st = gemmDims({m.rows, m.dim, m.hidden}); !st)
+    return st;
+  m.chunkRows = std::min(std::max<int64_t>(1, a.chunk_rows()), m.rows);
+  // The last result is the plan's scratch for one chunk's intermediates,
+  // in x's type (the GEMMs' inputs).
+  uint32_t scratch = result(op_.results_size() - 1);
+  int64_t per = grad ? 3 * m.hidden + m.dim : 2 * m.hidden;
+  if (buf(scratch).dtype() != buf(x).dtype() ||
+      count(scratch) < times(std::max<int64_t>(1, m.chunkRows), per))
+    return fail("the MLP's scratch " + name(scratch) + " " +
+                plan::DType_Name(buf(scratch).dtype()) + " " +
+                str(dims(scratch)) + " must be " +
+                plan::DType_Name(buf(x).dtype()) + " of at least " +
+                std::to_string(m.chunkRows) + " x " + std::to_string(per) +
+                " elements (a chunk's intermediates)");
+  if (!grad) {
+    if (Status st = floats({result(0)}); !st)
+      return st;
+    return holds(result(0), count(x), "the MLP's output");
+  }
+  uint32_t dy = operand(4);
+  if (Status st = floats({dy, result(0), result(1), result(2), result(3)}); !st)
+    return st;
+  if (Status st = holds(dy, count(x), "the output's gradient"); !st)
+    return st;
+  if (Status st = holds(result(0), count(x), "the input's gradient"); !st)
+    return st;
+  if (Status st = holds(result(1), count(gate), "the gate's gradient"); !st)
+    return st;
+  if (Status st = holds(result(2), count(up), "the up weight's gradient"); !st)
+    return st;
+  return holds(result(3), count(down), "the down weight's gradient");
 }
 
 /// Whether x broadcasts (numpy rules) to out: its dims, right-aligned, are

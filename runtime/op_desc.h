@@ -66,6 +66,8 @@ struct OpDesc {
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
   kernels::cpu::HeadShape head{};
   int64_t headRows = 0;
+  /// GATED_MLP(_GRAD); chunkRows clamped to the rows.
+  kernels::cpu::MlpShape mlp{};
   /// ADD, SUB, MUL, DIV, POW, MAX, MIN, MATMUL, the comparisons (a op b
   /// -> out), REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, TRANSPOSE, EXPAND (a ->
   /// out), SOFTMAX and LOG_SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT

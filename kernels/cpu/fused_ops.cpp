@@ -912,8 +912,10 @@ void gatedBackward(const float *gate, const float *up, const float *dy,
                    int64_t n, Activation a, float *dGate, float *dUp) {
   withActivation(a, [&](auto A) {
     elementwise(n, [&](int64_t i) {
-      dGate[i] = dy[i] * up[i] * actDerivative<A.value>(gate[i]);
-      dUp[i] = dy[i] * act<A.value>(gate[i]);
+      // Read before written: the gradients may overwrite gate and up.
+      float g = gate[i], u = up[i], d = dy[i];
+      dGate[i] = d * u * actDerivative<A.value>(g);
+      dUp[i] = d * act<A.value>(g);
     });
   });
 }
@@ -1044,6 +1046,57 @@ void headCrossEntropyBackward(const float *x, const float *w,
   }
   if (rows == 0)
     std::fill_n(dw, s.dim * v, 0.0f);
+}
+
+void gatedMlpForward(const float *x, const float *gate, const float *up,
+                     const float *down, const MlpShape &s, float *y,
+                     float *scratch) {
+  float *g = scratch, *u = scratch + s.chunkRows * s.hidden;
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, s.rows - r0);
+    const float *xc = x + r0 * s.dim;
+    linearForward(xc, gate, nullptr, n, s.dim, s.hidden, s.outIn, g);
+    linearForward(xc, up, nullptr, n, s.dim, s.hidden, s.outIn, u);
+    gatedForward(g, u, n * s.hidden, s.act, g);
+    linearForward(g, down, nullptr, n, s.hidden, s.dim, s.outIn,
+                  y + r0 * s.dim);
+  }
+}
+
+void gatedMlpBackward(const float *x, const float *gate, const float *up,
+                      const float *down, const float *dy, const MlpShape &s,
+                      float *dx, float *dGate, float *dUp, float *dDown,
+                      float *scratch) {
+  int64_t chunk = s.chunkRows * s.hidden;
+  float *g = scratch, *u = g + chunk, *a = u + chunk, *dxUp = a + chunk;
+  for (int64_t r0 = 0; r0 < s.rows; r0 += s.chunkRows) {
+    int64_t n = std::min(s.chunkRows, s.rows - r0);
+    const float *xc = x + r0 * s.dim, *dyc = dy + r0 * s.dim;
+    float *dxc = dx + r0 * s.dim;
+    // The weights' gradients sum over the chunks: the first overwrites.
+    float beta = r0 == 0 ? 0.0f : 1.0f;
+    linearForward(xc, gate, nullptr, n, s.dim, s.hidden, s.outIn, g);
+    linearForward(xc, up, nullptr, n, s.dim, s.hidden, s.outIn, u);
+    gatedForward(g, u, n * s.hidden, s.act, a);
+    linearWeightGrad(a, dyc, n, s.hidden, s.dim, s.outIn, beta, dDown);
+    // The activation's gradient over it, then the gate's and up's over
+    // them: the ops and their order of the unchunked graph, chunk by chunk.
+    linearBackward(a, down, dyc, n, s.hidden, s.dim, s.outIn, a, nullptr,
+                   nullptr);
+    gatedBackward(g, u, a, n * s.hidden, s.act, g, u);
+    linearBackward(xc, gate, g, n, s.dim, s.hidden, s.outIn, dxc, nullptr,
+                   nullptr);
+    linearBackward(xc, up, u, n, s.dim, s.hidden, s.outIn, dxUp, nullptr,
+                   nullptr);
+    // dx = the up part + the gate part, the unchunked graph's sum.
+    for (int64_t i = 0; i < n * s.dim; ++i)
+      dxc[i] = dxUp[i] + dxc[i];
+    linearWeightGrad(xc, g, n, s.dim, s.hidden, s.outIn, beta, dGate);
+    linearWeightGrad(xc, u, n, s.dim, s.hidden, s.outIn, beta, dUp);
+  }
+  if (s.rows == 0)
+    for (float *dw : {dGate, dUp, dDown})
+      std::fill_n(dw, s.dim * s.hidden, 0.0f);
 }
 
 } // namespace mt::kernels::cpu

@@ -112,9 +112,10 @@ enum class Activation { Gelu, GeluTanh, Silu, Relu };
 void activationForward(const float *x, int64_t n, Activation act, float *y);
 void activationBackward(const float *x, const float *dy, int64_t n,
                         Activation act, float *dx);
-/// y = act(gate) * up.
+/// y = act(gate) * up (y may be gate or up).
 void gatedForward(const float *gate, const float *up, int64_t n, Activation act,
                   float *y);
+/// dGate and dUp may be gate and up (in place).
 void gatedBackward(const float *gate, const float *up, const float *dy,
                    int64_t n, Activation act, float *dGate, float *dUp);
 
@@ -154,6 +155,27 @@ void headCrossEntropyBackward(const float *x, const float *w,
                               const int64_t *labels, float dLoss,
                               const HeadShape &s, float *dx, float *dw,
                               float *scratch);
+
+/// A gated MLP, y = down(act(x gate) * (x up)), `chunkRows` rows at a
+/// time: x [rows, dim]; gate and up [hidden, dim] (outIn) or [dim, hidden];
+/// down [dim, hidden] (outIn) or [hidden, dim].
+struct MlpShape {
+  int64_t rows, dim, hidden;
+  bool outIn;
+  Activation act;
+  int64_t chunkRows; ///< 1 to rows
+};
+/// `scratch`: 2 * chunkRows * hidden floats (the chunk's gate and up).
+void gatedMlpForward(const float *x, const float *gate, const float *up,
+                     const float *down, const MlpShape &s, float *y,
+                     float *scratch);
+/// dx and the three weights' gradients overwritten; each chunk's
+/// intermediates recomputed. `scratch`: chunkRows * (3 * hidden + dim)
+/// floats. With one chunk, the same bits as the unchunked ops' gradients.
+void gatedMlpBackward(const float *x, const float *gate, const float *up,
+                      const float *down, const float *dy, const MlpShape &s,
+                      float *dx, float *dGate, float *dUp, float *dDown,
+                      float *scratch);
 
 /// The loops the BLAS-backed kernels above are checked against, with the
 /// same contracts.

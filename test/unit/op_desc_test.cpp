@@ -79,6 +79,47 @@ OneOp head(int64_t chunk, std::vector<int64_t> scratch) {
   return o;
 }
 
+/// x [2, 8, 6] through gate, up [16, 6] and down [6, 16] (out_in); the
+/// backward with dy and the four gradients.
+OneOp mlp(bool grad, int64_t chunk, std::vector<int64_t> scratch,
+          DType scratchType = F32) {
+  OneOp o(grad ? GATED_MLP_GRAD : GATED_MLP);
+  auto *a = o.op->mutable_attrs()->mutable_mlp();
+  a->set_out_in(true);
+  a->set_act(SILU);
+  a->set_chunk_rows(chunk);
+  o.in(o.buffer("x", {2, 8, 6}))
+      .in(o.buffer("gate", {16, 6}))
+      .in(o.buffer("up", {16, 6}))
+      .in(o.buffer("down", {6, 16}));
+  if (grad)
+    o.in(o.buffer("dy", {2, 8, 6}))
+        .out(o.buffer("dx", {2, 8, 6}))
+        .out(o.buffer("dgate", {16, 6}))
+        .out(o.buffer("dup", {16, 6}))
+        .out(o.buffer("ddown", {6, 16}));
+  else
+    o.out(o.buffer("y", {2, 8, 6}));
+  o.out(o.buffer("scratch", scratch, scratchType));
+  return o;
+}
+
+TEST(OpDesc, MlpResolvesItsShapeAndClampsTheChunk) {
+  OpDesc d;
+  OneOp o = mlp(true, 1000, {16, 3 * 16 + 6});
+  ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+  EXPECT_EQ(d.mlp.rows, 16);
+  EXPECT_EQ(d.mlp.dim, 6);
+  EXPECT_EQ(d.mlp.hidden, 16);
+  EXPECT_EQ(d.mlp.chunkRows, 16);
+  EXPECT_TRUE(d.mlp.outIn);
+  EXPECT_EQ(d.mlp.act, mt::kernels::cpu::Activation::Silu);
+  // The forward's scratch holds a chunk's gate and up alone.
+  OneOp f = mlp(false, 4, {4, 2 * 16});
+  ASSERT_TRUE(f.describe(d).isOk()) << f.describe(d).message();
+  EXPECT_EQ(d.mlp.chunkRows, 4);
+}
+
 TEST(OpDesc, LinearResolvesRowsDimsAndLayout) {
   for (bool outIn : {true, false}) {
     OneOp o = linear(
@@ -555,6 +596,31 @@ INSTANTIATE_TEST_SUITE_P(
             "the head's scratch 'scratch' F32 [3, 100] must be F32 of at least "
             "4 x "
             "100"},
+        Bad{"MlpScratchTooSmall",
+            [] {
+              return mlp(true, 4, {4, 2 * 16});
+            },
+            "the MLP's scratch 'scratch' F32 [4, 32] must be F32 of at least "
+            "4 x 54 elements (a chunk's intermediates)"},
+        Bad{"MlpScratchOfAnotherType",
+            [] {
+              return mlp(false, 4, {4, 64}, BF16);
+            },
+            "the MLP's scratch 'scratch' BF16 [4, 64] must be F32"},
+        Bad{"MlpDownOfAnotherShape",
+            [] {
+              OneOp o = mlp(false, 4, {4, 32});
+              o.plan.mutable_buffers(3)->set_shape(1, 8);
+              return o;
+            },
+            "the down weight 'down' [6, 8] must be [6, 16]"},
+        Bad{"MlpUpOfAnotherShape",
+            [] {
+              OneOp o = mlp(false, 4, {4, 32});
+              o.plan.mutable_buffers(2)->set_shape(0, 8);
+              return o;
+            },
+            "the up weight 'up' [8, 6] must be the gate's [16, 6]"},
         Bad{"LabelsNotIds",
             [] {
               OneOp o = head(4, {4, 100});

@@ -197,6 +197,14 @@ cl::opt<int64_t> chunkHeadRows(
     cl::desc("Compute the head and the loss this many tokens at a time so "
              "that the whole batch's logits never exist (0: in one piece)"),
     cl::init(4096), cl::cat(category));
+cl::opt<std::string> chunkMlpRows(
+    "chunk-mlp-rows",
+    cl::desc("Compute each gated MLP (gate, up, activation, down, and their "
+             "gradients) this many tokens at a time, so that its [tokens, "
+             "hidden] intermediates never exist whole: auto (the planner "
+             "chunks a schedule that is over the device budget), 0 (never) "
+             "or a count of tokens"),
+    cl::init("auto"), cl::cat(category));
 enum class Recompute { Layers, None };
 ChoiceOpt<Recompute> recompute(
     "recompute",
@@ -475,6 +483,7 @@ mlir::OwningOpRef<mlir::ModuleOp> backEnd(mlir::ModuleOp step,
   pm.enableTiming(timing);
   mt::sched::BackendOptions o;
   o.chunkHeadRows = chunkHeadRows.getValue();
+  o.chunkMlpRows = s.mlpChunk;
   o.gradAccum = s.gradAccum;
   o.computeDtype = computeDtype.getValue();
   o.optimizerOverlap = s.overlap;
@@ -711,6 +720,15 @@ int main(int argc, char **argv) {
            << kMaxDim << ", got " << int64_t(chunkHeadRows) << "\n";
     return 1;
   }
+  if (chunkMlpRows != "auto" &&
+      (chunkMlpRows.empty() || chunkMlpRows.size() > 9 ||
+       !std::all_of(chunkMlpRows.begin(), chunkMlpRows.end(), ::isdigit) ||
+       std::stoll(chunkMlpRows) > kMaxDim)) {
+    errs() << "mtc: error: --chunk-mlp-rows must be auto, 0 (in one piece) "
+              "or a count of tokens up to "
+           << kMaxDim << ", got '" << chunkMlpRows << "'\n";
+    return 1;
+  }
   // Counts of tokens and micro-batches: given, they are at least 1, and
   // small enough that no shape or byte count they multiply overflows.
   for (auto [flag, option] :
@@ -753,6 +771,7 @@ int main(int argc, char **argv) {
   chosen.lookahead = lookahead == "auto" ? 8 : std::stoll(lookahead);
   chosen.momentsOnDisk = momentsHome == "disk";
   chosen.ranks = ranks;
+  chosen.mlpChunk = chunkMlpRows == "auto" ? 0 : std::stoll(chunkMlpRows);
   Compiler compiler(context, timing);
   // The module of `s` (or the summary) to -o.
   auto printModule = [&](const mt::ImportOptions &o, const Schedule &s) {
@@ -868,6 +887,8 @@ int main(int argc, char **argv) {
       errs() << "mtc: note: the model fixes the batch at " << **fixed
              << ", so it is not split into micro-batches\n";
   }
+  if (chunkMlpRows == "auto")
+    c.mlpChunk = mt::planner::mlpChunkFor(userStep);
   mt::planner::ModelSize size = mt::planner::modelSize(userStep);
   size.momentBytes = mt::planner::momentBytesPerElement(optimizerStates);
   SmallString<256> diskPath(diskDir);

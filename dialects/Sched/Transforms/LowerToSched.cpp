@@ -198,6 +198,12 @@ struct LowerToSched
     return buf;
   }
 
+  /// The rows of x [..., dim].
+  static int64_t rowsOf(Value x) {
+    auto t = tensorOf(x);
+    return t.getNumElements() / t.getShape().back();
+  }
+
   /// Device storage of a value: floats in the compute dtype; the loss and
   /// integers as they are.
   RankedTensorType deviceType(RankedTensorType t, bool keep = false) {
@@ -331,17 +337,20 @@ struct LowerToSched
       // The chunked head sums its weight's gradient over the chunks: in
       // fp32, or each chunk would round the sum to the compute dtype (about
       // 1% off at 49 chunks).
-      Value fp32Sum;
+      // So do the chunked MLP's three.
+      SmallVector<Value> fp32Sums;
       if (auto h = dyn_cast<train::HeadCrossEntropyGradOp>(op))
-        if (int64_t(h.getChunkRows()) <
-            tensorOf(h.getInput()).getNumElements() /
-                tensorOf(h.getInput()).getShape().back())
-          fp32Sum = op.getResult(1);
+        if (int64_t(h.getChunkRows()) < rowsOf(h.getInput()))
+          fp32Sums.push_back(op.getResult(1));
+      if (auto m = dyn_cast<train::GatedMlpGradOp>(op))
+        if (int64_t(m.getChunkRows()) < rowsOf(m.getInput()))
+          fp32Sums.append({m.getGateGrad(), m.getUpGrad(), m.getDownGrad()});
       for (Value r : op.getResults()) {
         std::string name = microPrefix(loweredMicroBatch) + layerPrefix +
                            op.getName().stripDialect().str();
-        Value buf = buffer(name, "device",
-                           deviceType(tensorOf(r), isLoss || r == fp32Sum));
+        Value buf = buffer(
+            name, "device",
+            deviceType(tensorOf(r), isLoss || llvm::is_contained(fp32Sums, r)));
         bufs[r] = buf;
         outs.push_back(buf);
       }
@@ -362,6 +371,24 @@ struct LowerToSched
             "device",
             RankedTensorType::get({chunk, vocab},
                                   Float32Type::get(&getContext()))));
+      }
+      // The chunked MLP's scratch: a chunk's gate and up (and, for the
+      // backward, the activation and the up part of dx), in the compute
+      // dtype its GEMMs read.
+      if (isa<train::GatedMlpOp, train::GatedMlpGradOp>(op)) {
+        auto x = tensorOf(op.getOperand(0));
+        int64_t dim = x.getShape().back(),
+                hidden = tensorOf(op.getOperand(1)).getNumElements() / dim;
+        int64_t chunk = std::min<int64_t>(
+            rowsOf(op.getOperand(0)),
+            op.getAttrOfType<IntegerAttr>("chunk_rows").getInt());
+        int64_t per =
+            isa<train::GatedMlpOp>(op) ? 2 * hidden : 3 * hidden + dim;
+        outs.push_back(
+            buffer(microPrefix(loweredMicroBatch) + layerPrefix + "mlp.scratch",
+                   "device",
+                   deviceType(RankedTensorType::get({chunk, per},
+                                                    x.getElementType()))));
       }
       int64_t bytes = 0;
       for (Value r : op.getResults())

@@ -66,6 +66,10 @@ struct BackendOptions : public mlir::PassPipelineOptions<BackendOptions> {
       *this, "chunk-head-rows",
       llvm::cl::desc("Chunk the head and loss by this many tokens (0: no)"),
       llvm::cl::init(0)};
+  Option<int64_t> chunkMlpRows{
+      *this, "chunk-mlp-rows",
+      llvm::cl::desc("Compute each gated MLP by this many tokens (0: whole)"),
+      llvm::cl::init(0)};
   Option<int64_t> gradAccum{*this, "grad-accum",
                             llvm::cl::desc("Micro-batches per step"),
                             llvm::cl::init(1)};

@@ -13,6 +13,11 @@ void mt::sched::buildBackendPipeline(mlir::OpPassManager &pm,
     chunk.chunkRows = o.chunkHeadRows;
     pm.addPass(train::createChunkHeadPass(chunk));
   }
+  if (o.chunkMlpRows > 0) {
+    train::ChunkMlpPassOptions chunk;
+    chunk.chunkRows = o.chunkMlpRows;
+    pm.addPass(train::createChunkMlpPass(chunk));
+  }
   LowerToSchedPassOptions lower;
   lower.gradAccum = o.gradAccum;
   lower.computeDtype = o.computeDtype;
@@ -53,6 +58,7 @@ void mt::sched::loadBackendDialects(mlir::MLIRContext &context) {
   // Every pass of the pipeline, whatever a schedule leaves out.
   BackendOptions o;
   o.chunkHeadRows = 1;
+  o.chunkMlpRows = 1;
   o.streamWeights = true;
   o.offloadActivations = true;
   o.momentsOnDisk = true;

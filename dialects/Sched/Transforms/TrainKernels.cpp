@@ -62,6 +62,8 @@ K kernelOf(CrossEntropyOp) { return Kernel::CrossEntropy; }
 K kernelOf(CrossEntropyGradOp) { return Kernel::CrossEntropyGrad; }
 K kernelOf(HeadCrossEntropyOp) { return Kernel::HeadCrossEntropy; }
 K kernelOf(HeadCrossEntropyGradOp) { return Kernel::HeadCrossEntropyGrad; }
+K kernelOf(GatedMlpOp) { return Kernel::GatedMlp; }
+K kernelOf(GatedMlpGradOp) { return Kernel::GatedMlpGrad; }
 K kernelOf(AddOp) { return Kernel::Add; }
 K kernelOf(SubOp) { return Kernel::Sub; }
 K kernelOf(MulOp) { return Kernel::Mul; }
@@ -273,6 +275,17 @@ double flopsOf(HeadCrossEntropyOp h) {
 double flopsOf(HeadCrossEntropyGradOp h) {
   return headFlops(h.getInput(), h.getWeight(), 6.0);
 }
+// Each GEMM of a gated MLP is [rows, dim] x [dim, hidden] (or its
+// transpose): three forward; the backward recomputes gate and up and
+// takes the six gradient GEMMs.
+double mlpFlops(Value input, Value gate, double gemms) {
+  return gemms * 2.0 * elements(input) * elements(gate) /
+         tensorOf(input).getShape().back();
+}
+double flopsOf(GatedMlpOp m) { return mlpFlops(m.getInput(), m.getGate(), 3); }
+double flopsOf(GatedMlpGradOp m) {
+  return mlpFlops(m.getInput(), m.getGate(), 8);
+}
 
 template <typename OpTy>
 struct Model : KernelOpInterface::ExternalModel<Model<OpTy>, OpTy> {
@@ -301,17 +314,17 @@ void registerTrainKernels(DialectRegistry &registry) {
            LayerNormGradOp, RotaryOp, RotaryGradOp, AttentionOp,
            AttentionGradOp, ActivationOp, ActivationGradOp, GatedActivationOp,
            GatedActivationGradOp, CrossEntropyOp, CrossEntropyGradOp,
-           HeadCrossEntropyOp, HeadCrossEntropyGradOp, AddOp, SubOp, MulOp,
-           NegOp, DivOp, PowOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp,
-           SigmoidOp, ErfOp, CosOp, SinOp, AbsOp, MatMulOp, SoftmaxOp,
-           LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp, EqualOp, LessOp,
-           LessOrEqualOp, GreaterOp, GreaterOrEqualOp, ExpandOp, ReduceSumOp,
-           ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp, XorOp, WhereOp, SliceOp,
-           SliceGradOp, PadOp, TriluOp, CumSumOp, TileOp, GatherOp,
-           GatherGradOp, GatherNDOp, GatherNDGradOp, GatherElementsOp,
-           GatherElementsGradOp, ScatterElementsOp, TopKOp, TopKGradOp,
-           ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp, SqueezeOp,
-           UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
+           HeadCrossEntropyOp, HeadCrossEntropyGradOp, GatedMlpOp,
+           GatedMlpGradOp, AddOp, SubOp, MulOp, NegOp, DivOp, PowOp, ExpOp,
+           LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp,
+           AbsOp, MatMulOp, SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp,
+           EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
+           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp,
+           XorOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp, CumSumOp,
+           TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp,
+           GatherElementsOp, GatherElementsGradOp, ScatterElementsOp, TopKOp,
+           TopKGradOp, ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp,
+           SqueezeOp, UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
   });
 }
 

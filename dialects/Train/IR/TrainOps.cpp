@@ -1016,6 +1016,48 @@ LogicalResult HeadCrossEntropyGradOp::verify() {
       *this, {{getInputGrad(), getInput()}, {getWeightGrad(), getWeight()}});
 }
 
+/// Whether gate, up [I, D] and down [D, I] (out_in; transposed for in_out)
+/// fit x [..., D]; sets the hidden size I.
+static bool gatedMlpShapes(Type input, Type gate, Type up, Type down,
+                           WeightLayout layout, int64_t &hidden) {
+  auto x = cast<RankedTensorType>(input), g = cast<RankedTensorType>(gate),
+       u = cast<RankedTensorType>(up), d = cast<RankedTensorType>(down);
+  if (x.getRank() < 1 || g.getRank() != 2 || g != u || d.getRank() != 2)
+    return false;
+  bool outIn = layout == WeightLayout::OutIn;
+  int64_t dim = x.getShape().back();
+  hidden = g.getDimSize(outIn ? 0 : 1);
+  return g.getDimSize(outIn ? 1 : 0) == dim &&
+         d.getDimSize(outIn ? 0 : 1) == dim &&
+         d.getDimSize(outIn ? 1 : 0) == hidden;
+}
+
+MT_INFER(GatedMlpOp) {
+  int64_t hidden = 0;
+  if (!gatedMlpShapes(a.getInput().getType(), a.getGate().getType(),
+                      a.getUp().getType(), a.getDown().getType(), a.getLayout(),
+                      hidden) ||
+      int64_t(a.getChunkRows()) <= 0)
+    return fail(loc, "gated_mlp needs x [..., D], gate and up [I, D], down "
+                     "[D, I] (transposed for in_out) and chunk_rows > 0");
+  return sameAs(types, a.getInput());
+}
+
+LogicalResult GatedMlpGradOp::verify() {
+  int64_t hidden = 0;
+  if (!gatedMlpShapes(getInput().getType(), getGate().getType(),
+                      getUp().getType(), getDown().getType(), getLayout(),
+                      hidden) ||
+      int64_t(getChunkRows()) <= 0)
+    return emitOpError("needs x [..., D], gate and up [I, D], down [D, I] "
+                       "(transposed for in_out) and chunk_rows > 0");
+  return sameTypes(*this, {{getGrad(), getInput()},
+                           {getInputGrad(), getInput()},
+                           {getGateGrad(), getGate()},
+                           {getUpGrad(), getUp()},
+                           {getDownGrad(), getDown()}});
+}
+
 LogicalResult CrossEntropyGradOp::verify() {
   if (getGrad().getType().getRank() != 0)
     return emitOpError("the loss gradient must be a scalar");

@@ -793,4 +793,43 @@ def Train_HeadCrossEntropyGradOp : Train_GradOp<"head_cross_entropy_grad",
                       Train_FloatTensor:$weight_grad);
 }
 
+def Train_GatedMlpOp : Train_InferOp<"gated_mlp", [Train_Fused]> {
+  let summary = "A gated MLP, down(act(x Wg) * (x Wu)), chunk by chunk";
+  let description = [{
+    `linear(gated_activation(linear(x, gate), linear(x, up)), down)`
+    computed `chunk_rows` rows at a time, so that the [rows, hidden]
+    intermediates of the whole sequence never exist. x [..., D]; gate and
+    up [I, D] (out_in) or [D, I] (in_out); down [D, I] or [I, D].
+
+    ```mlir
+    %y = train.gated_mlp %x, %wg, %wu, %wd {layout = #train<layout out_in>,
+           act = #train<act silu>, chunk_rows = 4096 : i64}
+         : (tensor<2x16x64xf32>, tensor<128x64xf32>, tensor<128x64xf32>,
+            tensor<64x128xf32>) -> tensor<2x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gate,
+                   Train_FloatTensor:$up, Train_FloatTensor:$down,
+                   Train_WeightLayoutAttr:$layout, Train_ActivationAttr:$act,
+                   I64Attr:$chunk_rows);
+  let results = (outs Train_FloatTensor:$result);
+}
+
+def Train_GatedMlpGradOp : Train_GradOp<"gated_mlp_grad",
+    "Gradients of gated_mlp with respect to its input and three weights"> {
+  let description = [{
+    `%dx, %dwg, %dwu, %dwd = train.gated_mlp_grad %x, %wg, %wu, %wd, %dy {...}`:
+    each chunk's intermediates are recomputed, then its gradients taken;
+    the weights' gradients sum over the chunks.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gate,
+                   Train_FloatTensor:$up, Train_FloatTensor:$down,
+                   Train_FloatTensor:$grad, Train_WeightLayoutAttr:$layout,
+                   Train_ActivationAttr:$act, I64Attr:$chunk_rows);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$gate_grad,
+                      Train_FloatTensor:$up_grad,
+                      Train_FloatTensor:$down_grad);
+}
+
 #endif // MT_TRAIN_OPS

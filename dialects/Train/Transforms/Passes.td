@@ -192,4 +192,46 @@ def ChunkHeadPass : Pass<"mt-chunk-head", "mlir::ModuleOp"> {
   ];
 }
 
+def ChunkMlpPass : Pass<"mt-chunk-mlp", "mlir::ModuleOp"> {
+  let summary = "Compute gated MLPs in row chunks so that their [rows, hidden] intermediates never exist";
+  let description = [{
+    In every function of the module (the layers, their gradients with
+    their recompute, and `@train_step`), a gated MLP, the `linear`s of gate
+    and up from one input, their `gated_activation` and the down `linear`,
+    becomes `gated_mlp`, which computes `chunk-rows` rows at a time; with
+    its backward (the down `linear_grad`, the `gated_activation_grad`, the
+    gate and up `linear_grad`s and the `add` of their input gradients) it
+    becomes `gated_mlp_grad`, which recomputes each chunk's intermediates.
+    The forward a gradient function recomputes only to reach the layer's
+    output is erased. An MLP whose values have other readers is left as it
+    is.
+
+    Before:
+    ```mlir
+    %g = train.linear %x, %wg ...
+    %u = train.linear %x, %wu ...
+    %a = train.gated_activation %g, %u {act = #train<act silu>}
+    %y = train.linear %a, %wd ...
+    %da, %dwd = train.linear_grad %a, %wd, %dy ...
+    %dg, %du = train.gated_activation_grad %g, %u, %da ...
+    %dxu, %dwu = train.linear_grad %x, %wu, %du ...
+    %dxg, %dwg = train.linear_grad %x, %wg, %dg ...
+    %dx = train.add %dxu, %dxg
+    ```
+    After:
+    ```mlir
+    %y = train.gated_mlp %x, %wg, %wu, %wd {chunk_rows = 4096 : i64, ...}
+    %dx, %dwg, %dwu, %dwd = train.gated_mlp_grad %x, %wg, %wu, %wd, %dy {chunk_rows = 4096 : i64, ...}
+    ```
+  }];
+  let options = [
+    Option<"chunkRows", "chunk-rows", "int64_t", "4096",
+           "Rows (tokens) of the intermediates computed at a time">,
+  ];
+  let statistics = [
+    Statistic<"numForward", "forward", "MLP forwards computed in chunks">,
+    Statistic<"numBackward", "backward", "MLP backwards computed in chunks">,
+  ];
+}
+
 #endif // MT_TRAIN_PASSES

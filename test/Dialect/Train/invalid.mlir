@@ -235,3 +235,31 @@ func.func @expert_linear_grad_shape(%x: tensor<5x3xf32>, %i: tensor<5xi64>, %w: 
   %dx, %dw = train.expert_linear_grad %x, %i, %w, %dy {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x6x3xf32>, tensor<5x3xf32>) -> (tensor<5x3xf32>, tensor<4x6x3xf32>)
   return
 }
+
+// -----
+
+// A gated MLP whose down weight does not fit its gate.
+func.func @gated_mlp_down(%x: tensor<8x4xf32>, %wg: tensor<16x4xf32>, %wd: tensor<4x8xf32>) {
+  // expected-error @+2 {{gated_mlp needs x [..., D], gate and up [I, D], down [D, I] (transposed for in_out) and chunk_rows > 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = train.gated_mlp %x, %wg, %wg, %wd {act = #train<act silu>, chunk_rows = 4 : i64, layout = #train<layout out_in>} : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<4x8xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// A chunk of no rows.
+func.func @gated_mlp_grad_chunk(%x: tensor<8x4xf32>, %wg: tensor<16x4xf32>, %wd: tensor<4x16xf32>) {
+  // expected-error @+1 {{'train.gated_mlp_grad' op needs x [..., D], gate and up [I, D], down [D, I] (transposed for in_out) and chunk_rows > 0}}
+  %0:4 = train.gated_mlp_grad %x, %wg, %wg, %wd, %x {act = #train<act silu>, chunk_rows = 0 : i64, layout = #train<layout out_in>} : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+// A gradient whose type is not its weight's.
+func.func @gated_mlp_grad_type(%x: tensor<8x4xf32>, %wg: tensor<16x4xf32>, %wd: tensor<4x16xf32>) {
+  // expected-error @+1 {{'train.gated_mlp_grad' op}}
+  %0:4 = train.gated_mlp_grad %x, %wg, %wg, %wd, %x {act = #train<act silu>, chunk_rows = 4 : i64, layout = #train<layout out_in>} : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}

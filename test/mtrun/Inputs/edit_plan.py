@@ -68,6 +68,12 @@ elif edit == "head-scratch":
     scratch = plan.buffers[op.results[-1]]
     scratch.shape[0] -= 1
     print(f"scratch {scratch.name} is now {list(scratch.shape)}")
+elif edit == "mlp-scratch":
+    op = next(op for ph in plan.phases for op in ph.ops
+              if op.kernel == pb.GATED_MLP_GRAD)
+    scratch = plan.buffers[op.results[-1]]
+    scratch.shape[0] -= 1
+    print(f"scratch {scratch.name} is now {list(scratch.shape)}")
 elif edit.startswith("adamw-rank=") or edit == "adamw-everywhere":
     op = next(op for ph in plan.phases for op in ph.ops
               if op.kernel == pb.ADAMW)

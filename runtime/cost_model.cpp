@@ -1,7 +1,6 @@
 // The cost model (see cost_model.h).
 #include "runtime/cost_model.h"
 
-#include "runtime/executor.h"
 #include "runtime/plan_io.h"
 
 #include <nlohmann/json.hpp>
@@ -201,7 +200,7 @@ Prediction simulateRank(const plan::Plan &p, const plan::Target &t,
           start = std::max(start, token[w]);
         // Ops of the first or last micro-batch only take no time in the
         // others.
-        StepConfig when;
+        RunMoment when;
         when.firstMicroBatch = rep == 0;
         when.lastMicroBatch = rep == repeats - 1;
         bool skipped =

@@ -183,14 +183,6 @@ void GradientStats::add(double squares, const std::string &buffer) {
     firstNotFinite = buffer;
 }
 
-bool runsIn(const plan::Op &op, const StepConfig &step) {
-  if (op.first_micro_batch_only() && !step.firstMicroBatch)
-    return false;
-  if (op.last_micro_batch_only() && !step.lastMicroBatch)
-    return false;
-  return op.kernel() != plan::ADAMW || step.applyUpdates;
-}
-
 Status runPhase(const plan::Plan &plan, const plan::Phase &phase,
                 Backend &backend, const StepConfig &step,
                 std::vector<OpTime> *trace, int phaseIndex, int repeat,

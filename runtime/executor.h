@@ -8,6 +8,7 @@
 #include "runtime/adamw.h"
 #include "runtime/comm.h"
 #include "runtime/op_desc.h"
+#include "runtime/plan_io.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
 #include "runtime/trace.h"
@@ -24,7 +25,7 @@ namespace mt::runtime {
 /// What the optimizer ops of a step use: the scheduled hyperparameters, the
 /// step number (from 1), and the factor applied to the accumulated
 /// gradients (1 / micro-batches, times the clipping coefficient).
-struct StepConfig {
+struct StepConfig : RunMoment {
   AdamWConfig adamw;
   int64_t step = 1;
   /// The optimizer step the phase runs in, when it is not `step`: the
@@ -32,14 +33,6 @@ struct StepConfig {
   /// update (for PhaseMonitor, whose holds name the step that runs).
   int64_t runStep = 0;
   float gradScale = 1.0f;
-  /// In the micro-batch phase: whether this is the step's first or last
-  /// micro-batch (ops marked first_ or last_micro_batch_only run only then).
-  bool firstMicroBatch = true;
-  bool lastMicroBatch = true;
-  /// False when no update is pending: in the first step of a NEXT_FORWARD
-  /// plan, whose ADAMW ops apply the previous step's gradients, they are
-  /// done at once.
-  bool applyUpdates = true;
   /// When set, each ADAMW adds its gradient's squared norm here (before
   /// gradScale) and names the first weight whose gradient is not finite:
   /// how a plan with transient gradients (Parameter.grad_transient) learns
@@ -54,9 +47,6 @@ struct GradientStats {
   std::string firstNotFinite; ///< the parameter's master buffer's name
   void add(double squares, const std::string &buffer);
 };
-
-/// Whether `op` runs under `step` (or is done at once, tokens signalled).
-bool runsIn(const plan::Op &op, const StepConfig &step);
 
 class Backend {
 public:

@@ -11,7 +11,7 @@
 namespace mt::runtime {
 namespace {
 
-namespace k = mt::kernels::cpu;
+namespace k = mt::kernels;
 using plan::Kernel;
 
 /// The largest GEMM dimension the BLAS and cuBLASLt take (32-bit ints).

@@ -8,8 +8,7 @@
 #ifndef MT_RUNTIME_OP_DESC_H
 #define MT_RUNTIME_OP_DESC_H
 
-#include "kernels/cpu/fused_ops.h"
-#include "kernels/cpu/primitive_ops.h"
+#include "kernels/shapes.h"
 #include "runtime/kernel_table.h"
 #include "runtime/schema/plan.pb.h"
 #include "runtime/status.h"
@@ -57,26 +56,26 @@ struct OpDesc {
   Embedding embedding;
   /// Elements of the elementwise ops (activations, NEG, FILL, COPY).
   int64_t elements = 0;
-  kernels::cpu::Activation activation = kernels::cpu::Activation::Relu;
-  kernels::cpu::AttentionShape attention{};
+  kernels::Activation activation = kernels::Activation::Relu;
+  kernels::AttentionShape attention{};
   bool hasMask = false; ///< ATTENTION(_GRAD) with a mask operand
   int dOutOperand = 0;  ///< ATTENTION_GRAD: the operand of dOut
-  kernels::cpu::RotaryShape rotary{};
-  kernels::cpu::CrossEntropyShape crossEntropy{};
+  kernels::RotaryShape rotary{};
+  kernels::CrossEntropyShape crossEntropy{};
   /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
-  kernels::cpu::HeadShape head{};
+  kernels::HeadShape head{};
   int64_t headRows = 0;
   /// GATED_MLP(_GRAD); chunkRows clamped to the rows.
-  kernels::cpu::MlpShape mlp{};
+  kernels::MlpShape mlp{};
   /// ADD, SUB, MUL, DIV, POW, MAX, MIN, MATMUL, the comparisons (a op b
   /// -> out), REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, TRANSPOSE, EXPAND (a ->
   /// out), SOFTMAX and LOG_SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
   /// (a -> parts), WHERE (cond ? a : b -> out); `axis` is non-negative.
-  kernels::cpu::Binary binary = kernels::cpu::Binary::Add;
-  kernels::cpu::Unary unary = kernels::cpu::Unary::Exp;
-  kernels::cpu::Compare compare = kernels::cpu::Compare::Equal;
+  kernels::Binary binary = kernels::Binary::Add;
+  kernels::Unary unary = kernels::Unary::Exp;
+  kernels::Compare compare = kernels::Compare::Equal;
   /// NOT (a -> out), AND, OR, XOR (a op b -> out), all bytes.
-  kernels::cpu::Logic logic = kernels::cpu::Logic::Not;
+  kernels::Logic logic = kernels::Logic::Not;
   Dims a, b, out, cond;
   std::vector<int64_t> axes, perm;
   /// SLICE (a -> out) and SLICE_GRAD (out-shaped dy -> a): element i of dim
@@ -127,15 +126,15 @@ private:
 // family, so a member without a function fails there, not in a plan).
 
 /// GELU, GELU_TANH, SILU or RELU.
-std::optional<kernels::cpu::Activation> activationOf(plan::Activation act);
+std::optional<kernels::Activation> activationOf(plan::Activation act);
 /// NOT, AND, OR, XOR (Describe::Logic).
-std::optional<kernels::cpu::Logic> logicOf(plan::Kernel kernel);
+std::optional<kernels::Logic> logicOf(plan::Kernel kernel);
 /// The binary ops (Describe::Binary): ADD, SUB, MUL, DIV, POW, MAX, MIN.
-std::optional<kernels::cpu::Binary> binaryOf(plan::Kernel kernel);
+std::optional<kernels::Binary> binaryOf(plan::Kernel kernel);
 /// The unary functions (Describe::Unary): EXP, LOG, TANH, SQRT, ...
-std::optional<kernels::cpu::Unary> unaryOf(plan::Kernel kernel);
+std::optional<kernels::Unary> unaryOf(plan::Kernel kernel);
 /// The comparisons (Describe::Compare): EQUAL, LESS, LESS_OR_EQUAL, ...
-std::optional<kernels::cpu::Compare> compareOf(plan::Kernel kernel);
+std::optional<kernels::Compare> compareOf(plan::Kernel kernel);
 
 /// Describes and checks one op (see OpTable::build).
 Status describeOp(const plan::Plan &plan, const plan::Op &op, OpDesc &desc);

@@ -898,4 +898,19 @@ Status writePlan(const plan::Plan &plan, const std::string &path) {
   return Status::ok();
 }
 
+bool runsIn(const plan::Op &op, const RunMoment &when) {
+  if (op.first_micro_batch_only() && !when.firstMicroBatch)
+    return false;
+  if (op.last_micro_batch_only() && !when.lastMicroBatch)
+    return false;
+  return op.kernel() != plan::ADAMW || when.applyUpdates;
+}
+
+Status savePlan(plan::Plan &plan, const std::string &path) {
+  relocateData(plan, path);
+  if (Status st = validatePlan(plan, path); !st)
+    return st;
+  return writePlan(plan, path);
+}
+
 } // namespace mt::runtime

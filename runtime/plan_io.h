@@ -65,6 +65,22 @@ Crossings weightCrossings(const plan::Plan &plan);
 /// The same in words, for mtc --explain and mt-inspect.
 std::string describeCrossings(const plan::Plan &plan);
 
+/// Where in a step an op is asked to run.
+struct RunMoment {
+  /// In the micro-batch phase: whether this is the step's first or last
+  /// micro-batch (ops marked first_ or last_micro_batch_only run only then).
+  bool firstMicroBatch = true;
+  bool lastMicroBatch = true;
+  /// False when no update is pending: in the first step of a NEXT_FORWARD
+  /// plan, whose ADAMW ops apply the previous step's gradients, they are
+  /// done at once.
+  bool applyUpdates = true;
+};
+
+/// Whether `op` runs at `when` (else it is done at once, its tokens
+/// signalled): the executor's question, and the cost model's.
+bool runsIn(const plan::Op &op, const RunMoment &when);
+
 /// Checks everything a run relies on before anything is allocated: the
 /// version, every index (arena, buffer, stream, token), every buffer inside
 /// its arena, kernels known and with the right number of operands and
@@ -106,6 +122,11 @@ std::string framePlan(const std::string &payload);
 /// Writes a plan file atomically and durably (temporary file, fsync,
 /// rename, fsync of the folder).
 Status writePlan(const plan::Plan &plan, const std::string &path);
+
+/// What mtc does with the plan it chose: its data located relative to
+/// `path` (relocateData), verified as mtrun will (validatePlan), written
+/// (writePlan).
+Status savePlan(plan::Plan &plan, const std::string &path);
 
 } // namespace mt::runtime
 

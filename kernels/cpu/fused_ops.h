@@ -12,10 +12,20 @@
 #ifndef MT_KERNELS_CPU_FUSED_OPS_H
 #define MT_KERNELS_CPU_FUSED_OPS_H
 
+#include "kernels/shapes.h"
+
 #include <cstdint>
 #include <vector>
 
 namespace mt::kernels::cpu {
+
+// The shapes, from kernels/shapes.h.
+using kernels::Activation;
+using kernels::AttentionShape;
+using kernels::CrossEntropyShape;
+using kernels::HeadShape;
+using kernels::MlpShape;
+using kernels::RotaryShape;
 
 /// out[n, :] = table[ids[n], :]; false when an id is outside [0, vocab).
 bool embeddingForward(const float *table, const int64_t *ids, int64_t count,
@@ -72,34 +82,14 @@ void layerNormBackward(const float *x, const float *w, const float *dy,
                        int64_t rows, int64_t dim, float eps, float *dx,
                        float *dw, float *db);
 
-/// Rotary embedding of x [batch, seq, heads * headDim] with tables cos and
-/// sin of [seq, headDim], or [batch, seq, headDim] when tablesPerBatch.
-struct RotaryShape {
-  int64_t batch, seq, heads, headDim;
-  bool tablesPerBatch = false, interleaved = false;
-};
+/// Rotary embedding of x (RotaryShape, kernels/shapes.h).
 void rotaryForward(const float *x, const float *cos, const float *sin,
                    const RotaryShape &s, float *y);
 /// dx = R^T dy, R being the rotation of rotaryForward.
 void rotaryBackward(const float *dy, const float *cos, const float *sin,
                     const RotaryShape &s, float *dx);
 
-/// Attention over packed heads: q [batch, seq, heads * headDim], k and v
-/// [batch, seq, kvHeads * headDim]; query head h reads kv head
-/// h / (heads / kvHeads). mask (may be null) is additive: [maskBatch,
-/// maskHeads, seq, seq] where maskBatch is 1 or batch and maskHeads 1 or
-/// heads (1 broadcasts).
-struct AttentionShape {
-  int64_t batch, seq, heads, kvHeads, headDim;
-  float scale;
-  bool causal = false;
-  int64_t window = 0; ///< > 0: also mask i - j >= window.
-  int64_t maskBatch = 1, maskHeads = 1;
-  /// Keys per block of scores (0: 16384): rows longer than a block take
-  /// the softmax online over blocks, so that a task's scratch is at most
-  /// 2 x 64 x keyBlock floats whatever the sequence.
-  int64_t keyBlock = 0;
-};
+/// Attention over packed heads (AttentionShape).
 void attentionForward(const float *q, const float *k, const float *v,
                       const float *mask, const AttentionShape &s, float *out);
 /// dq, dk and dv are overwritten.
@@ -108,7 +98,7 @@ void attentionBackward(const float *q, const float *k, const float *v,
                        const AttentionShape &s, float *dq, float *dk,
                        float *dv);
 
-enum class Activation { Gelu, GeluTanh, Silu, Relu };
+/// The MLP activations (Activation).
 void activationForward(const float *x, int64_t n, Activation act, float *y);
 void activationBackward(const float *x, const float *dy, int64_t n,
                         Activation act, float *dx);
@@ -119,15 +109,7 @@ void gatedForward(const float *gate, const float *up, int64_t n, Activation act,
 void gatedBackward(const float *gate, const float *up, const float *dy,
                    int64_t n, Activation act, float *dGate, float *dUp);
 
-/// Mean cross-entropy of logits [tokens, vocab] against labels [tokens]
-/// over the tokens whose target is not ignoreIndex. With shift (labels
-/// [batch, seq] as Hugging Face models take them) the target of position t
-/// is label t + 1 and the last position of each sequence is ignored.
-struct CrossEntropyShape {
-  int64_t batch, seq, vocab;
-  int64_t ignoreIndex = -100;
-  bool shift = false;
-};
+/// Mean cross-entropy of logits against labels (CrossEntropyShape).
 /// Returns the loss; `counted` gets the number of tokens that count.
 float crossEntropyForward(const float *logits, const int64_t *labels,
                           const CrossEntropyShape &s, int64_t *counted);
@@ -136,16 +118,7 @@ void crossEntropyBackward(const float *logits, const int64_t *labels,
                           const CrossEntropyShape &s, float dLoss,
                           float *dLogits);
 
-/// The head's linear and the cross-entropy of its logits, `chunkRows` rows
-/// at a time: x [ce.batch * ce.seq, dim], weight [vocab, dim] (outIn) or
-/// [dim, vocab]; labels as for crossEntropyForward (ce.vocab is the
-/// vocabulary).
-struct HeadShape {
-  int64_t dim;
-  bool outIn;
-  CrossEntropyShape ce;
-  int64_t chunkRows;
-};
+/// The head's linear and its cross-entropy in row chunks (HeadShape).
 /// `scratch` holds one chunk of logits: min(chunkRows, rows) x vocab floats.
 float headCrossEntropyForward(const float *x, const float *w,
                               const int64_t *labels, const HeadShape &s,
@@ -156,15 +129,7 @@ void headCrossEntropyBackward(const float *x, const float *w,
                               const HeadShape &s, float *dx, float *dw,
                               float *scratch);
 
-/// A gated MLP, y = down(act(x gate) * (x up)), `chunkRows` rows at a
-/// time: x [rows, dim]; gate and up [hidden, dim] (outIn) or [dim, hidden];
-/// down [dim, hidden] (outIn) or [hidden, dim].
-struct MlpShape {
-  int64_t rows, dim, hidden;
-  bool outIn;
-  Activation act;
-  int64_t chunkRows; ///< 1 to rows
-};
+/// A gated MLP in row chunks (MlpShape).
 /// `scratch`: 2 * chunkRows * hidden floats (the chunk's gate and up).
 void gatedMlpForward(const float *x, const float *gate, const float *up,
                      const float *down, const MlpShape &s, float *y,

@@ -4,6 +4,8 @@
 #ifndef MT_KERNELS_CPU_PRIMITIVE_OPS_H
 #define MT_KERNELS_CPU_PRIMITIVE_OPS_H
 
+#include "kernels/shapes.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -81,29 +83,11 @@ inline float fromF16(uint16_t h) {
   return f;
 }
 
-enum class Binary { Add, Sub, Mul, Div, Pow, Max, Min };
-
-/// Comparisons of floats into bytes (1 where true).
-enum class Compare { Equal, Less, LessOrEqual, Greater, GreaterOrEqual };
-
-/// Logic of bytes (0 false, anything else true) into bytes; Not reads its
-/// first operand only.
-enum class Logic { Not, And, Or, Xor };
-
-/// The elementwise functions that stay in a training step when no fused op
-/// absorbs them (softcapping's tanh, a division's reciprocal, ...).
-enum class Unary {
-  Exp,
-  Log,
-  Tanh,
-  Sqrt,
-  Reciprocal,
-  Sigmoid,
-  Erf,
-  Cos,
-  Sin,
-  Abs
-};
+// The function codes, from kernels/shapes.h.
+using kernels::Binary;
+using kernels::Compare;
+using kernels::Logic;
+using kernels::Unary;
 
 // The CUDA kernels call the same functions on the device.
 #ifdef __CUDACC__

@@ -113,7 +113,7 @@ TEST(OpDesc, MlpResolvesItsShapeAndClampsTheChunk) {
   EXPECT_EQ(d.mlp.hidden, 16);
   EXPECT_EQ(d.mlp.chunkRows, 16);
   EXPECT_TRUE(d.mlp.outIn);
-  EXPECT_EQ(d.mlp.act, mt::kernels::cpu::Activation::Silu);
+  EXPECT_EQ(d.mlp.act, mt::kernels::Activation::Silu);
   // The forward's scratch holds a chunk's gate and up alone.
   OneOp f = mlp(false, 4, {4, 2 * 16});
   ASSERT_TRUE(f.describe(d).isOk()) << f.describe(d).message();
@@ -212,11 +212,11 @@ TEST(OpDesc, PrimitivesResolveTheirShapes) {
   OneOp t(TANH);
   t.in(t.buffer("x", {2, 3})).out(t.buffer("y", {2, 3}));
   ASSERT_TRUE(t.describe(d).isOk());
-  EXPECT_EQ(d.unary, mt::kernels::cpu::Unary::Tanh);
+  EXPECT_EQ(d.unary, mt::kernels::Unary::Tanh);
   OneOp q(DIV);
   q.in(q.buffer("a", {2, 3})).in(q.buffer("b", {3})).out(q.buffer("y", {2, 3}));
   ASSERT_TRUE(q.describe(d).isOk());
-  EXPECT_EQ(d.binary, mt::kernels::cpu::Binary::Div);
+  EXPECT_EQ(d.binary, mt::kernels::Binary::Div);
 }
 
 TEST(OpDesc, LayoutAxesAreNonNegative) {

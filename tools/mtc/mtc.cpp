@@ -992,11 +992,7 @@ int main(int argc, char **argv) {
                                                : StringRef(weightsPath));
   // The model's bytes are found from the plan's folder, so that the two
   // can move together.
-  mt::runtime::relocateData(best, outputPath);
-  mt::runtime::Status st = mt::runtime::validatePlan(best, outputPath);
-  if (st)
-    st = mt::runtime::writePlan(best, outputPath);
-  if (!st) {
+  if (mt::runtime::Status st = mt::runtime::savePlan(best, outputPath); !st) {
     errs() << "mtc: error: " << st.message() << "\n";
     return 1;
   }

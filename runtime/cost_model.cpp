@@ -16,12 +16,6 @@ namespace {
 constexpr double GB = 1e9;
 constexpr double GiB = double(1ull << 30);
 
-struct Builtin {
-  const char *name;
-  double gpuMem, hbm, f32, bf16, h2d, d2h, duplex, hostMem, hostBw, optimizer,
-      diskRead, diskWrite, network, latency;
-};
-
 /// The host AdamW rate of a host whose memory moves `bandwidth` bytes/s,
 /// in parameters/s: mt's update moves 28 bytes per fp32 parameter (master,
 /// gradient and moments read; master and moments written) and runs near
@@ -49,61 +43,93 @@ constexpr double adamwRate(double bandwidth) { return bandwidth * 0.97 / 28; }
 // data-centre parts, 100 Gb/s Ethernet for the desktop one, and for the
 // CPU backend what `mpirun -np 2 mtrun --calibrate` measured between two
 // ranks of the development machine (shared memory).
-constexpr Builtin kBuiltins[] = {
-    {"h200", 141 * GB, 4.8e12, 60e12, 690e12, 55.5 * GB, 55.3 * GB, 101.6 * GB,
-     125 * GiB, 108 * GB, adamwRate(108 * GB), 2.0 * GB, 1.8 * GB, 50 * GB,
-     5e-6},
-    {"h100", 80 * GB, 3.35e12, 51e12, 600e12, 55 * GB, 55 * GB, 100 * GB,
-     512 * GiB, 100 * GB, adamwRate(100 * GB), 2.0 * GB, 1.8 * GB, 50 * GB,
-     5e-6},
-    {"a100", 80 * GB, 2.0e12, 19.5e12, 250e12, 25 * GB, 25 * GB, 45 * GB,
-     512 * GiB, 80 * GB, adamwRate(80 * GB), 2.0 * GB, 1.8 * GB, 25 * GB, 5e-6},
-    {"rtx4090", 24 * GB, 1.0e12, 82e12, 150e12, 25 * GB, 25 * GB, 40 * GB,
-     128 * GiB, 60 * GB, adamwRate(60 * GB), 2.0 * GB, 1.8 * GB, 12.5 * GB,
-     10e-6},
+const std::vector<plan::Target> &builtins() {
+  static const std::vector<plan::Target> all = [] {
+    // Each figure goes to its field of plan.proto's Target (whose names
+    // give the units), set in groups: the part, its links to the host,
+    // the host (whose bandwidth gives the AdamW rate), disk, network.
+    // Every part is set whole before the next is added (the vector may
+    // move its elements then).
+    std::vector<plan::Target> v;
+    auto part = [&](const char *name, double gpuMemory, double hbm, double f32,
+                    double bf16) -> plan::Target & {
+      plan::Target &t = v.emplace_back();
+      t.set_name(name);
+      t.set_gpu_memory_bytes(uint64_t(gpuMemory));
+      t.set_hbm_bytes_per_s(hbm);
+      t.set_matmul_flops_f32(f32);
+      t.set_matmul_flops_bf16(bf16);
+      return t;
+    };
+    auto host = [](plan::Target &t, double memory, double bandwidth) {
+      t.set_host_memory_bytes(uint64_t(memory));
+      t.set_host_bytes_per_s(bandwidth);
+      t.set_optimizer_params_per_s(adamwRate(bandwidth));
+    };
+    auto links = [](plan::Target &t, double h2d, double d2h, double duplex) {
+      t.set_h2d_bytes_per_s(h2d);
+      t.set_d2h_bytes_per_s(d2h);
+      t.set_duplex_bytes_per_s(duplex);
+    };
+    auto disk = [](plan::Target &t, double read, double write) {
+      t.set_disk_read_bytes_per_s(read);
+      t.set_disk_write_bytes_per_s(write);
+    };
+    auto network = [](plan::Target &t, double bandwidth, double latency) {
+      t.set_network_bytes_per_s(bandwidth);
+      t.set_network_latency_s(latency);
+    };
+    plan::Target &h200 = part("h200", 141 * GB, 4.8e12, 60e12, 690e12);
+    links(h200, 55.5 * GB, 55.3 * GB, 101.6 * GB);
+    host(h200, 125 * GiB, 108 * GB);
+    disk(h200, 2.0 * GB, 1.8 * GB);
+    network(h200, 50 * GB, 5e-6);
+    plan::Target &h100 = part("h100", 80 * GB, 3.35e12, 51e12, 600e12);
+    links(h100, 55 * GB, 55 * GB, 100 * GB);
+    host(h100, 512 * GiB, 100 * GB);
+    disk(h100, 2.0 * GB, 1.8 * GB);
+    network(h100, 50 * GB, 5e-6);
+    plan::Target &a100 = part("a100", 80 * GB, 2.0e12, 19.5e12, 250e12);
+    links(a100, 25 * GB, 25 * GB, 45 * GB);
+    host(a100, 512 * GiB, 80 * GB);
+    disk(a100, 2.0 * GB, 1.8 * GB);
+    network(a100, 25 * GB, 5e-6);
+    plan::Target &rtx4090 = part("rtx4090", 24 * GB, 1.0e12, 82e12, 150e12);
+    links(rtx4090, 25 * GB, 25 * GB, 40 * GB);
+    host(rtx4090, 128 * GiB, 60 * GB);
+    disk(rtx4090, 2.0 * GB, 1.8 * GB);
+    network(rtx4090, 12.5 * GB, 10e-6);
     // The CPU backend: "device" memory is host memory.
-    {"cpu", 24 * GiB, 20 * GB, 50e9, 50e9, 10 * GB, 10 * GB, 10 * GB, 24 * GiB,
-     20 * GB, adamwRate(20 * GB), 1.0 * GB, 1.0 * GB, 8 * GB, 0.3e-6},
-};
-
-void fill(const Builtin &b, plan::Target &t) {
-  t.set_name(b.name);
-  t.set_gpu_memory_bytes(uint64_t(b.gpuMem));
-  t.set_hbm_bytes_per_s(b.hbm);
-  t.set_matmul_flops_f32(b.f32);
-  t.set_matmul_flops_bf16(b.bf16);
-  t.set_h2d_bytes_per_s(b.h2d);
-  t.set_d2h_bytes_per_s(b.d2h);
-  t.set_duplex_bytes_per_s(b.duplex);
-  t.set_host_memory_bytes(uint64_t(b.hostMem));
-  t.set_host_bytes_per_s(b.hostBw);
-  t.set_optimizer_params_per_s(b.optimizer);
-  t.set_disk_read_bytes_per_s(b.diskRead);
-  t.set_disk_write_bytes_per_s(b.diskWrite);
-  t.set_network_bytes_per_s(b.network);
-  t.set_network_latency_s(b.latency);
+    plan::Target &cpu = part("cpu", 24 * GiB, 20 * GB, 50e9, 50e9);
+    links(cpu, 10 * GB, 10 * GB, 10 * GB);
+    host(cpu, 24 * GiB, 20 * GB);
+    disk(cpu, 1.0 * GB, 1.0 * GB);
+    network(cpu, 8 * GB, 0.3e-6);
+    return v;
+  }();
+  return all;
 }
 
 } // namespace
 
 std::vector<std::string> builtinTargets() {
   std::vector<std::string> names;
-  for (const Builtin &b : kBuiltins)
-    names.push_back(b.name);
+  for (const plan::Target &t : builtins())
+    names.push_back(t.name());
   return names;
 }
 
 Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
-  for (const Builtin &b : kBuiltins)
-    if (nameOrFile == b.name) {
-      fill(b, out);
+  for (const plan::Target &t : builtins())
+    if (nameOrFile == t.name()) {
+      out = t;
       return Status::ok();
     }
   std::ifstream in(nameOrFile);
   if (!in) {
     std::string names;
-    for (const Builtin &b : kBuiltins)
-      names += std::string(names.empty() ? "" : ", ") + b.name;
+    for (const plan::Target &t : builtins())
+      names += std::string(names.empty() ? "" : ", ") + t.name();
     return Status::error("'" + nameOrFile + "' is neither a built-in target (" +
                          names + ") nor a readable target file");
   }

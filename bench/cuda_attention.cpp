@@ -8,7 +8,7 @@
 // FLOPs: 4 b h s^2 d for the forward, halved by the causal mask, and 2.5x
 // that for the backward (the convention of flash attention's figures).
 #include "kernels/cuda/kernels.h"
-#include "runtime/cuda_backend.h"
+#include "runtime/hal/cuda/cuda_backend.h"
 
 #include <CLI/CLI.hpp>
 #include <cuda_runtime_api.h>

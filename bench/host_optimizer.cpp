@@ -15,7 +15,7 @@
 // Prints one JSON object (bench/host_optimizer.sh puts torch's CPU AdamW
 // beside it).
 //   mt-bench-adamw [--params N] [--threads T]
-#include "runtime/adamw.h"
+#include "runtime/optim/adamw.h"
 
 #include <algorithm>
 #include <chrono>

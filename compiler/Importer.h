@@ -18,7 +18,7 @@
 #include "dialects/Train/IR/ConstEval.h"
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

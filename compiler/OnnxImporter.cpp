@@ -12,8 +12,8 @@
 #include "dialects/Train/IR/ConstEval.h"
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
-#include "runtime/data_path.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/data_path.h"
+#include "runtime/io/safetensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

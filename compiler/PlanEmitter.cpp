@@ -4,7 +4,7 @@
 
 #include "dialects/Sched/IR/SchedOps.h"
 #include "dialects/Train/IR/TrainOps.h"
-#include "runtime/kernel_table.h"
+#include "runtime/plan/kernel_table.h"
 
 using namespace mlir;
 using namespace mt::sched;
@@ -101,7 +101,7 @@ LogicalResult setAttrs(ExecOp exec, plan::Kernel kernel, plan::Attrs &attrs) {
     return exec.emitError("kernel '")
            << plan::Kernel_Name(kernel)
            << "' has no row in the runtime's kernel table "
-              "(runtime/kernel_table.cpp)";
+              "(runtime/plan/kernel_table.cpp)";
   google::protobuf::Message *message = nullptr;
   if (info->attrs != plan::Attrs::KIND_NOT_SET) {
     const google::protobuf::FieldDescriptor *kind =

@@ -2,7 +2,7 @@
 #include "compiler/Planner.h"
 
 #include "dialects/Train/IR/TrainOps.h"
-#include "runtime/plan_io.h"
+#include "runtime/plan/plan_io.h"
 #include "runtime/schema/moments.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -15,7 +15,7 @@
 
 #include "dialects/Sched/IR/SchedOps.h"
 #include "dialects/Sched/Transforms/Passes.h"
-#include "runtime/cost_model.h"
+#include "runtime/cost/cost_model.h"
 #include "runtime/schema/plan.pb.h"
 
 #include "mlir/IR/BuiltinOps.h"

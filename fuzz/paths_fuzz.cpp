@@ -4,8 +4,8 @@
 // links to a file and a folder outside. Whatever the input, a path that is
 // accepted must really be inside the folder; one that is not is a bug, and
 // the target stops on it.
-#include "runtime/data_path.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/data_path.h"
+#include "runtime/io/safetensors.h"
 
 #include <cstddef>
 #include <cstdint>

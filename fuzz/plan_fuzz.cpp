@@ -6,10 +6,10 @@
 // rule promises that no interleaving of the streams deadlocks, so a hang
 // here (libFuzzer's -timeout) is a bug. Its data files must be names inside
 // their folders.
-#include "runtime/cost_model.h"
-#include "runtime/data_path.h"
-#include "runtime/executor.h"
-#include "runtime/plan_io.h"
+#include "runtime/base/data_path.h"
+#include "runtime/cost/cost_model.h"
+#include "runtime/exec/executor.h"
+#include "runtime/plan/plan_io.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The safetensors reader: any file; a header that validates also has every
 // tensor's bytes read.
 #include "fuzz/fuzz_file.h"
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #include <vector>
 

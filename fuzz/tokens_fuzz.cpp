@@ -2,7 +2,7 @@
 // shifts labels itself and one that takes targets; a file that opens gives
 // micro-batches.
 #include "fuzz/fuzz_file.h"
-#include "runtime/token_data.h"
+#include "runtime/io/token_data.h"
 
 using namespace mt::runtime;
 

@@ -1,6 +1,6 @@
 // The shapes and function codes the kernels take, which a plan's ops are
-// resolved into when it loads (runtime/op_desc.h): header-only, so that the
-// plan's verifier needs no kernel. The CPU kernels (fused_ops.h,
+// resolved into when it loads (runtime/plan/op_desc.h): header-only, so that
+// the plan's verifier needs no kernel. The CPU kernels (fused_ops.h,
 // primitive_ops.h) and the CUDA ones (cuda/kernels.h) take them as they are.
 #ifndef MT_KERNELS_SHAPES_H
 #define MT_KERNELS_SHAPES_H

@@ -11,8 +11,8 @@ namespace mt::plan {
 
 /// How a trainable parameter's AdamW moments are stored: fp32 (exact),
 /// bf16, or blockwise 8 or 4 bits with a scale per block (plan.proto,
-/// Parameter; runtime/adamw.h has the codes). The compiler's option and the
-/// runtime's reading of a plan are this one type.
+/// Parameter; runtime/optim/adamw.h has the codes). The compiler's option and
+/// the runtime's reading of a plan are this one type.
 enum class MomentFormat { F32, BF16, Q8, Q4 };
 
 /// Elements per fp32 scale of 8-bit and 4-bit moments.

@@ -3,7 +3,7 @@
 // lossy moment formats beside the fp32 update, their codes and conversions,
 // and the host gradient accumulation.
 #include "kernels/cpu/primitive_ops.h"
-#include "runtime/adamw.h"
+#include "runtime/optim/adamw.h"
 
 #include <gtest/gtest.h>
 

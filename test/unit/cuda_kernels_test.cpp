@@ -10,8 +10,8 @@
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/primitive_ops.h"
 #include "kernels/cuda/kernels.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/cuda_gemm.h"
+#include "runtime/hal/cuda/cuda_backend.h"
+#include "runtime/hal/cuda/cuda_gemm.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // Paths inside a folder: the lexical rule, symlinks followed to their real
 // place, and a plan's data found from where the plan is now.
-#include "runtime/data_path.h"
-#include "runtime/plan_io.h"
-#include "runtime/safetensors.h"
+#include "runtime/base/data_path.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/plan/plan_io.h"
 
 #include <gtest/gtest.h>
 

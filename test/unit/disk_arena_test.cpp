@@ -1,7 +1,7 @@
 // DISK arenas: bytes come back exactly as written, raw or shuffled and
 // compressed; unwritten buffers read as zeros; the file leaves nothing in
 // the directory.
-#include "runtime/disk_arena.h"
+#include "runtime/exec/disk_arena.h"
 
 #include <gtest/gtest.h>
 

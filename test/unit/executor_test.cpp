@@ -1,8 +1,8 @@
 // The executor's token rules and its monitor: every plan the validator
 // accepts runs to the end whatever the streams' interleaving, and a held op
 // is reported with the waits that depend on it.
-#include "runtime/executor.h"
-#include "runtime/plan_io.h"
+#include "runtime/exec/executor.h"
+#include "runtime/plan/plan_io.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "compiler/OnnxImporter.h"
 #include "dialects/Train/IR/TrainOps.h"
 #include "dialects/Train/Transforms/Passes.h"
-#include "runtime/adamw.h"
+#include "runtime/optim/adamw.h"
 #include "test/unit/evaluator.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -1,7 +1,7 @@
 // Unit tests of how the host state starts and where it lives: the weights'
 // initialisation from scratch, and the NUMA topology and placement.
-#include "runtime/init.h"
-#include "runtime/numa.h"
+#include "runtime/base/numa.h"
+#include "runtime/train/init.h"
 
 #include <gtest/gtest.h>
 

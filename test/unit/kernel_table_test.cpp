@@ -1,9 +1,9 @@
-// The runtime's kernel table (runtime/kernel_table.h) has an entry for every
-// value of plan.proto's Kernel: a kernel added to the schema and forgotten
-// there fails here, not silently in a plan; so does an attributes message
-// (Attrs' oneof) that no kernel takes.
-#include "runtime/kernel_table.h"
-#include "runtime/op_desc.h"
+// The runtime's kernel table (runtime/plan/kernel_table.h) has an entry for
+// every value of plan.proto's Kernel: a kernel added to the schema and
+// forgotten there fails here, not silently in a plan; so does an attributes
+// message (Attrs' oneof) that no kernel takes.
+#include "runtime/plan/kernel_table.h"
+#include "runtime/plan/op_desc.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The op descriptions both backends run from (runtime/op_desc.h): what each
-// kernel's arguments are resolved to, and one case per kind of malformed
+// The op descriptions both backends run from (runtime/plan/op_desc.h): what
+// each kernel's arguments are resolved to, and one case per kind of malformed
 // op, refused with the buffer named.
-#include "runtime/op_desc.h"
+#include "runtime/plan/op_desc.h"
 
 #include <gtest/gtest.h>
 

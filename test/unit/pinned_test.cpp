@@ -1,6 +1,6 @@
-// Pinned memory at scale (runtime/pinned.h): where an arena's registration
+// Pinned memory at scale (runtime/exec/pinned.h): where an arena's registration
 // is cut into chunks, and the locked-memory limit check.
-#include "runtime/pinned.h"
+#include "runtime/exec/pinned.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // round trip of a valid plan, one test per kind of invalid field, framing
 // errors, and mutated plans that must be refused (byte flips) or, for
 // re-framed field mutations, refused or accepted but never crash.
-#include "runtime/host_ops.h"
-#include "runtime/plan_io.h"
+#include "runtime/exec/host_ops.h"
+#include "runtime/plan/plan_io.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>

@@ -4,7 +4,7 @@
 // ties, and the refusal when nothing fits. Plans are synthetic: a fake back
 // end gives each schedule arenas and one op whose time the test decides.
 #include "compiler/Planner.h"
-#include "runtime/cost_model.h"
+#include "runtime/cost/cost_model.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Unit tests of the safetensors header reader: valid files, and every kind of
 // malformed header refused with a message instead of a crash.
-#include "runtime/safetensors.h"
+#include "runtime/io/safetensors.h"
 
 #include <gtest/gtest.h>
 

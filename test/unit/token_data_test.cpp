@@ -1,6 +1,6 @@
 // Unit tests of the token data reader: windows and their wrap-around, both
 // target kinds, packed and padded examples, and every refusal.
-#include "runtime/token_data.h"
+#include "runtime/io/token_data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,11 @@
-// The training loop (runtime/training.h): the learning-rate schedule, one
+// The training loop (runtime/train/training.h): the learning-rate schedule, one
 // step's loss, gradient norm, update and skips on a small plan, and the same
 // steps on two ranks (threads joined by an in-process communicator) giving
 // the one process's numbers and weights.
-#include "runtime/training.h"
+#include "runtime/hal/cpu/cpu_backend.h"
+#include "runtime/train/training.h"
 
-#include "runtime/plan_io.h"
+#include "runtime/plan/plan_io.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // peaks, the streams, the buffers, each phase's ops on their streams with the
 // tokens that order them, and the step as the cost model predicts it on the
 // plan's target (text lanes, Chrome trace JSON for Perfetto, SVG, JSON).
-#include "runtime/cost_model.h"
-#include "runtime/plan_io.h"
+#include "runtime/cost/cost_model.h"
+#include "runtime/plan/plan_io.h"
 #include "tools/mt-inspect/schedule_svg.h"
 
 #include <nlohmann/json.hpp>

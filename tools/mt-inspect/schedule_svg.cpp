@@ -1,7 +1,7 @@
 // The step as a picture (see schedule_svg.h).
 #include "tools/mt-inspect/schedule_svg.h"
 
-#include "runtime/plan_io.h"
+#include "runtime/plan/plan_io.h"
 
 #include <nlohmann/json.hpp>
 

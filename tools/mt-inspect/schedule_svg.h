@@ -6,9 +6,9 @@
 #ifndef MT_INSPECT_SCHEDULE_SVG_H
 #define MT_INSPECT_SCHEDULE_SVG_H
 
+#include "runtime/base/status.h"
+#include "runtime/cost/trace.h"
 #include "runtime/schema/plan.pb.h"
-#include "runtime/status.h"
-#include "runtime/trace.h"
 
 #include <string>
 #include <vector>
@@ -49,7 +49,7 @@ std::string scheduleSvg(const plan::Plan &p,
                         const std::vector<runtime::OpTime> &ops,
                         const std::string &title);
 
-/// The ops of a step measured by mtrun --trace (runtime/trace.h's Chrome
+/// The ops of a step measured by mtrun --trace (runtime/cost/trace.h's Chrome
 /// trace), checked against `p` (each event's phase, op and stream), with
 /// times in seconds from the first op's start.
 runtime::Status readMeasuredTrace(const std::string &path, const plan::Plan &p,

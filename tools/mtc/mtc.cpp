@@ -17,8 +17,8 @@
 #include "dialects/Sched/Transforms/Passes.h"
 #include "dialects/Sched/Transforms/TrainKernels.h"
 #include "dialects/Train/Transforms/Passes.h"
-#include "runtime/cost_model.h"
-#include "runtime/plan_io.h"
+#include "runtime/cost/cost_model.h"
+#include "runtime/plan/plan_io.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/Diagnostics.h"

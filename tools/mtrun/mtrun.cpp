@@ -6,13 +6,14 @@
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/parallel.h"
-#include "runtime/checkpoint.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/executor.h"
-#include "runtime/plan_io.h"
-#include "runtime/token_data.h"
-#include "runtime/training.h"
-#include "runtime/weights.h"
+#include "runtime/exec/executor.h"
+#include "runtime/hal/cpu/cpu_backend.h"
+#include "runtime/hal/cuda/cuda_backend.h"
+#include "runtime/io/token_data.h"
+#include "runtime/plan/plan_io.h"
+#include "runtime/train/checkpoint.h"
+#include "runtime/train/training.h"
+#include "runtime/train/weights.h"
 #include "tools/mtrun/stop_watch.h"
 
 #include <CLI/CLI.hpp>

@@ -2,7 +2,7 @@
 #ifndef MT_TOOLS_MTRUN_STOP_WATCH_H
 #define MT_TOOLS_MTRUN_STOP_WATCH_H
 
-#include "runtime/executor.h"
+#include "runtime/exec/executor.h"
 
 #include <atomic>
 #include <chrono>

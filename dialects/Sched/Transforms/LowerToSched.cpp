@@ -438,7 +438,7 @@ struct LowerToSched
         v = like(IntegerType::get(ctx, 8, IntegerType::Unsigned));
       }
       if (optimizerStates ==
-          MomentFormat::Q4) // two elements a byte (runtime/adamw.h)
+          MomentFormat::Q4) // two elements a byte (runtime/optim/adamw.h)
         m = v = RankedTensorType::get(
             {(t.getNumElements() + 1) / 2},
             IntegerType::get(ctx, 8, IntegerType::Unsigned));
@@ -447,7 +447,8 @@ struct LowerToSched
       state.push_back(buffer((w.getName() + ".exp_avg_sq").str(), "host", v));
       if (optimizerStates == MomentFormat::Q8 ||
           optimizerStates == MomentFormat::Q4) {
-        // One fp32 scale per block of kMomentBlock elements (runtime/adamw.h).
+        // One fp32 scale per block of kMomentBlock elements
+        // (runtime/optim/adamw.h).
         auto scales = RankedTensorType::get(
             {plan::momentBlocks(t.getNumElements())}, Float32Type::get(ctx));
         for (StringRef suffix : {".exp_avg.scale", ".exp_avg_sq.scale"})

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks that a checkpoint's moments are another's converted exactly as
 mtrun converts them: `widen` (8-bit blockwise codes -> the fp32 values they
-stand for, runtime/adamw.cpp's decoding in fp32) or `bf16` (fp32 -> bf16,
+stand for, runtime/optim/adamw.cpp's decoding in fp32) or `bf16` (fp32 -> bf16,
 rounded to nearest even). Prints how many weights matched, or the first
 that did not.
   moments_converted.py widen|bf16 FROM_DIR TO_DIR"""

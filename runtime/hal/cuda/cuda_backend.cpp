@@ -1,0 +1,1569 @@
+// The CUDA backend (see cuda_backend.h).
+//
+// Each op is enqueued on its stream's CUDA stream. A token an op signals is
+// a CUDA event recorded after it on its stream: a device op that waits on
+// it queues behind the event on the GPU (cudaStreamWaitEvent), a host op
+// waits for it on the host. The stream's host thread waits for the GPU
+// only before a host op of its own stream, for the embedding's id check,
+// and at the end of each phase. So the GPU runs ahead of the host threads;
+// the copy and compute streams overlap, each with its own thread and stream.
+#include "runtime/hal/cuda/cuda_backend.h"
+
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/primitive_ops.h"
+#include "kernels/cuda/kernels.h"
+#include "runtime/exec/disk_arena.h"
+#include "runtime/exec/host_ops.h"
+#include "runtime/exec/pinned.h"
+#include "runtime/hal/cuda/cuda_gemm.h"
+#include "runtime/plan/kernel_table.h"
+#include "runtime/plan/plan_io.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+#include <unordered_set>
+#include <vector>
+
+namespace mt::runtime {
+
+bool cudaDeviceUsable(std::string *why) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    if (why)
+      *why = std::string("no usable CUDA driver or device (") +
+             cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (count == 0) {
+    if (why)
+      *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+namespace kc = mt::kernels::cuda;
+using plan::Kernel;
+
+constexpr size_t kAlign = 256; // bytes: cudaMalloc's alignment
+constexpr size_t kPage = 4096; // bytes
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+double gib(uint64_t bytes) { return double(bytes) / double(1ull << 30); }
+
+/// Whether an op runs on the GPU (else on the host): by kernel, and for
+/// COPY and FILL by where the result is.
+bool onDevice(const plan::Plan &plan, const plan::Op &op) {
+  if (isHostOp(op.kernel()))
+    return false;
+  if (op.kernel() == Kernel::COPY || op.kernel() == Kernel::FILL)
+    return plan.arenas(int(plan.buffers(int(op.results(0))).arena())).tier() ==
+           plan::DEVICE;
+  return op.kernel() != Kernel::COPY_TO_DEVICE &&
+         op.kernel() != Kernel::COPY_TO_HOST;
+}
+
+/// CONCAT and SPLIT of ids or booleans move their elements as bytes, one
+/// strided 2-D copy a part: the part (partDims) is at `offset` along `axis`
+/// of the whole (wholeDims); `intoWhole` says which way it goes.
+cudaError_t moveSlab(void *part, const Dims &partDims, int64_t offset,
+                     void *whole, const Dims &wholeDims, int64_t axis,
+                     plan::DType type, bool intoWhole, cudaStream_t stream) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= partDims[size_t(d)];
+  for (size_t d = size_t(axis) + 1; d < partDims.size(); ++d)
+    inner *= partDims[d];
+  size_t bytes = size_t(dtypeBytes(type));
+  size_t row = size_t(partDims[size_t(axis)] * inner) * bytes,
+         pitch = size_t(wholeDims[size_t(axis)] * inner) * bytes;
+  if (row == 0 || outer == 0)
+    return cudaSuccess;
+  char *at = static_cast<char *>(whole) + size_t(offset * inner) * bytes;
+  if (intoWhole)
+    return cudaMemcpy2DAsync(at, pitch, part, row, row, size_t(outer),
+                             cudaMemcpyDeviceToDevice, stream);
+  return cudaMemcpy2DAsync(part, row, at, pitch, row, size_t(outer),
+                           cudaMemcpyDeviceToDevice, stream);
+}
+
+class CudaBackend : public Backend {
+public:
+  CudaBackend(int threads, std::string diskDir)
+      : threads_(std::max(1, threads)), diskDir_(std::move(diskDir)) {}
+
+  ~CudaBackend() override {
+    for (cudaEvent_t e : events_)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaStream_t s : streams_)
+      if (s)
+        cudaStreamDestroy(s);
+    if (device_)
+      cudaFree(device_);
+    for (void *p : registered_)
+      cudaHostUnregister(p);
+    for (void *p : host_)
+      std::free(p);
+  }
+
+  Status allocate(const plan::Plan &plan) override;
+  Status run(const plan::Op &op, const StepConfig &step) override;
+
+  /// A skipped op's tokens, on the GPU: its stream waits for the tokens it
+  /// waits on, and records its own after.
+  Status skip(const plan::Op &op) override {
+    if (Status st = bindDevice(); !st)
+      return st;
+    cudaStream_t stream = streams_[op.stream()];
+    for (uint32_t t : op.waits())
+      if (recorded_[t])
+        if (Status st = MT_CUDA(cudaStreamWaitEvent(stream, events_[t])); !st)
+          return st;
+    for (uint32_t t : op.signals()) {
+      if (Status st = MT_CUDA(cudaEventRecord(events_[t], stream)); !st)
+        return st;
+      recorded_[t] = 1;
+    }
+    return Status::ok();
+  }
+
+  Status drain(uint32_t stream) override {
+    if (!pending_[stream])
+      return Status::ok();
+    if (Status st = bindDevice(); !st)
+      return st;
+    pending_[stream] = 0;
+    return MT_CUDA(cudaStreamSynchronize(streams_[stream]));
+  }
+
+  Status synchronize() override {
+    for (uint32_t s = 0; s < streams_.size(); ++s)
+      if (Status st = drain(s); !st)
+        return st;
+    return Status::ok();
+  }
+
+  Status write(uint32_t b, const void *data, size_t bytes) override {
+    if (!mine(plan_->arenas(int(buf(b).arena()))))
+      return Status::error("buffer '" + buf(b).name() + "' is another rank's");
+    return transfer(b, const_cast<void *>(data), bytes, true);
+  }
+  Status read(uint32_t b, void *data, size_t bytes) override {
+    if (!mine(plan_->arenas(int(buf(b).arena()))))
+      return Status::error("buffer '" + buf(b).name() + "' is another rank's");
+    return transfer(b, data, bytes, false);
+  }
+
+  float *hostF32(uint32_t b) override {
+    plan::Tier t = tier(b);
+    return buf(b).dtype() == plan::F32 && bases_[buf(b).arena()] &&
+                   (t == plan::HOST || t == plan::HOST_PINNED)
+               ? static_cast<float *>(ptr(b))
+               : nullptr;
+  }
+
+  uint64_t diskStoredBytes() const override { return storedBytes(disks_); }
+
+private:
+  const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
+  /// The description of an op of the plan (not one made outside it).
+  const OpDesc &desc(const plan::Op &op) const { return *ops_.find(op); }
+  plan::Tier tier(uint32_t b) const {
+    return plan_->arenas(int(buf(b).arena())).tier();
+  }
+  void *ptr(uint32_t b) const {
+    return static_cast<char *>(bases_[buf(b).arena()]) + buf(b).offset();
+  }
+  int64_t count(uint32_t b) const { return bufferElements(*plan_, b); }
+  uint64_t bytesOf(uint32_t b) const { return bufferBytes(*plan_, b); }
+  kc::Dims dims(uint32_t b) const {
+    return kc::Dims(buf(b).shape().begin(), buf(b).shape().end());
+  }
+  /// Host access to buffer b of any tier: `data` into it (toBuffer) or out.
+  /// The calling thread's current device is this rank's (a new thread's
+  /// is device 0, and every stream has a thread).
+  Status bindDevice() {
+    thread_local int bound = -1;
+    if (bound == gpu_)
+      return Status::ok();
+    if (Status st = MT_CUDA(cudaSetDevice(gpu_)); !st)
+      return st;
+    bound = gpu_;
+    return Status::ok();
+  }
+  int gpu_ = 0; ///< the CUDA device of this rank
+
+  Status transfer(uint32_t b, void *data, size_t bytes, bool toBuffer) {
+    if (Status st = bindDevice(); !st)
+      return st;
+    if (bytes != bytesOf(b))
+      return Status::error("buffer '" + buf(b).name() + "' holds " +
+                           std::to_string(bytesOf(b)) + " bytes, not " +
+                           std::to_string(bytes));
+    if (DiskArena *disk = disks_[buf(b).arena()].get()) {
+      int width = dtypeBytes(buf(b).dtype());
+      return toBuffer ? disk->write(buf(b).offset(), data, bytes, width)
+                      : disk->read(buf(b).offset(), data, bytes, width);
+    }
+    void *to = toBuffer ? ptr(b) : data;
+    const void *from = toBuffer ? data : ptr(b);
+    if (tier(b) == plan::DEVICE) {
+      // cudaMemcpy runs on the legacy stream, which the plan's non-blocking
+      // streams do not wait for, and returns from a pageable host-to-device
+      // copy before the bytes have landed: the device is idle before and
+      // after, so that no kernel reads the buffer half written (the next
+      // micro-batch's token ids) or writes it while it is read (the loss).
+      if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+        return st;
+      if (Status st = MT_CUDA(cudaMemcpy(to, from, bytes,
+                                         toBuffer ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToHost));
+          !st)
+        return st;
+      return MT_CUDA(cudaDeviceSynchronize());
+    }
+    std::memcpy(to, from, bytes);
+    return Status::ok();
+  }
+
+  /// The storage type of a float buffer (checkDeviceOp refused others).
+  kc::DType typeOf(uint32_t b) const {
+    return buf(b).dtype() == plan::BF16 ? kc::DType::BF16 : kc::DType::F32;
+  }
+  /// A float tensor of the device.
+  kc::Ref in(uint32_t b) const { return {ptr(b), typeOf(b)}; }
+  kc::MutRef out(uint32_t b) const { return {ptr(b), typeOf(b)}; }
+  /// A U8 buffer of booleans (a byte each).
+  uint8_t *booleans(uint32_t b) const { return static_cast<uint8_t *>(ptr(b)); }
+  const int64_t *ids(uint32_t b) const {
+    return static_cast<const int64_t *>(ptr(b));
+  }
+
+  Status checkDeviceOp(const plan::Op &op) const;
+  /// Page-locks arena `arena` in chunks (pinChunks); on a failure, what is
+  /// locked of it is unlocked again and the error says which chunk.
+  Status pin(int arena, size_t size);
+  /// Device scratch `op` needs beyond the GEMM workspace (bytes).
+  Status scratchBytes(const plan::Op &op, size_t &bytes) const;
+  Status prepareGemms(const plan::Op &op);
+  /// Runs a device op on `stream`, with the stream's GEMM workspace and
+  /// scratch (scratchBytes).
+  Status runDevice(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace,
+                   char *scratch);
+  Status runHostSide(const plan::Op &op, const StepConfig &step);
+  Status copy(const plan::Op &op, cudaStream_t stream);
+
+  // The GEMMs of the linear and head ops (see cuda_gemm.h for the layouts).
+  struct Linear {
+    GemmShape forward, dx, dw;
+  };
+  Linear linearGemms(const plan::Op &op) const;
+  /// EXPERT_LINEAR(_GRAD): the rows grouped by expert (on the host, in the
+  /// CPU kernel's order), gathered, one cuBLASLt GEMM per expert with rows,
+  /// and scattered back.
+  Status expertLinear(const plan::Op &op, cudaStream_t stream,
+                      char *gemmWorkspace, char *scratch);
+  /// GATED_MLP(_GRAD): per chunk of rows, the GEMMs and activations of the
+  /// unchunked ops (the same shapes, types and order), their intermediates
+  /// in the plan's scratch.
+  Status gatedMlp(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace);
+  struct Head {
+    int64_t rows, dim, vocab, chunk;
+    bool outIn;
+    kc::CrossEntropyShape ce;
+    kc::DType type;
+  };
+  Head headOf(const plan::Op &op) const;
+  /// Whether a linear op's bias is added in its GEMM's epilogue: one of
+  /// the output's type, and an algorithm for it.
+  bool biasEpilogue(const plan::Op &op) const {
+    return desc(op).linear.bias &&
+           typeOf(op.operands(2)) == typeOf(op.results(0)) &&
+           !noEpilogue_.count(&op);
+  }
+
+  int threads_;
+  std::string diskDir_;
+  const plan::Plan *plan_ = nullptr;
+  std::vector<void *> bases_; ///< by arena
+  std::vector<std::unique_ptr<DiskArena>> disks_;
+  void *device_ = nullptr;         ///< the DEVICE arenas and workspaces
+  std::vector<void *> host_;       ///< HOST and HOST_PINNED arenas
+  std::vector<void *> registered_; ///< page-locked ranges (pinned.h)
+  std::vector<cudaStream_t> streams_;
+  /// By stream: its GEMM workspace (Gemms::kWorkspaceBytes, where it has
+  /// GEMMs) and its ops' scratch, in the device allocation.
+  std::vector<char *> gemmWorkspace_, scratch_;
+  /// By stream: work enqueued and not yet waited for. Each is touched by
+  /// its stream's thread only (and by synchronize, after they joined).
+  std::vector<char> pending_;
+  /// By token: the event its signalling device op recorded on its stream,
+  /// and whether one stands for the token's latest signal (0 when a host
+  /// op signalled it, done when it returned). Written by the signaller's
+  /// thread before the executor signals the token, read by the waiters'
+  /// after they saw it: ordered by the executor's lock. A stale event of
+  /// an earlier phase has completed (each phase ends synchronized), so
+  /// waiting on it costs nothing.
+  std::vector<cudaEvent_t> events_;
+  std::vector<char> recorded_;
+  Gemms gemms_;
+  /// Linear ops whose bias is added after the GEMM (filled when the plan
+  /// loads, read-only afterwards).
+  std::unordered_set<const plan::Op *> noEpilogue_;
+  const bool syncEveryOp_ = [] {
+    const char *v = std::getenv("MT_CUDA_SYNC");
+    return v && std::string(v) == "1";
+  }();
+};
+
+Status CudaBackend::allocate(const plan::Plan &plan) {
+  plan_ = &plan;
+  if (Status st = ops_.build(plan); !st)
+    return st;
+  // The memory the plan pins against the locked-memory limit, before
+  // anything is allocated: its HOST_PINNED arenas and the HOST arenas that
+  // copies read or write directly.
+  std::vector<bool> copiedArena(plan.arenas_size(), false);
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops())
+      if (op.kernel() == Kernel::COPY_TO_DEVICE ||
+          op.kernel() == Kernel::COPY_TO_HOST)
+        for (uint32_t b : {op.operands(0), op.results(0)})
+          copiedArena[buf(b).arena()] = true;
+  auto pinned = [&](int i) {
+    plan::Tier t = plan.arenas(i).tier();
+    if (!mine(plan.arenas(i)))
+      return false; // another rank's state: not allocated here
+    return t == plan::HOST_PINNED || (t == plan::HOST && copiedArena[i]);
+  };
+  // Host arenas are whole pages, so that cudaHostRegister can lock them.
+  auto hostBytes = [&](int i) {
+    return (std::max<uint64_t>(plan.arenas(i).size_bytes(), 1) + kPage - 1) /
+           kPage * kPage;
+  };
+  uint64_t toPin = 0;
+  for (int i = 0; i < plan.arenas_size(); ++i)
+    if (pinned(i))
+      toPin += hostBytes(i);
+  if (Status st = checkMemlock(toPin); !st)
+    return st;
+  // One GPU per rank of the host: ranks 0, 1, ... of this host take
+  // devices 0, 1, ... (round-robin when there are more ranks).
+  int devices = 0;
+  if (Status st = MT_CUDA(cudaGetDeviceCount(&devices)); !st)
+    return st;
+  gpu_ = comm_ ? comm_->localRank() % std::max(devices, 1) : 0;
+  if (Status st = bindDevice(); !st)
+    return st;
+  if (Status st = gemms_.init(); !st)
+    return st;
+  // What each stream's ops need besides the arenas, and which arenas copies
+  // read or write directly.
+  std::vector<size_t> scratch(plan.streams_size(), 0);
+  std::vector<bool> gemm(plan.streams_size(), false);
+  for (const auto &phase : plan.phases())
+    for (const auto &op : phase.ops()) {
+      if (!onDevice(plan, op))
+        continue;
+      if (Status st = checkDeviceOp(op); !st)
+        return Status::error(plan::Kernel_Name(op.kernel()) +
+                             " op: " + st.message());
+      size_t bytes = 0;
+      if (Status st = scratchBytes(op, bytes); !st)
+        return st;
+      scratch[op.stream()] = std::max(scratch[op.stream()], alignUp(bytes));
+      Kernel k = op.kernel();
+      gemm[op.stream()] =
+          gemm[op.stream()] || k == Kernel::LINEAR ||
+          k == Kernel::LINEAR_GRAD || k == Kernel::EXPERT_LINEAR ||
+          k == Kernel::EXPERT_LINEAR_GRAD || k == Kernel::HEAD_CROSS_ENTROPY ||
+          k == Kernel::HEAD_CROSS_ENTROPY_GRAD || k == Kernel::GATED_MLP ||
+          k == Kernel::GATED_MLP_GRAD;
+      if (Status st = prepareGemms(op); !st)
+        return st;
+    }
+  // One device allocation: the DEVICE arenas, then each stream's workspace.
+  bases_.assign(plan.arenas_size(), nullptr);
+  disks_.resize(plan.arenas_size());
+  std::vector<size_t> arenaOffset(plan.arenas_size(), 0);
+  size_t deviceBytes = 0, arenaBytes = 0;
+  for (int i = 0; i < plan.arenas_size(); ++i)
+    if (plan.arenas(i).tier() == plan::DEVICE) {
+      arenaOffset[i] = deviceBytes;
+      deviceBytes += alignUp(plan.arenas(i).size_bytes());
+    }
+  arenaBytes = deviceBytes;
+  std::vector<size_t> workspaceOffset(plan.streams_size(), 0);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    workspaceOffset[s] = deviceBytes;
+    deviceBytes += (gemm[s] ? Gemms::kWorkspaceBytes : 0) + scratch[s];
+  }
+  if (Status st =
+          MT_CUDA(cudaMalloc(&device_, std::max<size_t>(deviceBytes, kAlign)));
+      !st)
+    return Status::error("cannot allocate " + std::to_string(deviceBytes) +
+                         " bytes of GPU memory for the plan's device arenas "
+                         "and workspaces (plan for this GPU with mtc "
+                         "--gpu-mem): " +
+                         st.message());
+  // Zeroed, as the CPU backend's arenas.
+  if (Status st = MT_CUDA(cudaMemset(device_, 0, arenaBytes)); !st)
+    return st;
+  char *base = static_cast<char *>(device_);
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    gemmWorkspace_.push_back(base + workspaceOffset[s]);
+    scratch_.push_back(base + workspaceOffset[s] +
+                       (gemm[s] ? Gemms::kWorkspaceBytes : 0));
+  }
+  for (int i = 0; i < plan.arenas_size(); ++i) {
+    const plan::Arena &a = plan.arenas(i);
+    if (!mine(a))
+      continue; // another rank's state
+    switch (a.tier()) {
+    case plan::DEVICE:
+      bases_[i] = base + arenaOffset[i];
+      break;
+    case plan::DISK:
+      if (diskDir_.empty())
+        return Status::error("the plan keeps arena '" + a.name() +
+                             "' on disk: give a directory with --disk DIR");
+      if (Status st = DiskArena::create(diskDir_, a, threads_, disks_[i]); !st)
+        return st;
+      break;
+    default:
+      // HOST and HOST_PINNED alike: page-aligned ordinary memory, which
+      // cudaHostRegister locks below in bounded chunks (a cudaHostAlloc of
+      // more than a few GiB fails on some drivers). The host state spreads
+      // over the NUMA nodes; the staging arenas stay where first touched.
+      size_t size = hostBytes(i);
+      bases_[i] = std::aligned_alloc(kPage, size);
+      if (!bases_[i])
+        return Status::error("cannot allocate arena '" + a.name() + "' (" +
+                             std::to_string(size) + " bytes)");
+      host_.push_back(bases_[i]);
+      if (a.tier() == plan::HOST)
+        placeOnNodes(plan, i, bases_[i]);
+      std::memset(bases_[i], 0, size);
+    }
+  }
+  // Page-locked: the HOST_PINNED arenas, and the HOST arenas that copies
+  // read or write directly (fp32 masters copied to the device when there
+  // is no compute copy), whose pageable copies would run at a sixth of the
+  // pinned rate (../shared/TOOLCHAIN.md). Registration costs about 0.1 s
+  // per GB: measured, and said.
+  auto started = std::chrono::steady_clock::now();
+  size_t pinnedBytes = 0, calls = registered_.size();
+  for (int i = 0; i < plan.arenas_size(); ++i) {
+    if (!pinned(i))
+      continue;
+    size_t size = hostBytes(i);
+    if (Status st = pin(i, size); !st) {
+      if (plan.arenas(i).tier() == plan::HOST_PINNED) {
+        char all[160];
+        std::snprintf(all, sizeof all,
+                      "; the plan pins %.2f GiB in all: free host memory or "
+                      "plan with a smaller mtc --pinned-mem",
+                      gib(toPin));
+        return Status::error(st.message() + all);
+      }
+      char note[256];
+      std::snprintf(note, sizeof note,
+                    "cannot page-lock arena '%s' (%.2f GiB); its copies run "
+                    "from pageable memory",
+                    plan.arenas(i).name().c_str(), gib(size));
+      notes_.push_back(note);
+      continue;
+    }
+    pinnedBytes += size;
+  }
+  double pinSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  calls = registered_.size() - calls;
+  for (int s = 0; s < plan.streams_size(); ++s) {
+    cudaStream_t stream = nullptr;
+    if (Status st =
+            MT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        !st)
+      return st;
+    streams_.push_back(stream);
+  }
+  pending_.assign(streams_.size(), 0);
+  events_.assign(plan.num_tokens(), nullptr);
+  for (cudaEvent_t &e : events_)
+    if (Status st =
+            MT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        !st)
+      return st;
+  recorded_.assign(plan.num_tokens(), 0);
+  cudaDeviceProp prop;
+  if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
+    return st;
+  // The memsets above ran on the legacy stream, which the non-blocking
+  // streams do not wait for.
+  if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+    return st;
+  char note[512];
+  std::snprintf(note, sizeof note,
+                "cuda: %s; device arenas %.2f GiB + workspaces %.2f GiB, "
+                "pinned %.2f GiB (%zu cudaHostRegister calls, %.1f s)",
+                prop.name, gib(arenaBytes), gib(deviceBytes - arenaBytes),
+                gib(pinnedBytes), calls, pinSeconds);
+  notes_.push_back(note);
+  return Status::ok();
+}
+
+Status CudaBackend::pin(int arena, size_t size) {
+  size_t first = registered_.size();
+  char *base = static_cast<char *>(bases_[arena]);
+  auto chunks = pinChunks(*plan_, uint32_t(arena), size);
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    auto [begin, end] = chunks[c];
+    cudaError_t e =
+        cudaHostRegister(base + begin, end - begin, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); // not sticky
+      for (size_t r = first; r < registered_.size(); ++r)
+        cudaHostUnregister(registered_[r]);
+      registered_.resize(first);
+      char what[256];
+      std::snprintf(what, sizeof what,
+                    "cannot page-lock arena '%s' (%.2f GiB): chunk %zu of "
+                    "%zu, %.2f GiB at %.2f GiB: %s",
+                    plan_->arenas(arena).name().c_str(), gib(size), c + 1,
+                    chunks.size(), gib(end - begin), gib(begin),
+                    cudaGetErrorName(e));
+      return Status::error(what);
+    }
+    registered_.push_back(base + begin);
+  }
+  return Status::ok();
+}
+
+/// Every buffer a device op touches is DEVICE and of a type its kernel
+/// takes: found when the plan loads, not in the middle of a step.
+Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
+  auto check = [&](uint32_t b) -> Status {
+    if (tier(b) != plan::DEVICE)
+      return Status::error("buffer '" + buf(b).name() +
+                           "' is not in device memory; the CUDA backend runs "
+                           "this op on the GPU (recompile the plan with this "
+                           "build's mtc)");
+    plan::DType t = buf(b).dtype();
+    if (t != plan::F32 && t != plan::BF16 && t != plan::I64)
+      return Status::error("buffer '" + buf(b).name() + "' is " +
+                           plan::DType_Name(t) +
+                           "; device ops take F32, BF16 or I64");
+    return Status::ok();
+  };
+  for (uint32_t b : op.operands())
+    if (Status st = check(b); !st)
+      return st;
+  for (uint32_t b : op.results())
+    if (Status st = check(b); !st)
+      return st;
+  Kernel k = op.kernel();
+  if ((k == Kernel::ATTENTION || k == Kernel::ATTENTION_GRAD) &&
+      desc(op).attention.headDim > kc::kMaxHeadDim)
+    return Status::error("head dim " +
+                         std::to_string(desc(op).attention.headDim) +
+                         " is above the CUDA attention kernel's " +
+                         std::to_string(kc::kMaxHeadDim));
+  // A GEMM's inputs share one type: x and w (and dy).
+  if (k == Kernel::LINEAR || k == Kernel::LINEAR_GRAD ||
+      k == Kernel::HEAD_CROSS_ENTROPY || k == Kernel::HEAD_CROSS_ENTROPY_GRAD ||
+      k == Kernel::GATED_MLP || k == Kernel::GATED_MLP_GRAD) {
+    // x and w (and dy); x, the three weights (and dy) for the MLP, whose
+    // intermediates (its scratch) are of the same type too.
+    int inputs = k == Kernel::LINEAR_GRAD      ? 3
+                 : k == Kernel::GATED_MLP      ? 4
+                 : k == Kernel::GATED_MLP_GRAD ? 5
+                                               : 2;
+    for (int i = 1; i < inputs; ++i)
+      if (buf(op.operands(i)).dtype() != buf(op.operands(0)).dtype())
+        return Status::error("'" + buf(op.operands(0)).name() + "' and '" +
+                             buf(op.operands(i)).name() +
+                             "' differ in type; cuBLASLt multiplies inputs "
+                             "of one type");
+  }
+  // The experts' x and weight (and dy); the ids are operand 1.
+  if (k == Kernel::EXPERT_LINEAR || k == Kernel::EXPERT_LINEAR_GRAD)
+    for (int i : {2, 3})
+      if (i < op.operands_size() &&
+          buf(op.operands(i)).dtype() != buf(op.operands(0)).dtype())
+        return Status::error("'" + buf(op.operands(0)).name() + "' and '" +
+                             buf(op.operands(i)).name() +
+                             "' differ in type; cuBLASLt multiplies inputs "
+                             "of one type");
+  return Status::ok();
+}
+
+Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
+                                 char *gemmWorkspace, char *scratch) {
+  const OpDesc::ExpertLinear &e = desc(op).expert;
+  bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
+  // The rows grouped by expert on the host (the GEMMs' sizes are the
+  // groups'), as the CPU kernel groups them: the same order, stable.
+  std::vector<int64_t> ids(size_t(e.rows)), order, offsets;
+  if (Status st = MT_CUDA(cudaMemcpyAsync(ids.data(), ptr(op.operands(1)),
+                                          ids.size() * sizeof(int64_t),
+                                          cudaMemcpyDeviceToHost, stream));
+      !st)
+    return st;
+  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+    return st;
+  if (!kernels::cpu::groupByExpert(ids.data(), e.rows, e.experts, order,
+                                   offsets))
+    return Status::error("an expert id of '" + buf(op.operands(1)).name() +
+                         "' is outside the " + std::to_string(e.experts) +
+                         " experts");
+  auto *deviceOrder = reinterpret_cast<int64_t *>(scratch);
+  char *rows = scratch + alignUp(size_t(e.rows) * sizeof(int64_t));
+  if (Status st = MT_CUDA(cudaMemcpyAsync(deviceOrder, order.data(),
+                                          order.size() * sizeof(int64_t),
+                                          cudaMemcpyHostToDevice, stream));
+      !st)
+    return st;
+  // The host vector is read by the copy: wait before it goes.
+  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
+    return st;
+  auto bytesPer = [](kc::DType t) -> size_t {
+    return t == kc::DType::BF16 ? 2 : 4;
+  };
+  // Gathered rows of `values` of type t each, one after another.
+  auto place = [&](size_t values, kc::DType t) {
+    char *p = rows;
+    rows += alignUp(values * bytesPer(t));
+    return p;
+  };
+  kc::DType ab = typeOf(op.operands(0));
+  size_t width = bytesPer(ab);
+  char *xs = place(size_t(e.rows * e.in), ab);
+  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(0)), deviceOrder,
+                                         e.rows, e.in, {xs, ab}, stream));
+      !st)
+    return st;
+  const char *w = static_cast<const char *>(ptr(op.operands(2)));
+  size_t wBytes = size_t(e.in * e.out) * bytesPer(typeOf(op.operands(2)));
+  if (!grad) {
+    // y in the result's type, which may differ from the inputs'.
+    kc::DType c = typeOf(op.results(0));
+    char *ys = place(size_t(e.rows * e.out), c);
+    for (int64_t x = 0; x < e.experts; ++x) {
+      int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
+      if (n == 0)
+        continue;
+      // y[n, out] = x W^T (W [out, in]) or x W (W [in, out]).
+      GemmShape s{n, e.out, e.in, false, e.outIn, ab, c, false};
+      if (Status st = gemms_.run(
+              s, xs + size_t(begin * e.in) * width, w + size_t(x) * wBytes,
+              ys + size_t(begin * e.out) * bytesPer(c), gemmWorkspace, stream);
+          !st)
+        return st;
+    }
+    return MT_CUDA(kc::scatterRows({ys, c}, deviceOrder, e.rows, e.out,
+                                   out(op.results(0)), stream));
+  }
+  char *dys = place(size_t(e.rows * e.out), ab);
+  char *dxs = place(size_t(e.rows * e.in), ab);
+  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(3)), deviceOrder,
+                                         e.rows, e.out, {dys, ab}, stream));
+      !st)
+    return st;
+  char *dw = static_cast<char *>(ptr(op.results(1)));
+  kc::DType dwType = typeOf(op.results(1));
+  size_t dwBytes = size_t(e.in * e.out) * bytesPer(dwType);
+  for (int64_t x = 0; x < e.experts; ++x) {
+    int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
+    char *dwx = dw + size_t(x) * dwBytes;
+    if (n == 0) {
+      if (Status st = MT_CUDA(cudaMemsetAsync(dwx, 0, dwBytes, stream)); !st)
+        return st;
+      continue;
+    }
+    const char *xe = xs + size_t(begin * e.in) * width;
+    const char *dye = dys + size_t(begin * e.out) * width;
+    // dx[n, in] = dy W (W [out, in]) or dy W^T.
+    GemmShape dx{n, e.in, e.out, false, !e.outIn, ab, ab, false};
+    if (Status st = gemms_.run(dx, dye, w + size_t(x) * wBytes,
+                               dxs + size_t(begin * e.in) * width,
+                               gemmWorkspace, stream);
+        !st)
+      return st;
+    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
+    GemmShape dws =
+        e.outIn ? GemmShape{e.out, e.in, n, true, false, ab, dwType, false}
+                : GemmShape{e.in, e.out, n, true, false, ab, dwType, false};
+    if (Status st = gemms_.run(dws, e.outIn ? dye : xe, e.outIn ? xe : dye, dwx,
+                               gemmWorkspace, stream);
+        !st)
+      return st;
+  }
+  return MT_CUDA(kc::scatterRows({dxs, ab}, deviceOrder, e.rows, e.in,
+                                 out(op.results(0)), stream));
+}
+
+Status CudaBackend::gatedMlp(const plan::Op &op, cudaStream_t stream,
+                             char *gemmWorkspace) {
+  const kernels::cpu::MlpShape &m = desc(op).mlp;
+  bool grad = op.kernel() == Kernel::GATED_MLP_GRAD;
+  kc::DType ab = typeOf(op.operands(0));
+  size_t width = ab == kc::DType::BF16 ? 2 : 4;
+  auto bytesOf = [](kc::DType t) -> int64_t {
+    return t == kc::DType::BF16 ? 2 : 4;
+  };
+  // The plan's scratch (of x's type, op_desc checks): a chunk's gate and
+  // up, then for the backward the activation and the up part of dx.
+  char *g = static_cast<char *>(ptr(op.results(op.results_size() - 1)));
+  size_t chunkBytes = size_t(m.chunkRows * m.hidden) * width;
+  char *u = g + chunkBytes, *a = u + chunkBytes, *dxUp = a + chunkBytes;
+  const char *x = static_cast<const char *>(ptr(op.operands(0)));
+  const void *wg = ptr(op.operands(1)), *wu = ptr(op.operands(2)),
+             *wd = ptr(op.operands(3));
+  bool outIn = m.outIn;
+  auto gemm = [&](const GemmShape &s, const void *lhs, const void *rhs,
+                  void *out) {
+    return gemms_.run(s, lhs, rhs, out, gemmWorkspace, stream);
+  };
+  for (int64_t r0 = 0; r0 < m.rows; r0 += m.chunkRows) {
+    int64_t n = std::min(m.chunkRows, m.rows - r0);
+    const char *xc = x + size_t(r0 * m.dim) * width;
+    // gate, up [n, hidden] = x W^T (W [hidden, dim]) or x W.
+    GemmShape upGemm{n, m.hidden, m.dim, false, outIn, ab, ab, false};
+    if (Status st = gemm(upGemm, xc, wg, g); !st)
+      return st;
+    if (Status st = gemm(upGemm, xc, wu, u); !st)
+      return st;
+    if (!grad) {
+      if (Status st = MT_CUDA(kc::gated({g, ab}, {u, ab}, {g, ab}, n * m.hidden,
+                                        m.act, stream));
+          !st)
+        return st;
+      // y[n, dim] = a W^T (W [dim, hidden]) or a W.
+      kc::DType yType = typeOf(op.results(0));
+      GemmShape down{n, m.dim, m.hidden, false, outIn, ab, yType, false};
+      char *y =
+          static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(yType);
+      if (Status st = gemm(down, g, wd, y); !st)
+        return st;
+      continue;
+    }
+    const char *dyc = static_cast<const char *>(ptr(op.operands(4))) +
+                      size_t(r0 * m.dim) * width;
+    if (Status st = MT_CUDA(
+            kc::gated({g, ab}, {u, ab}, {a, ab}, n * m.hidden, m.act, stream));
+        !st)
+      return st;
+    // The weights' gradients sum over the chunks (in fp32 when chunked:
+    // the plan's types): the first overwrites.
+    bool more = r0 > 0;
+    // dDown[dim, hidden] (+)= dy^T a, or [hidden, dim] (+)= a^T dy.
+    kc::DType dDownType = typeOf(op.results(3));
+    GemmShape dDown =
+        outIn ? GemmShape{m.dim, m.hidden, n, true, false, ab, dDownType, more}
+              : GemmShape{m.hidden, m.dim, n, true, false, ab, dDownType, more};
+    if (Status st =
+            gemm(dDown, outIn ? dyc : a, outIn ? a : dyc, ptr(op.results(3)));
+        !st)
+      return st;
+    // da[n, hidden] = dy W (W [dim, hidden]) or dy W^T, over a.
+    GemmShape da{n, m.hidden, m.dim, false, !outIn, ab, ab, false};
+    if (Status st = gemm(da, dyc, wd, a); !st)
+      return st;
+    // dgate, dup over gate and up (the kernel reads each element first).
+    if (Status st =
+            MT_CUDA(kc::gatedGrad({g, ab}, {u, ab}, {a, ab}, {g, ab}, {u, ab},
+                                  n * m.hidden, m.act, stream));
+        !st)
+      return st;
+    // dx[n, dim] = dgate W (W [hidden, dim]) or dgate W^T, plus up's.
+    kc::DType dxType = typeOf(op.results(0));
+    char *dxc =
+        static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(dxType);
+    GemmShape dx{n, m.dim, m.hidden, false, !outIn, ab, dxType, false};
+    if (Status st = gemm(dx, g, wg, dxc); !st)
+      return st;
+    GemmShape dxUpGemm{n, m.dim, m.hidden, false, !outIn, ab, ab, false};
+    if (Status st = gemm(dxUpGemm, u, wu, dxUp); !st)
+      return st;
+    // dx = the up part + the gate part: the unchunked graph's add.
+    kc::Dims rows{n, m.dim};
+    if (Status st =
+            MT_CUDA(kc::binary(kc::Binary::Add, {dxUp, ab}, rows, {dxc, dxType},
+                               rows, {dxc, dxType}, rows, stream));
+        !st)
+      return st;
+    // dgate[hidden, dim] (+)= dg^T x, or [dim, hidden] (+)= x^T dg.
+    for (auto [d, result] : {std::pair<char *, int>{g, 1}, {u, 2}}) {
+      kc::DType t = typeOf(op.results(result));
+      GemmShape dw =
+          outIn ? GemmShape{m.hidden, m.dim, n, true, false, ab, t, more}
+                : GemmShape{m.dim, m.hidden, n, true, false, ab, t, more};
+      if (Status st =
+              gemm(dw, outIn ? d : xc, outIn ? xc : d, ptr(op.results(result)));
+          !st)
+        return st;
+    }
+  }
+  return Status::ok();
+}
+
+CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
+  const OpDesc::Linear &d = desc(op).linear;
+  int64_t rows = d.rows, inDim = d.in, outDim = d.out;
+  bool outIn = d.outIn;
+  kc::DType ab = typeOf(op.operands(0));
+  kc::DType c = typeOf(op.results(0));
+  kc::DType dw = op.results_size() > 1 ? typeOf(op.results(1)) : c;
+  Linear l;
+  // y[rows, out] = x W^T (W [out, in]) or x W (W [in, out]).
+  l.forward = {rows, outDim, inDim, false, outIn, ab, c, false};
+  // dx[rows, in] = dy W (W [out, in]) or dy W^T.
+  l.dx = {rows, inDim, outDim, false, !outIn, ab, c, false};
+  // dw[out, in] = dy^T x, or dw[in, out] = x^T dy.
+  l.dw = outIn ? GemmShape{outDim, inDim, rows, true, false, ab, dw, false}
+               : GemmShape{inDim, outDim, rows, true, false, ab, dw, false};
+  return l;
+}
+
+CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
+  const OpDesc &d = desc(op);
+  Head h;
+  h.rows = d.headRows;
+  h.dim = d.head.dim;
+  h.outIn = d.head.outIn;
+  h.vocab = d.head.ce.vocab;
+  h.ce = d.head.ce;
+  h.chunk = d.head.chunkRows;
+  h.type = typeOf(op.operands(0));
+  return h;
+}
+
+Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
+  bytes = 0;
+  // The table's column, with no default: a new kind of scratch must be sized.
+  switch (kernelInfo(op.kernel())->scratch) {
+  case Scratch::None:
+    return Status::ok();
+  case Scratch::IndexFlag:
+    bytes = sizeof(int);
+    return Status::ok();
+  case Scratch::FlatIndices:
+    bytes = kAlign + size_t(desc(op).tuples) * sizeof(int64_t);
+    return Status::ok();
+  case Scratch::EmbeddingGrad:
+    return MT_CUDA(kc::embeddingGradWorkspaceBytes(
+        desc(op).embedding.vocab, desc(op).embedding.count, bytes));
+  case Scratch::NormGrad:
+    bytes = kc::normGradWorkspaceBytes(desc(op).norm.rows, desc(op).norm.dim);
+    return Status::ok();
+  case Scratch::AttentionGrad:
+    bytes = kc::attentionGradWorkspaceBytes(desc(op).attention);
+    return Status::ok();
+  case Scratch::RowLosses:
+    bytes = alignUp(size_t(count(op.operands(1))) * sizeof(float)) + kAlign;
+    return Status::ok();
+  case Scratch::Experts: {
+    // The rows' order, then the gathered rows: x and y (forward), or x, dy
+    // and dx (backward), at most 4 bytes a value.
+    const OpDesc::ExpertLinear &e = desc(op).expert;
+    bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
+    size_t values =
+        size_t(e.rows) * size_t(grad ? 2 * e.in + e.out : e.in + e.out);
+    bytes = alignUp(size_t(e.rows) * sizeof(int64_t)) + 3 * kAlign +
+            alignUp(values * sizeof(float));
+    return Status::ok();
+  }
+  case Scratch::Head: {
+    Head h = headOf(op);
+    bytes = alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
+    // bf16 gradients of one chunk of logits, for the bf16 GEMMs.
+    if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD &&
+        h.type == kc::DType::BF16)
+      bytes += alignUp(size_t(h.chunk * h.vocab) * 2);
+    return Status::ok();
+  }
+  }
+  return Status::error("unknown scratch of kernel " +
+                       plan::Kernel_Name(op.kernel()));
+}
+
+Status CudaBackend::prepareGemms(const plan::Op &op) {
+  switch (op.kernel()) {
+  case Kernel::LINEAR:
+  case Kernel::LINEAR_GRAD: {
+    Linear l = linearGemms(op);
+    if (op.kernel() == Kernel::LINEAR) {
+      l.forward.bias = biasEpilogue(op);
+      if (l.forward.bias && !gemms_.prepare(l.forward)) {
+        // No algorithm with the epilogue for this shape: add it after.
+        noEpilogue_.insert(&op);
+        l.forward.bias = false;
+      }
+      return gemms_.prepare(l.forward);
+    }
+    if (Status st = gemms_.prepare(l.dx); !st)
+      return st;
+    return gemms_.prepare(l.dw);
+  }
+  default:
+    return Status::ok(); // the head's chunk shapes are prepared on first use
+  }
+}
+
+Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
+  if (Status st = bindDevice(); !st)
+    return st;
+  cudaStream_t stream = streams_[op.stream()];
+  bool copy = op.kernel() == Kernel::COPY_TO_DEVICE ||
+              op.kernel() == Kernel::COPY_TO_HOST;
+  bool device = copy || onDevice(*plan_, op);
+  // The device work behind each token waited on: by the GPU for an op of
+  // the GPU (the host thread goes on), by the host for a host op.
+  for (uint32_t t : op.waits())
+    if (recorded_[t])
+      if (Status st = MT_CUDA(device ? cudaStreamWaitEvent(stream, events_[t])
+                                     : cudaEventSynchronize(events_[t]));
+          !st)
+        return st;
+  if (!device) {
+    // A host op sees what this stream's earlier device ops wrote, and is
+    // done when it returns: its tokens need no event.
+    if (Status st = drain(op.stream()); !st)
+      return st;
+    for (uint32_t t : op.signals())
+      recorded_[t] = 0;
+    return runHostSide(op, step);
+  }
+  char *scratch = scratch_[op.stream()];
+  if (Status st =
+          copy ? this->copy(op, stream)
+               : runDevice(op, stream, gemmWorkspace_[op.stream()], scratch);
+      !st)
+    return st;
+  pending_[op.stream()] = 1;
+  // Each token an event on the stream, so that its waiters on other
+  // streams queue behind it on the GPU instead of the host waiting.
+  for (uint32_t t : op.signals()) {
+    if (Status st = MT_CUDA(cudaEventRecord(events_[t], stream)); !st)
+      return st;
+    recorded_[t] = 1;
+  }
+  // The id and index checks are read back at once; MT_CUDA_SYNC=1 waits
+  // after every op, so that an asynchronous error names the op that made it.
+  Scratch scratchKind = kernelInfo(op.kernel())->scratch;
+  bool checked =
+      scratchKind == Scratch::IndexFlag || scratchKind == Scratch::FlatIndices;
+  if (!checked && !syncEveryOp_)
+    return Status::ok();
+  if (Status st = drain(op.stream()); !st)
+    return st;
+  if (checked) {
+    int bad = 0;
+    if (Status st = MT_CUDA(
+            cudaMemcpy(&bad, scratch, sizeof bad, cudaMemcpyDeviceToHost));
+        !st)
+      return st;
+    if (bad && op.kernel() == Kernel::EMBEDDING)
+      return Status::error("a token id is outside the vocabulary of " +
+                           std::to_string(dims(op.operands(0))[0]));
+    if (bad)
+      return Status::error("an index is outside the gathered axis");
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::copy(const plan::Op &op, cudaStream_t stream) {
+  uint32_t from = op.operands(0), to = op.results(0);
+  if (buf(from).dtype() != buf(to).dtype() || bytesOf(from) != bytesOf(to))
+    return Status::error("copies '" + buf(from).name() + "' to '" +
+                         buf(to).name() +
+                         "' of another type or size; the CUDA backend copies "
+                         "between memories without converting");
+  return MT_CUDA(cudaMemcpyAsync(ptr(to), ptr(from), bytesOf(from),
+                                 cudaMemcpyDefault, stream));
+}
+
+/// The host side: the shared host ops, and COPY (converting) and FILL of
+/// host buffers (the compute copies' refresh, the accumulators' reset).
+Status CudaBackend::runHostSide(const plan::Op &op, const StepConfig &step) {
+  auto host = [this](uint32_t b) { return ptr(b); };
+  if (isHostOp(op.kernel()))
+    return runHostOp(*plan_, op, step, *this, host, threads_);
+  if (op.kernel() == Kernel::FILL)
+    return hostFill(*plan_, op.results(0), float(op.attrs().fill().value()),
+                    host);
+  if (op.kernel() != Kernel::COPY)
+    return Status::error("the CUDA backend has no host kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  if (tier(op.operands(0)) == plan::DEVICE)
+    return Status::error("host COPY from device buffer '" +
+                         buf(op.operands(0)).name() + "'");
+  return hostCopy(*plan_, op.operands(0), op.results(0), host);
+}
+
+Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
+                              char *gemmWorkspace, char *scratch) {
+  const plan::Attrs &a = op.attrs();
+  auto operand = [&](int i) { return op.operands(i); };
+  auto result = [&](int i) { return op.results(i); };
+  auto cuda = [](cudaError_t e) { return MT_CUDA(e); };
+  // Copies and fills (also those outside the plan, as the refresh of a
+  // compute copy at load) need no description.
+  if (op.kernel() == Kernel::COPY) {
+    if (count(operand(0)) != count(result(0)))
+      return Status::error("copy between buffers of " +
+                           std::to_string(count(operand(0))) + " and " +
+                           std::to_string(count(result(0))) + " elements");
+    if (buf(operand(0)).dtype() == buf(result(0)).dtype())
+      return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
+                                  bytesOf(result(0)), cudaMemcpyDeviceToDevice,
+                                  stream));
+    auto scalar = [&](uint32_t b) -> std::optional<kc::Scalar> {
+      switch (buf(b).dtype()) {
+      case plan::F32:
+        return kc::Scalar::F32;
+      case plan::BF16:
+        return kc::Scalar::BF16;
+      case plan::I64:
+        return kc::Scalar::I64;
+      case plan::U8:
+        return kc::Scalar::U8;
+      default:
+        return std::nullopt;
+      }
+    };
+    auto from = scalar(operand(0)), to = scalar(result(0));
+    if (!from || !to)
+      return Status::error("cannot convert " +
+                           plan::DType_Name(buf(operand(0)).dtype()) + " to " +
+                           plan::DType_Name(buf(result(0)).dtype()) +
+                           " (copies convert between F32, BF16, I64 and U8 "
+                           "booleans)");
+    if (*from != kc::Scalar::I64 && *from != kc::Scalar::U8 &&
+        *to != kc::Scalar::I64 && *to != kc::Scalar::U8)
+      return cuda(
+          kc::cast(in(operand(0)), out(result(0)), count(result(0)), stream));
+    return cuda(kc::convert(ptr(operand(0)), *from, ptr(result(0)), *to,
+                            count(result(0)), stream));
+  }
+  if (op.kernel() == Kernel::FILL)
+    return cuda(kc::fill(out(result(0)), count(result(0)),
+                         float(a.fill().value()), stream));
+  const OpDesc *desc;
+  if (Status st = ops_.lookup(op, desc); !st)
+    return st;
+  const OpDesc &d = *desc;
+  // The families whose members differ only in the description's function:
+  // a new unary, binary or comparison kernel needs no case here.
+  switch (d.describe) {
+  case Describe::Unary:
+    return cuda(
+        kc::unary(d.unary, in(operand(0)), out(result(0)), d.elements, stream));
+  case Describe::Binary:
+    return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
+                           out(result(0)), d.out, stream));
+  case Describe::Compare:
+    return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
+                            booleans(result(0)), d.out, stream));
+  case Describe::Logic: {
+    const uint8_t *x = booleans(operand(0));
+    const uint8_t *y = op.operands_size() > 1 ? booleans(operand(1)) : x;
+    return cuda(
+        kc::logic(d.logic, x, d.a, y, d.b, booleans(result(0)), d.out, stream));
+  }
+  default:
+    break;
+  }
+  switch (op.kernel()) {
+  case Kernel::EMBEDDING: {
+    const OpDesc::Embedding &e = d.embedding;
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    return cuda(kc::embedding(in(operand(0)), ids(operand(1)), e.count, e.vocab,
+                              e.dim, out(result(0)), bad, stream));
+  }
+  case Kernel::EMBEDDING_GRAD: {
+    const OpDesc::Embedding &e = d.embedding;
+    return cuda(kc::embeddingGrad(in(operand(0)), ids(operand(1)), e.count,
+                                  e.vocab, e.dim, out(result(0)), scratch,
+                                  stream));
+  }
+  case Kernel::LINEAR: {
+    Linear l = linearGemms(op);
+    // A bias of y's type is added in the GEMM's epilogue; another one after.
+    bool epilogue = biasEpilogue(op);
+    l.forward.bias = epilogue;
+    if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
+                               ptr(result(0)), gemmWorkspace, stream,
+                               epilogue ? ptr(operand(2)) : nullptr);
+        !st)
+      return st;
+    if (!d.linear.bias || epilogue)
+      return Status::ok();
+    return cuda(kc::binary(kc::Binary::Add, in(result(0)), dims(result(0)),
+                           in(operand(2)), dims(operand(2)), out(result(0)),
+                           dims(result(0)), stream));
+  }
+  case Kernel::LINEAR_GRAD: {
+    Linear l = linearGemms(op);
+    if (Status st = gemms_.run(l.dx, ptr(operand(2)), ptr(operand(1)),
+                               ptr(result(0)), gemmWorkspace, stream);
+        !st)
+      return st;
+    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
+    bool outIn = d.linear.outIn;
+    return gemms_.run(l.dw, ptr(outIn ? operand(2) : operand(0)),
+                      ptr(outIn ? operand(0) : operand(2)), ptr(result(1)),
+                      gemmWorkspace, stream);
+  }
+  case Kernel::EXPERT_LINEAR:
+  case Kernel::EXPERT_LINEAR_GRAD:
+    return expertLinear(op, stream, gemmWorkspace, scratch);
+  case Kernel::RMS_NORM:
+  case Kernel::LAYER_NORM: {
+    const OpDesc::Norm &n = d.norm;
+    if (op.kernel() == Kernel::RMS_NORM)
+      return cuda(kc::rmsNorm(in(operand(0)), in(operand(1)), n.rows, n.dim,
+                              a.norm().eps(), a.norm().plus_one(),
+                              out(result(0)), stream));
+    kc::Ref bias = n.bias ? in(operand(2)) : kc::Ref{};
+    return cuda(kc::layerNorm(in(operand(0)), in(operand(1)), bias, n.rows,
+                              n.dim, a.norm().eps(), out(result(0)), stream));
+  }
+  case Kernel::RMS_NORM_GRAD:
+  case Kernel::LAYER_NORM_GRAD: {
+    const OpDesc::Norm &n = d.norm;
+    if (op.kernel() == Kernel::RMS_NORM_GRAD)
+      return cuda(kc::rmsNormGrad(in(operand(0)), in(operand(1)),
+                                  in(operand(2)), n.rows, n.dim, a.norm().eps(),
+                                  a.norm().plus_one(), out(result(0)),
+                                  out(result(1)), scratch, stream));
+    return cuda(kc::layerNormGrad(
+        in(operand(0)), in(operand(1)), in(operand(2)), n.rows, n.dim,
+        a.norm().eps(), out(result(0)), out(result(1)), scratch, stream));
+  }
+  case Kernel::ROTARY:
+  case Kernel::ROTARY_GRAD:
+    return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)),
+                           d.rotary, op.kernel() == Kernel::ROTARY_GRAD,
+                           out(result(0)), stream));
+  case Kernel::ATTENTION:
+  case Kernel::ATTENTION_GRAD: {
+    const kc::AttentionShape &s = d.attention;
+    kc::Ref mask = d.hasMask ? in(operand(3)) : kc::Ref{};
+    if (op.kernel() == Kernel::ATTENTION)
+      return cuda(kc::attention(in(operand(0)), in(operand(1)), in(operand(2)),
+                                mask, s, out(result(0)), stream));
+    return cuda(
+        kc::attentionGrad(in(operand(0)), in(operand(1)), in(operand(2)), mask,
+                          in(operand(d.dOutOperand)), s, out(result(0)),
+                          out(result(1)), out(result(2)), scratch, stream));
+  }
+  case Kernel::ACTIVATION:
+    return cuda(kc::activation(in(operand(0)), out(result(0)), d.elements,
+                               d.activation, stream));
+  case Kernel::ACTIVATION_GRAD:
+    return cuda(kc::activationGrad(in(operand(0)), in(operand(1)),
+                                   out(result(0)), d.elements, d.activation,
+                                   stream));
+  case Kernel::GATED_ACTIVATION:
+    return cuda(kc::gated(in(operand(0)), in(operand(1)), out(result(0)),
+                          d.elements, d.activation, stream));
+  case Kernel::GATED_ACTIVATION_GRAD:
+    return cuda(kc::gatedGrad(in(operand(0)), in(operand(1)), in(operand(2)),
+                              out(result(0)), out(result(1)), d.elements,
+                              d.activation, stream));
+  case Kernel::CROSS_ENTROPY:
+  case Kernel::CROSS_ENTROPY_GRAD: {
+    const kc::CrossEntropyShape &s = d.crossEntropy;
+    int64_t rows = s.batch * s.seq;
+    if (op.kernel() == Kernel::CROSS_ENTROPY) {
+      float *rowLoss = reinterpret_cast<float *>(scratch);
+      if (Status st = cuda(kc::crossEntropyRows(in(operand(0)), ids(operand(1)),
+                                                s, 0, rows, rowLoss, stream));
+          !st)
+        return st;
+      return cuda(kc::crossEntropyLoss(rowLoss, ids(operand(1)), s,
+                                       out(result(0)), stream));
+    }
+    int64_t *n = reinterpret_cast<int64_t *>(scratch);
+    if (Status st = cuda(kc::crossEntropyCount(ids(operand(1)), s, n, stream));
+        !st)
+      return st;
+    return cuda(kc::crossEntropyGradRows(in(operand(0)), ids(operand(1)), s, 0,
+                                         rows, in(operand(2)), n,
+                                         out(result(0)), stream));
+  }
+  case Kernel::HEAD_CROSS_ENTROPY:
+  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
+    Head h = headOf(op);
+    bool grad = op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+    // The last result: the plan's scratch of a chunk of F32 logits.
+    uint32_t scratchBuf = op.results(op.results_size() - 1);
+    float *logits = static_cast<float *>(ptr(scratchBuf));
+    float *rowLoss = reinterpret_cast<float *>(scratch);
+    int64_t *n = reinterpret_cast<int64_t *>(
+        scratch + alignUp(size_t(h.rows) * sizeof(float)));
+    void *dLogits16 =
+        scratch + alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
+    size_t elem = h.type == kc::DType::BF16 ? 2 : 4;
+    const int64_t *labels = ids(operand(2));
+    if (grad)
+      if (Status st = cuda(kc::crossEntropyCount(labels, h.ce, n, stream)); !st)
+        return st;
+    for (int64_t r0 = 0; r0 < h.rows; r0 += h.chunk) {
+      int64_t rows = std::min(h.chunk, h.rows - r0);
+      const char *x = static_cast<const char *>(ptr(operand(0))) +
+                      r0 * h.dim * int64_t(elem);
+      // logits[rows, vocab] = x W^T (W [vocab, dim]) or x W, in fp32.
+      GemmShape logitsGemm{rows,    h.vocab, h.dim,          false,
+                           h.outIn, h.type,  kc::DType::F32, false};
+      if (Status st = gemms_.run(logitsGemm, x, ptr(operand(1)), logits,
+                                 gemmWorkspace, stream);
+          !st)
+        return st;
+      if (!grad) {
+        if (Status st =
+                cuda(kc::crossEntropyRows({logits, kc::DType::F32}, labels,
+                                          h.ce, r0, rows, rowLoss, stream));
+            !st)
+          return st;
+        continue;
+      }
+      // The logits' gradient: in place in fp32, or to bf16 for bf16 GEMMs.
+      kc::MutRef dl = h.type == kc::DType::F32
+                          ? kc::MutRef{logits, kc::DType::F32}
+                          : kc::MutRef{dLogits16, kc::DType::BF16};
+      if (Status st = cuda(kc::crossEntropyGradRows(
+              {logits, kc::DType::F32}, labels, h.ce, r0, rows, in(operand(3)),
+              n, dl, stream));
+          !st)
+        return st;
+      char *dx =
+          static_cast<char *>(ptr(result(0))) +
+          r0 * h.dim * int64_t(buf(result(0)).dtype() == plan::BF16 ? 2 : 4);
+      kc::DType dxType = typeOf(result(0)), dwType = typeOf(result(1));
+      // dx[rows, dim] = dl W (W [vocab, dim]) or dl W^T (W [dim, vocab]).
+      GemmShape dxGemm{rows,     h.dim,  h.vocab, false,
+                       !h.outIn, h.type, dxType,  false};
+      if (Status st = gemms_.run(dxGemm, dl.data, ptr(operand(1)), dx,
+                                 gemmWorkspace, stream);
+          !st)
+        return st;
+      // dw[vocab, dim] (+)= dl^T x, or dw[dim, vocab] (+)= x^T dl.
+      bool first = r0 == 0;
+      GemmShape dwGemm = h.outIn ? GemmShape{h.vocab, h.dim,  rows,   true,
+                                             false,   h.type, dwType, !first}
+                                 : GemmShape{h.dim, h.vocab, rows,   true,
+                                             false, h.type,  dwType, !first};
+      if (Status st =
+              gemms_.run(dwGemm, h.outIn ? dl.data : x, h.outIn ? x : dl.data,
+                         ptr(result(1)), gemmWorkspace, stream);
+          !st)
+        return st;
+    }
+    if (grad)
+      return Status::ok();
+    return cuda(
+        kc::crossEntropyLoss(rowLoss, labels, h.ce, out(result(0)), stream));
+  }
+  case Kernel::GATED_MLP:
+  case Kernel::GATED_MLP_GRAD:
+    return gatedMlp(op, stream, gemmWorkspace);
+  case Kernel::NEG:
+    return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
+  case Kernel::MATMUL:
+    return cuda(kc::batchMatmul(in(operand(0)), d.a, in(operand(1)), d.b,
+                                out(result(0)), d.out, stream));
+  case Kernel::EXPAND:
+    return cuda(kc::expand(in(operand(0)), d.a, out(result(0)), d.out, stream));
+  case Kernel::SOFTMAX:
+  case Kernel::LOG_SOFTMAX:
+    return cuda(kc::softmax(in(operand(0)), d.a, d.axis, out(result(0)),
+                            op.kernel() == Kernel::LOG_SOFTMAX, stream));
+  case Kernel::REDUCE_SUM:
+    return cuda(
+        kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::REDUCE_MEAN:
+    return cuda(
+        kc::reduceMean(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::REDUCE_MAX:
+    return cuda(
+        kc::reduceMax(in(operand(0)), d.a, d.axes, out(result(0)), stream));
+  case Kernel::GATHER:
+  case Kernel::GATHER_GRAD: {
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    int64_t indices = count(operand(1));
+    if (op.kernel() == Kernel::GATHER)
+      return cuda(kc::gather(in(operand(0)), d.a, d.axis, ids(operand(1)),
+                             indices, out(result(0)), bad, stream));
+    return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
+                               indices, out(result(0)), bad, stream));
+  }
+  case Kernel::TOPK:
+    return cuda(kc::topK(in(operand(0)), d.a, d.axis, d.k,
+                         op.attrs().top_k().smallest(), out(result(0)),
+                         static_cast<int64_t *>(ptr(result(1))), stream));
+  case Kernel::GATHER_ELEMENTS:
+  case Kernel::GATHER_ELEMENTS_GRAD:
+  case Kernel::TOPK_GRAD:
+  case Kernel::SCATTER_ELEMENTS: {
+    int *bad = reinterpret_cast<int *>(scratch);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    const int64_t *indices = ids(operand(1));
+    if (op.kernel() == Kernel::GATHER_ELEMENTS)
+      return cuda(kc::gatherElements(in(operand(0)), d.a, d.axis, indices, d.k,
+                                     out(result(0)), bad, stream));
+    if (op.kernel() != Kernel::SCATTER_ELEMENTS)
+      return cuda(kc::gatherElementsGrad(in(operand(0)), indices, d.a, d.axis,
+                                         d.k, out(result(0)), bad, stream));
+    return cuda(kc::scatterElements(in(operand(0)), d.a, d.axis, indices,
+                                    in(operand(2)), d.k, out(result(0)), bad,
+                                    stream));
+  }
+  case Kernel::GATHER_ND:
+  case Kernel::GATHER_ND_GRAD: {
+    // The flag, then a flat index per tuple (Scratch::FlatIndices).
+    int *bad = reinterpret_cast<int *>(scratch);
+    auto *flat =
+        reinterpret_cast<int64_t *>(static_cast<char *>(scratch) + kAlign);
+    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
+      return st;
+    if (op.kernel() == Kernel::GATHER_ND)
+      return cuda(kc::gatherND(in(operand(0)), d.a, ids(operand(1)), d.tuples,
+                               d.axis, out(result(0)), flat, bad, stream));
+    return cuda(kc::gatherNDGrad(in(operand(0)), d.a, ids(operand(1)), d.tuples,
+                                 d.axis, out(result(0)), flat, bad, stream));
+  }
+  case Kernel::SLICE:
+    return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
+                          out(result(0)), d.out, stream));
+  case Kernel::SLICE_GRAD:
+    return cuda(kc::sliceGrad(in(operand(0)), d.out, d.starts, d.steps,
+                              out(result(0)), d.a, stream));
+  case Kernel::TRILU:
+    return cuda(kc::trilu(in(operand(0)), d.a, op.attrs().trilu().upper(),
+                          op.attrs().trilu().diagonal(), out(result(0)),
+                          stream));
+  case Kernel::CUMSUM:
+    return cuda(kc::cumSum(
+        in(operand(0)), d.a, d.axis, op.attrs().cum_sum().exclusive(),
+        op.attrs().cum_sum().reverse(), out(result(0)), stream));
+  case Kernel::TILE:
+    return cuda(kc::tile(in(operand(0)), d.a, out(result(0)), d.out, stream));
+  case Kernel::PAD:
+    return cuda(kc::pad(in(operand(0)), d.a, d.starts, d.value, out(result(0)),
+                        d.out, stream));
+  case Kernel::IS_NAN:
+    return cuda(
+        kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));
+  case Kernel::WHERE:
+    return cuda(kc::where(booleans(operand(0)), d.cond, in(operand(1)), d.a,
+                          in(operand(2)), d.b, out(result(0)), d.out, stream));
+  case Kernel::TRANSPOSE:
+    return cuda(
+        kc::transpose(in(operand(0)), d.a, d.perm, out(result(0)), stream));
+  case Kernel::CONCAT: {
+    int64_t offset = 0;
+    plan::DType t = buf(result(0)).dtype();
+    if (t != plan::F32 && t != plan::BF16) { // ids or booleans, moved
+      for (int i = 0; i < op.operands_size(); ++i) {
+        if (Status st =
+                cuda(moveSlab(ptr(op.operands(i)), d.parts[i], offset,
+                              ptr(result(0)), d.out, d.axis, t, true, stream));
+            !st)
+          return st;
+        offset += d.parts[i][d.axis];
+      }
+      return Status::ok();
+    }
+    for (int i = 0; i < op.operands_size(); ++i) {
+      const Dims &pd = d.parts[i];
+      if (Status st =
+              cuda(kc::concatPart(in(op.operands(i)), pd, d.axis, offset,
+                                  d.out[d.axis], out(result(0)), stream));
+          !st)
+        return st;
+      offset += pd[d.axis];
+    }
+    return Status::ok();
+  }
+  case Kernel::SPLIT: {
+    int64_t offset = 0;
+    plan::DType t = buf(operand(0)).dtype();
+    if (t != plan::F32 && t != plan::BF16) {
+      for (int i = 0; i < op.results_size(); ++i) {
+        if (Status st =
+                cuda(moveSlab(ptr(op.results(i)), d.parts[i], offset,
+                              ptr(operand(0)), d.a, d.axis, t, false, stream));
+            !st)
+          return st;
+        offset += d.parts[i][d.axis];
+      }
+      return Status::ok();
+    }
+    for (int i = 0; i < op.results_size(); ++i) {
+      const Dims &pd = d.parts[i];
+      if (Status st = cuda(kc::splitPart(in(operand(0)), d.a, d.axis, offset,
+                                         out(op.results(i)), pd, stream));
+          !st)
+        return st;
+      offset += pd[d.axis];
+    }
+    return Status::ok();
+  }
+  default:
+    return Status::error("the CUDA backend has no kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// Device and pinned buffers that free themselves.
+struct DeviceBuffer {
+  void *p = nullptr;
+  ~DeviceBuffer() { cudaFree(p); }
+};
+struct PinnedBuffer {
+  void *p = nullptr;
+  ~PinnedBuffer() { cudaFreeHost(p); }
+};
+struct Stream {
+  cudaStream_t s = nullptr;
+  ~Stream() {
+    if (s)
+      cudaStreamDestroy(s);
+  }
+};
+
+/// The best of `runs` timings of `work` (seconds; what it enqueues on
+/// `stream`, or on any stream when `device` is set).
+template <typename Work>
+Status bestTime(int runs, cudaStream_t stream, Work work, double &best) {
+  best = 1e30;
+  for (int r = 0; r < runs; ++r) {
+    if (Status st = MT_CUDA(cudaDeviceSynchronize()); !st)
+      return st;
+    auto start = std::chrono::steady_clock::now();
+    if (Status st = work(); !st)
+      return st;
+    if (Status st = MT_CUDA(stream ? cudaStreamSynchronize(stream)
+                                   : cudaDeviceSynchronize());
+        !st)
+      return st;
+    best = std::min(best, std::chrono::duration<double>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status measureCuda(DeviceRates &rates) {
+  if (Status st = MT_CUDA(cudaSetDevice(0)); !st)
+    return st;
+  cudaDeviceProp prop;
+  if (Status st = MT_CUDA(cudaGetDeviceProperties(&prop, 0)); !st)
+    return st;
+  rates.name = prop.name;
+  size_t freeBytes = 0, totalBytes = 0;
+  if (Status st = MT_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes)); !st)
+    return st;
+  rates.gpuMemoryBytes = double(totalBytes);
+  // Copies: 512 MiB each way, best of 3.
+  constexpr size_t kCopy = size_t(512) << 20;
+  DeviceBuffer d1, d2;
+  PinnedBuffer h1, h2;
+  Stream s1, s2;
+  for (Status st :
+       {MT_CUDA(cudaMalloc(&d1.p, kCopy)), MT_CUDA(cudaMalloc(&d2.p, kCopy)),
+        MT_CUDA(cudaHostAlloc(&h1.p, kCopy, cudaHostAllocDefault)),
+        MT_CUDA(cudaHostAlloc(&h2.p, kCopy, cudaHostAllocDefault)),
+        MT_CUDA(cudaStreamCreateWithFlags(&s1.s, cudaStreamNonBlocking)),
+        MT_CUDA(cudaStreamCreateWithFlags(&s2.s, cudaStreamNonBlocking))})
+    if (!st)
+      return st;
+  std::memset(h1.p, 1, kCopy);
+  std::memset(h2.p, 2, kCopy);
+  double t = 0;
+  auto copy = [&](void *to, const void *from, cudaStream_t s) {
+    return MT_CUDA(cudaMemcpyAsync(to, from, kCopy, cudaMemcpyDefault, s));
+  };
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(d1.p, h1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.h2dBytesPerS = double(kCopy) / t;
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(h1.p, d1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.d2hBytesPerS = double(kCopy) / t;
+  if (Status st = bestTime(
+          3, nullptr,
+          [&] {
+            Status a = copy(d1.p, h1.p, s1.s);
+            return a ? copy(h2.p, d2.p, s2.s) : a;
+          },
+          t);
+      !st)
+    return st;
+  rates.duplexBytesPerS = 2.0 * double(kCopy) / t;
+  if (Status st = bestTime(
+          3, s1.s, [&] { return copy(d2.p, d1.p, s1.s); }, t);
+      !st)
+    return st;
+  rates.hbmBytesPerS = 2.0 * double(kCopy) / t; // read and written
+  // GEMMs: bf16 8192^3 and exact fp32 4096^3 (the buffers above hold them).
+  Gemms gemms;
+  if (Status st = gemms.init(); !st)
+    return st;
+  DeviceBuffer a, b, c, work;
+  for (Status st : {MT_CUDA(cudaMalloc(&a.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&b.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&c.p, size_t(8192) * 8192 * 2)),
+                    MT_CUDA(cudaMalloc(&work.p, Gemms::kWorkspaceBytes))})
+    if (!st)
+      return st;
+  for (void *p : {a.p, b.p})
+    if (Status st = MT_CUDA(cudaMemset(p, 0x3c, size_t(8192) * 8192 * 2)); !st)
+      return st;
+  for (auto [n, type, out] :
+       {std::tuple{int64_t(8192), kc::DType::BF16, &rates.bf16Flops},
+        std::tuple{int64_t(4096), kc::DType::F32, &rates.f32Flops}}) {
+    GemmShape shape{n, n, n, false, true, type, type, false};
+    if (Status st = bestTime(
+            3, s1.s,
+            [&] { return gemms.run(shape, a.p, b.p, c.p, work.p, s1.s); }, t);
+        !st)
+      return st;
+    *out = 2.0 * double(n) * double(n) * double(n) / t;
+  }
+  return Status::ok();
+}
+
+std::unique_ptr<Backend> makeCudaBackend(int threads,
+                                         const std::string &diskDir) {
+  return std::make_unique<CudaBackend>(threads, diskDir);
+}
+
+} // namespace mt::runtime

@@ -119,6 +119,33 @@ std::vector<std::string> builtinTargets() {
   return names;
 }
 
+Status writeTarget(const plan::Target &target, const std::string &path) {
+  nlohmann::ordered_json json;
+  json["name"] = target.name();
+  const auto *desc = target.GetDescriptor();
+  const auto *refl = target.GetReflection();
+  for (int i = 0; i < desc->field_count(); ++i) {
+    const auto *f = desc->field(i);
+    if (f->name() == "name")
+      continue;
+    double v =
+        f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64
+            ? double(refl->GetUInt64(target, f))
+            : refl->GetDouble(target, f);
+    if (f->name().rfind("network_", 0) == 0 && v <= 0)
+      continue;
+    if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64)
+      json[f->name()] = refl->GetUInt64(target, f);
+    else
+      json[f->name()] = v;
+  }
+  std::ofstream out(path);
+  if (!out)
+    return Status::error(path + ": cannot write the target file");
+  out << json.dump(2) << "\n";
+  return out ? Status::ok() : Status::error(path + ": cannot write");
+}
+
 Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
   for (const plan::Target &t : builtins())
     if (nameOrFile == t.name()) {

@@ -20,6 +20,10 @@ std::vector<std::string> builtinTargets();
 /// A built-in target by name, or a JSON target file (fields as in
 /// plan.proto's Target: gpu_memory_bytes, hbm_bytes_per_s, ...).
 Status loadTarget(const std::string &nameOrFile, plan::Target &out);
+/// Writes a target file that loadTarget reads back the same: its name and
+/// every rate, the network's only when set (a target of one rank has
+/// none).
+Status writeTarget(const plan::Target &target, const std::string &path);
 
 struct Prediction {
   double stepSeconds = 0;

@@ -4,13 +4,13 @@
 //         [--device cpu|cuda|auto] [--lr --beta1 --beta2 --eps --weight-decay]
 //         [--grad-clip C] [--warmup W] [--lr-schedule constant|cosine|linear]
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
-#include "kernels/cpu/fused_ops.h"
 #include "kernels/cpu/parallel.h"
 #include "runtime/exec/executor.h"
 #include "runtime/hal/cpu/cpu_backend.h"
 #include "runtime/hal/cuda/cuda_backend.h"
 #include "runtime/io/token_data.h"
 #include "runtime/plan/plan_io.h"
+#include "runtime/train/calibrate.h"
 #include "runtime/train/checkpoint.h"
 #include "runtime/train/training.h"
 #include "runtime/train/weights.h"
@@ -163,171 +163,61 @@ Status useCuda(const std::string &device, bool &cuda) {
   return Status::ok();
 }
 
-/// Measures the rates a target file holds and writes them as JSON: the
-/// host's on this machine, and the GPU's with `cuda` (else the CPU
-/// backend's kernels stand for the device: host and device are then the
-/// same memory).
-/// Between ranks 0 and 1 (the others wait): the latency of a small message
-/// (half a round trip, the mean of 1000) and the bandwidth of a 64 MiB one
-/// (half a round trip, the best of 5), in seconds and bytes/s on rank 0.
-Status measureNetwork(Communicator &comm, double &latency, double &bandwidth) {
-  using Clock = std::chrono::steady_clock;
-  int me = comm.rank();
-  if (me > 1)
-    return comm.barrier();
-  int peer = 1 - me;
-  auto pingPong = [&](std::vector<char> &buffer, int rounds, double &best,
-                      bool mean) -> Status {
-    best = mean ? 0 : 1e30;
-    double total = 0;
-    for (int i = 0; i < rounds; ++i) {
-      auto t = Clock::now();
-      if (me == 0) {
-        if (Status st = comm.send(peer, buffer.data(), buffer.size()); !st)
-          return st;
-        if (Status st = comm.receive(peer, buffer.data(), buffer.size()); !st)
-          return st;
-      } else {
-        if (Status st = comm.receive(peer, buffer.data(), buffer.size()); !st)
-          return st;
-        if (Status st = comm.send(peer, buffer.data(), buffer.size()); !st)
-          return st;
-      }
-      double half = std::chrono::duration<double>(Clock::now() - t).count() / 2;
-      total += half;
-      best = std::min(best, half);
-    }
-    if (mean)
-      best = total / rounds;
-    return Status::ok();
-  };
-  std::vector<char> small(8), large(size_t(64) << 20, 1);
-  double oneWay = 0;
-  if (Status st = pingPong(small, 1000, latency, true); !st)
-    return st;
-  if (Status st = pingPong(large, 5, oneWay, false); !st)
-    return st;
-  bandwidth = double(large.size()) / std::max(oneWay - latency, 1e-9);
-  return comm.barrier();
-}
-
-Status calibrate(const std::string &path, int threads, bool cuda,
-                 Communicator *comm) {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point a) {
-    return std::chrono::duration<double>(Clock::now() - a).count();
-  };
-  // Under mpirun: the network between ranks first, with every rank; then
-  // rank 0 measures its machine and writes the file.
-  double latency = 0, bandwidth = 0;
-  if (comm) {
-    if (Status st = measureNetwork(*comm, latency, bandwidth); !st)
-      return st;
-    if (comm->rank() != 0)
-      return Status::ok();
-  }
-  // Host copy bandwidth: 256 MiB memcpy, best of 3 (bytes moved per second).
-  size_t bytes = size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  double copy = 0;
-  for (int i = 0; i < 3; ++i) {
-    auto t = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    copy = std::max(copy, double(bytes) / seconds(t));
-  }
-  // Matmul rate of the CPU backend's linear kernel, best of 3 (the first
-  // call also sets up the BLAS's buffers).
-  int64_t m = 1024, k = 1024, n = 1024;
-  std::vector<float> x(m * k, 0.5f), w(n * k, 0.25f), y(m * n);
-  double flops = 0;
-  Clock::time_point t;
-  for (int i = 0; i < 3; ++i) {
-    t = Clock::now();
-    mt::kernels::cpu::linearForward(x.data(), w.data(), nullptr, m, k, n, true,
-                                    y.data());
-    flops = std::max(flops, 2.0 * m * k * n / seconds(t));
-  }
-  // Host AdamW, fp32 states.
-  int64_t params = int64_t(16) << 20;
-  std::vector<float> p(params, 1), g(params, 0.1f), m1(params), v1(params);
-  t = Clock::now();
-  Moments moments;
-  moments.m = m1.data();
-  moments.v = v1.data();
-  adamwStepParallel(p.data(), g.data(), moments, params, 1, AdamWConfig{}, 1.0f,
-                    threads);
-  double optimizer = double(params) / seconds(t);
-  // Disk: write (with fsync) and read back 128 MiB next to the target file.
-  std::string scratch = path + ".calibrate.tmp";
-  size_t diskBytes = size_t(128) << 20;
-  t = Clock::now();
-  {
-    std::FILE *f = std::fopen(scratch.c_str(), "wb");
-    if (!f)
-      return Status::error(scratch + ": cannot write the disk test file");
-    std::fwrite(a.data(), 1, diskBytes, f);
-    std::fflush(f);
-    ::fsync(fileno(f));
-    std::fclose(f);
-  }
-  double diskWrite = double(diskBytes) / seconds(t);
-  t = Clock::now();
-  {
-    std::ifstream in(scratch, std::ios::binary);
-    in.read(b.data(), std::streamsize(diskBytes));
-  }
-  double diskRead = double(diskBytes) / seconds(t);
-  std::remove(scratch.c_str());
-  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
-  double memory = double(pages) * double(pageSize);
-  DeviceRates device{memory, copy, flops, flops, copy, copy, copy, "cpu"};
+/// --calibrate: the rates of this machine into a target file (with
+/// `cuda`, the GPU's), and what was measured on stderr.
+Status calibrateTo(const std::string &path, int threads, bool cuda,
+                   Communicator *comm) {
+  CalibrateOptions c;
+  c.path = path;
+  c.threads = threads;
+  c.comm = comm;
 #ifdef MT_HAVE_CUDA
-  if (cuda) {
-    if (Status st = measureCuda(device); !st)
-      return st;
+  if (cuda)
+    c.device = [](mt::plan::Target &t, std::string &name) {
+      DeviceRates d;
+      if (Status st = measureCuda(d); !st)
+        return st;
+      t.set_gpu_memory_bytes(uint64_t(d.gpuMemoryBytes));
+      t.set_hbm_bytes_per_s(d.hbmBytesPerS);
+      t.set_matmul_flops_f32(d.f32Flops);
+      t.set_matmul_flops_bf16(d.bf16Flops);
+      t.set_h2d_bytes_per_s(d.h2dBytesPerS);
+      t.set_d2h_bytes_per_s(d.d2hBytesPerS);
+      t.set_duplex_bytes_per_s(d.duplexBytesPerS);
+      name = d.name;
+      return Status::ok();
+    };
+#else
+  (void)cuda;
+#endif
+  Calibration got;
+  if (Status st = calibrate(c, got); !st)
+    return st;
+  if (!got.written)
+    return Status::ok();
+  const mt::plan::Target &t = got.target;
+  if (c.device)
     std::fprintf(stderr,
                  "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
                  "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
                  "TFLOP/s\n",
-                 device.name.c_str(), device.h2dBytesPerS / 1e9,
-                 device.d2hBytesPerS / 1e9, device.duplexBytesPerS / 1e9,
-                 device.hbmBytesPerS / 1e9, device.bf16Flops / 1e12,
-                 device.f32Flops / 1e12);
-  }
-#endif
-  std::ofstream out(path);
-  if (!out)
-    return Status::error(path + ": cannot write the target file");
-  out.precision(12);
-  out << "{\n  \"name\": \"" << (cuda ? "calibrated-cuda" : "calibrated-cpu")
-      << "\",\n"
-      << "  \"gpu_memory_bytes\": " << device.gpuMemoryBytes << ",\n"
-      << "  \"hbm_bytes_per_s\": " << device.hbmBytesPerS << ",\n"
-      << "  \"matmul_flops_f32\": " << device.f32Flops << ",\n"
-      << "  \"matmul_flops_bf16\": " << device.bf16Flops << ",\n"
-      << "  \"h2d_bytes_per_s\": " << device.h2dBytesPerS << ",\n"
-      << "  \"d2h_bytes_per_s\": " << device.d2hBytesPerS << ",\n"
-      << "  \"duplex_bytes_per_s\": " << device.duplexBytesPerS << ",\n"
-      << "  \"host_memory_bytes\": " << memory << ",\n"
-      << "  \"host_bytes_per_s\": " << copy << ",\n"
-      << "  \"optimizer_params_per_s\": " << optimizer << ",\n"
-      << "  \"disk_read_bytes_per_s\": " << diskRead << ",\n"
-      << "  \"disk_write_bytes_per_s\": " << diskWrite;
-  if (comm)
-    out << ",\n  \"network_bytes_per_s\": " << bandwidth << ",\n"
-        << "  \"network_latency_s\": " << latency;
-  out << "\n}\n";
+                 got.deviceName.c_str(), t.h2d_bytes_per_s() / 1e9,
+                 t.d2h_bytes_per_s() / 1e9, t.duplex_bytes_per_s() / 1e9,
+                 t.hbm_bytes_per_s() / 1e9, t.matmul_flops_bf16() / 1e12,
+                 t.matmul_flops_f32() / 1e12);
   if (comm)
     std::fprintf(stderr,
                  "calibrated the network between ranks 0 and 1 of %d: %.2f "
                  "GB/s, %.1f us latency\n",
-                 comm->size(), bandwidth / 1e9, latency * 1e6);
+                 comm->size(), t.network_bytes_per_s() / 1e9,
+                 t.network_latency_s() * 1e6);
   std::fprintf(stderr,
                "calibrated: copy %.2f GB/s, matmul %.2f GFLOP/s, AdamW %.3g "
                "params/s, disk write %.2f / read %.2f GB/s -> %s\n",
-               copy / 1e9, flops / 1e9, optimizer, diskWrite / 1e9,
-               diskRead / 1e9, path.c_str());
-  return out ? Status::ok() : Status::error(path + ": cannot write");
+               t.host_bytes_per_s() / 1e9, got.hostMatmulFlops / 1e9,
+               t.optimizer_params_per_s(), t.disk_write_bytes_per_s() / 1e9,
+               t.disk_read_bytes_per_s() / 1e9, path.c_str());
+  return Status::ok();
 }
 
 // Exit codes (README, "Exit codes"); a signal stops with 128 + its number.
@@ -555,7 +445,7 @@ int main(int argc, char **argv) {
   if (Status st = useCuda(o.device, cuda); !st)
     return fail(st.message());
   if (!o.calibrate.empty()) {
-    if (Status st = calibrate(o.calibrate, o.threads, cuda, comm); !st)
+    if (Status st = calibrateTo(o.calibrate, o.threads, cuda, comm); !st)
       return fail(st.message());
     return 0;
   }

@@ -2,6 +2,7 @@
 #include "compiler/Planner.h"
 
 #include "dialects/Train/IR/TrainOps.h"
+#include "runtime/base/bytes.h"
 #include "runtime/plan/plan_io.h"
 #include "runtime/schema/moments.h"
 
@@ -114,13 +115,11 @@ int networkStream(const plan::Plan &plan) {
   return 0;
 }
 
-/// Bytes in GiB, or in MiB or KiB below one of the larger unit.
+/// Bytes in GiB, or in MiB or KiB below one of the larger unit: budgets
+/// are set in GiB, however many.
 std::string gib(double bytes) {
-  if (bytes >= 1073741824.0)
-    return llvm::formatv("{0:F2} GiB", bytes / 1073741824.0).str();
-  if (bytes >= 1048576.0)
-    return llvm::formatv("{0:F2} MiB", bytes / 1048576.0).str();
-  return llvm::formatv("{0:F2} KiB", bytes / 1024.0).str();
+  return runtime::bytesText(bytes, runtime::ByteUnit::KiB,
+                            runtime::ByteUnit::GiB);
 }
 
 /// The tokens of a step: every rank's micro-batches.

@@ -1,5 +1,6 @@
 // DISK arenas (see disk_arena.h).
 #include "runtime/exec/disk_arena.h"
+#include "runtime/base/bytes.h"
 
 #include <zstd.h>
 
@@ -17,11 +18,7 @@ namespace {
 // stream must keep up with the optimizer, so speed beats ratio here.
 constexpr int kZstdLevel = 1;
 
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB", bytes / double(1ull << 30));
-  return text;
-}
+std::string gib(double bytes) { return gibText(bytes); }
 
 } // namespace
 

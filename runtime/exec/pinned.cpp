@@ -1,5 +1,6 @@
 // Pinned memory at scale (see pinned.h).
 #include "runtime/exec/pinned.h"
+#include "runtime/base/bytes.h"
 
 #include "runtime/plan/plan_io.h"
 
@@ -16,12 +17,7 @@ namespace {
 
 uint64_t pageDown(uint64_t x) { return x / kPinPage * kPinPage; }
 
-std::string gib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f GiB",
-                double(bytes) / double(1ull << 30));
-  return text;
-}
+std::string gib(uint64_t bytes) { return gibText(double(bytes)); }
 
 /// Whether this process holds CAP_IPC_LOCK (bit 14 of CapEff).
 bool holdsIpcLock() {

@@ -2,6 +2,7 @@
 // peaks, the streams, the buffers, each phase's ops on their streams with the
 // tokens that order them, and the step as the cost model predicts it on the
 // plan's target (text lanes, Chrome trace JSON for Perfetto, SVG, JSON).
+#include "runtime/base/bytes.h"
 #include "runtime/cost/cost_model.h"
 #include "runtime/plan/plan_io.h"
 #include "tools/mt-inspect/schedule_svg.h"
@@ -237,13 +238,13 @@ int main(int argc, char **argv) {
       std::printf("  rank %u owns %lld elements (%.1f%%): %s of host state\n",
                   r, (long long)owned[r],
                   params ? 100.0 * double(owned[r]) / double(params) : 0.0,
-                  inspect::bytesText(double(bytes[r])).c_str());
+                  runtime::bytesText(double(bytes[r])).c_str());
   }
   std::printf("\narenas (peak bytes):\n");
   for (const auto &a : p.arenas())
     std::printf("  %-12s %-12s %s\n", a.name().c_str(),
                 plan::Tier_Name(a.tier()).c_str(),
-                inspect::bytesText(double(a.size_bytes())).c_str());
+                runtime::bytesText(double(a.size_bytes())).c_str());
   std::printf("\nstreams (ops per phase):\n");
   for (int i = 0; i < p.streams_size(); ++i) {
     std::printf("  %-10s %-16s", p.streams(i).name().c_str(),

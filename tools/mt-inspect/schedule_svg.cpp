@@ -1,6 +1,7 @@
 // The step as a picture (see schedule_svg.h).
 #include "tools/mt-inspect/schedule_svg.h"
 
+#include "runtime/base/bytes.h"
 #include "runtime/plan/plan_io.h"
 
 #include <nlohmann/json.hpp>
@@ -29,18 +30,6 @@ std::string secondsText(double seconds) {
     std::snprintf(buf, sizeof buf, "%.3g µs", seconds * 1e6);
   else
     std::snprintf(buf, sizeof buf, "%.3g ns", seconds * 1e9);
-  return buf;
-}
-
-std::string bytesText(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 5) {
-    bytes /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
   return buf;
 }
 
@@ -359,29 +348,30 @@ std::string scheduleSvg(const plan::Plan &p, const std::vector<OpTime> &ops,
     add("<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"%s\" "
         "stroke-dasharray=\"4 3\"><title>planned peak %s</title></line>\n",
         left, yOf(u.plannedPeak), left + width, yOf(u.plannedPeak), kPeakColor,
-        bytesText(u.plannedPeak).c_str());
+        runtime::bytesText(u.plannedPeak).c_str());
     // The sampled peak: where in the step the tier holds the most.
     size_t at = size_t(std::max_element(u.bytes.begin(), u.bytes.end()) -
                        u.bytes.begin());
     double px = left + width * (double(at) + 0.5) / samples;
     add("<path d=\"M%.1f,%.1f l-5,-8 l10,0 Z\" fill=\"%s\"><title>most in "
         "use: %s at %s</title></path>\n",
-        px, yOf(most), kPeakColor, bytesText(most).c_str(),
+        px, yOf(most), kPeakColor, runtime::bytesText(most).c_str(),
         secondsText(step * (double(at) + 0.5) / samples).c_str());
     if (budgetDrawn)
       add("<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" "
           "stroke=\"%s\" stroke-width=\"2\"><title>budget %s</title>"
           "</line>\n",
           left, yOf(u.budget), left + width, yOf(u.budget), kBudgetColor,
-          bytesText(u.budget).c_str());
+          runtime::bytesText(u.budget).c_str());
     std::string budget = "no budget";
     if (u.budget > 0)
-      budget =
-          "budget " + bytesText(u.budget) + (budgetDrawn ? "" : ", off scale");
+      budget = "budget " + runtime::bytesText(u.budget) +
+               (budgetDrawn ? "" : ", off scale");
     add("<text x=\"%.0f\" y=\"%.0f\">planned peak %s</text>"
         "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n</g>\n",
-        left + width + 8, top + h / 2 - 4, bytesText(u.plannedPeak).c_str(),
-        left + width + 8, top + h / 2 + 12, budget.c_str());
+        left + width + 8, top + h / 2 - 4,
+        runtime::bytesText(u.plannedPeak).c_str(), left + width + 8,
+        top + h / 2 + 12, budget.c_str());
   }
 
   // The time axis.

@@ -18,9 +18,6 @@ namespace mt::inspect {
 /// Seconds in the unit that reads best: "3.05 s", "45.2 ms", "12 µs".
 std::string secondsText(double seconds);
 
-/// Bytes in binary units: "1.50 GiB".
-std::string bytesText(double bytes);
-
 /// One tier's memory over the step: bytes in use at `samples` even times
 /// (each the most any instant of its interval holds), the plan's proven
 /// peak (its arenas' sizes) and the budget mtc planned it within (0:

@@ -2,8 +2,8 @@
 // round trip of a valid plan, one test per kind of invalid field, framing
 // errors, and mutated plans that must be refused (byte flips) or, for
 // re-framed field mutations, refused or accepted but never crash.
-#include "runtime/exec/host_ops.h"
 #include "runtime/plan/plan_io.h"
+#include "test/unit/valid_plan.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
@@ -15,100 +15,10 @@
 
 using namespace mt::runtime;
 using mt::plan::Plan;
+using mt::test::addBuffer;
+using mt::test::validPlan;
 
 namespace {
-
-uint32_t addBuffer(Plan &p, const char *name, uint32_t arena, uint64_t offset,
-                   mt::plan::DType dtype, std::vector<int64_t> shape) {
-  auto *b = p.add_buffers();
-  b->set_name(name);
-  b->set_arena(arena);
-  b->set_offset(offset);
-  b->set_dtype(dtype);
-  for (int64_t d : shape)
-    b->add_shape(d);
-  return uint32_t(p.buffers_size() - 1);
-}
-
-/// A small valid plan: one trainable embedding-like weight, a copy to the
-/// device, a fill of the loss, the optimizer.
-Plan validPlan() {
-  using namespace mt::plan;
-  Plan p;
-  p.set_version(VERSION_CURRENT);
-  p.set_model("m.onnx");
-  p.mutable_shapes()->set_batch(2);
-  p.mutable_shapes()->set_seq(4);
-  p.mutable_shapes()->set_grad_accum(1);
-  p.mutable_shapes()->set_vocab(8);
-  p.set_compute_dtype(F32);
-  auto *dev = p.add_arenas();
-  dev->set_name("device");
-  dev->set_tier(DEVICE);
-  dev->set_size_bytes(256);
-  auto *host = p.add_arenas();
-  host->set_name("host");
-  host->set_tier(HOST);
-  host->set_size_bytes(512);
-  uint32_t master = addBuffer(p, "w", 1, 0, F32, {8, 4});
-  uint32_t grad = addBuffer(p, "w.grad", 1, 128, F32, {8, 4});
-  uint32_t m = addBuffer(p, "w.m", 1, 256, F32, {8, 4});
-  uint32_t v = addBuffer(p, "w.v", 1, 384, F32, {8, 4});
-  uint32_t wdev = addBuffer(p, "w.device", 0, 0, F32, {8, 4});
-  uint32_t ids = addBuffer(p, "ids", 0, 128, I64, {2, 4});
-  uint32_t loss = addBuffer(p, "loss", 0, 192, F32, {});
-  auto *prm = p.add_parameters();
-  prm->set_name("w");
-  prm->set_trainable(true);
-  p.add_data_dirs("../model");
-  prm->mutable_data()->set_file("w.safetensors");
-  prm->mutable_data()->set_offset(64);
-  prm->mutable_data()->set_length(128);
-  prm->mutable_data()->set_dtype(F32);
-  prm->set_master(master);
-  prm->set_grad(grad);
-  prm->set_exp_avg(m);
-  prm->set_exp_avg_sq(v);
-  auto *in = p.add_inputs();
-  in->set_name("input_ids");
-  in->set_role(TOKENS);
-  in->set_buffer(ids);
-  p.set_loss(loss);
-  auto *compute = p.add_streams();
-  compute->set_name("compute");
-  compute->set_kind(COMPUTE);
-  auto *h2d = p.add_streams();
-  h2d->set_name("h2d");
-  h2d->set_kind(HOST_TO_DEVICE);
-  auto *opt = p.add_streams();
-  opt->set_name("optimizer");
-  opt->set_kind(HOST_OPTIMIZER);
-  p.set_num_tokens(1);
-  auto *begin = p.add_phases();
-  begin->set_kind(STEP_BEGIN);
-  auto *copy = begin->add_ops();
-  copy->set_stream(1);
-  copy->set_kernel(COPY_TO_DEVICE);
-  copy->add_operands(master);
-  copy->add_results(wdev);
-  copy->add_signals(0);
-  auto *use = begin->add_ops();
-  use->set_stream(0);
-  use->set_kernel(FILL);
-  use->mutable_attrs()->mutable_fill();
-  use->add_results(loss);
-  use->add_waits(0);
-  auto *end = p.add_phases();
-  end->set_kind(STEP_END);
-  auto *step = end->add_ops();
-  step->set_stream(2);
-  step->set_kernel(ADAMW);
-  step->add_operands(grad);
-  step->add_results(master);
-  step->add_results(m);
-  step->add_results(v);
-  return p;
-}
 
 std::string tempPath(const std::string &name) {
   return ::testing::TempDir() + name;
@@ -666,103 +576,3 @@ TEST(PlanIo, FieldMutationsNeverCrashTheValidator) {
 }
 
 } // namespace
-
-namespace {
-/// Host memory for every buffer of a plan (the host ops under test).
-class HostBackend : public Backend {
-public:
-  explicit HostBackend(const Plan &p) : plan_(p), bytes_(p.buffers_size()) {
-    for (int b = 0; b < p.buffers_size(); ++b)
-      bytes_[b].resize(bufferBytes(p, uint32_t(b)) + 1);
-  }
-  Status allocate(const Plan &) override { return Status::ok(); }
-  Status run(const mt::plan::Op &, const StepConfig &) override {
-    return Status::ok();
-  }
-  Status write(uint32_t, const void *, size_t) override { return Status::ok(); }
-  Status read(uint32_t, void *, size_t) override { return Status::ok(); }
-  float *hostF32(uint32_t b) override {
-    return plan_.buffers(int(b)).dtype() == mt::plan::F32
-               ? reinterpret_cast<float *>(bytes_[b].data())
-               : nullptr;
-  }
-  void *ptr(uint32_t b) { return bytes_[b].data(); }
-  uint64_t diskStoredBytes() const override { return 0; }
-
-private:
-  const Plan &plan_;
-  std::vector<std::vector<char>> bytes_;
-};
-} // namespace
-
-TEST(HostOps, AdamWRefusesMomentsThatDoNotFitItsMaster) {
-  // The loader checks each parameter's buffers, but an ADAMW op may name
-  // others: an F32 moment smaller than the master (here the scalar loss
-  // for a [8, 4] master: 31 floats past its end), or a 4-bit moment without
-  // its scales, is refused before anything is written.
-  Plan p = validPlan();
-  ASSERT_TRUE(validatePlan(p, "p").isOk());
-  auto run = [&](const Plan &plan) {
-    HostBackend backend(plan);
-    const mt::plan::Op &op = plan.phases(1).ops(0);
-    return runHostOp(
-        plan, op, StepConfig{}, backend,
-        [&](uint32_t b) { return backend.ptr(b); }, 1);
-  };
-  EXPECT_TRUE(run(p).isOk()) << run(p).message();
-  Plan small = p;
-  small.mutable_phases(1)->mutable_ops(0)->set_results(1, 6);
-  ASSERT_TRUE(validatePlan(small, "p").isOk());
-  Status st = run(small);
-  ASSERT_FALSE(st.isOk());
-  EXPECT_NE(st.message().find("AdamW's moments must be"), std::string::npos)
-      << st.message();
-  Plan q4 = p;
-  for (int b : {2, 3}) {
-    q4.mutable_buffers(b)->set_dtype(mt::plan::U8);
-    q4.mutable_buffers(b)->clear_shape();
-    q4.mutable_buffers(b)->add_shape(16);
-  }
-  EXPECT_FALSE(run(q4).isOk());
-}
-
-TEST(HostOps, CopiesCastAsOnnxCasts) {
-  // Ids to floats and back (toward zero, NaN to 0, saturating), floats and
-  // ids to booleans (nonzero), booleans to floats; I8 is not a cast.
-  Plan p;
-  auto buffer = [&](mt::plan::DType t) {
-    auto *b = p.add_buffers();
-    b->set_dtype(t);
-    b->add_shape(5);
-    return uint32_t(p.buffers_size() - 1);
-  };
-  uint32_t f = buffer(mt::plan::F32), i = buffer(mt::plan::I64),
-           u = buffer(mt::plan::U8), q = buffer(mt::plan::I8);
-  std::vector<std::vector<char>> bytes(4, std::vector<char>(40));
-  auto ptr = [&](uint32_t b) -> void * { return bytes[b].data(); };
-  auto *fs = static_cast<float *>(ptr(f));
-  auto *is = static_cast<int64_t *>(ptr(i));
-  auto *us = static_cast<uint8_t *>(ptr(u));
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::copy_n(std::vector<float>{-2.75f, 0.0f, 3.5f, nan, 1e30f}.data(), 5, fs);
-  ASSERT_TRUE(hostCopy(p, f, i, ptr).isOk());
-  EXPECT_EQ(
-      std::vector<int64_t>(is, is + 5),
-      (std::vector<int64_t>{-2, 0, 3, 0, std::numeric_limits<int64_t>::max()}));
-  ASSERT_TRUE(hostCopy(p, f, u, ptr).isOk());
-  EXPECT_EQ(std::vector<uint8_t>(us, us + 5),
-            (std::vector<uint8_t>{1, 0, 1, 1, 1}));
-  ASSERT_TRUE(hostCopy(p, i, f, ptr).isOk());
-  EXPECT_EQ(std::vector<float>(fs, fs + 5),
-            (std::vector<float>{-2, 0, 3, 0, 9.2233720368547758e18f}));
-  ASSERT_TRUE(hostCopy(p, i, u, ptr).isOk());
-  EXPECT_EQ(std::vector<uint8_t>(us, us + 5),
-            (std::vector<uint8_t>{1, 0, 1, 0, 1}));
-  ASSERT_TRUE(hostCopy(p, u, f, ptr).isOk());
-  EXPECT_EQ(std::vector<float>(fs, fs + 5),
-            (std::vector<float>{1, 0, 1, 0, 1}));
-  Status st = hostCopy(p, f, q, ptr);
-  ASSERT_FALSE(st.isOk());
-  EXPECT_NE(st.message().find("cannot convert F32 to I8"), std::string::npos)
-      << st.message();
-}

@@ -22,6 +22,9 @@ BELOW = {
     "hal/cpu": {"exec", "plan", "cost", "optim", "comm", "base"},
     "hal/cuda": {"exec", "plan", "cost", "optim", "comm", "base"},
     "train": {"exec", "io", "plan", "cost", "optim", "comm", "base"},
+    # Which backends this build has: above both.
+    "hal": {"hal/cpu", "hal/cuda", "exec", "plan", "cost", "optim", "comm",
+            "base"},
 }
 # The layers below the engine see the kernels' shapes alone.
 SHAPES_ONLY = {"base", "plan", "io", "cost", "comm"}

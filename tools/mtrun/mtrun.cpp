@@ -6,8 +6,7 @@
 //         [--min-lr L] [--metrics FILE.jsonl] [--save DIR] [--threads T]
 #include "kernels/cpu/parallel.h"
 #include "runtime/exec/executor.h"
-#include "runtime/hal/cpu/cpu_backend.h"
-#include "runtime/hal/cuda/cuda_backend.h"
+#include "runtime/hal/backends.h"
 #include "runtime/io/token_data.h"
 #include "runtime/plan/plan_io.h"
 #include "runtime/train/calibrate.h"
@@ -146,23 +145,6 @@ Status readTestHold(PhaseMonitor &monitor) {
   return Status::ok();
 }
 
-/// Whether to run on the GPU for --device (auto: when one is usable); an
-/// error when cuda was asked for and cannot be had.
-Status useCuda(const std::string &device, bool &cuda) {
-  cuda = false;
-#ifdef MT_HAVE_CUDA
-  std::string why;
-  cuda = device != "cpu" && cudaDeviceUsable(&why);
-  if (device == "cuda" && !cuda)
-    return Status::error("--device cuda: " + why + "; use --device cpu");
-#else
-  if (device == "cuda")
-    return Status::error("this build has no CUDA backend (build with "
-                         "-DMT_ENABLE_CUDA=ON); use --device cpu");
-#endif
-  return Status::ok();
-}
-
 /// --calibrate: the rates of this machine into a target file (with
 /// `cuda`, the GPU's), and what was measured on stderr.
 Status calibrateTo(const std::string &path, int threads, bool cuda,
@@ -171,25 +153,7 @@ Status calibrateTo(const std::string &path, int threads, bool cuda,
   c.path = path;
   c.threads = threads;
   c.comm = comm;
-#ifdef MT_HAVE_CUDA
-  if (cuda)
-    c.device = [](mt::plan::Target &t, std::string &name) {
-      DeviceRates d;
-      if (Status st = measureCuda(d); !st)
-        return st;
-      t.set_gpu_memory_bytes(uint64_t(d.gpuMemoryBytes));
-      t.set_hbm_bytes_per_s(d.hbmBytesPerS);
-      t.set_matmul_flops_f32(d.f32Flops);
-      t.set_matmul_flops_bf16(d.bf16Flops);
-      t.set_h2d_bytes_per_s(d.h2dBytesPerS);
-      t.set_d2h_bytes_per_s(d.d2hBytesPerS);
-      t.set_duplex_bytes_per_s(d.duplexBytesPerS);
-      name = d.name;
-      return Status::ok();
-    };
-#else
-  (void)cuda;
-#endif
+  c.device = deviceMeasure(cuda);
   Calibration got;
   if (Status st = calibrate(c, got); !st)
     return st;
@@ -442,7 +406,7 @@ int main(int argc, char **argv) {
   gRanks = comm;
   bool leader = !comm || comm->rank() == 0;
   bool cuda = false;
-  if (Status st = useCuda(o.device, cuda); !st)
+  if (Status st = chooseDevice(o.device, cuda); !st)
     return fail(st.message());
   if (!o.calibrate.empty()) {
     if (Status st = calibrateTo(o.calibrate, o.threads, cuda, comm); !st)
@@ -529,13 +493,7 @@ int main(int argc, char **argv) {
     std::remove(probe.c_str());
   }
   std::string diskDir = o.disk.empty() ? plan.disk_dir() : o.disk;
-  std::unique_ptr<Backend> backend;
-#ifdef MT_HAVE_CUDA
-  if (cuda)
-    backend = makeCudaBackend(o.threads, diskDir);
-#endif
-  if (!backend)
-    backend = makeCpuBackend(o.threads, diskDir);
+  std::unique_ptr<Backend> backend = makeBackend(cuda, o.threads, diskDir);
   backend->joinRanks(comm);
   if (Status st = backend->allocate(plan); !st)
     return fail(st.message());

@@ -10,6 +10,7 @@
 // (mt::sched::buildBackendPipeline) on a copy of the training step.
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/Driver.h"
 #include "compiler/OnnxImporter.h"
 #include "compiler/PlanEmitter.h"
 #include "compiler/Planner.h"
@@ -39,14 +40,11 @@
 
 #include <sys/statvfs.h>
 
-#include <map>
-#include <mutex>
-
 using namespace llvm;
 
 namespace {
 
-enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
+using mt::driver::Emit;
 
 /// Where the diagnostics of the candidate this thread compiles go (its
 /// first error), or null outside a candidate.
@@ -422,171 +420,6 @@ void addCheckpointFiles(mt::plan::Plan &plan, StringRef beside) {
   }
 }
 
-/// The passes of `build` on `module` (timed under `timing`).
-template <typename Build>
-mlir::LogicalResult runPasses(mlir::ModuleOp module, mlir::TimingScope &timing,
-                              const Build &build) {
-  mlir::PassManager pm(module.getContext());
-  if (failed(mlir::applyPassManagerCLOptions(pm)))
-    return mlir::failure();
-  pm.enableTiming(timing);
-  build(pm);
-  return pm.run(module);
-}
-
-/// The model imported, folded and fused: the front end before the layers
-/// are outlined.
-mlir::OwningOpRef<mlir::ModuleOp> fuseModel(mlir::MLIRContext &context,
-                                            const mt::ImportOptions &options,
-                                            mlir::TimingScope &timing) {
-  mlir::OwningOpRef<mlir::ModuleOp> module;
-  {
-    mlir::TimingScope importTiming = timing.nest("Import");
-    module = mt::importOnnxModel(context, options);
-  }
-  if (!module || failed(runPasses(*module, timing, [](mlir::PassManager &pm) {
-        mt::train::buildFusionPipeline(pm, explainFusion, fuse == Fuse::All);
-      })))
-    return nullptr;
-  return module;
-}
-
-/// The rest of the front end on a copy of the fused model: its layers
-/// outlined but the last `keepLast` (none with -1), and the training step
-/// derived where `what` needs it.
-mlir::OwningOpRef<mlir::ModuleOp> outline(mlir::ModuleOp fused, Emit what,
-                                          int64_t keepLast,
-                                          mlir::TimingScope &timing) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = fused.clone();
-  bool step = what == Emit::Step || what == Emit::Sched || what == Emit::Plan;
-  if (failed(runPasses(*module, timing, [&](mlir::PassManager &pm) {
-        mt::train::buildOutlinePipeline(pm, keepLast);
-        if (step)
-          pm.addPass(mt::train::createDeriveTrainingStepPass());
-      })))
-    return nullptr;
-  return module;
-}
-
-/// The back end of one schedule on a copy of the training step. Unverified
-/// (neither the IR after each pass nor the schedule's races) for the
-/// planner's candidates: only the one it chooses is written, and that one
-/// is compiled again with both.
-mlir::OwningOpRef<mlir::ModuleOp> backEnd(mlir::ModuleOp step,
-                                          const Schedule &s, bool verify,
-                                          mlir::TimingScope &timing) {
-  mlir::OwningOpRef<mlir::ModuleOp> module = step.clone();
-  mlir::PassManager pm(step.getContext());
-  if (failed(mlir::applyPassManagerCLOptions(pm)))
-    return nullptr;
-  pm.enableVerifier(verify);
-  pm.enableTiming(timing);
-  mt::sched::BackendOptions o;
-  o.chunkHeadRows = chunkHeadRows.getValue();
-  o.chunkMlpRows = s.mlpChunk;
-  o.gradAccum = s.gradAccum;
-  o.computeDtype = computeDtype.getValue();
-  o.optimizerOverlap = s.overlap;
-  o.optimizerStates = optimizerStates.getValue();
-  o.weightLink =
-      s.fp32Link ? mt::sched::WeightLink::F32 : mt::sched::WeightLink::Compute;
-  o.layerMajor = s.layerMajor && s.gradAccum > 1;
-  o.ranks = s.ranks;
-  o.streamWeights = s.stream;
-  o.lookahead = s.lookahead;
-  o.residentBelow = parseSize(residentBelow);
-  o.offloadActivations = s.offload;
-  o.offloadFraction = s.offloadFraction;
-  o.momentsOnDisk = s.momentsOnDisk;
-  o.diskFormat = diskFormat.getValue();
-  o.verifySchedule = verify;
-  mt::sched::buildBackendPipeline(pm, o);
-  if (failed(pm.run(*module)))
-    return nullptr;
-  return module;
-}
-
-/// The front end's kept layers for a schedule: -1 keeps them all (none is
-/// outlined).
-int64_t keptOf(const Schedule &s) { return s.keep ? -1 : s.keepLast; }
-
-/// The front end's fusion of each micro-batch size once (importing and
-/// folding are most of a compile on a large model), its outlining once per
-/// count of kept layers, then each schedule's back end on a copy.
-class Compiler {
-public:
-  Compiler(mlir::MLIRContext &context, mlir::TimingScope &timing)
-      : context_(context), timing_(timing) {}
-
-  /// The training step of `options`' micro-batch size, with or without
-  /// recompute of its layers but the last `keepLast` (all with -1), or null
-  /// (said).
-  mlir::ModuleOp step(const mt::ImportOptions &options, int64_t keepLast) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto key = std::make_pair(options.batch, keepLast);
-    auto it = steps_.find(key);
-    if (it == steps_.end()) {
-      mlir::ModuleOp model = fused(options);
-      if (!model)
-        return nullptr;
-      mlir::OwningOpRef<mlir::ModuleOp> step =
-          outline(model, Emit::Step, keepLast, timing_);
-      if (!step)
-        return nullptr; // not kept: the next try says it again
-      it = steps_.emplace(key, std::move(step)).first;
-    }
-    return *it->second;
-  }
-
-  mlir::OwningOpRef<mlir::ModuleOp> compile(const mt::ImportOptions &options,
-                                            Emit what, const Schedule &s,
-                                            bool verify = true) {
-    if (what == Emit::Import) {
-      mlir::TimingScope importTiming = timing_.nest("Import");
-      return mt::importOnnxModel(context_, options);
-    }
-    if (what != Emit::Step && what != Emit::Sched && what != Emit::Plan) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      mlir::ModuleOp model = fused(options);
-      if (!model)
-        return nullptr;
-      return outline(model, what, keptOf(s), timing_);
-    }
-    mlir::ModuleOp trainStep = step(options, keptOf(s));
-    if (!trainStep)
-      return nullptr;
-    if (what == Emit::Step)
-      return trainStep.clone();
-    return backEnd(trainStep, s, verify, timing_);
-  }
-
-private:
-  /// The fused model of `options`' micro-batch size, or null (said); with
-  /// the mutex held.
-  mlir::ModuleOp fused(const mt::ImportOptions &options) {
-    auto it = fused_.find(options.batch);
-    if (it == fused_.end()) {
-      mlir::OwningOpRef<mlir::ModuleOp> model =
-          fuseModel(context_, options, timing_);
-      if (!model)
-        return nullptr;
-      it = fused_.emplace(options.batch, std::move(model)).first;
-    }
-    return *it->second;
-  }
-
-  mlir::MLIRContext &context_;
-  mlir::TimingScope &timing_;
-  /// Guards the maps: the planner's threads compile at once. Each entry,
-  /// once made, is only read.
-  std::mutex mutex_;
-  /// By micro-batch size.
-  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> fused_;
-  /// By micro-batch size and kept layers (-1: all).
-  std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
-      steps_;
-};
-
 /// The flags, or the target's memories (pinned: a quarter of the host's;
 /// disk: the free space of --disk).
 bool readBudgets(const mt::plan::Target &t, mt::planner::Budgets &b) {
@@ -772,7 +605,15 @@ int main(int argc, char **argv) {
   chosen.momentsOnDisk = momentsHome == "disk";
   chosen.ranks = ranks;
   chosen.mlpChunk = chunkMlpRows == "auto" ? 0 : std::stoll(chunkMlpRows);
-  Compiler compiler(context, timing);
+  mt::driver::Options driverOptions;
+  driverOptions.explainFusion = explainFusion;
+  driverOptions.fusePatterns = fuse == Fuse::All;
+  driverOptions.chunkHeadRows = chunkHeadRows;
+  driverOptions.computeDtype = computeDtype;
+  driverOptions.optimizerStates = optimizerStates;
+  driverOptions.residentBelow = parseSize(residentBelow);
+  driverOptions.diskFormat = diskFormat;
+  mt::driver::Driver compiler(context, timing, driverOptions);
   // The module of `s` (or the summary) to -o.
   auto printModule = [&](const mt::ImportOptions &o, const Schedule &s) {
     mlir::OwningOpRef<mlir::ModuleOp> module = compiler.compile(o, what, s);
@@ -872,7 +713,7 @@ int main(int argc, char **argv) {
   c.diskGiven = !diskDir.empty();
   // The model itself must compile (with the user's batch): its errors are
   // reported as such, not as refused candidates.
-  mlir::ModuleOp userStep = compiler.step(options, keptOf(chosen));
+  mlir::ModuleOp userStep = compiler.step(options, mt::driver::keptOf(chosen));
   if (!userStep)
     return 1;
   c.layers = mt::planner::layerCount(userStep);

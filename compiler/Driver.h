@@ -1,0 +1,91 @@
+//===- Driver.h - one model through the pipelines, cached -----------------===//
+//
+// The compile driver behind mtc: the front end of each micro-batch size
+// once (importing and folding are most of a compile on a large model), its
+// outlining and training step once per count of kept layers, then each
+// schedule's back end on a copy of that step. The planner's threads
+// compile candidates at once through one Driver.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MT_COMPILER_DRIVER_H
+#define MT_COMPILER_DRIVER_H
+
+#include "compiler/OnnxImporter.h"
+#include "compiler/Planner.h"
+#include "dialects/Sched/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/Timing.h"
+
+#include <map>
+#include <mutex>
+
+namespace mt::driver {
+
+/// What to compile to (mtc --emit).
+enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
+
+/// The user's choices that hold for every schedule.
+struct Options {
+  bool explainFusion = false;
+  bool fusePatterns = true; ///< mtc --fuse all (else one-to-one only)
+  int64_t chunkHeadRows = 4096;
+  mt::sched::ComputeDtype computeDtype = mt::sched::ComputeDtype::F32;
+  mt::sched::MomentFormat optimizerStates = mt::sched::MomentFormat::F32;
+  int64_t residentBelow = int64_t(1) << 20; ///< bytes
+  mt::sched::DiskFormat diskFormat = mt::sched::DiskFormat::Raw;
+};
+
+/// The back end's options for one schedule: the one translation of a
+/// planner::Schedule into the pipeline's (BackendOptions, being pass
+/// options, is filled in place: it cannot be copied).
+void setBackendOptions(mt::sched::BackendOptions &b, const planner::Schedule &s,
+                       const Options &o, bool verify);
+
+/// The front end's kept layers for a schedule: -1 keeps them all (none is
+/// outlined).
+inline int64_t keptOf(const planner::Schedule &s) {
+  return s.keep ? -1 : s.keepLast;
+}
+
+class Driver {
+public:
+  Driver(mlir::MLIRContext &context, mlir::TimingScope &timing, Options options)
+      : context_(context), timing_(timing), options_(options) {}
+
+  /// The training step of `import`'s micro-batch size, with the layers but
+  /// the last `keepLast` (all with -1) outlined for recompute, or null
+  /// (the error said).
+  mlir::ModuleOp step(const ImportOptions &import, int64_t keepLast);
+
+  /// `what` for schedule `s` (a new module), or null (said). Unverified
+  /// (neither the IR after each pass nor the schedule's races) unless
+  /// `verify`: the planner's candidates are not, the one written is.
+  mlir::OwningOpRef<mlir::ModuleOp> compile(const ImportOptions &import,
+                                            Emit what,
+                                            const planner::Schedule &s,
+                                            bool verify = true);
+
+private:
+  /// The fused model of `import`'s micro-batch size, or null (said); with
+  /// the mutex held.
+  mlir::ModuleOp fused(const ImportOptions &import);
+
+  mlir::MLIRContext &context_;
+  mlir::TimingScope &timing_;
+  Options options_;
+  /// Guards the maps: the planner's threads compile at once. Each entry,
+  /// once made, is only read.
+  std::mutex mutex_;
+  /// By micro-batch size.
+  std::map<int64_t, mlir::OwningOpRef<mlir::ModuleOp>> fused_;
+  /// By micro-batch size and kept layers (-1: all).
+  std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
+      steps_;
+};
+
+} // namespace mt::driver
+
+#endif // MT_COMPILER_DRIVER_H

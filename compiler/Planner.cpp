@@ -883,8 +883,8 @@ void explain(const Candidate &chosen, const Budgets &budgets,
 
 void printCandidateHeader(llvm::raw_ostream &os) {
   os << "micro-batch x accum  order  streamed  offloaded  optimizer     "
-        "recompute  link     moments      device      pinned   host (all)  "
-        "  s/step   tokens/s  fits\n";
+        "recompute  link     moments  mlp chunk      device      pinned   "
+        "host (all)    s/step   tokens/s  fits\n";
 }
 
 void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
@@ -894,13 +894,15 @@ void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
       s.offload ? llvm::formatv("{0}", s.offloadFraction).str() : "no";
   os << llvm::formatv(
       "{0,5} x {1,-11}  {2,-5}  {3,-8}  {4,-9}  {5,-12}  {6,-9}  {7,-7}  "
-      "{8,-7}  {9,10}  {10,10}  {11,10}  {12,8:F3}  {13,9:F0}  {14}\n",
+      "{8,-7}  {9,-9}  {10,10}  {11,10}  {12,10}  {13,8:F3}  {14,9:F0}  "
+      "{15}\n",
       c.rows, s.gradAccum, s.layerMajor ? "layer" : "mb",
       s.stream ? "yes" : "no", offload, overlapName(s.overlap),
       s.keep           ? "none"
       : s.keepLast > 0 ? "keep " + std::to_string(s.keepLast)
                        : "layers",
       s.fp32Link ? "fp32" : "compute", s.momentsOnDisk ? "disk" : "host",
+      s.mlpChunk > 0 ? std::to_string(s.mlpChunk) : "whole",
       gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
       c.prediction.stepSeconds, c.tokensPerSecond(), c.fits ? "yes" : "no");
 }

@@ -20,6 +20,12 @@ struct ChunkHead : public mt::train::impl::ChunkHeadPassBase<ChunkHead> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (chunkRows <= 0) {
+      getOperation().emitError("mt-chunk-head: chunk-rows must be at least "
+                               "1, got ")
+          << int64_t(chunkRows);
+      return signalPassFailure();
+    }
     auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
     if (!step)
       return;

@@ -50,6 +50,12 @@ struct ChunkMlp : public mt::train::impl::ChunkMlpPassBase<ChunkMlp> {
   using Base::Base;
 
   void runOnOperation() override {
+    if (chunkRows <= 0) {
+      getOperation().emitError("mt-chunk-mlp: chunk-rows must be at least 1, "
+                               "got ")
+          << int64_t(chunkRows);
+      return signalPassFailure();
+    }
     SmallVector<GatedActivationOp> acts;
     getOperation().walk([&](GatedActivationOp a) { acts.push_back(a); });
     for (GatedActivationOp a : acts)

@@ -390,6 +390,46 @@ using mt::planner::Schedule;
 /// weights, or the model when its initializers are the weights), for every
 /// checkpoint folder (where from_pretrained looks for them); one larger
 /// than a configuration can be is left out, said.
+/// A flag that is `auto` or a number from `min` to `max`: its value, unset
+/// for auto; false (said, naming the flag and what it takes) for anything
+/// else. One parse for every "auto or N" flag.
+template <typename T>
+bool parseAutoOr(const cl::opt<std::string> &flag, T min, T max, StringRef what,
+                 std::optional<T> &value) {
+  StringRef text = flag.getValue();
+  value.reset();
+  if (text == "auto")
+    return true;
+  T parsed{};
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    char *end = nullptr;
+    std::string copy = text.str();
+    parsed = T(std::strtod(copy.c_str(), &end));
+    ok = !copy.empty() && *end == 0 && parsed >= min && parsed <= max;
+  } else {
+    // Digits alone: no sign, no space, nothing after.
+    ok = !text.empty() && text.size() <= 18 &&
+         llvm::all_of(text, [](char c) { return c >= '0' && c <= '9'; }) &&
+         !text.getAsInteger(10, parsed) && parsed >= min && parsed <= max;
+  }
+  if (!ok) {
+    // Bounds as a person writes them: 0 and 1, 999999.
+    auto bound = [](T v) -> std::string {
+      if constexpr (std::is_floating_point_v<T>)
+        return llvm::formatv("{0}", llvm::format("%g", double(v))).str();
+      else
+        return std::to_string(v);
+    };
+    errs() << "mtc: error: --" << flag.ArgStr << " must be auto or " << what
+           << " from " << bound(min) << " to " << bound(max) << ", got '"
+           << text << "'\n";
+    return false;
+  }
+  value = parsed;
+  return true;
+}
+
 void addCheckpointFiles(mt::plan::Plan &plan, StringRef beside) {
   constexpr uint64_t kMaxConfigBytes = 1 << 20;
   SmallString<256> dir(beside);
@@ -524,25 +564,16 @@ int main(int argc, char **argv) {
               "--recompute layers\n";
     return 1;
   }
-  if (lookahead != "auto" &&
-      (lookahead.empty() ||
-       !std::all_of(lookahead.begin(), lookahead.end(), ::isdigit) ||
-       lookahead.size() > 6 || std::stoll(lookahead) < 1)) {
-    errs() << "mtc: error: --lookahead must be auto or a number of weights "
-              "from 1 to 999999, got '"
-           << lookahead << "'\n";
+  std::optional<int64_t> lookaheadGiven, mlpChunkGiven;
+  std::optional<double> fractionGiven;
+  if (!parseAutoOr<int64_t>(lookahead, 1, 999999, "a number of weights",
+                            lookaheadGiven) ||
+      !parseAutoOr<double>(offloadFraction, 0.0, 1.0, "a number",
+                           fractionGiven) ||
+      !parseAutoOr<int64_t>(chunkMlpRows, 0, kMaxDim,
+                            "a count of tokens (0: in one piece)",
+                            mlpChunkGiven))
     return 1;
-  }
-  if (offloadFraction != "auto") {
-    char *end = nullptr;
-    double f = std::strtod(offloadFraction.c_str(), &end);
-    if (offloadFraction.empty() || *end || !(f >= 0 && f <= 1)) {
-      errs() << "mtc: error: --offload-fraction must be auto or a number from "
-                "0 to 1, got '"
-             << offloadFraction << "'\n";
-      return 1;
-    }
-  }
   if (parseSize(residentBelow) < 0) {
     errs() << "mtc: error: --resident-below '" << residentBelow
            << "' is not a size (e.g. 1MiB)\n";
@@ -551,15 +582,6 @@ int main(int argc, char **argv) {
   if (chunkHeadRows < 0 || chunkHeadRows > kMaxDim) {
     errs() << "mtc: error: --chunk-head-rows must be from 0 (one piece) to "
            << kMaxDim << ", got " << int64_t(chunkHeadRows) << "\n";
-    return 1;
-  }
-  if (chunkMlpRows != "auto" &&
-      (chunkMlpRows.empty() || chunkMlpRows.size() > 9 ||
-       !std::all_of(chunkMlpRows.begin(), chunkMlpRows.end(), ::isdigit) ||
-       std::stoll(chunkMlpRows) > kMaxDim)) {
-    errs() << "mtc: error: --chunk-mlp-rows must be auto, 0 (in one piece) "
-              "or a count of tokens up to "
-           << kMaxDim << ", got '" << chunkMlpRows << "'\n";
     return 1;
   }
   // Counts of tokens and micro-batches: given, they are at least 1, and
@@ -599,12 +621,11 @@ int main(int argc, char **argv) {
   chosen.keepLast = keepLayers;
   chosen.fp32Link = weightLink == mt::sched::WeightLink::F32;
   chosen.layerMajor = microBatchOrder == Order::Layer;
-  chosen.offloadFraction =
-      offloadFraction == "auto" ? 1.0 : std::stod(offloadFraction);
-  chosen.lookahead = lookahead == "auto" ? 8 : std::stoll(lookahead);
+  chosen.offloadFraction = fractionGiven.value_or(1.0);
+  chosen.lookahead = lookaheadGiven.value_or(8);
   chosen.momentsOnDisk = momentsHome == "disk";
   chosen.ranks = ranks;
-  chosen.mlpChunk = chunkMlpRows == "auto" ? 0 : std::stoll(chunkMlpRows);
+  chosen.mlpChunk = mlpChunkGiven.value_or(0);
   mt::driver::Options driverOptions;
   driverOptions.explainFusion = explainFusion;
   driverOptions.fusePatterns = fuse == Fuse::All;
@@ -690,7 +711,7 @@ int main(int argc, char **argv) {
     c.stream = chosen.stream;
   if (given(offloadActivations))
     c.offload = chosen.offload;
-  if (offloadFraction != "auto" && given(offloadFraction))
+  if (fractionGiven)
     c.offloadFraction = chosen.offloadFraction;
   if (given(optimizerOverlap))
     c.overlap = chosen.overlap;
@@ -706,8 +727,8 @@ int main(int argc, char **argv) {
     c.layerMajor = chosen.layerMajor;
   if (momentsHome != "auto")
     c.momentsOnDisk = chosen.momentsOnDisk;
-  c.lookaheads = lookahead == "auto" ? std::vector<int64_t>{2, 4, 8, 16, 32}
-                                     : std::vector<int64_t>{chosen.lookahead};
+  c.lookaheads = lookaheadGiven ? std::vector<int64_t>{chosen.lookahead}
+                                : std::vector<int64_t>{2, 4, 8, 16, 32};
   c.clipping = clipping;
   c.bf16 = computeDtype == mt::sched::ComputeDtype::BF16;
   c.diskGiven = !diskDir.empty();
@@ -728,7 +749,7 @@ int main(int argc, char **argv) {
       errs() << "mtc: note: the model fixes the batch at " << **fixed
              << ", so it is not split into micro-batches\n";
   }
-  if (chunkMlpRows == "auto")
+  if (!mlpChunkGiven)
     c.mlpChunk = mt::planner::mlpChunkFor(userStep);
   mt::planner::ModelSize size = mt::planner::modelSize(userStep);
   size.momentBytes = mt::planner::momentBytesPerElement(optimizerStates);

@@ -58,7 +58,9 @@ struct ChunkMlp : public mt::train::impl::ChunkMlpPassBase<ChunkMlp> {
     }
     SmallVector<GatedActivationOp> acts;
     getOperation().walk([&](GatedActivationOp a) { acts.push_back(a); });
-    for (GatedActivationOp a : acts)
+    // Last first: a rewrite erases only its own ops and what is dead after
+    // them, never an activation still to visit.
+    for (GatedActivationOp a : llvm::reverse(acts))
       if (std::optional<Mlp> mlp = match(a))
         rewrite(*mlp);
   }

@@ -4,11 +4,11 @@ import dataclasses
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 
 from . import config as _config
 
@@ -205,7 +205,7 @@ class Trainer:
                  "--beta2", repr(float(h["adam_beta2"])),
                  "--eps", repr(float(h["adam_epsilon"])),
                  "--weight-decay", repr(float(h["weight_decay"])),
-                 "--grad-clip", repr(clip), "--metrics", metrics,
+                 "--grad-clip", repr(clip), "--metrics", "-",
                  "--save", out, "--keep", str(h["save_total_limit"] or 0)]
         if h["save_strategy"] == "steps" and h["save_steps"]:
             mtrun += ["--save-every", str(int(h["save_steps"]))]
@@ -214,7 +214,8 @@ class Trainer:
                 else str(resume_from_checkpoint)
             mtrun += ["--resume", where]
         mtrun += self.config.mtrun_flags()
-        self._train(mtrun, steps)
+        with open(metrics, "a" if resume_from_checkpoint else "w") as log:
+            self._train(mtrun, steps, log)
         step = self._load_back(out, torch)
         losses = [json.loads(line) for line in open(metrics)]
         mean = sum(m["loss"] for m in losses) / len(losses) if losses else 0.0
@@ -315,40 +316,52 @@ class Trainer:
             if "LOSSY" in line or "warning" in line:
                 print(line, file=sys.stderr)
 
-    def _train(self, command, steps):
-        """mtrun with a progress bar from its step lines and its own lines
-        passed on; Ctrl-C asks it to stop after the step (it saves a
-        checkpoint), a second Ctrl-C at once."""
+    def _train(self, command, steps, log):
+        """mtrun with a progress bar from its metrics lines (on its stdout,
+        copied to `log`) and its own lines passed on; Ctrl-C asks it to stop
+        after the step (it saves a checkpoint), a second Ctrl-C at once."""
         # In a session of its own: a terminal's Ctrl-C reaches this process
         # alone, which passes exactly one SIGINT on.
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
         other = []
-        pattern = re.compile(r"^step (\d+)/(\d+)\s+loss (\S+)")
-        interrupted = False
-        try:
+
+        def relay():
             for line in proc.stderr:
-                m = pattern.match(line)
-                if m:
-                    done, loss = int(m.group(1)), m.group(3)
-                    bar = "#" * (30 * done // steps)
-                    print(f"\rmt: [{bar:<30}] step {done}/{steps} loss {loss}",
-                          end="", file=sys.stderr, flush=True)
-                    continue
+                if line.startswith("step "):
+                    continue  # the progress line: the bar shows it
                 other.append(line.rstrip())
                 if line.startswith("mtrun:"):
                     print("\n" + line.rstrip(), file=sys.stderr)
+
+        def copy():
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                m = json.loads(line)
+                done, loss = int(m["step"]), m["loss"]
+                bar = "#" * (30 * done // steps)
+                shown = "nan" if loss is None else f"{loss:.4f}"
+                print(f"\rmt: [{bar:<30}] step {done}/{steps} loss {shown}",
+                      end="", file=sys.stderr, flush=True)
             proc.wait()
+
+        relaying = threading.Thread(target=relay, daemon=True)
+        relaying.start()
+        interrupted = False
+        try:
+            copy()
         except KeyboardInterrupt:
             interrupted = True
             proc.send_signal(signal.SIGINT)
             while True:
-                try:
-                    proc.wait()
+                try:  # the stopped step's line too
+                    copy()
                     break
                 except KeyboardInterrupt:  # again: stop at once
                     proc.send_signal(signal.SIGINT)
+        relaying.join()
         print(file=sys.stderr)
         if interrupted or proc.returncode in (130, 143):
             raise KeyboardInterrupt(

@@ -155,4 +155,40 @@ Status calibrate(const CalibrateOptions &o, Calibration &out) {
   return Status::ok();
 }
 
+std::vector<std::string> describe(const CalibrateOptions &options,
+                                  const Calibration &got) {
+  const plan::Target &t = got.target;
+  std::vector<std::string> lines;
+  if (!got.written)
+    return lines;
+  char line[400];
+  if (options.device) {
+    std::snprintf(line, sizeof line,
+                  "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
+                  "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
+                  "TFLOP/s",
+                  got.deviceName.c_str(), t.h2d_bytes_per_s() / 1e9,
+                  t.d2h_bytes_per_s() / 1e9, t.duplex_bytes_per_s() / 1e9,
+                  t.hbm_bytes_per_s() / 1e9, t.matmul_flops_bf16() / 1e12,
+                  t.matmul_flops_f32() / 1e12);
+    lines.push_back(line);
+  }
+  if (options.comm) {
+    std::snprintf(line, sizeof line,
+                  "calibrated the network between ranks 0 and 1 of %d: %.2f "
+                  "GB/s, %.1f us latency",
+                  options.comm->size(), t.network_bytes_per_s() / 1e9,
+                  t.network_latency_s() * 1e6);
+    lines.push_back(line);
+  }
+  std::snprintf(line, sizeof line,
+                "calibrated: copy %.2f GB/s, matmul %.2f GFLOP/s, AdamW %.3g "
+                "params/s, disk write %.2f / read %.2f GB/s -> %s",
+                t.host_bytes_per_s() / 1e9, got.hostMatmulFlops / 1e9,
+                t.optimizer_params_per_s(), t.disk_write_bytes_per_s() / 1e9,
+                t.disk_read_bytes_per_s() / 1e9, options.path.c_str());
+  lines.push_back(line);
+  return lines;
+}
+
 } // namespace mt::runtime

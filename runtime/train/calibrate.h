@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace mt::runtime {
 
@@ -44,6 +45,12 @@ struct Calibration {
 /// the mean of 1000) and the bandwidth of a 64 MiB one (half a round trip,
 /// the best of 5).
 Status calibrate(const CalibrateOptions &options, Calibration &out);
+
+/// What `got` measured, a line for each of the device (when measured), the
+/// network (with ranks) and the host, as mtrun --calibrate reports it;
+/// none on ranks that wrote nothing.
+std::vector<std::string> describe(const CalibrateOptions &options,
+                                  const Calibration &got);
 
 } // namespace mt::runtime
 

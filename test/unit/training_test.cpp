@@ -4,6 +4,7 @@
 // the one process's numbers and weights.
 #include "runtime/hal/cpu/cpu_backend.h"
 #include "runtime/train/training.h"
+#include "test/unit/tiny_plan.h"
 
 #include "runtime/plan/plan_io.h"
 
@@ -21,6 +22,8 @@
 namespace {
 
 using namespace mt::runtime;
+using mt::test::tinyPlan;
+using mt::test::tokenFile;
 namespace pb = mt::plan;
 
 TEST(Training, LearningRateWarmsUpThenHoldsOrDecays) {
@@ -147,136 +150,6 @@ private:
   std::vector<std::vector<char>> slots_;
   Barrier sync_;
 };
-
-/// A step's worth of a tiny model: an embedding table [4, 2] whose
-/// gradient counts each micro-batch's tokens (dy = 1), a loss the phase
-/// fills with `loss`; accumulated on the host and updated after the
-/// backward. With `ranks` > 1, the table's state is rank 1's and its
-/// accumulation a reduction to it, as mt-shard-state plans it.
-pb::Plan tinyPlan(int64_t gradAccum, uint32_t ranks, float loss) {
-  pb::Plan p;
-  p.set_version(pb::VERSION_CURRENT);
-  auto *s = p.mutable_shapes();
-  s->set_batch(1);
-  s->set_seq(2);
-  s->set_grad_accum(gradAccum);
-  s->set_vocab(4);
-  p.set_compute_dtype(pb::F32);
-  p.set_optimizer_overlap(pb::AFTER);
-  if (ranks > 1)
-    p.set_ranks(ranks);
-  auto arena = [&](const char *name, pb::Tier tier, int64_t rank) {
-    auto *a = p.add_arenas();
-    a->set_name(name);
-    a->set_tier(tier);
-    a->set_size_bytes(1024);
-    if (rank >= 0)
-      a->set_rank(uint32_t(rank));
-    return uint32_t(p.arenas_size() - 1);
-  };
-  uint32_t shared = arena("host", pb::HOST, -1);
-  uint32_t owned = ranks > 1 ? arena("host_rank1", pb::HOST, 1) : shared;
-  uint64_t offsets[8] = {};
-  auto buffer = [&](const char *name, uint32_t in, pb::DType d,
-                    std::vector<int64_t> shape) {
-    auto *b = p.add_buffers();
-    b->set_name(name);
-    b->set_arena(in);
-    b->set_dtype(d);
-    b->set_offset(offsets[in]);
-    offsets[in] += 64;
-    for (int64_t n : shape)
-      b->add_shape(n);
-    return uint32_t(p.buffers_size() - 1);
-  };
-  uint32_t lossBuf = buffer("loss", shared, pb::F32, {});
-  uint32_t ids = buffer("ids", shared, pb::I64, {1, 2});
-  uint32_t dy = buffer("dy", shared, pb::F32, {1, 2, 2});
-  uint32_t staging = buffer("table.grad.staging", shared, pb::F32, {4, 2});
-  uint32_t master = buffer("table", shared, pb::F32, {4, 2});
-  uint32_t grad = buffer("table.grad", owned, pb::F32, {4, 2});
-  uint32_t m = buffer("table.exp_avg", owned, pb::F32, {4, 2});
-  uint32_t v = buffer("table.exp_avg_sq", owned, pb::F32, {4, 2});
-  p.set_loss(lossBuf);
-  auto *in = p.add_inputs();
-  in->set_name("input_ids");
-  in->set_role(pb::TOKENS);
-  in->set_buffer(ids);
-  auto *prm = p.add_parameters();
-  prm->set_name("table");
-  prm->set_trainable(true);
-  prm->set_master(master);
-  prm->set_grad(grad);
-  prm->set_exp_avg(m);
-  prm->set_exp_avg_sq(v);
-  for (auto [name, kind] : {std::pair{"compute", pb::COMPUTE},
-                            {"optimizer", pb::HOST_OPTIMIZER},
-                            {"network", pb::NETWORK}})
-    if (kind != pb::NETWORK || ranks > 1) {
-      auto *st = p.add_streams();
-      st->set_name(name);
-      st->set_kind(kind);
-    }
-  constexpr uint32_t kCompute = 0, kOptimizer = 1, kNetwork = 2;
-  auto op = [&](pb::Phase *ph, uint32_t stream, pb::Kernel k,
-                std::vector<uint32_t> ins, std::vector<uint32_t> outs) {
-    auto *o = ph->add_ops();
-    o->set_stream(stream);
-    o->set_kernel(k);
-    for (uint32_t b : ins)
-      o->add_operands(b);
-    for (uint32_t b : outs)
-      o->add_results(b);
-    if (ranks > 1 && (k == pb::FILL || k == pb::ADAMW) &&
-        (outs[0] == grad || outs[0] == master))
-      o->set_rank(1);
-    return o;
-  };
-  auto *begin = p.add_phases();
-  begin->set_kind(pb::STEP_BEGIN);
-  op(begin, kOptimizer, pb::FILL, {}, {grad})->mutable_attrs()->mutable_fill();
-  auto *micro = p.add_phases();
-  micro->set_kind(pb::MICRO_BATCH);
-  op(micro, kCompute, pb::FILL, {}, {lossBuf})
-      ->mutable_attrs()
-      ->mutable_fill()
-      ->set_value(loss);
-  op(micro, kCompute, pb::FILL, {}, {dy})
-      ->mutable_attrs()
-      ->mutable_fill()
-      ->set_value(1.0);
-  op(micro, kCompute, pb::EMBEDDING_GRAD, {dy, ids}, {staging})->add_signals(0);
-  if (ranks > 1) {
-    auto *r = op(micro, kNetwork, pb::REDUCE_TO_OWNER, {staging}, {grad});
-    r->mutable_attrs()->mutable_owner()->set_owner(1);
-    r->add_waits(0);
-  } else {
-    op(micro, kOptimizer, pb::ACCUMULATE, {staging}, {grad})->add_waits(0);
-  }
-  auto *end = p.add_phases();
-  end->set_kind(pb::STEP_END);
-  op(end, kOptimizer, pb::ADAMW, {grad}, {master, m, v})->add_signals(0);
-  if (ranks > 1) {
-    auto *b = op(end, kNetwork, pb::BROADCAST, {master}, {master});
-    b->mutable_attrs()->mutable_owner()->set_owner(1);
-    b->add_waits(0);
-  }
-  p.set_num_tokens(1);
-  return p;
-}
-
-/// Tokens 0 1 2 3 3 2 1 0 ... (u16), in a temporary file.
-std::string tokenFile() {
-  char path[] = "/tmp/mt-training-XXXXXX";
-  int fd = mkstemp(path);
-  close(fd);
-  std::ofstream out(path, std::ios::binary);
-  for (int i = 0; i < 64; ++i) {
-    uint16_t t = uint16_t(i % 8 < 4 ? i % 4 : 3 - i % 4);
-    out.write(reinterpret_cast<const char *>(&t), 2);
-  }
-  return path;
-}
 
 struct Trained {
   std::vector<StepResult> steps;

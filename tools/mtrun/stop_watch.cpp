@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <pthread.h>
+#include <string>
 
 namespace mt::mtrun {
 
@@ -85,6 +86,26 @@ void StopWatch::watch() {
       std::_Exit(128 + first);
     }
   }
+}
+
+runtime::Status readTestHold(runtime::PhaseMonitor &monitor) {
+  const char *text = std::getenv("MT_TEST_HOLD");
+  if (!text)
+    return runtime::Status::ok();
+  long long step = 0;
+  int op = 0, used = 0;
+  char mode[16] = "";
+  int n = std::sscanf(text, "%lld:%d%n:%15s", &step, &op, &used, mode);
+  bool forever = n == 3 && std::string(mode) == "forever";
+  if (n < 2 || step < 1 || op < 0 || (n == 2 && text[used]) ||
+      (n == 3 && !forever))
+    return runtime::Status::error("MT_TEST_HOLD='" + std::string(text) +
+                                  "': expected STEP:OP or STEP:OP:forever");
+  monitor.hold(step, op, forever, [=] {
+    std::fprintf(stderr, "mtrun: MT_TEST_HOLD: op %d of step %lld waits %s\n",
+                 op, step, forever ? "forever" : "for a stop signal");
+  });
+  return runtime::Status::ok();
 }
 
 } // namespace mt::mtrun

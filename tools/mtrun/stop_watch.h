@@ -59,6 +59,12 @@ private:
   std::thread thread_;
 };
 
+/// MT_TEST_HOLD=STEP:OP[:forever], a test hook: op OP of step STEP's first
+/// micro-batch waits until the run is asked to stop (or forever), so that
+/// tests of signals do not depend on how long a step takes. mtrun says so on
+/// stderr when the op is held (a test signals after reading it).
+runtime::Status readTestHold(runtime::PhaseMonitor &monitor);
+
 } // namespace mt::mtrun
 
 #endif // MT_TOOLS_MTRUN_STOP_WATCH_H

@@ -21,6 +21,8 @@
 
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 
 namespace mt::driver {
 
@@ -34,7 +36,8 @@ struct Options {
   int64_t chunkHeadRows = 4096;
   mt::sched::ComputeDtype computeDtype = mt::sched::ComputeDtype::F32;
   mt::sched::MomentFormat optimizerStates = mt::sched::MomentFormat::F32;
-  int64_t residentBelow = int64_t(1) << 20; ///< bytes
+  /// Bytes (mtc --resident-below); unset: the back end's default.
+  std::optional<int64_t> residentBelow;
   mt::sched::DiskFormat diskFormat = mt::sched::DiskFormat::Raw;
 };
 
@@ -85,6 +88,35 @@ private:
   std::map<std::pair<int64_t, int64_t>, mlir::OwningOpRef<mlir::ModuleOp>>
       steps_;
 };
+
+/// Everything mtc is asked, typed and checked (compiler/Flags.h reads it
+/// from mtc's flags).
+struct Request {
+  ImportOptions import; ///< the model, its weights, batch and seq
+  std::string outputPath = "-";
+  Emit emit = Emit::Summary;
+  Options options;
+  /// The schedule the flags describe (their defaults for the rest): the
+  /// step --emit=step shows, and the base the planner searches around.
+  planner::Schedule chosen;
+  /// Every planning flag given, as a constraint; what the model decides
+  /// (its layers, whether its batch splits, its MLP chunk) is filled in
+  /// when it has compiled.
+  planner::Constraints constraints;
+  bool gradAccumGiven = false, mlpChunkGiven = false;
+  std::string target = "cpu"; ///< a built-in name or a target file
+  /// Budgets given (bytes); the others are the target's (pinned: a
+  /// quarter of the host's; disk: the free space of diskDir).
+  std::optional<int64_t> deviceBytes, hostBytes, pinnedBytes, diskBytes;
+  std::string diskDir;
+  bool suggest = false, explain = false;
+  unsigned jobs = 0; ///< candidates compiled at once (0: a thread each)
+};
+
+/// What `r` asks: the module of `r.emit` to `r.outputPath`, or the plan
+/// the planner chose for the budgets (with --suggest and --explain, what
+/// it compiled and why on stdout). Failure has been said.
+mlir::LogicalResult compile(mlir::MLIRContext &context, const Request &r);
 
 } // namespace mt::driver
 

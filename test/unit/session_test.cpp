@@ -173,8 +173,7 @@ TEST_F(SessionTest, OpenRefusesWhatCannotRunBeforeAllocating) {
   refused("missing.mtp");
 }
 
-TEST(SessionOptionsTest, EveryRangeIsNamedByItsFlag) {
-  SessionOptions o;
+TEST_F(SessionTest, CheckOptionsNamesEveryRangeByItsFlag) {
   EXPECT_TRUE(checkOptions(o).isOk());
   o.train.eps = 0;
   EXPECT_EQ(checkOptions(o).message(),

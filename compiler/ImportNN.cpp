@@ -374,7 +374,13 @@ LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
   auto red = attrString("reduction", "mean");
   if (failed(red))
     return failure();
-  SmallVector<NamedAttribute> attrs{named("reduction", b.getStringAttr(*red))};
+  std::optional<Reduction> reduction = symbolizeReduction(*red);
+  if (!reduction)
+    return nodeError() << "reduction must be mean, sum or none, got '" << *red
+                       << "'",
+           failure();
+  SmallVector<NamedAttribute> attrs{
+      named("reduction", ReductionAttr::get(&ctx, *reduction))};
   if (attr("ignore_index")) {
     auto ii = attrInt("ignore_index", 0);
     if (failed(ii))

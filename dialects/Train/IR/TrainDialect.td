@@ -57,6 +57,15 @@ def Train_WeightLayout : I32EnumAttr<"WeightLayout", "layout of a linear weight"
 }
 def Train_WeightLayoutAttr : EnumAttr<Train_Dialect, Train_WeightLayout, "layout">;
 
+def Train_Reduction : I32EnumAttr<"Reduction", "how a loss reduces its elements", [
+    I32EnumAttrCase<"Mean", 0, "mean">,
+    I32EnumAttrCase<"Sum", 1, "sum">,
+    I32EnumAttrCase<"None", 2, "none">]> {
+  let cppNamespace = "::mt::train";
+  let genSpecializedAttr = 0;
+}
+def Train_ReductionAttr : EnumAttr<Train_Dialect, Train_Reduction, "reduction">;
+
 def Train_Activation : I32EnumAttr<"Activation", "pointwise MLP activation", [
     I32EnumAttrCase<"Gelu", 0, "gelu">,
     I32EnumAttrCase<"GeluTanh", 1, "gelu_tanh">,

@@ -331,10 +331,7 @@ MT_INFER(SoftmaxCrossEntropyLossOp) {
     return fail(loc, "scores ")
            << shapeStr(s.getShape()) << " and labels " << shapeStr(l.getShape())
            << " do not match ([N,C,d...] and [N,d...])";
-  StringRef red = a.getReduction();
-  if (red != "mean" && red != "sum" && red != "none")
-    return fail(loc, "reduction must be mean, sum or none, got ") << red;
-  if (red == "none")
+  if (a.getReduction() == Reduction::None)
     return push(types, l.getShape(), s.getElementType());
   return push(types, {}, s.getElementType());
 }

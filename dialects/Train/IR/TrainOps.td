@@ -296,9 +296,9 @@ def Train_TopKOp : Train_InferOp<"topk"> {
 
 def Train_SoftmaxCrossEntropyLossOp : Train_InferOp<"softmax_cross_entropy_loss"> {
   let summary = "ONNX SoftmaxCrossEntropyLoss over [N, C] or [N, C, d...] scores (no weights)";
-  let description = "`%l = train.softmax_cross_entropy_loss %s, %t {ignore_index = -100 : i64, reduction = \"mean\"} : (tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>`";
+  let description = "`%l = train.softmax_cross_entropy_loss %s, %t {ignore_index = -100 : i64, reduction = #train<reduction mean>} : (tensor<32x256xf32>, tensor<32xi64>) -> tensor<f32>`";
   let arguments = (ins Train_FloatTensor:$scores, Train_IntTensor:$labels,
-                   OptionalAttr<I64Attr>:$ignore_index, StrAttr:$reduction);
+                   OptionalAttr<I64Attr>:$ignore_index, Train_ReductionAttr:$reduction);
   let results = (outs Train_FloatTensor:$result);
 }
 

@@ -948,7 +948,7 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
   LogicalResult matchAndRewrite(SoftmaxCrossEntropyLossOp ce,
                                 PatternRewriter &b) const override {
     int64_t rank = typeOf(ce.getScores()).getRank();
-    if (ce.getReduction() != "mean" || rank > 3)
+    if (ce.getReduction() != Reduction::Mean || rank > 3)
       return b.notifyMatchFailure(
           ce, "not a mean over [N, C] or [N, C, d] scores (mtc trains "
               "reduction mean only: the fused cross-entropy divides by the "

@@ -84,7 +84,7 @@ func.func @primitives(%x: tensor<2x4xf32>, %y: tensor<4xf32>, %i: tensor<2x4xi64
   %sh = train.shape %co {start = 0 : i64, end = 2 : i64} : (tensor<2x4xf32>) -> tensor<2xi64>
   %sz = train.size %co : (tensor<2x4xf32>) -> tensor<i64>
   %lbl = train.constant dense<[1, 2]> : tensor<2xi64>
-  %sce = train.softmax_cross_entropy_loss %fl, %lbl {ignore_index = -100 : i64, reduction = "mean"} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  %sce = train.softmax_cross_entropy_loss %fl, %lbl {ignore_index = -100 : i64, reduction = #train<reduction mean>} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
   return %fl : tensor<2x4xf32>
 }
 

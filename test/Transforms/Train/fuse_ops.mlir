@@ -357,7 +357,7 @@ func.func @cross_entropy_shift(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi
   %s1 = train.constant dense<-1> : tensor<1xi64>
   %lf = train.reshape %logits, %s2 : (tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<8x8xf32>
   %tf = train.reshape %sl, %s1 : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
-  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = #train<reduction mean>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
 
@@ -367,14 +367,14 @@ func.func @cross_entropy_shift(%logits: tensor<2x4x8xf32>, %labels: tensor<2x4xi
 // CHECK-LABEL: func @cross_entropy_targets
 // CHECK-SAME: train.role = #train<role targets>
 // CHECK: train.cross_entropy %arg0, %arg1 {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
-// CHECK: train.softmax_cross_entropy_loss {{.*}}reduction = "sum"
+// CHECK: train.softmax_cross_entropy_loss {{.*}}reduction = #train<reduction sum>
 func.func @cross_entropy_targets(%logits: tensor<2x4x8xf32>, %t: tensor<2x4xi64>) -> (tensor<f32>, tensor<f32>) {
   %s2 = train.constant dense<[-1, 8]> : tensor<2xi64>
   %s1 = train.constant dense<-1> : tensor<1xi64>
   %lf = train.reshape %logits, %s2 : (tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<8x8xf32>
   %tf = train.reshape %t, %s1 : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
-  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = "mean"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
-  %l2 = train.softmax_cross_entropy_loss %lf, %tf {reduction = "sum"} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  %l = train.softmax_cross_entropy_loss %lf, %tf {ignore_index = -100 : i64, reduction = #train<reduction mean>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
+  %l2 = train.softmax_cross_entropy_loss %lf, %tf {reduction = #train<reduction sum>} : (tensor<8x8xf32>, tensor<8xi64>) -> tensor<f32>
   return %l, %l2 : tensor<f32>, tensor<f32>
 }
 
@@ -388,7 +388,7 @@ func.func @cross_entropy_targets(%logits: tensor<2x4x8xf32>, %t: tensor<2x4xi64>
 // CHECK: train.cross_entropy %[[T]], %arg1 {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
 // CHECK-NOT: softmax_cross_entropy_loss
 func.func @cross_entropy_classes_second(%scores: tensor<2x8x4xf32>, %t: tensor<2x4xi64>) -> tensor<f32> {
-  %l = train.softmax_cross_entropy_loss %scores, %t {ignore_index = -100 : i64, reduction = "mean"} : (tensor<2x8x4xf32>, tensor<2x4xi64>) -> tensor<f32>
+  %l = train.softmax_cross_entropy_loss %scores, %t {ignore_index = -100 : i64, reduction = #train<reduction mean>} : (tensor<2x8x4xf32>, tensor<2x4xi64>) -> tensor<f32>
   return %l : tensor<f32>
 }
 

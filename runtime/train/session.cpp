@@ -169,12 +169,13 @@ Status Session::open(const SessionOptions &o, SessionObserver &observer,
   }
   if (Status st = s->openBackend(); !st)
     return st;
-  if (!o.metrics.empty() && s->leader_) {
-    if (o.metrics == "-")
-      s->metrics_ = stdout;
-    else if (!(s->metrics_ =
-                   std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a")))
+  if (o.metricsStream && s->leader_) {
+    s->metrics_ = o.metricsStream;
+  } else if (!o.metrics.empty() && s->leader_) {
+    if (!(s->metrics_ =
+              std::fopen(o.metrics.c_str(), o.resume.empty() ? "w" : "a")))
       return Status::error(o.metrics + ": cannot open the metrics file");
+    s->ownsMetrics_ = true;
   }
   // A write past a file size limit fails with EFBIG instead of killing us.
   std::signal(SIGXFSZ, SIG_IGN);
@@ -191,7 +192,7 @@ Status Session::open(const SessionOptions &o, SessionObserver &observer,
 }
 
 Session::~Session() {
-  if (metrics_ && metrics_ != stdout)
+  if (ownsMetrics_)
     std::fclose(metrics_);
 }
 

@@ -34,7 +34,10 @@ struct SessionOptions {
   std::string save;      ///< the checkpoints' folder ("": none)
   int64_t saveEvery = 0; ///< steps between checkpoints (0: at the end only)
   int keep = 3;          ///< checkpoints kept in `save` (0: all)
-  std::string metrics;   ///< one JSON line per step ("-": stdout)
+  std::string metrics;   ///< one JSON line per step to this file
+  /// Where the metrics lines go instead of a file, left open (mtrun
+  /// --metrics -: its standard output).
+  std::FILE *metricsStream = nullptr;
   std::string trace;     ///< the last step's timeline (Chrome trace JSON)
   std::string disk;      ///< the disk tier's folder ("": the plan's)
   int threads = 1;       ///< host threads (for the weights' conversions)
@@ -120,6 +123,7 @@ private:
   RunState state_;
   std::unique_ptr<Trainer> trainer_;
   std::FILE *metrics_ = nullptr;
+  bool ownsMetrics_ = false; ///< opened here, closed here
 };
 
 } // namespace mt::runtime

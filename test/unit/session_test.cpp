@@ -101,6 +101,26 @@ TEST_F(SessionTest, TrainsToTheLastStepWithMetricsAndACheckpoint) {
   EXPECT_TRUE(r.saidLine("saved step 3 to " + o.save));
 }
 
+TEST_F(SessionTest, MetricsGoToAGivenStreamLeftOpen) {
+  std::FILE *stream = std::tmpfile();
+  ASSERT_NE(stream, nullptr);
+  o.metricsStream = stream;
+  o.train.steps = 2;
+  Recorder r;
+  int stopped = 0;
+  ASSERT_TRUE(train(r, stopped).isOk());
+  // Still open: the session did not close what it did not open.
+  std::rewind(stream);
+  char line[512];
+  int lines = 0;
+  while (std::fgets(line, sizeof line, stream))
+    EXPECT_EQ(
+        std::string(line).rfind("{\"step\": " + std::to_string(++lines), 0), 0u)
+        << line;
+  EXPECT_EQ(lines, 2);
+  std::fclose(stream);
+}
+
 TEST_F(SessionTest, ResumesWhereTheCheckpointEndsAndAppendsMetrics) {
   o.metrics = dir + "/m.jsonl";
   o.save = dir + "/ckpt";

@@ -269,6 +269,10 @@ int main(int argc, char **argv) {
   run.backend = [cuda, threads = run.threads](const std::string &diskDir) {
     return makeBackend(cuda, threads, diskDir);
   };
+  if (run.metrics == "-") { // the lines on stdout: nothing else goes there
+    run.metricsStream = stdout;
+    run.metrics.clear();
+  }
   run.deviceApart = cuda;
   run.comm = comm;
   run.monitor = &monitor;

@@ -25,6 +25,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Regex.h"
 
 #include <onnx/onnx_pb.h>
@@ -275,6 +276,8 @@ public:
   PolicyResult policy;
   /// The weight op of each policy parameter, once made.
   std::vector<Value> parameterValues;
+  /// The names of the train.param symbols made so far.
+  llvm::StringSet<> paramNames;
   std::optional<llvm::Regex> trainableRe, frozenRe;
   // Graph-level names for the diagnostics of shapes.
   llvm::StringMap<std::string> symbolicDims;

@@ -864,7 +864,13 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
                                       RankedTensorType type, StringRef name,
                                       bool trainable, const Parameter *param) {
   Location l = NameLoc::get(b.getStringAttr(name), fileLoc);
-  SmallVector<NamedAttribute> attrs{named("name", b.getStringAttr(name))};
+  if (!paramNames.insert(name).second)
+    return fileError() << "two weights are named '" << name
+                       << "' (a parameter and another initializer)",
+           failure();
+  SmallVector<NamedAttribute> attrs{
+      named(SymbolTable::getSymbolAttrName(), b.getStringAttr(name)),
+      named("type", TypeAttr::get(type))};
   if (trainable)
     attrs.push_back(named("trainable", b.getUnitAttr()));
   if (param && param->savedParts.empty()) {
@@ -966,13 +972,19 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
   if (transposed)
     attrs.push_back(named("data_transposed", b.getUnitAttr()));
   attrs.push_back(named("source", WeightSourceAttr::get(&ctx, source)));
-  OperationState st(l, WeightOp::getOperationName());
+  // The parameter a symbol of the module, before @model; its value a load.
+  OperationState st(l, ParamOp::getOperationName());
   st.addAttributes(attrs);
-  st.addTypes(type);
-  Operation *op = b.create(st);
-  if (auto w = cast<WeightOp>(op); w.getValue())
-    known[op->getResult(0)] = *w.getValue();
-  return op->getResult(0);
+  ParamOp made;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(b.getInsertionBlock()->getParentOp());
+    made = cast<ParamOp>(b.create(st));
+  }
+  Value load = b.create<ParamLoadOp>(l, type, made.getSymName()).getResult();
+  if (made.getValue())
+    known[load] = *made.getValue();
+  return load;
 }
 
 LogicalResult Importer::needInputs(int min, int max) {

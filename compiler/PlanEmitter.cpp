@@ -266,7 +266,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       if (auto file = p->getAttrOfType<StringAttr>("saved_file"))
         pp->set_saved_file(file.str());
       // The tensors it is stored in (each expert of a fused weight), and
-      // where the user's weights hold them; train.weight's verifier checked
+      // where the user's weights hold them; train.param's verifier checked
       // their fields.
       if (auto parts = p->getAttrOfType<ArrayAttr>("parts"))
         for (auto part : parts.getAsRange<DictionaryAttr>()) {

@@ -23,14 +23,13 @@ ModelSize modelSize(mlir::ModuleOp module) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("train_step");
   if (!step)
     return m;
-  step.walk([&](train::WeightOp w) {
-    int64_t n =
-        mlir::cast<mlir::RankedTensorType>(w.getType()).getNumElements();
+  for (auto w : module.getOps<train::ParamOp>()) {
+    int64_t n = w.getTensorType().getNumElements();
     if (w.getTrainable())
       m.trainable += n;
     else if (!w.getValue())
       m.frozen += n;
-  });
+  }
   return m;
 }
 

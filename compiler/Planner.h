@@ -192,8 +192,8 @@ Result search(const Schedule &base, const Constraints &constraints,
 /// "the closest: FLAGS: the plan needs ...".
 std::string closestRefusal(const Result &result, const Budgets &budgets);
 
-/// The trainable and frozen weights of a training step (train.weight ops
-/// of @train_step); momentBytes is left for the caller.
+/// The trainable and frozen weights of a training step's module (its
+/// train.param symbols); momentBytes is left for the caller.
 ModelSize modelSize(mlir::ModuleOp step);
 /// The chunk (tokens) of the gated MLPs of a training step that the
 /// planner tries when a schedule is over the device budget: the largest

@@ -20,12 +20,12 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
   llvm::StringSet<> templates;
 
   module.walk([&](Operation *op) {
-    if (auto w = dyn_cast<WeightOp>(op)) {
+    if (auto w = dyn_cast<ParamOp>(op)) {
       if (w.getTrainable()) {
-        trainable.push_back(w.getName());
-        parameters += w.getType().getNumElements();
+        trainable.push_back(w.getSymName());
+        parameters += w.getTensorType().getNumElements();
       } else {
-        frozen.push_back(w.getName());
+        frozen.push_back(w.getSymName());
       }
       return;
     }
@@ -36,7 +36,8 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
       }
       return;
     }
-    if (!isa<TrainDialect>(op->getDialect()) || isa<ConstantOp>(op))
+    if (!isa<TrainDialect>(op->getDialect()) ||
+        isa<ConstantOp, ParamLoadOp>(op))
       return;
     StringRef name = op->getName().stripDialect();
     ++(op->hasTrait<FusedOp>() ? fused : primitive)[name.str()];

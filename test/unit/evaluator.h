@@ -117,8 +117,8 @@ private:
     };
     if (auto c = dyn_cast<ConstantOp>(op))
       return {fromAttr(c.getValue())};
-    if (auto w = dyn_cast<WeightOp>(op))
-      return {readWeight(w)};
+    if (auto load = dyn_cast<ParamLoadOp>(op))
+      return {readWeight(load.getParamOp())};
     if (auto e = dyn_cast<EmbeddingOp>(op)) {
       Tensor t = floats();
       auto table = in(0);
@@ -680,18 +680,18 @@ private:
     return {};
   }
 
-  Tensor &readWeight(WeightOp w) {
-    auto [it, fresh] = weights.try_emplace(w.getName().str());
+  Tensor &readWeight(ParamOp w) {
+    auto [it, fresh] = weights.try_emplace(w.getSymName().str());
     if (fresh)
       it->second = loadWeight(w);
     return it->second;
   }
 
-  Tensor loadWeight(WeightOp w) {
+  Tensor loadWeight(ParamOp w) {
     if (w.getValue())
       return fromAttr(*w.getValue());
     Tensor t;
-    auto type = w.getType();
+    auto type = w.getTensorType();
     t.shape.assign(type.getShape().begin(), type.getShape().end());
     t.f.resize(numel(t.shape));
     EXPECT_TRUE(type.getElementType().isF32());
@@ -699,7 +699,7 @@ private:
     std::ifstream f(w.getFile()->str(), std::ios::binary);
     f.seekg(*w.getOffset());
     EXPECT_TRUE(f.read(reinterpret_cast<char *>(t.f.data()), *w.getLength()))
-        << w.getName().str();
+        << w.getSymName().str();
     return t;
   }
 };

@@ -16,7 +16,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <regex>
 
 namespace {
 
@@ -32,8 +34,17 @@ struct RuleCase {
   bool fuse = false;
 };
 
+/// The case's body in @model, with a trainable train.param for each
+/// parameter it loads.
 std::string moduleText(const RuleCase &c) {
-  return std::string(R"(
+  std::string params;
+  std::regex load(R"(train\.param\.load @(\w+) : (tensor<[^>]*>))");
+  for (std::cregex_iterator it(c.body, c.body + std::strlen(c.body), load), e;
+       it != e; ++it)
+    params += "train.param @" + (*it)[1].str() +
+              " {source = #train<source inline>, file = \"m\", trainable} : " +
+              (*it)[2].str() + "\n";
+  return params + std::string(R"(
 func.func @model(%t: tensor<1x6xi64>) -> (tensor<f32> {train.loss}) {
 )") + c.body +
          R"(
@@ -66,15 +77,15 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
   Evaluator eval;
   std::mt19937 rng(11);
   std::normal_distribution<float> normal;
-  model.walk([&](mt::train::WeightOp w) {
+  for (auto w : module->getOps<mt::train::ParamOp>()) {
     Tensor t;
-    auto type = cast<RankedTensorType>(w.getType());
+    auto type = w.getTensorType();
     t.shape.assign(type.getShape().begin(), type.getShape().end());
     t.f.resize(size_t(type.getNumElements()));
     for (float &v : t.f)
       v = normal(rng);
-    eval.weights[w.getName().str()] = t;
-  });
+    eval.weights[w.getSymName().str()] = t;
+  }
   Tensor targets;
   targets.shape = {1, 6};
   targets.i = {0, 3, 1, 2, 3, 0};
@@ -102,10 +113,8 @@ TEST_P(GradientRule, MatchesFiniteDifferences) {
   }
 }
 
-// A weight of each shape the cases use.
-#define W(name, type)                                                          \
-  "  %" name " = train.weight \"" name "\" {source = #train<source inline>, "  \
-  "file = \"m\", trainable} : " type "\n"
+// A weight of each shape the cases use (moduleText declares it).
+#define W(name, type) "  %" name " = train.param.load @" name " : " type "\n"
 
 INSTANTIATE_TEST_SUITE_P(
     Rules, GradientRule,

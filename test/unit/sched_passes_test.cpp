@@ -24,13 +24,16 @@ namespace {
 std::string stepSource(const std::string &weight, int seq) {
   std::string t = "tensor<2x" + std::to_string(seq) + "xi64>",
               h = "tensor<2x" + std::to_string(seq) + "x8xf32>";
-  return "func.func @train_step(%ids: " + t +
-         " {train.name = \"ids\", train.role = #train<role tokens>}) -> "
-         "(tensor<f32> {train.loss}) {\n"
-         "  %w = train.weight \"" +
-         weight +
+  return "train.param @\"" + weight +
          "\" {source = #train<source inline>, file = \"m\", trainable} : "
          "tensor<16x8xf32>\n"
+         "func.func @train_step(%ids: " +
+         t +
+         " {train.name = \"ids\", train.role = #train<role tokens>}) -> "
+         "(tensor<f32> {train.loss}) {\n"
+         "  %w = train.param.load @\"" +
+         weight +
+         "\" : tensor<16x8xf32>\n"
          "  %h = train.embedding %w, %ids : (tensor<16x8xf32>, " +
          t + ") -> " + h +
          "\n"

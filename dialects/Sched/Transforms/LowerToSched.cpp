@@ -41,6 +41,7 @@ struct LowerToSched
     // the last run's (its values are gone with its module) may remain.
     resetState();
     ModuleOp module = getOperation();
+    params.emplace(module);
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step) {
       module.emitError("no @train_step: run mt-derive-training-step first");
@@ -279,8 +280,9 @@ struct LowerToSched
   LogicalResult lowerOps(Block::iterator from, Block::iterator to,
                          DenseMap<Value, Value> &bufs) {
     for (Operation &op : llvm::make_range(from, to)) {
-      if (auto w = dyn_cast<train::WeightOp>(op)) {
-        bufs[w] = weight(w);
+      if (auto load = dyn_cast<train::ParamLoadOp>(op)) {
+        bufs[load] = weight(
+            params->lookup<train::ParamOp>(load.getParamAttr().getAttr()));
         continue;
       }
       if (auto c = dyn_cast<train::ConstantOp>(op)) {
@@ -417,12 +419,12 @@ struct LowerToSched
 
   /// The host master (and state) of a weight, its device copy, and the
   /// copy in step_begin.
-  Value weight(train::WeightOp w) {
-    auto it = weights.find(w.getName());
+  Value weight(train::ParamOp w) {
+    auto it = weights.find(w.getSymName());
     if (it != weights.end())
       return it->second.device;
-    auto t = tensorOf(w);
-    Value master = buffer(w.getName(), "host", t);
+    auto t = w.getTensorType();
+    Value master = buffer(w.getSymName(), "host", t);
     SmallVector<Value> state;
     if (w.getTrainable()) {
       // Moments in bf16, 8 or 4 bits only when asked for: it is lossy.
@@ -442,9 +444,10 @@ struct LowerToSched
         m = v = RankedTensorType::get(
             {(t.getNumElements() + 1) / 2},
             IntegerType::get(ctx, 8, IntegerType::Unsigned));
-      state.push_back(buffer((w.getName() + ".grad").str(), "host", t));
-      state.push_back(buffer((w.getName() + ".exp_avg").str(), "host", m));
-      state.push_back(buffer((w.getName() + ".exp_avg_sq").str(), "host", v));
+      state.push_back(buffer((w.getSymName() + ".grad").str(), "host", t));
+      state.push_back(buffer((w.getSymName() + ".exp_avg").str(), "host", m));
+      state.push_back(
+          buffer((w.getSymName() + ".exp_avg_sq").str(), "host", v));
       if (optimizerStates == MomentFormat::Q8 ||
           optimizerStates == MomentFormat::Q4) {
         // One fp32 scale per block of kMomentBlock elements
@@ -452,7 +455,8 @@ struct LowerToSched
         auto scales = RankedTensorType::get(
             {plan::momentBlocks(t.getNumElements())}, Float32Type::get(ctx));
         for (StringRef suffix : {".exp_avg.scale", ".exp_avg_sq.scale"})
-          state.push_back(buffer((w.getName() + suffix).str(), "host", scales));
+          state.push_back(
+              buffer((w.getSymName() + suffix).str(), "host", scales));
       }
     }
     OpBuilder b(begin);
@@ -471,13 +475,14 @@ struct LowerToSched
     Value computeCopy;
     if (w.getTrainable() && compute.isBF16() &&
         weightLink == WeightLink::Compute)
-      computeCopy = buffer((w.getName() + ".compute").str(), "host_pinned",
+      computeCopy = buffer((w.getSymName() + ".compute").str(), "host_pinned",
                            deviceType(t));
     Value source = computeCopy ? computeCopy : master;
     int64_t copyBytes =
         train::storageBytes(cast<BufferType>(source.getType()).getTensorType());
-    auto param = b.create<ParameterOp>(w.getLoc(), w.getName(), master, state,
-                                       computeCopy, file, offset, length);
+    auto param =
+        b.create<ParameterOp>(w.getLoc(), w.getSymName(), master, state,
+                              computeCopy, file, offset, length);
     // The dtype the data is stored in, when not fp32 (BF16, F16).
     if (auto dtype = w->getAttrOfType<StringAttr>("data_dtype"))
       param->setAttr("data_dtype", dtype);
@@ -489,10 +494,10 @@ struct LowerToSched
       if (Attribute a = w->getAttr(attr))
         param->setAttr(attr, a);
     // A folded frozen weight is a constant, stored as its value's type.
-    Value device = buffer((w.getName() + ".device").str(), "device",
+    Value device = buffer((w.getSymName() + ".device").str(), "device",
                           w.getValue() ? t : deviceType(t),
                           w.getValue() ? *w.getValue() : ElementsAttr());
-    Weight &entry = weights[w.getName()];
+    Weight &entry = weights[w.getSymName()];
     entry = {device, master, state, computeCopy};
     parameterOfDevice[device] = param;
     if (w.getTrainable() && optimizerOverlap == OptimizerOverlap::NextForward) {
@@ -595,7 +600,7 @@ struct LowerToSched
   /// reset of the accumulator and the weight's copy to the device, in the
   /// first micro-batch, ahead of the forward in the order weights are first
   /// used; the finish phase applies the last step's update.
-  void deferUpdate(train::WeightOp w, RankedTensorType t, const Weight &weight,
+  void deferUpdate(train::ParamOp w, RankedTensorType t, const Weight &weight,
                    Value source, int64_t copyBytes) {
     Block &block = micro.getBody().front();
     auto first = [&](Operation *op) {
@@ -631,6 +636,10 @@ struct LowerToSched
   /// The loss, and each gradient: to pinned memory, then into its
   /// accumulator; AdamW at the end of the step.
   LogicalResult lowerResults(func::FuncOp step) {
+    // The parameters no op of the step loads (a dead load erased, a
+    // trainable weight the loss does not reach): a plan keeps every one.
+    for (auto p : step->getParentOfType<ModuleOp>().getOps<train::ParamOp>())
+      weight(p);
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     OpBuilder b(begin);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -793,7 +802,11 @@ struct LowerToSched
     return sum;
   }
 
+  /// The module's train.param symbols, by name.
+  std::optional<SymbolTable> params;
+
   void resetState() {
+    params.reset();
     program = {};
     begin = micro = end = finish = {};
     loweredMicroBatch = 0;

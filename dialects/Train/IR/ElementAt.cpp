@@ -124,8 +124,9 @@ public:
         .Case([&](ConstantOp c) {
           return elementOfAttr(c.getValue(), index, *shape);
         })
-        .Case([&](WeightOp w) -> std::optional<double> {
-          if (w.getTrainable() || !w.getValue())
+        .Case([&](ParamLoadOp load) -> std::optional<double> {
+          ParamOp w = load.getParamOp();
+          if (!w || w.getTrainable() || !w.getValue())
             return std::nullopt;
           return elementOfAttr(*w.getValue(), index, *shape);
         })

@@ -19,8 +19,9 @@ def Train_Dialect : Dialect {
     Ops keep ONNX semantics (broadcasting, negative axes, opset 14-20
     behaviour) but every shape is static and every attribute that ONNX
     allows as a constant input (axes, split sizes) is an attribute here.
-    Weights are `train.weight` ops that name a parameter and where its data
-    lives; the compiler never reads the data of a trainable weight.
+    Weights are `train.param` symbols of the module that name a parameter
+    and where its data lives, read in functions by `train.param.load`; the
+    compiler never reads the data of a trainable weight.
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;

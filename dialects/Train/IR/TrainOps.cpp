@@ -72,8 +72,8 @@ LogicalResult checkResult(Operation *op, ArrayRef<int64_t> expected) {
 // Weights and constants
 //===----------------------------------------------------------------------===//
 
-LogicalResult WeightOp::verify() {
-  if (getName().empty())
+LogicalResult ParamOp::verify() {
+  if (getSymName().empty())
     return emitOpError("needs a name");
   // Parts: runs of the weight's elements that tile it, each once, all or
   // none of them with a place in a file.
@@ -102,9 +102,9 @@ LogicalResult WeightOp::verify() {
     int64_t covered = 0;
     for (auto [at, n] : runs)
       covered = at == covered ? covered + n : -1;
-    if (covered != getType().getNumElements())
+    if (covered != getTensorType().getNumElements())
       return emitOpError("parts are not its ")
-             << getType().getNumElements() << " elements, each once";
+             << getTensorType().getNumElements() << " elements, each once";
     if (getSavedAs())
       return emitOpError("has both saved_as and parts");
     if (located != 0 && located != int(runs.size()))
@@ -122,10 +122,26 @@ LogicalResult WeightOp::verify() {
     if (getTrainable())
       return emitOpError("is trainable and must not carry its value");
     if (cast<ShapedType>(getValue()->getType()) != getType())
-      return emitOpError("value type differs from the result type");
+      return emitOpError("value type differs from its type");
   }
-  if (getDataTransposed() && getType().getRank() != 2)
+  if (getDataTransposed() && getTensorType().getRank() != 2)
     return emitOpError("with data_transposed must be 2-D");
+  return success();
+}
+
+ParamOp ParamLoadOp::getParamOp() {
+  return SymbolTable::lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+}
+
+LogicalResult
+ParamLoadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError("names no train.param: @") << getParam();
+  if (param.getType() != getType())
+    return emitOpError("of a ")
+           << param.getType() << " parameter has type " << getType();
   return success();
 }
 

@@ -3,6 +3,7 @@
 #define MT_DIALECTS_TRAIN_IR_TRAINOPS_H
 
 #include "dialects/Train/IR/TrainDialect.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 

@@ -11,6 +11,7 @@ include "dialects/Train/IR/TrainDialect.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def Train_Tensor : RankedTensorOf<[AnyType]>;
 def Train_FloatTensor : RankedTensorOf<[AnyFloat]>;
@@ -43,13 +44,15 @@ class Train_ValueShapedOp<string mnemonic, list<Trait> traits = []>
 // Weights and constants
 //===----------------------------------------------------------------------===//
 
-def Train_WeightOp : Train_Op<"weight", [Pure]> {
-  let summary = "A named model parameter or buffer, by reference";
+def Train_ParamOp : Train_Op<"param", [Symbol]> {
+  let summary = "A named model parameter or buffer: a symbol of the module";
   let description = [{
-    Names a tensor of the model by its original name and says where its
-    bytes live, as file, offset and length in bytes: `inline` (the raw_data
-    of the initializer inside the model file), `external` (ONNX external
-    data), or a `safetensors` file. `trainable`
+    Declares a tensor of the model by its original name (the symbol) and
+    says where its bytes live, as file, offset and length in bytes: `inline`
+    (the raw_data of the initializer inside the model file), `external`
+    (ONNX external data), or a `safetensors` file. Functions read it with
+    `train.param.load`; being a symbol, a parameter stays when every load of
+    it is gone (a pass may erase dead loads, never a parameter). `trainable`
     marks parameters that get gradients; the others are frozen buffers. A
     frozen buffer that is small and inline may carry its `value`, so that
     tables derived from it (rotary frequencies) fold; trainable weights never
@@ -66,12 +69,13 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
     a shard), and the weight itself has no file.
 
     ```mlir
-    %w = train.weight "model.layers.0.mlp.up_proj.weight" {trainable,
-           source = #train<source external>, file = "model.onnx.data",
-           offset = 0 : i64, length = 32768 : i64} : tensor<128x64xf32>
+    train.param @"model.layers.0.mlp.up_proj.weight" {trainable,
+        source = #train<source external>, file = "model.onnx.data",
+        offset = 0 : i64, length = 32768 : i64} : tensor<128x64xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, UnitAttr:$trainable,
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                   TypeAttrOf<Train_Tensor>:$type, UnitAttr:$trainable,
                    Train_WeightSourceAttr:$source,
                    OptionalAttr<StrAttr>:$file, OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
@@ -80,9 +84,33 @@ def Train_WeightOp : Train_Op<"weight", [Pure]> {
                    OptionalAttr<StrAttr>:$saved_file,
                    UnitAttr:$data_transposed,
                    OptionalAttr<DictArrayAttr>:$parts);
-  let results = (outs Train_Tensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$sym_name attr-dict `:` $type";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The tensor type of its loads.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Train_ParamLoadOp : Train_Op<"param.load",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "The value of a parameter";
+  let description = [{
+    ```mlir
+    %w = train.param.load @"model.layers.0.mlp.up_proj.weight" : tensor<128x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs Train_Tensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+  let extraClassDeclaration = [{
+    /// The parameter's name (its symbol).
+    ::llvm::StringRef getName() { return getParam(); }
+    /// The parameter it loads (a lookup in the enclosing module).
+    ParamOp getParamOp();
+  }];
 }
 
 def Train_ConstantOp : Train_Op<"constant", [Pure, ConstantLike, InferTypeOpAdaptor]> {

@@ -81,8 +81,8 @@ public:
 
 private:
   LogicalResult rule(Operation *op) {
-    // Weights are where gradients end.
-    if (isa<WeightOp>(op))
+    // Parameters are where gradients end.
+    if (isa<ParamLoadOp>(op))
       return success();
     if (auto rule = dyn_cast<GradientOpInterface>(op))
       return rule.buildGradient(*this);
@@ -225,15 +225,25 @@ struct DeriveTrainingStep
     }
     Value loss = ret.getOperand(lossIndex);
     SmallVector<Operation *> forward;
-    SmallVector<WeightOp> trainable;
+    // Every trainable parameter of the module, in its order (one whose
+    // loads are all gone, or that none reaches the loss from, gets a zero
+    // gradient), and its loads in the step.
+    SmallVector<ParamOp> trainable;
+    llvm::StringMap<SmallVector<Value, 1>> loads;
+    for (auto p : model->getParentOfType<ModuleOp>().getOps<ParamOp>())
+      if (p.getTrainable()) {
+        trainable.push_back(p);
+        loads[p.getSymName()];
+      }
+    SmallVector<Value> sources;
     for (Operation &op : body.without_terminator()) {
       forward.push_back(&op);
-      if (auto w = dyn_cast<WeightOp>(op); w && w.getTrainable())
-        trainable.push_back(w);
+      if (auto load = dyn_cast<ParamLoadOp>(op))
+        if (auto it = loads.find(load.getName()); it != loads.end()) {
+          it->second.push_back(load.getResult());
+          sources.push_back(load.getResult());
+        }
     }
-    SmallVector<Value> sources;
-    for (WeightOp w : trainable)
-      sources.push_back(w.getResult());
     b.setInsertionPoint(ret);
     Backprop bp(b, activeValues(forward, sources), gradOf);
     if (!bp.isActive(loss)) {
@@ -262,14 +272,18 @@ struct DeriveTrainingStep
     SmallVector<Type> types{loss.getType()};
     SmallVector<Attribute> attrs{
         b.getDictionaryAttr({b.getNamedAttr("train.loss", b.getUnitAttr())})};
-    for (WeightOp w : trainable) {
-      Value g = bp.gradOf(w.getResult());
+    for (ParamOp p : trainable) {
+      // The sum of the gradients of its loads.
+      Value g;
+      for (Value load : loads.lookup(p.getSymName()))
+        if (Value part = bp.gradOf(load))
+          g = g ? b.create<AddOp>(p.getLoc(), g, part).getResult() : part;
       if (!g)
-        g = bp.zeros(w.getLoc(), w.getType());
+        g = bp.zeros(p.getLoc(), p.getTensorType());
       results.push_back(g);
       types.push_back(g.getType());
       attrs.push_back(b.getDictionaryAttr(
-          {b.getNamedAttr("train.grad_of", w.getNameAttr())}));
+          {b.getNamedAttr("train.grad_of", p.getSymNameAttr())}));
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();

@@ -27,12 +27,14 @@ using namespace mt::train;
 
 namespace {
 
-/// The value a frozen buffer or a constant stands for, if known.
-Attribute knownValue(Operation *op) {
+/// The value a frozen buffer (a load of a parameter of `params`) or a
+/// constant stands for, if known.
+Attribute knownValue(Operation *op, SymbolTable &params) {
   if (auto c = dyn_cast<ConstantOp>(op))
     return c.getValue();
-  if (auto w = dyn_cast<WeightOp>(op))
-    if (!w.getTrainable() && w.getValue())
+  if (auto load = dyn_cast<ParamLoadOp>(op))
+    if (auto w = params.lookup<ParamOp>(load.getParamAttr().getAttr());
+        w && !w.getTrainable() && w.getValue())
       return *w.getValue();
   return nullptr;
 }
@@ -64,17 +66,18 @@ Value rewriteSequenceAt(SequenceAtOp at, OpBuilder &b,
 struct FoldConstants
     : public mt::train::impl::FoldConstantsPassBase<FoldConstants> {
   void runOnOperation() override {
+    SymbolTable params(getOperation());
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal())
-        foldBlock(func.getBody().front());
+        foldBlock(func.getBody().front(), params);
   }
 
-  void foldBlock(Block &block) {
+  void foldBlock(Block &block, SymbolTable &params) {
     DenseMap<Value, Attribute> known;
     DenseMap<Operation *, Operation *> splits;
     OpBuilder b(&getContext());
     for (Operation &op : llvm::make_early_inc_range(block)) {
-      if (Attribute v = knownValue(&op)) {
+      if (Attribute v = knownValue(&op, params)) {
         known[op.getResult(0)] = v;
         continue;
       }
@@ -112,12 +115,12 @@ struct FoldConstants
     eraseUnused(block);
   }
 
-  /// Erases pure ops without uses, last first, keeping the weights: they
-  /// are the model's parameter list even when unused.
+  /// Erases pure ops without uses, last first (a parameter's loads too:
+  /// the parameters, symbols of the module, stay).
   void eraseUnused(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block))) {
-      if (isa<WeightOp>(op) || op.hasTrait<OpTrait::IsTerminator>() ||
-          !op.use_empty() || !isPure(&op))
+      if (op.hasTrait<OpTrait::IsTerminator>() || !op.use_empty() ||
+          !isPure(&op))
         continue;
       op.erase();
       ++numErased;

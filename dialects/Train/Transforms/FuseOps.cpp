@@ -49,7 +49,8 @@ bool constantValue(Value v, Attribute &attr) {
     return false;
   if (matchPattern(v, m_Constant(&attr)))
     return true;
-  auto w = v.getDefiningOp<WeightOp>();
+  auto load = v.getDefiningOp<ParamLoadOp>();
+  ParamOp w = load ? load.getParamOp() : ParamOp();
   if (!w || w.getTrainable() || !w.getValue())
     return false;
   attr = *w.getValue();
@@ -77,12 +78,13 @@ bool near(std::optional<double> v, double want, double tol = 1e-3) {
   return v && std::abs(*v - want) <= tol * std::max(1.0, std::abs(want));
 }
 
-bool isWeight(Value v) { return def<WeightOp>(v) != nullptr; }
+bool isWeight(Value v) { return def<ParamLoadOp>(v) != nullptr; }
 
 /// Marks a weight that a fused op defines as non-trainable (mask, tables).
 void freeze(Value v) {
-  if (auto w = def<WeightOp>(v))
-    w->removeAttr("trainable");
+  if (auto load = def<ParamLoadOp>(v))
+    if (ParamOp w = load.getParamOp())
+      w.removeTrainableAttr();
 }
 
 /// Operands of a commutative binary op, ordered so that `pred(first)` holds.
@@ -1218,7 +1220,7 @@ struct ExplainFusion
     }
     func.walk([&](Operation *op) {
       if (!live.contains(op) || op->hasTrait<FusedOp>() ||
-          isa<WeightOp, ConstantOp>(op) ||
+          isa<ParamLoadOp, ConstantOp>(op) ||
           llvm::none_of(op->getResultTypes(), isFloat) ||
           llvm::all_of(op->getOperands(),
                        [](Value v) { return v.getDefiningOp<ConstantOp>(); }))

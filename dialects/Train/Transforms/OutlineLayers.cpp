@@ -78,13 +78,18 @@ struct OutlineLayers
     // head) stays in @model and reads the layer's result.
     int64_t reached = -1, lastLayer = -1;
     bool pastLayers = false;
-    for (auto w : body.getOps<WeightOp>())
-      if (auto l = layerOf(w.getName()); l && w.getTrainable())
+    SymbolTable params(module);
+    auto trainable = [&](ParamLoadOp load) {
+      auto p = params.lookup<ParamOp>(load.getParamAttr().getAttr());
+      return p && p.getTrainable();
+    };
+    for (auto w : body.getOps<ParamLoadOp>())
+      if (auto l = layerOf(w.getName()); l && trainable(w))
         lastLayer = std::max(lastLayer, l->first);
     for (Operation &op : body) {
-      if (auto w = dyn_cast<WeightOp>(op)) {
+      if (auto w = dyn_cast<ParamLoadOp>(op)) {
         Tag t;
-        if (w.getTrainable())
+        if (trainable(w))
           if (auto l = layerOf(w.getName()))
             t.layer = l->first;
         tags[w] = t;
@@ -98,8 +103,8 @@ struct OutlineLayers
         Tag in = tags.lookup(v);
         t.post |= in.post;
         t.layer = std::max(t.layer, in.layer);
-        if (auto w = v.getDefiningOp<WeightOp>())
-          usesGlobalWeight |= w.getTrainable() && !layerOf(w.getName());
+        if (auto w = v.getDefiningOp<ParamLoadOp>())
+          usesGlobalWeight |= trainable(w) && !layerOf(w.getName());
       }
       t.post |= usesGlobalWeight && t.layer >= 0;
       for (Value r : op.getResults())
@@ -161,7 +166,7 @@ struct OutlineLayers
         Operation *d = v.getDefiningOp();
         if ((d && inside.contains(d)) || isa_and_nonnull<ConstantOp>(d))
           continue;
-        (isa_and_nonnull<WeightOp>(d) ? layer.weights : layer.activations)
+        (isa_and_nonnull<ParamLoadOp>(d) ? layer.weights : layer.activations)
             .insert(v);
       }
       for (Value r : op->getResults())
@@ -199,7 +204,7 @@ struct OutlineLayers
     for (Value v : layer.activations)
       map.map(v, entry->getArgument(arg++));
     for (Value v : layer.weights) {
-      auto w = v.getDefiningOp<WeightOp>();
+      auto w = v.getDefiningOp<ParamLoadOp>();
       auto l = layerOf(w.getName());
       fn.setArgAttr(arg, "train.param",
                     b.getStringAttr(l ? l->second : w.getName().str()));

@@ -40,79 +40,52 @@ func.func @reshape_elements(%a: tensor<2x8xf32>) {
 // -----
 
 // Weights stored elsewhere must say where.
-func.func @weight_without_location() {
-  // expected-error @+1 {{of source external needs file, offset and length}}
-  %0 = train.weight "w" {source = #train<source external>, trainable} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{of source external needs file, offset and length}}
+train.param @w {source = #train<source external>, trainable} : tensor<4xf32>
 
 // -----
 
 // A weight stored in parts (each expert of a fused one): the parts are its
 // elements, each once, all or none of them located, and not beside
 // saved_as or a file of its own.
-func.func @parts_gap() {
-  // expected-error @+1 {{parts are not its 4 elements, each once}}
-  %0 = train.weight "w" {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>}, {name = "b", at = 3 : i64, shape = array<i64: 1>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{parts are not its 4 elements, each once}}
+train.param @w {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>}, {name = "b", at = 3 : i64, shape = array<i64: 1>}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_field() {
-  // expected-error @+1 {{part {at = 0 : i64, shape = array<i64: 4>} needs name, at and shape}}
-  %0 = train.weight "w" {source = #train<source none>, parts = [{at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{part {at = 0 : i64, shape = array<i64: 4>} needs name, at and shape}}
+train.param @w {source = #train<source none>, parts = [{at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_empty_shape() {
-  // expected-error @+1 {{part 'a' has an empty shape}}
-  %0 = train.weight "w" {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 0, 4>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{part 'a' has an empty shape}}
+train.param @w {source = #train<source none>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 0, 4>}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_and_saved_as() {
-  // expected-error @+1 {{has both saved_as and parts}}
-  %0 = train.weight "w" {source = #train<source none>, saved_as = ["w"], parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{has both saved_as and parts}}
+train.param @w {source = #train<source none>, saved_as = ["w"], parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_some_located() {
-  // expected-error @+1 {{has parts with and without a file}}
-  %0 = train.weight "w" {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>, file = "w.safetensors", offset = 8 : i64, length = 8 : i64}, {name = "b", at = 2 : i64, shape = array<i64: 2>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{has parts with and without a file}}
+train.param @w {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 2>, file = "w.safetensors", offset = 8 : i64, length = 8 : i64}, {name = "b", at = 2 : i64, shape = array<i64: 2>}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_and_file() {
-  // expected-error @+1 {{is read from its parts and has a file of its own}}
-  %0 = train.weight "w" {source = #train<source safetensors>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{is read from its parts and has a file of its own}}
+train.param @w {source = #train<source safetensors>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>, file = "w.safetensors", offset = 8 : i64, length = 16 : i64}]} : tensor<4xf32>
 
 // -----
 
-func.func @parts_not_located() {
-  // expected-error @+1 {{of source safetensors needs file, offset and length, or parts that have them}}
-  %0 = train.weight "w" {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{of source safetensors needs file, offset and length, or parts that have them}}
+train.param @w {source = #train<source safetensors>, parts = [{name = "a", at = 0 : i64, shape = array<i64: 4>}]} : tensor<4xf32>
 
 // -----
 
 // A trainable weight never carries its data.
-func.func @trainable_with_value() {
-  // expected-error @+1 {{is trainable and must not carry its value}}
-  %0 = train.weight "w" {source = #train<source inline>, trainable, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
-  return
-}
+// expected-error @+1 {{is trainable and must not carry its value}}
+train.param @w {source = #train<source inline>, trainable, value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
 
 // -----
 
@@ -261,5 +234,23 @@ func.func @gated_mlp_grad_chunk(%x: tensor<8x4xf32>, %wg: tensor<16x4xf32>, %wd:
 func.func @gated_mlp_grad_type(%x: tensor<8x4xf32>, %wg: tensor<16x4xf32>, %wd: tensor<4x16xf32>) {
   // expected-error @+1 {{'train.gated_mlp_grad' op}}
   %0:4 = train.gated_mlp_grad %x, %wg, %wg, %wd, %x {act = #train<act silu>, chunk_rows = 4 : i64, layout = #train<layout out_in>} : (tensor<8x4xf32>, tensor<16x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>, tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<16x4xf32>, tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+// A load names a parameter of its module, and has its type.
+func.func @load_unknown() {
+  // expected-error @+1 {{names no train.param: @nope}}
+  %0 = train.param.load @nope : tensor<4xf32>
+  return
+}
+
+// -----
+
+train.param @w {source = #train<source none>} : tensor<4xf32>
+func.func @load_type() {
+  // expected-error @+1 {{of a 'tensor<4xf32>' parameter has type 'tensor<2xf32>'}}
+  %0 = train.param.load @w : tensor<2xf32>
   return
 }

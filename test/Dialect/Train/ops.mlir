@@ -1,10 +1,12 @@
 // RUN: mt-opt %s | mt-opt | FileCheck %s
 
 // Every op parses, verifies, infers its type and prints back.
+// CHECK: train.param @w {file = "w.bin", length = 64 : i64, offset = 0 : i64, source = #train<source external>, trainable} : tensor<4x4xf32>
 // CHECK-LABEL: func @primitives
+train.param @w {source = #train<source external>, file = "w.bin", offset = 0 : i64, length = 64 : i64, trainable} : tensor<4x4xf32>
 func.func @primitives(%x: tensor<2x4xf32>, %y: tensor<4xf32>, %i: tensor<2x4xi64>, %b: tensor<2x4xi1>) -> tensor<2x4xf32> {
-  // CHECK: train.weight "w" {file = "w.bin", length = 64 : i64, offset = 0 : i64, source = #train<source external>, trainable} : tensor<4x4xf32>
-  %w = train.weight "w" {source = #train<source external>, file = "w.bin", offset = 0 : i64, length = 64 : i64, trainable} : tensor<4x4xf32>
+  // CHECK: train.param.load @w : tensor<4x4xf32>
+  %w = train.param.load @w : tensor<4x4xf32>
   %c = train.constant dense<[2, 4]> : tensor<2xi64>
   %u0 = train.sqrt %x : (tensor<2x4xf32>) -> tensor<2x4xf32>
   %u1 = train.reciprocal %u0 : (tensor<2x4xf32>) -> tensor<2x4xf32>

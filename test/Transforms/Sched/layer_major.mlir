@@ -79,6 +79,9 @@
 // STREAM1-NOT: sched.exec copy_to_device ins(%[[W1]])
 // STREAM1: sched.phase step_end
 
+train.param @emb {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+train.param @w0 {source = #train<source external>, file = "m.onnx", offset = 576 : i64, length = 256 : i64, trainable} : tensor<8x8xf32>
+train.param @w1 {source = #train<source external>, file = "m.onnx", offset = 832 : i64, length = 256 : i64, trainable} : tensor<8x8xf32>
 func.func private @layer(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {train.param = "w"}) -> tensor<2x4x8xf32> {
   %y = train.linear %x, %w {layout = #train<layout out_in>} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
@@ -90,9 +93,9 @@ func.func private @layer_grad(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {train.
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}, tensor<8x8xf32> {train.grad_of = "w0"}, tensor<8x8xf32> {train.grad_of = "w1"}) {
-  %e = train.weight "emb" {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
-  %w0 = train.weight "w0" {source = #train<source external>, file = "m.onnx", offset = 576 : i64, length = 256 : i64, trainable} : tensor<8x8xf32>
-  %w1 = train.weight "w1" {source = #train<source external>, file = "m.onnx", offset = 832 : i64, length = 256 : i64, trainable} : tensor<8x8xf32>
+  %e = train.param.load @emb : tensor<16x8xf32>
+  %w0 = train.param.load @w0 : tensor<8x8xf32>
+  %w1 = train.param.load @w1 : tensor<8x8xf32>
   %h = train.embedding %e, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %h1 = call @layer(%h, %w0) {train.layer = 0 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
   %h2 = call @layer(%h1, %w1) {train.layer = 1 : i64} : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>

@@ -126,10 +126,11 @@
 // LINK: sched.phase step_end
 // LINK-NEXT: sched.exec adamw
 // LINK-NOT: sched.exec copy ins(%[[W]])
+train.param @emb {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}) {
-  %w = train.weight "emb" {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+  %w = train.param.load @emb : tensor<16x8xf32>
   %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %l = train.cross_entropy %h, %t {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   %one = train.constant dense<1.0> : tensor<f32>
@@ -148,11 +149,13 @@ func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #t
 // BF16-DAG: %[[S:.+]] = sched.buffer "head.grad.staging" in @host_pinned at -1 : <tensor<16x8xf32>>
 // BF16: sched.exec head_cross_entropy_grad ins({{.*}}) outs(%[[DX]], %[[DW]], {{.*}}) on @compute
 // BF16: sched.exec copy_to_host ins(%[[DW]]) outs(%[[S]]) on @d2h {{.*}}bytes = 512 : i64
+train.param @emb {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+train.param @head {source = #train<source external>, file = "m.onnx", offset = 576 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>},
                       %t: tensor<2x4xi64> {train.name = "t", train.role = #train<role targets>})
     -> (tensor<f32> {train.loss}, tensor<16x8xf32> {train.grad_of = "emb"}, tensor<16x8xf32> {train.grad_of = "head"}) {
-  %w = train.weight "emb" {source = #train<source external>, file = "m.onnx", offset = 64 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
-  %hw = train.weight "head" {source = #train<source external>, file = "m.onnx", offset = 576 : i64, length = 512 : i64, trainable} : tensor<16x8xf32>
+  %w = train.param.load @emb : tensor<16x8xf32>
+  %hw = train.param.load @head : tensor<16x8xf32>
   %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %l = train.head_cross_entropy %h, %hw, %t {chunk_rows = 4 : i64, ignore_index = -100 : i64, layout = #train<layout out_in>, shift} : (tensor<2x4x8xf32>, tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   %one = train.constant dense<1.0> : tensor<f32>

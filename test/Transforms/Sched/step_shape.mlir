@@ -6,8 +6,9 @@
 // CHECK-LABEL: sched.program
 // CHECK-SAME: batch = 2 : i64
 // CHECK-SAME: seq = 4 : i64
+train.param @emb {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
 func.func @train_step(%ids: tensor<2x4xi64> {train.name = "ids", train.role = #train<role tokens>}, %x: tensor<2x8xf32> {train.name = "x", train.role = #train<role targets>}) -> (tensor<f32> {train.loss}) {
-  %w = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %w = train.param.load @emb : tensor<16x8xf32>
   %h = train.embedding %w, %ids : (tensor<16x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
   %l = train.cross_entropy %h, %ids {ignore_index = -100 : i64} : (tensor<2x4x8xf32>, tensor<2x4xi64>) -> tensor<f32>
   return %l : tensor<f32>

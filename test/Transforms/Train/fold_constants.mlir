@@ -33,13 +33,14 @@ func.func @causal_mask(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
 // -----
 
 // Rotary tables fold from a frozen buffer that carries its value; position
-// ids come from Range and Cast.
+// ids come from Range and Cast. The dead load goes, the parameter stays.
+// CHECK: train.param @inv_freq
 // CHECK-LABEL: func @rotary_tables
-// CHECK: train.weight "inv_freq"
 // CHECK-NEXT: %[[C:.+]] = train.constant dense<{{\[\[}}1.000000e+00, 1.000000e+00], [0.540302277, 0.999949991]]> : tensor<2x2xf32>
 // CHECK-NEXT: return %[[C]]
+train.param @inv_freq {source = #train<source inline>, file = "m.onnx", value = dense<[1.0, 0.01]> : tensor<2xf32>} : tensor<2xf32>
 func.func @rotary_tables() -> tensor<2x2xf32> {
-  %inv = train.weight "inv_freq" {source = #train<source inline>, file = "m.onnx", value = dense<[1.0, 0.01]> : tensor<2xf32>} : tensor<2xf32>
+  %inv = train.param.load @inv_freq : tensor<2xf32>
   %z = train.constant dense<0> : tensor<i64>
   %n = train.constant dense<2> : tensor<i64>
   %one = train.constant dense<1> : tensor<i64>
@@ -56,11 +57,12 @@ func.func @rotary_tables() -> tensor<2x2xf32> {
 
 // Nothing that depends on a trainable weight or an input folds.
 // CHECK-LABEL: func @trainable_not_folded
-// CHECK: %[[W:.+]] = train.weight "w"
+// CHECK: %[[W:.+]] = train.param.load @w
 // CHECK: train.mul %[[W]]
 // CHECK: train.add %arg0
+train.param @w {source = #train<source inline>, file = "m.onnx", trainable} : tensor<4xf32>
 func.func @trainable_not_folded(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
-  %w = train.weight "w" {source = #train<source inline>, file = "m.onnx", trainable} : tensor<4xf32>
+  %w = train.param.load @w : tensor<4xf32>
   %c = train.constant dense<2.0> : tensor<f32>
   %m = train.mul %w, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %a = train.add %x, %c : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>

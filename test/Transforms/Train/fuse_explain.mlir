@@ -14,8 +14,9 @@ func.func @not_a_weight(%x: tensor<2x8xf32>, %y: tensor<8x4xf32>) -> tensor<2x4x
 
 // -----
 
+train.param @w {source = #train<source inline>, file = "m", trainable} : tensor<1xf32>
 func.func @norm_weight_of_another_size(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
-  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<1xf32>
+  %w = train.param.load @w : tensor<1xf32>
   %two = train.constant dense<2.0> : tensor<f32>
   %eps = train.constant dense<1.0e-6> : tensor<f32>
   // expected-remark @below {{train.pow left unfused: no pattern starts at it}}
@@ -64,8 +65,9 @@ func.func @safe_softmax_over_an_inf_mask(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1
 // A linear on a transposed weight fuses: neither the transpose nor the
 // MatMul it took is named; a transpose pair that cancels folds away first;
 // a dead op is not part of the step.
+train.param @w {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
 func.func @fused_and_folded(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
-  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %w = train.param.load @w : tensor<4x8xf32>
   %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
   %y = train.matmul %x, %t : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %a = train.transpose %y {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>

@@ -11,11 +11,15 @@
 // CHECK: train.activation %{{.*}} {act = #train<act gelu_tanh>}
 // CHECK-NOT: train.gather
 // CHECK-NOT: train.gemm
+train.param @emb {source = #train<source inline>, file = "m", trainable} : tensor<32x8xf32>
+train.param @w {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+train.param @b {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+train.param @w2 {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
 func.func @single_ops(%ids: tensor<2x4xi64>) -> tensor<2x4x4xf32> {
-  %t = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<32x8xf32>
+  %t = train.param.load @emb : tensor<32x8xf32>
   %e = train.gather %t, %ids {axis = 0 : i64} : (tensor<32x8xf32>, tensor<2x4xi64>) -> tensor<2x4x8xf32>
-  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
-  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %w = train.param.load @w : tensor<4x8xf32>
+  %b = train.param.load @b : tensor<4xf32>
   %s = train.constant dense<[8, 8]> : tensor<2xi64>
   %f = train.reshape %e, %s : (tensor<2x4x8xf32>, tensor<2xi64>) -> tensor<8x8xf32>
   %g = train.gemm %f, %w, %b {transB} : (tensor<8x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<8x4xf32>
@@ -33,7 +37,7 @@ func.func @single_ops(%ids: tensor<2x4xi64>) -> tensor<2x4x4xf32> {
 // CHECK-NOT: train.linear
 // CHECK-NOT: train.activation
 func.func @patterns_stay_primitive(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
-  %w = train.weight "w2" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+  %w = train.param.load @w2 : tensor<4x8xf32>
   %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
   %m = train.matmul %x, %t : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %g = train.sigmoid %m : (tensor<2x4xf32>) -> tensor<2x4xf32>

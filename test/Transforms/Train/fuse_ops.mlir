@@ -2,13 +2,15 @@
 
 // MatMul on a transposed weight, and Add of a 1-D bias weight.
 // CHECK-LABEL: func @linear_transposed
-// CHECK: %[[W:.+]] = train.weight "w"
-// CHECK: %[[B:.+]] = train.weight "b"
+// CHECK: %[[W:.+]] = train.param.load @w
+// CHECK: %[[B:.+]] = train.param.load @b
 // CHECK-NEXT: %[[L:.+]] = train.linear %arg0, %[[W]], %[[B]] {layout = #train<layout out_in>}
 // CHECK-NEXT: return %[[L]]
+train.param @w {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+train.param @b {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
 func.func @linear_transposed(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
-  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
-  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %w = train.param.load @w : tensor<4x8xf32>
+  %b = train.param.load @b : tensor<4xf32>
   %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
   %m = train.matmul %x, %t : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %y = train.add %m, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
@@ -22,11 +24,14 @@ func.func @linear_transposed(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 // CHECK: train.linear %arg0, %{{.*}} {layout = #train<layout in_out>}
 // CHECK: train.linear %arg0, %{{.*}}, %{{.*}} {layout = #train<layout out_in>}
 // CHECK-NOT: train.gemm
+train.param @w {source = #train<source inline>, file = "m", trainable} : tensor<8x4xf32>
+train.param @w2 {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+train.param @b {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
 func.func @linear_in_out_and_gemm(%x: tensor<2x8xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>) {
-  %w = train.weight "w" {source = #train<source inline>, file = "m", trainable} : tensor<8x4xf32>
+  %w = train.param.load @w : tensor<8x4xf32>
   %m = train.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
-  %w2 = train.weight "w2" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
-  %b = train.weight "b" {source = #train<source inline>, file = "m", trainable} : tensor<4xf32>
+  %w2 = train.param.load @w2 : tensor<4x8xf32>
+  %b = train.param.load @b : tensor<4xf32>
   %g = train.gemm %x, %w2, %b {transB} : (tensor<2x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   return %m, %g : tensor<2x4xf32>, tensor<2x4xf32>
 }
@@ -48,8 +53,9 @@ func.func @matmul_activations(%x: tensor<2x8xf32>, %y: tensor<8x4xf32>) -> tenso
 // CHECK-LABEL: func @embedding
 // CHECK-SAME: train.role = #train<role tokens>
 // CHECK: train.embedding %{{.*}}, %arg0
+train.param @emb {source = #train<source inline>, file = "m", trainable} : tensor<32x8xf32>
 func.func @embedding(%ids: tensor<2x16xi64>) -> tensor<2x16x8xf32> {
-  %t = train.weight "emb" {source = #train<source inline>, file = "m", trainable} : tensor<32x8xf32>
+  %t = train.param.load @emb : tensor<32x8xf32>
   %e = train.gather %t, %ids {axis = 0 : i64} : (tensor<32x8xf32>, tensor<2x16xi64>) -> tensor<2x16x8xf32>
   return %e : tensor<2x16x8xf32>
 }
@@ -60,8 +66,9 @@ func.func @embedding(%ids: tensor<2x16xi64>) -> tensor<2x16x8xf32> {
 // CHECK-LABEL: func @rms_norm_reciprocal
 // CHECK: %[[N:.+]] = train.rms_norm %arg0, %{{.*}} {eps = 9.99999997E-7 : f32}
 // CHECK-NEXT: return %[[N]]
+train.param @n {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
 func.func @rms_norm_reciprocal(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
-  %w = train.weight "n" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %w = train.param.load @n : tensor<8xf32>
   %two = train.constant dense<2.0> : tensor<f32>
   %p = train.pow %x, %two : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
   %m = train.reduce_mean %p {axes = array<i64: -1>, keepdims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
@@ -79,8 +86,9 @@ func.func @rms_norm_reciprocal(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 // RMSNorm with Div, x*x, and the (1 + w) scale.
 // CHECK-LABEL: func @rms_norm_div_plus_one
 // CHECK: train.rms_norm %arg0, %{{.*}} {eps = 9.99999974E-6 : f32, plus_one}
+train.param @n {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
 func.func @rms_norm_div_plus_one(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
-  %w = train.weight "n" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %w = train.param.load @n : tensor<8xf32>
   %sq = train.mul %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
   %m = train.reduce_mean %sq {axes = array<i64: 1>, keepdims} : (tensor<2x8xf32>) -> tensor<2x1xf32>
   %eps = train.constant dense<1.0e-5> : tensor<f32>
@@ -194,13 +202,15 @@ func.func @rotary_slices(%xp: tensor<1x3x8xf32>) -> tensor<1x3x8xf32> {
 // -----
 
 // Rotary with Split instead of Slices; tables that are weights get frozen.
-// CHECK-LABEL: func @rotary_split
-// CHECK: train.weight "cos" {{{.*}}} : tensor<3x4xf32>
+// CHECK: train.param @cos {{{.*}}} : tensor<3x4xf32>
 // CHECK-NOT: trainable
+// CHECK-LABEL: func @rotary_split
 // CHECK: train.rotary
+train.param @cos {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
+train.param @sin {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
 func.func @rotary_split(%x: tensor<1x2x3x4xf32>) -> tensor<1x2x3x4xf32> {
-  %cos = train.weight "cos" {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
-  %sin = train.weight "sin" {source = #train<source inline>, file = "m", trainable} : tensor<3x4xf32>
+  %cos = train.param.load @cos : tensor<3x4xf32>
+  %sin = train.param.load @sin : tensor<3x4xf32>
   %p:2 = train.split %x {axis = 3 : i64, sizes = array<i64: 2, 2>} : (tensor<1x2x3x4xf32>) -> (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>)
   %n = train.neg %p#1 : (tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32>
   %rot = train.concat %n, %p#0 {axis = 3 : i64} : (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x2x3x4xf32>
@@ -253,11 +263,13 @@ func.func @attention_gqa_causal(%q: tensor<1x3x16xf32>, %k: tensor<1x3x8xf32>, %
 // Attention with masked_fill's Where(cond, -inf, scores), the scale split
 // over q and k (decomposed SDPA), and a mask that is not causal: kept as a
 // frozen operand when additive, fused only when causal for Where.
+// CHECK: train.param @mask {{{.*}}} : tensor<1x1x2x2xf32>
+// CHECK-NOT: trainable
 // CHECK-LABEL: func @attention_where_and_split_scale
 // CHECK: train.attention {{.*}} {causal, num_heads = 1 : i64, num_kv_heads = 1 : i64, scale = 2.500000e-01 : f32}
-// CHECK: %[[M:.+]] = train.weight "mask" {{{.*}}} : tensor<1x1x2x2xf32>
-// CHECK-NOT: trainable
+// CHECK: %[[M:.+]] = train.param.load @mask
 // CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {num_heads = 1 : i64
+train.param @mask {source = #train<source inline>, file = "m", trainable} : tensor<1x1x2x2xf32>
 func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1x1x2x4xf32>, %v: tensor<1x1x2x4xf32>) -> (tensor<1x1x2x4xf32>, tensor<1x1x2x4xf32>) {
   %h = train.constant dense<0.5> : tensor<f32>
   %qs = train.mul %q, %h : (tensor<1x1x2x4xf32>, tensor<f32>) -> tensor<1x1x2x4xf32>
@@ -269,7 +281,7 @@ func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1
   %w = train.where %cond, %ninf, %s : (tensor<2x2xi1>, tensor<f32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
   %p = train.softmax %w {axis = -1 : i64} : (tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
   %o = train.matmul %p, %v : (tensor<1x1x2x2xf32>, tensor<1x1x2x4xf32>) -> tensor<1x1x2x4xf32>
-  %mask = train.weight "mask" {source = #train<source inline>, file = "m", trainable} : tensor<1x1x2x2xf32>
+  %mask = train.param.load @mask : tensor<1x1x2x2xf32>
   %kt2 = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x1x2x4xf32>) -> tensor<1x1x4x2xf32>
   %s2 = train.matmul %q, %kt2 : (tensor<1x1x2x4xf32>, tensor<1x1x4x2xf32>) -> tensor<1x1x2x2xf32>
   %a2 = train.add %s2, %mask : (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>
@@ -288,6 +300,7 @@ func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1
 // CHECK-LABEL: func @attention_sdpa_safe_softmax
 // CHECK: %[[O:.+]] = train.attention %arg0, %arg1, %arg2 {causal, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 2.500000e-01 : f32} : (tensor<1x3x16xf32>, tensor<1x3x8xf32>, tensor<1x3x8xf32>) -> tensor<1x3x16xf32>
 // CHECK-NEXT: return %[[O]]
+train.param @val_137 {source = #train<source external>, file = "m", offset = 0 : i64, length = 36 : i64, value = dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : tensor<3x3xf32>
 func.func @attention_sdpa_safe_softmax(%q: tensor<1x3x16xf32>, %k: tensor<1x3x8xf32>, %v: tensor<1x3x8xf32>) -> tensor<1x3x16xf32> {
   %sq = train.constant dense<[1, 3, 4, 4]> : tensor<4xi64>
   %skv = train.constant dense<[1, 3, 2, 4]> : tensor<4xi64>
@@ -313,7 +326,7 @@ func.func @attention_sdpa_safe_softmax(%q: tensor<1x3x16xf32>, %k: tensor<1x3x8x
   %qs = train.mul %qh, %c : (tensor<1x4x3x4xf32>, tensor<f32>) -> tensor<1x4x3x4xf32>
   %ks = train.mul %kt, %c : (tensor<1x4x4x3xf32>, tensor<f32>) -> tensor<1x4x4x3xf32>
   %s = train.matmul %qs, %ks : (tensor<1x4x3x4xf32>, tensor<1x4x4x3xf32>) -> tensor<1x4x3x3xf32>
-  %mask = train.weight "val_137" {source = #train<source external>, file = "m", offset = 0 : i64, length = 36 : i64, value = dense<[[0.0, -3.40282347E+38, -3.40282347E+38], [0.0, 0.0, -3.40282347E+38], [0.0, 0.0, 0.0]]> : tensor<3x3xf32>} : tensor<3x3xf32>
+  %mask = train.param.load @val_137 : tensor<3x3xf32>
   %sm = train.add %s, %mask : (tensor<1x4x3x3xf32>, tensor<3x3xf32>) -> tensor<1x4x3x3xf32>
   %p = train.softmax %sm {axis = -1 : i64} : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xf32>
   %nan = train.is_nan %p : (tensor<1x4x3x3xf32>) -> tensor<1x4x3x3xi1>
@@ -404,8 +417,9 @@ func.func @cross_entropy_classes_second(%scores: tensor<2x8x4xf32>, %t: tensor<2
 // CHECK: %[[V:.+]]:2 = train.split %[[L]] {axis = 2 : i64, sizes = array<i64: 12, 4>}
 // CHECK: %[[S:.+]] = train.slice %[[L]]
 // CHECK: return %[[Q]]#0, %[[K]]#1, %[[V]]#1, %[[S]]
+train.param @qkv {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
 func.func @slices_of_a_fused_projection(%x: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x8xf32>) {
-  %w = train.weight "qkv" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %w = train.param.load @qkv : tensor<16x8xf32>
   %t = train.transpose %w {perm = array<i64: 1, 0>} : (tensor<16x8xf32>) -> tensor<8x16xf32>
   %y = train.matmul %x, %t : (tensor<2x3x8xf32>, tensor<8x16xf32>) -> tensor<2x3x16xf32>
   %axis = train.constant dense<[2]> : tensor<1xi64>
@@ -452,9 +466,11 @@ func.func @empty_slice(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
 // CHECK: train.expert_linear %arg0, %{{.+}}, %[[W:.+]] {layout = #train<layout out_in>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x6x3xf32>) -> tensor<5x6xf32>
 // CHECK: train.expert_linear %arg0, %{{.+}}, %[[V:.+]] {layout = #train<layout in_out>} : (tensor<5x3xf32>, tensor<5xi64>, tensor<4x3x6xf32>) -> tensor<5x6xf32>
 // CHECK-NOT: train.gather_nd
+train.param @experts.gate_up_proj {source = #train<source inline>, file = "m", trainable} : tensor<4x6x3xf32>
+train.param @experts.down_proj {source = #train<source inline>, file = "m", trainable} : tensor<4x3x6xf32>
 func.func @expert_linear(%x: tensor<5x3xf32>, %i: tensor<5x1xi64>) -> (tensor<5x6x1xf32>, tensor<5x1x6xf32>) {
-  %w = train.weight "experts.gate_up_proj" {source = #train<source inline>, file = "m", trainable} : tensor<4x6x3xf32>
-  %v = train.weight "experts.down_proj" {source = #train<source inline>, file = "m", trainable} : tensor<4x3x6xf32>
+  %w = train.param.load @experts.gate_up_proj : tensor<4x6x3xf32>
+  %v = train.param.load @experts.down_proj : tensor<4x3x6xf32>
   %g = train.gather_nd %w, %i {batch_dims = 0 : i64} : (tensor<4x6x3xf32>, tensor<5x1xi64>) -> tensor<5x6x3xf32>
   %col = train.unsqueeze %x {axes = array<i64: -1>} : (tensor<5x3xf32>) -> tensor<5x3x1xf32>
   %y = train.matmul %g, %col : (tensor<5x6x3xf32>, tensor<5x3x1xf32>) -> tensor<5x6x1xf32>

@@ -27,13 +27,19 @@
 // KEEP: train.linear
 // KEEP: train.add
 // KEEP: train.cross_entropy
+train.param @embed.weight {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+train.param @layers.0.norm.weight {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+train.param @layers.0.proj.weight {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+train.param @layers.1.norm.weight {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+train.param @layers.1.proj.weight {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+train.param @norm.weight {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
 func.func @model(%ids: tensor<2xi64>, %t: tensor<2xi64>) -> tensor<f32> {
-  %emb = train.weight "embed.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
-  %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
-  %p0 = train.weight "layers.0.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
-  %n1 = train.weight "layers.1.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
-  %p1 = train.weight "layers.1.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
-  %nf = train.weight "norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %emb = train.param.load @embed.weight : tensor<16x8xf32>
+  %n0 = train.param.load @layers.0.norm.weight : tensor<8xf32>
+  %p0 = train.param.load @layers.0.proj.weight : tensor<8x8xf32>
+  %n1 = train.param.load @layers.1.norm.weight : tensor<8xf32>
+  %p1 = train.param.load @layers.1.proj.weight : tensor<8x8xf32>
+  %nf = train.param.load @norm.weight : tensor<8xf32>
   %h = train.embedding %emb, %ids : (tensor<16x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
   %a0 = train.rms_norm %h, %n0 {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   %b0 = train.linear %a0, %p0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
@@ -57,9 +63,11 @@ func.func @model(%ids: tensor<2xi64>, %t: tensor<2xi64>) -> tensor<f32> {
 // CHECK-LABEL: func.func @model
 // CHECK: call @layer(
 // CHECK: call @layer_1(
+train.param @layers.0.norm.weight {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+train.param @layers.1.norm.weight {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
 func.func @model(%h: tensor<2x8xf32>) -> tensor<f32> {
-  %n0 = train.weight "layers.0.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
-  %n1 = train.weight "layers.1.norm.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8xf32>
+  %n0 = train.param.load @layers.0.norm.weight : tensor<8xf32>
+  %n1 = train.param.load @layers.1.norm.weight : tensor<8xf32>
   %a0 = train.rms_norm %h, %n0 {eps = 1.0e-6 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   %a1 = train.rms_norm %a0, %n1 {eps = 1.0e-5 : f32} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
   %l = train.reduce_mean %a1 {axes = array<i64>} : (tensor<2x8xf32>) -> tensor<f32>
@@ -82,12 +90,17 @@ func.func @model(%h: tensor<2x8xf32>) -> tensor<f32> {
 // CHECK: train.cross_entropy
 // CHECK: train.softmax %[[L0]]#0
 // CHECK: train.softmax %[[L1]]#0
+train.param @layers.0.router.weight {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+train.param @layers.0.proj.weight {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+train.param @layers.1.router.weight {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
+train.param @layers.1.proj.weight {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
+train.param @head.weight {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
 func.func @model(%h: tensor<2x8xf32>, %t: tensor<2xi64>) -> tensor<f32> {
-  %r0 = train.weight "layers.0.router.weight" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
-  %w0 = train.weight "layers.0.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
-  %r1 = train.weight "layers.1.router.weight" {source = #train<source inline>, file = "m", trainable} : tensor<4x8xf32>
-  %w1 = train.weight "layers.1.proj.weight" {source = #train<source inline>, file = "m", trainable} : tensor<8x8xf32>
-  %head = train.weight "head.weight" {source = #train<source inline>, file = "m", trainable} : tensor<16x8xf32>
+  %r0 = train.param.load @layers.0.router.weight : tensor<4x8xf32>
+  %w0 = train.param.load @layers.0.proj.weight : tensor<8x8xf32>
+  %r1 = train.param.load @layers.1.router.weight : tensor<4x8xf32>
+  %w1 = train.param.load @layers.1.proj.weight : tensor<8x8xf32>
+  %head = train.param.load @head.weight : tensor<16x8xf32>
   %g0 = train.linear %h, %r0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
   %l0 = train.linear %h, %w0 {layout = #train<layout out_in>} : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
   %h0 = train.mul %l0, %h : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -11,7 +11,7 @@ from onnx import numpy_helper
 model_path = sys.argv[1]
 inits = {t.name: t for t in onnx.load(model_path).graph.initializer}
 data = open(model_path, "rb").read()
-pattern = re.compile(r'train\.weight "([^"]+)" \{(data_transposed, )?file = "[^"]*", '
+pattern = re.compile(r'train\.param @"?([^"{ ]+)"? \{(data_transposed, )?file = "[^"]*", '
                      r'length = (\d+) : i64, offset = (\d+) : i64, '
                      r'(saved_as = \[[^]]*\], )?source = #train<source inline>'
                      r'.*: tensor<([0-9x]+)x')

@@ -2,18 +2,21 @@
 #include "dialects/Train/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 void mt::train::buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
                                     bool fusePatterns) {
-  // CSE is not used: it erases unused weights, which are part of the model's
-  // parameter list. Duplicate constants are cheap and fold the same way.
   pm.addPass(createFoldConstantsPass());
   FuseOpsPassOptions options;
   options.explain = explainFusion;
   options.onlyOneToOne = !fusePatterns;
   pm.addPass(createFuseOpsPass(options));
-  // Fusion leaves layout ops that cancel (transpose pairs, reshapes).
+  // Fusion leaves layout ops that cancel (transpose pairs, reshapes), and
+  // the ops its rewrites left without uses. The stock cleanups may erase
+  // any dead op: the parameters are symbols, not values.
   pm.addPass(createFoldConstantsPass());
+  pm.addPass(mlir::createCSEPass());
+  pm.addPass(mlir::createCanonicalizerPass());
   if (explainFusion)
     pm.addPass(createExplainFusionPass());
 }

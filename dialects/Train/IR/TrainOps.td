@@ -374,6 +374,7 @@ def Train_ConcatOp : Train_InferOp<"concat"> {
   let arguments = (ins Variadic<Train_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Train_SplitOp : Train_InferOp<"split"> {
@@ -405,6 +406,7 @@ def Train_SliceOp : Train_ValueShapedOp<"slice"> {
                    Train_IntTensor:$axes, Train_IntTensor:$steps);
   let results = (outs Train_Tensor:$result);
   let hasFolder = 1;
+  let hasCanonicalizer = 1;
 }
 
 def Train_GatherOp : Train_InferOp<"gather"> {

@@ -989,93 +989,6 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
   }
 };
 
-/// A Slice of a float tensor with constant bounds and step 1 on each of
-/// its axes becomes a Split per axis, keeping the middle part: the runtime
-/// has SPLIT, and its gradient (a Concat with zeros for the parts nothing
-/// reads) is exact. Other steps stay Slices (reversals and strides: the
-/// SLICE kernel, and SLICE_GRAD for their gradient).
-struct SplitFromSlice : FusionPattern<SliceOp> {
-  using FusionPattern::FusionPattern;
-  LogicalResult matchAndRewrite(SliceOp s, PatternRewriter &b) const override {
-    auto type = typeOf(s.getInput());
-    if (!isa<FloatType>(type.getElementType()))
-      return b.notifyMatchFailure(s, "not a float tensor");
-    Attribute st, en, ax, sp;
-    if (!matchPattern(s.getStarts(), m_Constant(&st)) ||
-        !matchPattern(s.getEnds(), m_Constant(&en)) ||
-        !matchPattern(s.getAxes(), m_Constant(&ax)) ||
-        !matchPattern(s.getSteps(), m_Constant(&sp)))
-      return b.notifyMatchFailure(s, "bounds that are not constant");
-    auto starts = getIntValues(st), ends = getIntValues(en),
-         axes = getIntValues(ax), steps = getIntValues(sp);
-    if (!starts || !ends || !axes || !steps || starts->size() != axes->size() ||
-        ends->size() != axes->size() || steps->size() != axes->size())
-      return b.notifyMatchFailure(s, "bounds of different lengths");
-    if (llvm::any_of(*steps, [](int64_t step) { return step != 1; }))
-      return b.notifyMatchFailure(s, "a step other than 1");
-    if (typeOf(s).getNumElements() == 0) {
-      // Nothing (the pass-through part of a rotary that covers the whole
-      // head): a constant, so that no gradient flows through it.
-      b.replaceAllUsesWith(
-          s.getResult(),
-          b.create<ConstantOp>(
-              s.getLoc(),
-              DenseElementsAttr::get(typeOf(s), ArrayRef<Attribute>{})));
-      return success();
-    }
-    Value v = s.getInput();
-    for (size_t i = 0; i < axes->size(); ++i) {
-      auto t = typeOf(v);
-      int64_t rank = t.getRank(), axis = (*axes)[i];
-      if (axis < 0)
-        axis += rank;
-      if (axis < 0 || axis >= rank)
-        return b.notifyMatchFailure(s, "an axis out of range");
-      // ONNX's clamping of out-of-range and negative bounds.
-      int64_t n = t.getDimSize(axis);
-      auto clampTo = [n](int64_t x) {
-        return std::clamp<int64_t>(x < 0 ? x + n : x, 0, n);
-      };
-      int64_t begin = clampTo((*starts)[i]), end = clampTo((*ends)[i]);
-      if (end <= begin || (begin == 0 && end == n))
-        continue;
-      SmallVector<int64_t> sizes;
-      if (begin > 0)
-        sizes.push_back(begin);
-      sizes.push_back(end - begin);
-      if (end < n)
-        sizes.push_back(n - end);
-      auto split = b.create<SplitOp>(s.getLoc(), v, b.getI64IntegerAttr(axis),
-                                     b.getDenseI64ArrayAttr(sizes));
-      v = split.getResult(begin > 0 ? 1 : 0);
-    }
-    // An empty slice, or bounds the shapes disagree with.
-    if (v.getType() != s.getType())
-      return b.notifyMatchFailure(s, "bounds that do not give its type");
-    b.replaceAllUsesWith(s.getResult(), v);
-    return success();
-  }
-};
-
-/// A Concat of an empty part is the Concat of the others.
-struct ConcatWithoutEmpty : FusionPattern<ConcatOp> {
-  using FusionPattern::FusionPattern;
-  LogicalResult matchAndRewrite(ConcatOp c, PatternRewriter &b) const override {
-    SmallVector<Value> kept;
-    for (Value v : c.getInputs())
-      if (typeOf(v).getNumElements() != 0)
-        kept.push_back(v);
-    if (kept.size() == c.getInputs().size() || kept.empty())
-      return b.notifyMatchFailure(c, "no empty part");
-    Value with =
-        kept.size() == 1
-            ? kept[0]
-            : b.create<ConcatOp>(c.getLoc(), kept, c.getAxisAttr()).getResult();
-    b.replaceAllUsesWith(c.getResult(), with);
-    return success();
-  }
-};
-
 /// Keeps why each pattern did not match at the op it started from (and
 /// prints it in the debug output).
 struct ExplainListener : RewriterBase::Listener {
@@ -1117,7 +1030,8 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     Fusion f;
     // In the order they must run: a later family matches the fused ops of
     // an earlier one (a gated activation the activations, attention the
-    // linears), and the slices are what no family took. One-to-one keeps
+    // linears); the Slices no family took become Splits in the
+    // canonicalizer after (Canonicalize.cpp). One-to-one keeps
     // the rewrites of a single op into its kernel, the rest stays in
     // primitives, each with its own kernel and gradient rule.
     std::vector<Family> families;
@@ -1146,8 +1060,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     }
     families.push_back(
         family<CrossEntropyFromOnnx>("cross_entropy", numCrossEntropy, ctx, f));
-    families.push_back(family<SplitFromSlice, ConcatWithoutEmpty>(
-        "slice", numSlicesSplit, ctx, f));
     ExplainListener listener;
     PatternRewriter rewriter(ctx);
     rewriter.setListener(&listener);

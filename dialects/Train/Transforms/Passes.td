@@ -72,7 +72,6 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
     Statistic<"numRotary", "rotary", "rotary embeddings">,
     Statistic<"numAttention", "attention", "attentions">,
     Statistic<"numCrossEntropy", "cross-entropy", "cross-entropy losses">,
-    Statistic<"numSlicesSplit", "slices-split", "Slices of activations made Splits, empty Concat parts dropped">,
   ];
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",

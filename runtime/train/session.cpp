@@ -1,5 +1,6 @@
 #include "runtime/train/session.h"
 
+#include "runtime/base/bytes.h"
 #include "runtime/cost/trace.h"
 #include "runtime/plan/plan_io.h"
 
@@ -29,12 +30,6 @@ std::string jsonNumber(double v) {
   return text;
 }
 
-std::string gib(uint64_t bytes) {
-  char t[32];
-  std::snprintf(t, sizeof t, "%.2f GiB", double(bytes) / double(1ull << 30));
-  return t;
-}
-
 /// Before allocating: the plan's host memory (with a backend whose device
 /// is the host, its DEVICE arenas too) against what the machine has
 /// available.
@@ -57,9 +52,9 @@ Status checkHostMemory(const mt::plan::Plan &plan, bool deviceApart,
   uint64_t have = kib * 1024;
   if (!in || have == 0 || need <= have)
     return Status::ok();
-  return Status::error("the plan needs " + gib(need) +
+  return Status::error("the plan needs " + gibText(double(need)) +
                        " of host memory (its arenas) but this machine has " +
-                       gib(have) +
+                       gibText(double(have)) +
                        " available; plan for this machine (mtc --target "
                        "with --host-mem, or mtrun --calibrate) or free memory");
 }

@@ -157,29 +157,6 @@ mlir::LogicalResult printModule(Driver &compiler, const ImportOptions &import,
 
 } // namespace
 
-void setBackendOptions(mt::sched::BackendOptions &b, const planner::Schedule &s,
-                       const Options &o, bool verify) {
-  b.chunkHeadRows = o.chunkHeadRows;
-  b.chunkMlpRows = s.mlpChunk;
-  b.gradAccum = s.gradAccum;
-  b.computeDtype = o.computeDtype;
-  b.optimizerOverlap = s.overlap;
-  b.optimizerStates = o.optimizerStates;
-  b.weightLink =
-      s.fp32Link ? mt::sched::WeightLink::F32 : mt::sched::WeightLink::Compute;
-  b.layerMajor = s.layerMajor && s.gradAccum > 1;
-  b.ranks = s.ranks;
-  b.streamWeights = s.stream;
-  b.lookahead = s.lookahead;
-  if (o.residentBelow)
-    b.residentBelow = *o.residentBelow;
-  b.offloadActivations = s.offload;
-  b.offloadFraction = s.offloadFraction;
-  b.momentsOnDisk = s.momentsOnDisk;
-  b.diskFormat = o.diskFormat;
-  b.verifySchedule = verify;
-}
-
 mlir::ModuleOp Driver::step(const ImportOptions &import, int64_t keepLast) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto key = std::make_pair(import.batch, keepLast);
@@ -224,9 +201,7 @@ mlir::OwningOpRef<mlir::ModuleOp> Driver::compile(const ImportOptions &import,
     return nullptr;
   pm.enableVerifier(verify);
   pm.enableTiming(timing_);
-  mt::sched::BackendOptions backend;
-  setBackendOptions(backend, s, options_, verify);
-  mt::sched::buildBackendPipeline(pm, backend);
+  mt::sched::buildBackendPipeline(pm, s, verify);
   if (failed(pm.run(*module)))
     return nullptr;
   return module;
@@ -299,7 +274,7 @@ mlir::LogicalResult compile(mlir::MLIRContext &context, const Request &r) {
   if (!r.mlpChunkGiven)
     c.mlpChunk = planner::mlpChunkFor(userStep);
   planner::ModelSize size = planner::modelSize(userStep);
-  size.momentBytes = planner::momentBytesPerElement(r.options.optimizerStates);
+  size.momentBytes = planner::momentBytesPerElement(r.chosen.optimizerStates);
   llvm::SmallString<256> diskPath(r.diskDir);
   if (!r.diskDir.empty())
     llvm::sys::fs::make_absolute(diskPath);

@@ -29,23 +29,11 @@ namespace mt::driver {
 /// What to compile to (mtc --emit).
 enum class Emit { Summary, Import, Mlir, Step, Sched, Plan };
 
-/// The user's choices that hold for every schedule.
+/// The front end's choices (the back end's are each schedule's).
 struct Options {
   bool explainFusion = false;
   bool fusePatterns = true; ///< mtc --fuse all (else one-to-one only)
-  int64_t chunkHeadRows = 4096;
-  mt::sched::ComputeDtype computeDtype = mt::sched::ComputeDtype::F32;
-  mt::sched::MomentFormat optimizerStates = mt::sched::MomentFormat::F32;
-  /// Bytes (mtc --resident-below); unset: the back end's default.
-  std::optional<int64_t> residentBelow;
-  mt::sched::DiskFormat diskFormat = mt::sched::DiskFormat::Raw;
 };
-
-/// The back end's options for one schedule: the one translation of a
-/// planner::Schedule into the pipeline's (BackendOptions, being pass
-/// options, is filled in place: it cannot be copied).
-void setBackendOptions(mt::sched::BackendOptions &b, const planner::Schedule &s,
-                       const Options &o, bool verify);
 
 /// The front end's kept layers for a schedule: -1 keeps them all (none is
 /// outlined).

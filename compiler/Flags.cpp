@@ -1,5 +1,4 @@
-//===- Flags.cpp - mtc's flags, read into a Request
-//------------------------===//
+//===- Flags.cpp - mtc's flags, read into a Request ----------------------===//
 #include "compiler/Flags.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -41,6 +40,9 @@ enum class Fuse { All, None };
 enum class Order { MicroBatch, Layer };
 enum class Recompute { Layers, None };
 enum class Moments { Host, Disk, Auto };
+
+/// The back end's defaults, which mtc's flags share.
+const mt::sched::Schedule kDefault;
 
 /// Every flag of mtc, made by registerFlags.
 struct Flags {
@@ -115,7 +117,7 @@ struct Flags {
       cl::init(0), cl::cat(category)};
   cl::opt<int64_t> gradAccum{"grad-accum",
                              cl::desc("Micro-batches per optimizer step"),
-                             cl::init(1), cl::cat(category)};
+                             cl::init(kDefault.gradAccum), cl::cat(category)};
   cl::opt<int64_t> ranks{
       "ranks",
       cl::desc(
@@ -127,7 +129,7 @@ struct Flags {
           "gradients of the weights it owns in rank order, updates them "
           "and broadcasts them: the losses and weights of one process "
           "with N x --grad-accum micro-batches, to the bit"),
-      cl::init(1), cl::cat(category)};
+      cl::init(kDefault.ranks), cl::cat(category)};
   ChoiceOpt<Order> microBatchOrder{
       "micro-batch-order",
       cl::desc("With K > 1 micro-batches per step, the order of the step's "
@@ -155,7 +157,7 @@ struct Flags {
       cl::desc("With --stream-weights: issue each copy this many weights ahead "
                "of its first use, or auto: plan with 2, 4, 8, 16 and 32 and "
                "keep the fastest that fits (five compilations)"),
-      cl::init("8"), cl::cat(category)};
+      cl::init(std::to_string(kDefault.lookahead)), cl::cat(category)};
   cl::opt<std::string> residentBelow{
       "resident-below",
       cl::desc(
@@ -166,7 +168,7 @@ struct Flags {
       "chunk-head-rows",
       cl::desc("Compute the head and the loss this many tokens at a time so "
                "that the whole batch's logits never exist (0: in one piece)"),
-      cl::init(4096), cl::cat(category)};
+      cl::init(kDefault.chunkHeadRows), cl::cat(category)};
   cl::opt<std::string> chunkMlpRows{
       "chunk-mlp-rows",
       cl::desc("Compute each gated MLP (gate, up, activation, down, and their "
@@ -203,7 +205,7 @@ struct Flags {
                "device: twice the bytes over the link, no copy on the host). "
                "Exact either way: the same bf16 values. Unless given, the "
                "planner chooses"),
-      cl::init(mt::sched::WeightLink::Compute), mt::sched::weightLinkValues(),
+      cl::init(kDefault.weightLink), mt::sched::weightLinkValues(),
       cl::cat(category)};
   cl::opt<bool> offloadActivations{
       "offload-activations",
@@ -256,7 +258,7 @@ struct Flags {
       cl::desc("How the disk tier stores moments: raw, or shuffle-zstd "
                "(lossless: bytes regrouped by position, then zstd; fewer "
                "bytes written for host CPU time)"),
-      cl::init(mt::sched::DiskFormat::Raw), mt::sched::diskFormatValues(),
+      cl::init(kDefault.diskFormat), mt::sched::diskFormatValues(),
       cl::cat(category)};
   cl::opt<std::string> pinnedMem{
       "pinned-mem",
@@ -294,7 +296,7 @@ struct Flags {
                "elements, about a quarter) or 4bit (LOSSY: blockwise 4-bit, "
                "two a byte, the same scales: about an eighth); lossy formats "
                "only when asked for"),
-      cl::init(mt::sched::MomentFormat::F32), mt::sched::momentFormatValues(),
+      cl::init(kDefault.optimizerStates), mt::sched::momentFormatValues(),
       cl::cat(category)};
   ChoiceOpt<mt::sched::OptimizerOverlap> optimizerOverlap{
       "optimizer-overlap",
@@ -303,13 +305,13 @@ struct Flags {
                "clipping) or next-forward (each weight in the next step, just "
                "before its copy to the device; exact with clipping). Unless "
                "given, the planner chooses (not backward with --clipping)"),
-      cl::init(mt::sched::OptimizerOverlap::After),
-      mt::sched::optimizerOverlapValues(), cl::cat(category)};
+      cl::init(kDefault.optimizerOverlap), mt::sched::optimizerOverlapValues(),
+      cl::cat(category)};
   ChoiceOpt<mt::sched::ComputeDtype> computeDtype{
       "compute-dtype",
       cl::desc("Storage of activations and device weights: fp32 or bf16 "
                "(fp32 math, fp32 master weights and moments either way)"),
-      cl::init(mt::sched::ComputeDtype::F32), mt::sched::computeDtypeValues(),
+      cl::init(kDefault.computeDtype), mt::sched::computeDtypeValues(),
       cl::cat(category)};
 };
 
@@ -485,27 +487,27 @@ bool readFlags(Request &r) {
   planner::Schedule &s = r.chosen;
   s.batch = f.batch;
   s.gradAccum = f.gradAccum;
-  s.stream = f.streamWeights;
-  s.offload = f.offloadActivations;
-  s.overlap = f.optimizerOverlap;
+  s.streamWeights = f.streamWeights;
+  s.offloadActivations = f.offloadActivations;
+  s.optimizerOverlap = f.optimizerOverlap;
   s.keep = f.recompute == Recompute::None;
   s.keepLast = f.keepLayers;
-  s.fp32Link = f.weightLink == mt::sched::WeightLink::F32;
+  s.weightLink = f.weightLink;
   s.layerMajor = f.microBatchOrder == Order::Layer;
-  s.offloadFraction = fraction.value_or(1.0);
-  s.lookahead = lookahead.value_or(8);
+  s.offloadFraction = fraction.value_or(s.offloadFraction);
+  s.lookahead = lookahead.value_or(s.lookahead);
   s.momentsOnDisk = f.momentsHome == Moments::Disk;
   s.ranks = f.ranks;
-  s.mlpChunk = mlpChunk.value_or(0);
+  s.chunkMlpRows = mlpChunk.value_or(s.chunkMlpRows);
+  s.chunkHeadRows = f.chunkHeadRows;
+  s.computeDtype = f.computeDtype;
+  s.optimizerStates = f.optimizerStates;
+  s.residentBelow = residentBelow.value_or(s.residentBelow);
+  s.diskFormat = f.diskFormat;
 
   Options &o = r.options;
   o.explainFusion = f.explainFusion;
   o.fusePatterns = f.fuse == Fuse::All;
-  o.chunkHeadRows = f.chunkHeadRows;
-  o.computeDtype = f.computeDtype;
-  o.optimizerStates = f.optimizerStates;
-  o.residentBelow = residentBelow;
-  o.diskFormat = f.diskFormat;
   if (r.emit != Emit::Plan && r.emit != Emit::Sched)
     return true;
 
@@ -515,13 +517,13 @@ bool readFlags(Request &r) {
   // rest. Precision and state formats are the user's alone.
   planner::Constraints &c = r.constraints;
   if (given(f.streamWeights))
-    c.stream = s.stream;
+    c.streamWeights = s.streamWeights;
   if (given(f.offloadActivations))
-    c.offload = s.offload;
+    c.offloadActivations = s.offloadActivations;
   if (fraction)
     c.offloadFraction = s.offloadFraction;
   if (given(f.optimizerOverlap))
-    c.overlap = s.overlap;
+    c.optimizerOverlap = s.optimizerOverlap;
   // --recompute layers alone recomputes every layer; --keep-layers N all
   // but the last N.
   if (given(f.recompute) || given(f.keepLayers)) {
@@ -529,7 +531,7 @@ bool readFlags(Request &r) {
     c.keepLast = s.keepLast;
   }
   if (given(f.weightLink))
-    c.fp32Link = s.fp32Link;
+    c.weightLink = s.weightLink;
   if (given(f.microBatchOrder))
     c.layerMajor = s.layerMajor;
   if (f.momentsHome != Moments::Auto)
@@ -537,7 +539,6 @@ bool readFlags(Request &r) {
   c.lookaheads = lookahead ? std::vector<int64_t>{s.lookahead}
                            : std::vector<int64_t>{2, 4, 8, 16, 32};
   c.clipping = f.clipping;
-  c.bf16 = f.computeDtype == mt::sched::ComputeDtype::BF16;
   c.diskGiven = !f.diskDir.empty();
   return true;
 }

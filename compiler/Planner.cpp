@@ -83,22 +83,22 @@ std::string Schedule::flags() const {
   if (batch)
     f += "--batch " + std::to_string(batch) + " ";
   f += "--grad-accum " + std::to_string(gradAccum);
-  if (stream)
+  if (streamWeights)
     f += " --stream-weights --lookahead " + std::to_string(lookahead);
-  if (offload)
+  if (offloadActivations)
     f += " --offload-activations --offload-fraction " +
          llvm::formatv("{0}", offloadFraction).str();
-  f += std::string(" --optimizer-overlap ") + overlapName(overlap);
+  f += std::string(" --optimizer-overlap ") + overlapName(optimizerOverlap);
   f += keep ? " --recompute none" : " --recompute layers";
   if (!keep && keepLast > 0)
     f += " --keep-layers " + std::to_string(keepLast);
-  if (fp32Link)
+  if (weightLink == mt::sched::WeightLink::F32)
     f += " --weight-link fp32";
   if (layerMajor)
     f += " --micro-batch-order layer";
   f += momentsOnDisk ? " --moments disk" : " --moments host";
-  if (mlpChunk > 0)
-    f += " --chunk-mlp-rows " + std::to_string(mlpChunk);
+  if (chunkMlpRows > 0)
+    f += " --chunk-mlp-rows " + std::to_string(chunkMlpRows);
   if (ranks > 1)
     f += " --ranks " + std::to_string(ranks);
   return f;
@@ -184,7 +184,7 @@ TierBytes tierBytes(const plan::Plan &plan) {
   return t;
 }
 
-int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16) {
+int64_t hostLowerBound(const Schedule &s, const ModelSize &m) {
   // Per trainable element: the fp32 master (4), the moments unless on
   // disk, the fp32 accumulator unless the gradient is read where it
   // arrives (LowerToSched's rule: updates during the backward of one run
@@ -193,9 +193,10 @@ int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16) {
   // fp32 master.
   // With ranks, the accumulator, the moments and (beside a compute copy)
   // the master are split among them: a rank holds at least the average.
-  bool transient = s.overlap == Overlap::Backward && s.ranks == 1 &&
+  bool transient = s.optimizerOverlap == Overlap::Backward && s.ranks == 1 &&
                    (s.gradAccum == 1 || s.layerMajor);
-  bool computeCopy = bf16 && !s.fp32Link;
+  bool computeCopy = s.computeDtype == mt::sched::ComputeDtype::BF16 &&
+                     s.weightLink == mt::sched::WeightLink::Compute;
   double shared = computeCopy ? 2.0 : 4.0;
   double split = (s.momentsOnDisk ? 0.0 : m.momentBytes) +
                  (transient ? 0.0 : 4.0) + (computeCopy ? 4.0 : 0.0);
@@ -230,9 +231,9 @@ bool fits(const plan::Plan &plan, const Budgets &b, const Schedule &s,
                          ") on disk";
   Check checks[] = {
       {"device", "--gpu-mem", "the target's", need.device, b.device,
-       !s.stream               ? "--stream-weights lowers it"
+       !s.streamWeights        ? "--stream-weights lowers it"
        : s.keep                ? "--recompute layers lowers it"
-       : !s.offload            ? "--offload-activations lowers it"
+       : !s.offloadActivations ? "--offload-activations lowers it"
        : s.offloadFraction < 1 ? "a larger --offload-fraction lowers it"
                                : "a smaller --batch or --seq lowers it"},
       {"host (pinned included)", "--host-mem", "the target's", need.host,
@@ -282,22 +283,22 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
   };
   std::vector<Overlap> overlaps = {Overlap::After, Overlap::Backward,
                                    Overlap::NextForward};
-  if (c.overlap)
-    overlaps = {*c.overlap};
+  if (c.optimizerOverlap)
+    overlaps = {*c.optimizerOverlap};
   else if (c.clipping)
     overlaps = {Overlap::After, Overlap::NextForward};
   // Data-parallel ranks (mt-shard-state) update within the step, in the
   // micro-batch order, from host memory.
   bool ranked = base.ranks > 1;
-  if (ranked && !c.overlap)
+  if (ranked && !c.optimizerOverlap)
     llvm::erase_if(overlaps,
                    [](Overlap o) { return o == Overlap::NextForward; });
   // Keeping everything leaves no layers to order, no checkpoints to offload
   // and no count of kept layers: a user who asked for any asked for
   // recompute.
   std::vector<bool> keeps = choices(c.keep);
-  if (!c.keep &&
-      (c.layerMajor.value_or(false) || c.offload.value_or(false) || c.keepLast))
+  if (!c.keep && (c.layerMajor.value_or(false) ||
+                  c.offloadActivations.value_or(false) || c.keepLast))
     keeps = {false};
   // Layers kept while recomputing the others: fewer first.
   std::vector<int64_t> partial = {0};
@@ -307,9 +308,11 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
     for (int64_t q : {1, 2, 3})
       if (int64_t n = c.layers * q / 4; n > partial.back() && n < c.layers)
         partial.push_back(n);
-  std::vector<bool> links = c.bf16
-                                ? choices(c.fp32Link)
-                                : std::vector<bool>{c.fp32Link.value_or(false)};
+  // The link is a choice only where bf16 compute gives it one.
+  using mt::sched::WeightLink;
+  std::vector<WeightLink> links = {c.weightLink.value_or(WeightLink::Compute)};
+  if (!c.weightLink && base.computeDtype == mt::sched::ComputeDtype::BF16)
+    links = {WeightLink::Compute, WeightLink::F32};
   std::vector<bool> homes =
       c.momentsOnDisk          ? std::vector<bool>{*c.momentsOnDisk}
       : c.diskGiven && !ranked ? std::vector<bool>{false, true}
@@ -344,34 +347,36 @@ std::vector<Schedule> searchSpace(const Schedule &base, const Constraints &c) {
                    : choices(c.layerMajor);
       },
       [](Schedule &s, bool v) { s.layerMajor = v; });
-  expand<bool>(space, all(links), [](Schedule &s, bool v) { s.fp32Link = v; });
+  expand<WeightLink>(space, all(links),
+                     [](Schedule &s, WeightLink v) { s.weightLink = v; });
   expand<Overlap>(space, all(overlaps),
-                  [](Schedule &s, Overlap v) { s.overlap = v; });
+                  [](Schedule &s, Overlap v) { s.optimizerOverlap = v; });
   expand<bool>(space, all(homes),
                [](Schedule &s, bool v) { s.momentsOnDisk = v; });
-  expand<bool>(space, all(choices(c.stream)),
-               [](Schedule &s, bool v) { s.stream = v; });
+  expand<bool>(space, all(choices(c.streamWeights)),
+               [](Schedule &s, bool v) { s.streamWeights = v; });
   expand<int64_t>(
       space,
       [&](const Schedule &s) {
-        return s.stream ? c.lookaheads : std::vector<int64_t>{8};
+        return s.streamWeights ? c.lookaheads : std::vector<int64_t>{8};
       },
       [](Schedule &s, int64_t v) { s.lookahead = v; });
   expand<bool>(
       space,
       [&](const Schedule &s) {
-        return s.keep ? std::vector<bool>{false} : choices(c.offload);
+        return s.keep ? std::vector<bool>{false}
+                      : choices(c.offloadActivations);
       },
-      [](Schedule &s, bool v) { s.offload = v; });
+      [](Schedule &s, bool v) { s.offloadActivations = v; });
   return space;
 }
 
 namespace {
 bool sameExceptOffload(const Schedule &a, const Schedule &b) {
   return a.batch == b.batch && a.gradAccum == b.gradAccum &&
-         a.stream == b.stream && a.lookahead == b.lookahead &&
-         a.overlap == b.overlap && a.keep == b.keep &&
-         a.keepLast == b.keepLast && a.fp32Link == b.fp32Link &&
+         a.streamWeights == b.streamWeights && a.lookahead == b.lookahead &&
+         a.optimizerOverlap == b.optimizerOverlap && a.keep == b.keep &&
+         a.keepLast == b.keepLast && a.weightLink == b.weightLink &&
          a.layerMajor == b.layerMajor && a.momentsOnDisk == b.momentsOnDisk &&
          a.ranks == b.ranks;
   // Not the MLP chunk: a schedule's chunked variant is one of its
@@ -385,8 +390,9 @@ bool keepsFewer(const Schedule &a, const Schedule &b) {
   x.keep = b.keep;
   x.keepLast = b.keepLast;
   bool fewer = b.keep ? !a.keep : (!a.keep && a.keepLast < b.keepLast);
-  return fewer && sameExceptOffload(x, b) && a.offload == b.offload &&
-         (!a.offload || a.offloadFraction == b.offloadFraction);
+  return fewer && sameExceptOffload(x, b) &&
+         a.offloadActivations == b.offloadActivations &&
+         (!a.offloadActivations || a.offloadFraction == b.offloadFraction);
 }
 
 /// Whether the candidates of `a` (its offload fractions included) may
@@ -435,7 +441,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
   std::vector<std::vector<size_t>> deps(space.size());
   for (size_t i = 0; i < space.size(); ++i)
     if (space[i].keep || space[i].keepLast > 0 ||
-        (space[i].offload && !c.offload))
+        (space[i].offloadActivations && !c.offloadActivations))
       for (size_t j = 0; j < i; ++j)
         if (mayPrune(space[j], space[i]))
           deps[i].push_back(j);
@@ -453,13 +459,14 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
   };
   auto prune = [&](size_t i) -> std::optional<Dropped> {
     const Schedule &s = space[i];
-    if (int64_t bound = hostLowerBound(s, m, c.bf16); bound > b.host)
+    if (int64_t bound = hostLowerBound(s, m); bound > b.host)
       return Dropped{s,
                      "host memory: at least " + gib(double(bound)) + " of " +
                          gib(double(b.host)),
                      double(bound) / double(std::max<int64_t>(1, b.host))};
-    int64_t resident = residentDeviceLowerBound(m, c.bf16);
-    if (!s.stream && resident > b.device)
+    int64_t resident = residentDeviceLowerBound(
+        m, s.computeDtype == mt::sched::ComputeDtype::BF16);
+    if (!s.streamWeights && resident > b.device)
       return Dropped{s,
                      "device memory: its resident weights alone are " +
                          gib(double(resident)) + " of " + gib(double(b.device)),
@@ -469,8 +476,8 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     // (The same with its MLPs chunked, where that was tried.)
     if ((s.keep || s.keepLast > 0) && anyEarlier(i, [&](const Candidate &x) {
           return keepsFewer(x.schedule, s) &&
-                 x.schedule.mlpChunk ==
-                     (c.mlpChunk > 0 ? c.mlpChunk : s.mlpChunk) &&
+                 x.schedule.chunkMlpRows ==
+                     (c.mlpChunk > 0 ? c.mlpChunk : s.chunkMlpRows) &&
                  x.tiers.device > b.device;
         }))
       return Dropped{s,
@@ -479,9 +486,10 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
                      1.0};
     // An offloaded variant is worth compiling only when the same schedule
     // without offload did not fit the device.
-    if (s.offload && !c.offload && anyEarlier(i, [&](const Candidate &x) {
-          return !x.schedule.offload && sameExceptOffload(x.schedule, s) &&
-                 x.tiers.device <= b.device;
+    if (s.offloadActivations && !c.offloadActivations &&
+        anyEarlier(i, [&](const Candidate &x) {
+          return !x.schedule.offloadActivations &&
+                 sameExceptOffload(x.schedule, s) && x.tiers.device <= b.device;
         }))
       return Dropped{s, "offload: the schedule fits the device without it",
                      0.0};
@@ -512,12 +520,12 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     all.push_back(evaluate(s));
     Schedule base = s;
     if (!all.back().error && all.back().candidate.tiers.device > b.device &&
-        c.mlpChunk > 0 && s.mlpChunk == 0) {
-      base.mlpChunk = c.mlpChunk;
+        c.mlpChunk > 0 && s.chunkMlpRows == 0) {
+      base.chunkMlpRows = c.mlpChunk;
       all.push_back(evaluate(base));
     }
-    if (all.back().error || !all.back().candidate.fits || !base.offload ||
-        c.offloadFraction)
+    if (all.back().error || !all.back().candidate.fits ||
+        !base.offloadActivations || c.offloadFraction)
       return all;
     for (double f : {0.75, 0.5, 0.25}) {
       Schedule fewer = base;
@@ -543,7 +551,7 @@ Result search(const Schedule &base, const Constraints &c, const Budgets &b,
     const Candidate &a = candidateAt(x), &bc = candidateAt(y);
     if (a.tokensPerSecond() != bc.tokensPerSecond())
       return a.tokensPerSecond() > bc.tokensPerSecond();
-    if (a.schedule.offload && bc.schedule.offload &&
+    if (a.schedule.offloadActivations && bc.schedule.offloadActivations &&
         sameExceptOffload(a.schedule, bc.schedule) &&
         a.schedule.offloadFraction != bc.schedule.offloadFraction)
       return a.schedule.offloadFraction < bc.schedule.offloadFraction;
@@ -889,19 +897,21 @@ void printCandidateHeader(llvm::raw_ostream &os) {
 void printCandidate(const Candidate &c, llvm::raw_ostream &os) {
   const Schedule &s = c.schedule;
   const TierBytes &t = c.tiers;
-  std::string offload =
-      s.offload ? llvm::formatv("{0}", s.offloadFraction).str() : "no";
+  std::string offload = s.offloadActivations
+                            ? llvm::formatv("{0}", s.offloadFraction).str()
+                            : "no";
   os << llvm::formatv(
       "{0,5} x {1,-11}  {2,-5}  {3,-8}  {4,-9}  {5,-12}  {6,-9}  {7,-7}  "
       "{8,-7}  {9,-9}  {10,10}  {11,10}  {12,10}  {13,8:F3}  {14,9:F0}  "
       "{15}\n",
       c.rows, s.gradAccum, s.layerMajor ? "layer" : "mb",
-      s.stream ? "yes" : "no", offload, overlapName(s.overlap),
+      s.streamWeights ? "yes" : "no", offload, overlapName(s.optimizerOverlap),
       s.keep           ? "none"
       : s.keepLast > 0 ? "keep " + std::to_string(s.keepLast)
                        : "layers",
-      s.fp32Link ? "fp32" : "compute", s.momentsOnDisk ? "disk" : "host",
-      s.mlpChunk > 0 ? std::to_string(s.mlpChunk) : "whole",
+      s.weightLink == mt::sched::WeightLink::F32 ? "fp32" : "compute",
+      s.momentsOnDisk ? "disk" : "host",
+      s.chunkMlpRows > 0 ? std::to_string(s.chunkMlpRows) : "whole",
       gib(double(t.device)), gib(double(t.pinned)), gib(double(t.host)),
       c.prediction.stepSeconds, c.tokensPerSecond(), c.fits ? "yes" : "no");
 }

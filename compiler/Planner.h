@@ -32,30 +32,18 @@ namespace mt::planner {
 using Overlap = mt::sched::OptimizerOverlap;
 const char *overlapName(Overlap o);
 
-/// One schedule: what the back end builds for a model.
-struct Schedule {
+/// One schedule: what the front end outlines (the micro-batch, what is
+/// kept) and the back end's choices (mt::sched::Schedule, whose names are
+/// the flags' and whose defaults are everyone's).
+struct Schedule : mt::sched::Schedule {
   int64_t batch = 0; ///< sequences per micro-batch (0: the model's own)
-  int64_t gradAccum = 1;
-  bool stream = false;  ///< weights streamed per layer
-  bool offload = false; ///< layer checkpoints in pinned host memory
-  double offloadFraction = 1.0;
-  int64_t lookahead = 8;
-  Overlap overlap = Overlap::After;
   bool keep = false; ///< nothing recomputed (mtc --recompute none)
   /// Without `keep`: the last this many layers keep their activations, the
   /// others are recomputed from their input (mtc --keep-layers).
   int64_t keepLast = 0;
-  bool fp32Link = false;   ///< bf16 compute: the fp32 master crosses
-  bool layerMajor = false; ///< each layer over all micro-batches
-  bool momentsOnDisk = false;
-  /// Tokens of each gated MLP's intermediates at a time (mtc
-  /// --chunk-mlp-rows; 0: the whole micro-batch at once).
-  int64_t mlpChunk = 0;
-  /// Data-parallel ranks (mtc --ranks; the user's, never searched): each
-  /// holds about 1/ranks of the host state (mt-shard-state).
-  int64_t ranks = 1;
 
-  /// The mtc flags that build it.
+  /// The mtc flags that build it (those the planner varies, and the
+  /// user's ranks).
   std::string flags() const;
 };
 
@@ -65,14 +53,15 @@ struct Constraints {
   /// dynamic, --batch was given and --grad-accum was not): 1, 2, 4 or 8
   /// ways, the tokens per step unchanged.
   bool splitBatch = false;
-  std::optional<bool> stream, offload, keep, fp32Link, layerMajor,
+  std::optional<bool> streamWeights, offloadActivations, keep, layerMajor,
       momentsOnDisk;
+  std::optional<mt::sched::WeightLink> weightLink;
   /// The kept layers, when given (--keep-layers); else, unless `keep` says
   /// otherwise, 0, a quarter, half and three quarters of `layers`, more
   /// only while the same schedule with fewer fit the device.
   std::optional<int64_t> keepLast;
   int64_t layers = 0; ///< the model's outlined layers
-  std::optional<Overlap> overlap;
+  std::optional<Overlap> optimizerOverlap;
   /// Unset: 1, then 0.75, 0.5 and 0.25 while they fit (fewer offloads
   /// free less memory but move fewer bytes).
   std::optional<double> offloadFraction;
@@ -85,7 +74,6 @@ struct Constraints {
   /// intermediates shrink to a chunk's at no cost in FLOPs where layers are
   /// recomputed. 0: none (no gated MLP, or the user fixed the chunk).
   int64_t mlpChunk = 0;
-  bool bf16 = false;      ///< the compute dtype is bf16 (the user's)
   bool diskGiven = false; ///< a disk tier exists (mtc --disk)
 };
 
@@ -120,7 +108,7 @@ TierBytes tierBytes(const plan::Plan &plan);
 /// device memory a schedule with resident weights can need (every
 /// trainable weight in the compute dtype): a schedule over either budget
 /// is not compiled.
-int64_t hostLowerBound(const Schedule &s, const ModelSize &m, bool bf16);
+int64_t hostLowerBound(const Schedule &s, const ModelSize &m);
 int64_t residentDeviceLowerBound(const ModelSize &m, bool bf16);
 
 /// Whether the plan's exact peaks fit every budget; if not, `why` names

@@ -102,25 +102,30 @@ TEST(PlannerSpace, EveryGivenChoiceIsAConstraint) {
   // stream x 3 overlaps; one micro-batch, so no order to choose.
   std::vector<Schedule> all = searchSpace(base, free);
   EXPECT_EQ(all.size(), 12u + 6u);
-  EXPECT_EQ(count(all, [](auto &s) { return s.keep && s.offload; }), 0u)
+  EXPECT_EQ(count(all, [](auto &s) { return s.keep && s.offloadActivations; }),
+            0u)
       << "nothing recomputed: no checkpoints to offload";
-  EXPECT_EQ(count(all, [](auto &s) { return s.fp32Link; }), 0u)
+  EXPECT_EQ(
+      count(all,
+            [](auto &s) { return s.weightLink == mt::sched::WeightLink::F32; }),
+      0u)
       << "the link is a choice only with bf16 compute";
   Constraints fixed;
-  fixed.overlap = Overlap::NextForward;
-  fixed.stream = true;
+  fixed.optimizerOverlap = Overlap::NextForward;
+  fixed.streamWeights = true;
   fixed.keep = false;
   std::vector<Schedule> one = searchSpace(base, fixed);
   EXPECT_EQ(one.size(), 2u); // offload or not
   for (const Schedule &s : one)
-    EXPECT_TRUE(s.stream && !s.keep && s.overlap == Overlap::NextForward);
+    EXPECT_TRUE(s.streamWeights && !s.keep &&
+                s.optimizerOverlap == Overlap::NextForward);
 }
 
 TEST(PlannerSpace, ClippingRulesOutTheBackwardOverlap) {
   Constraints c;
   c.clipping = true;
   for (const Schedule &s : searchSpace(Schedule{}, c))
-    EXPECT_NE(s.overlap, Overlap::Backward) << s.flags();
+    EXPECT_NE(s.optimizerOverlap, Overlap::Backward) << s.flags();
 }
 
 TEST(PlannerSpace, LayerOrderAndOffloadNeedRecompute) {
@@ -134,7 +139,7 @@ TEST(PlannerSpace, LayerOrderAndOffloadNeedRecompute) {
   for (const Schedule &s : searchSpace(base, c))
     EXPECT_TRUE(s.layerMajor && !s.keep) << s.flags();
   Constraints offload;
-  offload.offload = true;
+  offload.offloadActivations = true;
   for (const Schedule &s : searchSpace(base, offload))
     EXPECT_FALSE(s.keep) << s.flags();
   // One micro-batch has no order: the flag asks for nothing.
@@ -149,9 +154,9 @@ TEST(PlannerSpace, BatchSplitsKeepTheTokensPerStep) {
   base.batch = 6;
   Constraints c;
   c.keep = false;
-  c.stream = false;
-  c.offload = false;
-  c.overlap = Overlap::After;
+  c.streamWeights = false;
+  c.offloadActivations = false;
+  c.optimizerOverlap = Overlap::After;
   c.layerMajor = false;
   EXPECT_EQ(searchSpace(base, c).size(), 1u) << "not splittable";
   c.splitBatch = true;
@@ -162,23 +167,24 @@ TEST(PlannerSpace, BatchSplitsKeepTheTokensPerStep) {
 }
 
 TEST(PlannerSpace, Bf16SearchesTheLinkAndDiskTheMoments) {
+  Schedule bf16;
+  bf16.computeDtype = mt::sched::ComputeDtype::BF16;
   Constraints c;
-  c.bf16 = true;
   c.diskGiven = true;
-  std::vector<Schedule> all = searchSpace(Schedule{}, c);
+  std::vector<Schedule> all = searchSpace(bf16, c);
   EXPECT_EQ(all.size(), 18u * 2 * 2);
-  c.fp32Link = true;
+  c.weightLink = mt::sched::WeightLink::F32;
   c.momentsOnDisk = false;
-  for (const Schedule &s : searchSpace(Schedule{}, c))
-    EXPECT_TRUE(s.fp32Link && !s.momentsOnDisk);
+  for (const Schedule &s : searchSpace(bf16, c))
+    EXPECT_TRUE(s.weightLink == mt::sched::WeightLink::F32 && !s.momentsOnDisk);
 }
 
 TEST(PlannerSpace, KeptLayersAQuarterAtATime) {
   Constraints c;
   c.layers = 8;
-  c.stream = false;
-  c.offload = false;
-  c.overlap = Overlap::After;
+  c.streamWeights = false;
+  c.offloadActivations = false;
+  c.optimizerOverlap = Overlap::After;
   std::vector<int64_t> kept;
   for (const Schedule &s : searchSpace(Schedule{}, c))
     kept.push_back(s.keep ? -1 : s.keepLast);
@@ -201,9 +207,9 @@ TEST(PlannerSearch, MoreKeptLayersOnlyWhileFewerFit) {
   };
   Constraints c;
   c.layers = 8;
-  c.stream = false;
-  c.offload = false;
-  c.overlap = Overlap::After;
+  c.streamWeights = false;
+  c.offloadActivations = false;
+  c.optimizerOverlap = Overlap::After;
   Result r = search(Schedule{}, c, b, small(), target(), be.fn());
   std::vector<int64_t> compiled;
   for (const Schedule &s : be.compiled)
@@ -218,19 +224,20 @@ TEST(PlannerSearch, MoreKeptLayersOnlyWhileFewerFit) {
 TEST(PlannerBounds, HostBytesPerParameter) {
   ModelSize m{1000, 100, 8.0};
   Schedule s; // after: master 4, moments 8, accumulator 4
-  EXPECT_EQ(hostLowerBound(s, m, false), 16 * 1000 + 4 * 100);
+  EXPECT_EQ(hostLowerBound(s, m), 16 * 1000 + 4 * 100);
   s.momentsOnDisk = true;
-  EXPECT_EQ(hostLowerBound(s, m, false), 8 * 1000 + 4 * 100);
+  EXPECT_EQ(hostLowerBound(s, m), 8 * 1000 + 4 * 100);
   s.momentsOnDisk = false;
-  EXPECT_EQ(hostLowerBound(s, m, true), 18 * 1000 + 4 * 100)
+  s.computeDtype = mt::sched::ComputeDtype::BF16;
+  EXPECT_EQ(hostLowerBound(s, m), 18 * 1000 + 4 * 100)
       << "bf16 with the compute link: the pinned bf16 copy";
-  s.fp32Link = true;
-  s.overlap = Overlap::Backward;
+  s.weightLink = mt::sched::WeightLink::F32;
+  s.optimizerOverlap = Overlap::Backward;
   s.gradAccum = 8;
   s.layerMajor = true; // transient gradients: 12 bytes
-  EXPECT_EQ(hostLowerBound(s, m, true), 12 * 1000 + 4 * 100);
+  EXPECT_EQ(hostLowerBound(s, m), 12 * 1000 + 4 * 100);
   s.layerMajor = false; // 8 micro-batches accumulate on the host
-  EXPECT_EQ(hostLowerBound(s, m, true), 16 * 1000 + 4 * 100);
+  EXPECT_EQ(hostLowerBound(s, m), 16 * 1000 + 4 * 100);
   EXPECT_EQ(residentDeviceLowerBound(m, true), 2 * 1000);
 }
 
@@ -243,8 +250,8 @@ TEST(PlannerSearch, OverABoundIsNotCompiled) {
   Constraints c;
   Result r = search(base, c, b, small(), target(), be.fn());
   for (const Schedule &s : be.compiled) {
-    EXPECT_EQ(s.overlap, Overlap::Backward) << s.flags();
-    EXPECT_TRUE(s.stream) << s.flags();
+    EXPECT_EQ(s.optimizerOverlap, Overlap::Backward) << s.flags();
+    EXPECT_TRUE(s.streamWeights) << s.flags();
   }
   EXPECT_GT(r.overBound(), 0u);
 }
@@ -255,18 +262,24 @@ TEST(PlannerSearch, OffloadOnlyWhereTheDeviceNeedsIt) {
   b.device = 100 * KiB;
   // Streamed schedules need 200 KiB without offload, 50 KiB with it.
   be.device = [](const Schedule &s) {
-    return s.offload ? 50 * KiB : s.stream ? 200 * KiB : 20 * KiB;
+    return s.offloadActivations ? 50 * KiB
+           : s.streamWeights    ? 200 * KiB
+                                : 20 * KiB;
   };
   Constraints c;
   c.keep = false;
-  c.overlap = Overlap::After;
+  c.optimizerOverlap = Overlap::After;
   search(Schedule{}, c, b, small(), target(), be.fn());
   // Resident fits: its offloaded variant is not compiled; streamed does
   // not: offloaded at 1, 0.75, 0.5 and 0.25 (all fit).
-  EXPECT_EQ(count(be.compiled, [](auto &s) { return s.offload && !s.stream; }),
-            0u);
-  EXPECT_EQ(count(be.compiled, [](auto &s) { return s.offload && s.stream; }),
-            4u);
+  EXPECT_EQ(
+      count(be.compiled,
+            [](auto &s) { return s.offloadActivations && !s.streamWeights; }),
+      0u);
+  EXPECT_EQ(
+      count(be.compiled,
+            [](auto &s) { return s.offloadActivations && s.streamWeights; }),
+      4u);
 }
 
 TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
@@ -275,17 +288,18 @@ TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
   b.device = 100 * KiB;
   // Fewer offloads need more device memory: 0.5 and below do not fit.
   be.device = [](const Schedule &s) {
-    return !s.offload ? 1000 * KiB
-                      : int64_t(200 * KiB * (1.0 - s.offloadFraction)) + KiB;
+    return !s.offloadActivations
+               ? 1000 * KiB
+               : int64_t(200 * KiB * (1.0 - s.offloadFraction)) + KiB;
   };
   Constraints c;
   c.keep = false;
-  c.stream = true;
-  c.overlap = Overlap::After;
+  c.streamWeights = true;
+  c.optimizerOverlap = Overlap::After;
   Result r = search(Schedule{}, c, b, small(), target(), be.fn());
   std::vector<double> fractions;
   for (const Schedule &s : be.compiled)
-    if (s.offload)
+    if (s.offloadActivations)
       fractions.push_back(s.offloadFraction);
   EXPECT_EQ(fractions, (std::vector<double>{1.0, 0.75, 0.5}))
       << "0.5 does not fit: 0.25 is not tried";
@@ -299,11 +313,11 @@ TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
 Result searchOfThreeSpeeds() {
   FakeBackEnd be;
   be.flops = [](const Schedule &s) {
-    return s.overlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
+    return s.optimizerOverlap == Overlap::Backward ? 1e9 : s.keep ? 2e9 : 3e9;
   };
   Constraints c;
-  c.stream = false;
-  c.offload = false;
+  c.streamWeights = false;
+  c.offloadActivations = false;
   return search(Schedule{}, c, roomy(), small(), target(), be.fn());
 }
 
@@ -311,7 +325,7 @@ TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
   Result r = searchOfThreeSpeeds();
   ASSERT_TRUE(r.best && r.runnerUp);
   const Schedule &best = r.candidates[*r.best].schedule;
-  EXPECT_EQ(best.overlap, Overlap::Backward);
+  EXPECT_EQ(best.optimizerOverlap, Overlap::Backward);
   EXPECT_GE(r.candidates[*r.best].tokensPerSecond(),
             r.candidates[*r.runnerUp].tokensPerSecond());
   EXPECT_NE(*r.best, *r.runnerUp);
@@ -351,7 +365,7 @@ TEST(PlannerSearch, NothingFitsNamesTheClosest) {
   Result pruned =
       search(Schedule{}, Constraints{}, tiny, small(), target(), none.fn());
   ASSERT_EQ(none.compiled.size(), 1u);
-  EXPECT_EQ(none.compiled[0].overlap, Overlap::Backward)
+  EXPECT_EQ(none.compiled[0].optimizerOverlap, Overlap::Backward)
       << "12 bytes a parameter: the least over the bound";
   EXPECT_NE(closestRefusal(pruned, tiny).find("of host (pinned included)"),
             std::string::npos);
@@ -366,8 +380,8 @@ TEST(PlannerSearch, ThreadsDecideAsInOrder) {
     FakeBackEnd be;
     be.device = [](const Schedule &s) {
       int64_t kept = s.keep ? 8 : s.keepLast;
-      int64_t bytes = (s.stream ? 40 : 90) * KiB + 15 * KiB * kept;
-      if (s.offload)
+      int64_t bytes = (s.streamWeights ? 40 : 90) * KiB + 15 * KiB * kept;
+      if (s.offloadActivations)
         bytes -= int64_t(60 * KiB * s.offloadFraction);
       return std::max<int64_t>(bytes, KiB);
     };
@@ -375,11 +389,11 @@ TEST(PlannerSearch, ThreadsDecideAsInOrder) {
       // Ties: the link and the moments' home change nothing.
       double kept = double(s.keep ? 8 : s.keepLast);
       return 1e9 * (4.0 - 0.1 * kept - (s.layerMajor ? 1.0 : 0.0) -
-                    (s.overlap == Overlap::Backward ? 0.5 : 0.0) +
-                    (s.offload ? 0.2 * s.offloadFraction : 0.0));
+                    (s.optimizerOverlap == Overlap::Backward ? 0.5 : 0.0) +
+                    (s.offloadActivations ? 0.2 * s.offloadFraction : 0.0));
     };
     be.refuses = [](const Schedule &s) {
-      return s.overlap == Overlap::NextForward && s.keepLast == 2;
+      return s.optimizerOverlap == Overlap::NextForward && s.keepLast == 2;
     };
     CompileFn slow = [inner = be.fn()](const Schedule &s, Plan &plan,
                                        std::string &error) {
@@ -393,9 +407,9 @@ TEST(PlannerSearch, ThreadsDecideAsInOrder) {
     b.device = 100 * KiB;
     Schedule base;
     base.gradAccum = 4;
+    base.computeDtype = mt::sched::ComputeDtype::BF16;
     Constraints c;
     c.layers = 8;
-    c.bf16 = true;
     Result r = search(base, c, b, small(), target(), slow, threads);
     for (const Schedule &s : be.compiled)
       compiled.insert(s.flags());
@@ -438,7 +452,7 @@ TEST(PlannerSearch, ThreadsDecideAsInOrder) {
   EXPECT_FALSE(one.failed.empty());
   EXPECT_GT(std::count_if(one.candidates.begin(), one.candidates.end(),
                           [](const Candidate &x) {
-                            return x.schedule.offload &&
+                            return x.schedule.offloadActivations &&
                                    x.schedule.offloadFraction < 1;
                           }),
             0)

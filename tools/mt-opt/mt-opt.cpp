@@ -26,7 +26,9 @@ int main(int argc, char **argv) {
       "from the training step to a verified schedule with static memory "
       "(chunk the head, lower, stream weights, offload, plan memory, verify) "
       "as mtc does for one schedule",
-      mt::sched::buildBackendPipeline);
+      [](mlir::OpPassManager &pm, const mt::sched::BackendOptions &o) {
+        mt::sched::buildBackendPipeline(pm, o.schedule(), o.verifySchedule);
+      });
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "mt optimizer driver\n", registry));
 }

@@ -33,26 +33,26 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mt::sched::SchedDialect"];
   let options = [
-    Option<"gradAccum", "grad-accum", "int64_t", "1",
+    Option<"gradAccum", "grad-accum", "int64_t", "::mt::sched::Schedule{}.gradAccum",
            "Micro-batches per optimizer step">,
     Option<"computeDtype", "compute-dtype", "::mt::sched::ComputeDtype",
-           "::mt::sched::ComputeDtype::F32",
+           "::mt::sched::Schedule{}.computeDtype",
            "Storage of device tensors: fp32 or bf16 (fp32 math either way)",
            "::mt::sched::computeDtypeValues()">,
     Option<"optimizerStates", "optimizer-states", "::mt::sched::MomentFormat",
-           "::mt::sched::MomentFormat::F32",
+           "::mt::sched::Schedule{}.optimizerStates",
            "AdamW moments: fp32 (exact), bf16, 8bit or 4bit (blockwise; "
            "all lossy, opt-in)", "::mt::sched::momentFormatValues()">,
     Option<"optimizerOverlap", "optimizer-overlap",
            "::mt::sched::OptimizerOverlap",
-           "::mt::sched::OptimizerOverlap::After",
+           "::mt::sched::Schedule{}.optimizerOverlap",
            "after: AdamW in step_end; backward: each weight's AdamW in the "
            "last micro-batch as soon as its gradient is accumulated; "
            "next-forward: each weight's AdamW in the next step's first "
            "micro-batch, just before its copy to the device",
            "::mt::sched::optimizerOverlapValues()">,
     Option<"weightLink", "weight-link", "::mt::sched::WeightLink",
-           "::mt::sched::WeightLink::Compute",
+           "::mt::sched::Schedule{}.weightLink",
            "With bf16 compute, what a trainable weight's copy to the device "
            "carries: compute (a bf16 copy of every weight in pinned memory, "
            "refreshed after each update: 2 bytes per element over the link, "
@@ -60,11 +60,11 @@ def LowerToSchedPass : Pass<"mt-lower-to-sched", "mlir::ModuleOp"> {
            "cast to bf16 on the device into the weight's buffer: twice the "
            "link bytes, no copy on the host)",
            "::mt::sched::weightLinkValues()">,
-    Option<"ranks", "ranks", "int64_t", "1",
+    Option<"ranks", "ranks", "int64_t", "::mt::sched::Schedule{}.ranks",
            "Data-parallel ranks the step runs on: with more than one, every "
            "gradient is accumulated on the host (each rank's arrives), "
            "never read where it lands">,
-    Option<"layerMajor", "layer-major", "bool", "false",
+    Option<"layerMajor", "layer-major", "bool", "::mt::sched::Schedule{}.layerMajor",
            "With grad-accum > 1: one micro_batch phase per step that runs "
            "each layer (each call of an outlined layer, and each stretch of "
            "ops between them) over every micro-batch before the next, each "
@@ -90,8 +90,8 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
     weights. Each copy is issued on the host-to-device stream `lookahead`
     weights ahead of its first use (prefetch); its first user waits for
     it. The device then holds a window of weights, not all of them.
-    Weights smaller than `resident-below` bytes keep their once-per-step
-    copy.
+    Weights smaller than `resident-below` bytes (1 MiB unless given) keep
+    their once-per-step copy.
 
     Before:
     ```mlir
@@ -110,9 +110,10 @@ def StreamWeightsPass : Pass<"mt-stream-weights", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"lookahead", "lookahead", "int64_t", "8",
+    Option<"lookahead", "lookahead", "int64_t", "::mt::sched::Schedule{}.lookahead",
            "Issue each copy this many weight first-uses ahead (prefetch)">,
-    Option<"residentBelow", "resident-below", "int64_t", "0",
+    Option<"residentBelow", "resident-below", "int64_t",
+           "::mt::sched::Schedule{}.residentBelow",
            "Keep weights whose copy moves fewer bytes than this resident">,
   ];
   let statistics = [
@@ -145,7 +146,7 @@ def OffloadActivationsPass : Pass<"mt-offload-activations", "mlir::ModuleOp"> {
            "Offload only buffers not used for at least this many ops">,
     Option<"lookahead", "lookahead", "int64_t", "1",
            "Bring each checkpoint back this many checkpoints ahead of use">,
-    Option<"fraction", "fraction", "double", "1.0",
+    Option<"fraction", "fraction", "double", "::mt::sched::Schedule{}.offloadFraction",
            "Offload this fraction of the checkpoints, those away from the "
            "device longest; the others stay on it">,
   ];
@@ -181,7 +182,7 @@ def OffloadOptimizerStatePass : Pass<"mt-offload-optimizer-state", "mlir::Module
     Option<"lookahead", "lookahead", "int64_t", "1",
            "Read each weight's moments this many updates ahead">,
     Option<"format", "format", "::mt::sched::DiskFormat",
-           "::mt::sched::DiskFormat::Raw",
+           "::mt::sched::Schedule{}.diskFormat",
            "How the disk arena stores them: raw, or shuffle-zstd (lossless)",
            "::mt::sched::diskFormatValues()">,
   ];
@@ -220,7 +221,8 @@ def ShardStatePass : Pass<"mt-shard-state", "mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"ranks", "ranks", "int64_t", "1", "Data-parallel ranks">,
+    Option<"ranks", "ranks", "int64_t", "::mt::sched::Schedule{}.ranks",
+           "Data-parallel ranks">,
   ];
   let statistics = [
     Statistic<"numCollectives", "collectives", "collectives scheduled">,

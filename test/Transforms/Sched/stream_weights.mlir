@@ -1,6 +1,6 @@
-// RUN: mt-opt --split-input-file --mt-stream-weights=lookahead=0 %s | FileCheck %s
-// RUN: mt-opt --split-input-file --mt-stream-weights=lookahead=1 %s | FileCheck %s --check-prefix=AHEAD
-// RUN: mt-opt --split-input-file --mt-stream-weights=lookahead=0 %s | FileCheck %s --check-prefix=NEXT
+// RUN: mt-opt --split-input-file --mt-stream-weights="lookahead=0 resident-below=0" %s | FileCheck %s
+// RUN: mt-opt --split-input-file --mt-stream-weights="lookahead=1 resident-below=0" %s | FileCheck %s --check-prefix=AHEAD
+// RUN: mt-opt --split-input-file --mt-stream-weights="lookahead=0 resident-below=0" %s | FileCheck %s --check-prefix=NEXT
 
 // The step_begin copy of %w becomes two micro-batch copies, one before the
 // forward's first use and one before the backward's, into buffers of their

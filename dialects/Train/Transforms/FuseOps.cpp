@@ -2,11 +2,11 @@
 //
 // One rewrite pattern per exporter spelling of a fused op, grouped in
 // families (linear, embedding, norms, activations, rotary, attention,
-// cross-entropy, slices) that run in a fixed order, each pattern over the
-// ops of its root kind. Fused ops that work on heads take packed
-// activations [B, S, H * D]; where the surrounding graph is in
-// [B, H, S, D], the rewrite inserts the Reshape/Transpose pair, and inverse
-// pairs fold away.
+// cross-entropy) that run in a fixed order, each pattern over the ops of its
+// root kind. A match replaces its root and erases what it left dead. Fused ops
+// that work on heads take packed activations [B, S, H * D]; where the
+// surrounding graph is in [B, H, S, D], the rewrite inserts the
+// Reshape/Transpose pair, and inverse pairs fold away.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Train/IR/ConstEval.h"
@@ -16,6 +16,8 @@
 
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Debug.h"
 
@@ -158,8 +160,8 @@ struct Fusion {
         /*allowzero=*/false);
   }
 
-  /// linear(x, w) + b with a 1-D weight b of the output size.
-  void absorbBias(LinearOp lin) {
+  /// linear(x, w) + b with a 1-D weight b of the output size: the add goes.
+  void absorbBias(PatternRewriter &b, LinearOp lin) {
     if (!lin->hasOneUse())
       return;
     auto add = dyn_cast<AddOp>(*lin->getUsers().begin());
@@ -169,8 +171,8 @@ struct Fusion {
         typeOf(ops->second).getShape() !=
             ArrayRef<int64_t>{typeOf(lin).getShape().back()})
       return;
-    lin.getBiasMutable().assign(ops->second);
-    add.getResult().replaceAllUsesWith(lin.getResult());
+    b.modifyOpInPlace(lin, [&] { lin.getBiasMutable().assign(ops->second); });
+    b.replaceOp(add, lin.getResult());
   }
 
   void setRole(Value v, InputRole role) {
@@ -598,8 +600,8 @@ struct LinearFromMatMul : FusionPattern<MatMulOp> {
                                       "a weight's transpose");
     }
     auto lin = b.create<LinearOp>(mm.getLoc(), mm.getLhs(), w, Value(), layout);
-    b.replaceAllUsesWith(mm.getResult(), lin);
-    f.absorbBias(lin);
+    b.replaceOp(mm, lin);
+    f.absorbBias(b, lin);
     return success();
   }
 };
@@ -641,10 +643,9 @@ struct ExpertLinearFromGatherND : FusionPattern<MatMulOp> {
                                         outIn ? WeightLayout::OutIn
                                               : WeightLayout::InOut);
     int64_t o = typeOf(lin.getResult()).getDimSize(1);
-    b.replaceAllUsesWith(mm.getResult(),
-                         f.reshape(b, l, lin,
-                                   outIn ? SmallVector<int64_t>{n, o, 1}
-                                         : SmallVector<int64_t>{n, 1, o}));
+    b.replaceOp(mm, f.reshape(b, l, lin,
+                              outIn ? SmallVector<int64_t>{n, o, 1}
+                                    : SmallVector<int64_t>{n, 1, o}));
     return success();
   }
 };
@@ -664,7 +665,7 @@ struct LinearFromGemm : FusionPattern<GemmOp> {
     auto lin = b.create<LinearOp>(g.getLoc(), g.getA(), g.getB(), bias,
                                   g.getTransB() ? WeightLayout::OutIn
                                                 : WeightLayout::InOut);
-    b.replaceAllUsesWith(g.getResult(), lin);
+    b.replaceOp(g, lin);
     return success();
   }
 };
@@ -676,10 +677,9 @@ struct EmbeddingFromGather : FusionPattern<GatherOp> {
     if (g.getAxis() != 0 || !isWeight(g.getData()) ||
         typeOf(g.getData()).getRank() != 2)
       return b.notifyMatchFailure(g, "not rows of a 2-D weight");
-    b.replaceAllUsesWith(
-        g.getResult(),
-        b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
     f.setRole(g.getIndices(), InputRole::Tokens);
+    b.replaceOp(g,
+                b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
     return success();
   }
 };
@@ -711,7 +711,7 @@ struct RmsNormFromMul : FusionPattern<MulOp> {
       auto norm = b.create<RmsNormOp>(mul.getLoc(), m->first, weight,
                                       b.getF32FloatAttr(m->second),
                                       plusOne ? b.getUnitAttr() : UnitAttr());
-      b.replaceAllUsesWith(mul.getResult(), norm);
+      b.replaceOp(mul, norm);
       return success();
     }
     return b.notifyMatchFailure(mul, "no x * rsqrt(mean(x^2) + eps) times a "
@@ -732,10 +732,9 @@ struct LayerNormFromOnnx : FusionPattern<LayerNormalizationOp> {
          typeOf(ln.getBias()).getShape() != ArrayRef<int64_t>{d}))
       return b.notifyMatchFailure(ln, "not over the last dim with 1-D scale "
                                       "and bias");
-    b.replaceAllUsesWith(ln.getResult(),
-                         b.create<LayerNormOp>(ln.getLoc(), ln.getInput(),
-                                               ln.getScale(), ln.getBias(),
-                                               ln.getEpsilonAttr()));
+    b.replaceOp(ln,
+                b.create<LayerNormOp>(ln.getLoc(), ln.getInput(), ln.getScale(),
+                                      ln.getBias(), ln.getEpsilonAttr()));
     return success();
   }
 };
@@ -743,10 +742,9 @@ struct LayerNormFromOnnx : FusionPattern<LayerNormalizationOp> {
 struct ActivationFromGelu : FusionPattern<GeluOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(GeluOp g, PatternRewriter &b) const override {
-    b.replaceAllUsesWith(
-        g.getResult(), b.create<ActivationOp>(g.getLoc(), g.getInput(),
-                                              g.getTanh() ? Activation::GeluTanh
-                                                          : Activation::Gelu));
+    b.replaceOp(g, b.create<ActivationOp>(g.getLoc(), g.getInput(),
+                                          g.getTanh() ? Activation::GeluTanh
+                                                      : Activation::Gelu));
     return success();
   }
 };
@@ -756,15 +754,13 @@ struct ActivationFromMul : FusionPattern<MulOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &b) const override {
     if (auto g = f.matchGelu(mul)) {
-      b.replaceAllUsesWith(
-          mul.getResult(),
-          b.create<ActivationOp>(mul.getLoc(), g->first, g->second));
+      b.replaceOp(mul,
+                  b.create<ActivationOp>(mul.getLoc(), g->first, g->second));
       return success();
     }
     if (Value x = f.matchSilu(mul)) {
-      b.replaceAllUsesWith(
-          mul.getResult(),
-          b.create<ActivationOp>(mul.getLoc(), x, Activation::Silu));
+      b.replaceOp(mul,
+                  b.create<ActivationOp>(mul.getLoc(), x, Activation::Silu));
       return success();
     }
     return b.notifyMatchFailure(mul, "neither GELU nor x * sigmoid(x)");
@@ -781,9 +777,8 @@ struct GatedActivationFromMul : FusionPattern<MulOp> {
       return b.notifyMatchFailure(mul, "no single-use activation times a "
                                        "tensor of its type");
     auto act = def<ActivationOp>(ops->first);
-    b.replaceAllUsesWith(mul.getResult(), b.create<GatedActivationOp>(
-                                              mul.getLoc(), act.getInput(),
-                                              ops->second, act.getAct()));
+    b.replaceOp(mul, b.create<GatedActivationOp>(mul.getLoc(), act.getInput(),
+                                                 ops->second, act.getAct()));
     return success();
   }
 };
@@ -819,8 +814,7 @@ struct RotaryFromAdd : FusionPattern<AddOp> {
       Value packed = f.packHeads(b, add.getLoc(), x);
       auto r = b.create<RotaryOp>(add.getLoc(), packed, cosT, sinT,
                                   b.getI64IntegerAttr(D), UnitAttr());
-      b.replaceAllUsesWith(add.getResult(),
-                           f.unpackHeads(b, add.getLoc(), r, H));
+      b.replaceOp(add, f.unpackHeads(b, add.getLoc(), r, H));
       return success();
     }
     return b.notifyMatchFailure(add, "no x * cos + rotate_half(x) * sin with "
@@ -935,7 +929,7 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         b.getI64IntegerAttr(Hkv), b.getF32FloatAttr(scale),
         causal ? b.getUnitAttr() : UnitAttr(),
         b.getI64IntegerAttr(window.value_or(0)));
-    b.replaceAllUsesWith(pv.getResult(), f.unpackHeads(b, loc, attn, H));
+    b.replaceOp(pv, f.unpackHeads(b, loc, attn, H));
     return success();
   }
 };
@@ -983,18 +977,31 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
     if (typeOf(ce).getElementType() != typeOf(fused).getElementType())
       loss = b.create<CastOp>(ce.getLoc(), fused,
                               TypeAttr::get(typeOf(ce).getElementType()));
-    b.replaceAllUsesWith(ce.getResult(), loss);
+    b.replaceOp(ce, loss);
     f.setRole(labels, shift ? InputRole::Labels : InputRole::Targets);
     return success();
   }
 };
 
-/// Keeps why each pattern did not match at the op it started from (and
-/// prints it in the debug output).
-struct ExplainListener : RewriterBase::Listener {
+/// Follows the rewrites for the driver: the roots a pattern has still to
+/// visit (an erased one leaves them), and why each pattern did not match at
+/// the op it started from (also printed in the debug output).
+struct FusionListener : RewriterBase::Listener {
   StringRef family;
   Operation *root = nullptr;
+  DenseSet<Operation *> pending;
+  /// The producers of the ops a match erased: dead now if that was their
+  /// only user.
+  llvm::SetVector<Operation *> maybeDead;
   DenseMap<Operation *, SmallVector<std::string>> reasons;
+  void notifyOperationErased(Operation *op) override {
+    for (Value v : op->getOperands())
+      if (Operation *d = v.getDefiningOp())
+        maybeDead.insert(d);
+    pending.erase(op);
+    maybeDead.remove(op);
+    reasons.erase(op);
+  }
   void notifyMatchFailure(Location loc,
                           function_ref<void(Diagnostic &)> reason) override {
     Diagnostic why(loc, DiagnosticSeverity::Remark);
@@ -1024,6 +1031,17 @@ Family family(const char *name, llvm::Statistic &fused, MLIRContext *ctx,
 
 struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
   using Base::Base;
+
+  /// Erases what a match left dead, from the matched root's producers up,
+  /// as the greedy driver does: a later pattern's use counts (a single-use
+  /// activation, a linear's one add) then see only the live graph.
+  static void eraseDead(PatternRewriter &rewriter, FusionListener &listener) {
+    while (!listener.maybeDead.empty()) {
+      Operation *op = listener.maybeDead.pop_back_val();
+      if (isOpTriviallyDead(op))
+        rewriter.eraseOp(op);
+    }
+  }
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
@@ -1060,7 +1078,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     }
     families.push_back(
         family<CrossEntropyFromOnnx>("cross_entropy", numCrossEntropy, ctx, f));
-    ExplainListener listener;
+    FusionListener listener;
     PatternRewriter rewriter(ctx);
     rewriter.setListener(&listener);
     for (auto func : getOperation().getOps<func::FuncOp>()) {
@@ -1076,17 +1094,19 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
             if (op->getName() == *pattern->getRootKind())
               roots.push_back(op);
           });
+          listener.pending = DenseSet<Operation *>(roots.begin(), roots.end());
           for (Operation *op : roots) {
-            // Replaced by an earlier pattern (or dead from the start): the
-            // fold pass erases it.
-            if (op->use_empty())
+            // Erased with an earlier match, or dead from the start (the
+            // canonicalizer after erases it).
+            if (!listener.pending.erase(op) || op->use_empty())
               continue;
             rewriter.setInsertionPoint(op);
             listener.root = op;
-            if (succeeded(pattern->matchAndRewrite(op, rewriter))) {
-              ++*fam.fused;
-              ++numFused;
-            }
+            if (failed(pattern->matchAndRewrite(op, rewriter)))
+              continue;
+            ++*fam.fused;
+            ++numFused;
+            eraseDead(rewriter, listener);
           }
         }
       }
@@ -1096,8 +1116,6 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
     // What the patterns found, at the ops still there (fused ones lost
     // theirs with the op).
     for (auto &[op, why] : listener.reasons) {
-      if (op->use_empty())
-        continue;
       SmallVector<Attribute> list;
       for (const std::string &w : why)
         list.push_back(StringAttr::get(ctx, w));

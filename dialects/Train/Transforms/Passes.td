@@ -46,10 +46,11 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
     repetition), SwiGLU and GELU (exact and tanh), and cross_entropy
     (SoftmaxCrossEntropyLoss, with the Hugging Face label shift). Operands
     that a fused op defines as non-trainable (masks, rotary tables) are
-    frozen. Graph inputs get their role (tokens, labels, targets). A
-    Slice of activations left after the fusions (a fused projection's
-    `qkv_proj` output cut into q, k and v) becomes a Split, whose parts the
-    runtime computes and whose gradient is a Concat.
+    frozen. Graph inputs get their role (tokens, labels, targets). Each
+    match replaces the op it started from and erases the ops it left dead.
+    A Slice of activations left after the fusions (a fused projection's
+    `qkv_proj` output cut into q, k and v) becomes a Split in the
+    canonicalizer that runs after (train.slice's canonicalization).
 
     Before:
     ```mlir

@@ -11,9 +11,9 @@ void mt::train::buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
   options.explain = explainFusion;
   options.onlyOneToOne = !fusePatterns;
   pm.addPass(createFuseOpsPass(options));
-  // Fusion leaves layout ops that cancel (transpose pairs, reshapes), and
-  // the ops its rewrites left without uses. The stock cleanups may erase
-  // any dead op: the parameters are symbols, not values.
+  // Fusion leaves layout ops that cancel (transpose pairs, reshapes) and
+  // equal ops of the layers' fused shapes. The stock cleanups may erase any
+  // dead op: the parameters are symbols, not values.
   pm.addPass(createFoldConstantsPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createCanonicalizerPass());

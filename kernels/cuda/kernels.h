@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace mt::kernels::cuda {
@@ -257,6 +258,38 @@ cudaError_t crossEntropyGradRows(Ref logits, const int64_t *labels,
                                  const CrossEntropyShape &s, int64_t row0,
                                  int64_t rows, Ref dLoss, const int64_t *count,
                                  MutRef dLogits, cudaStream_t stream);
+
+/// One GEMM of a fused op, C[m, n] = op(A) op(B) (+ C when accumulate),
+/// row-major: A is [k, m] stored when transA, else [m, k]; B is [n, k]
+/// when transB, else [k, n]. A and B are of type ab, C of type c.
+struct GemmCall {
+  int64_t m, n, k;
+  bool transA, transB;
+  DType ab, c;
+  bool accumulate;
+  const void *a, *b;
+  void *out;
+};
+/// Runs a GemmCall on the launcher's stream (the GEMMs are the runtime's,
+/// on cuBLASLt); false when it failed, after keeping why. A launcher that
+/// sees false stops and returns cudaErrorLaunchFailure.
+using GemmHook = std::function<bool(const GemmCall &)>;
+
+/// The head (HeadShape): per chunk of rows, logits = x W^T (outIn, W
+/// [vocab, dim]) or x W into `logits` (fp32, chunkRows x vocab), then the
+/// chunk's losses; loss[0] = their mean. w is of x's type. Workspace:
+/// headWorkspaceBytes(s, x.type, grad).
+size_t headWorkspaceBytes(const HeadShape &s, DType x, bool grad);
+cudaError_t headCrossEntropy(Ref x, Ref w, const int64_t *labels,
+                             const HeadShape &s, float *logits, void *workspace,
+                             MutRef loss, const GemmHook &gemm,
+                             cudaStream_t stream);
+/// The backward recomputes each chunk's logits: dx (rows x dim) and dw (W's
+/// shape, summed over the chunks) are overwritten.
+cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
+                                 const HeadShape &s, float *logits,
+                                 void *workspace, MutRef dx, MutRef dw,
+                                 const GemmHook &gemm, cudaStream_t stream);
 
 } // namespace mt::kernels::cuda
 

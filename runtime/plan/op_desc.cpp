@@ -503,7 +503,6 @@ Status Describer::head() {
   if (Status st = lastDim(x, h.dim); !st)
     return st;
   int64_t rows = count(x) / h.dim;
-  d_.headRows = rows;
   Dims wd = dims(w);
   if (wd.size() != 2 || wd[h.outIn ? 1 : 0] != h.dim)
     return fail("the head's weight " + name(w) + " " + str(wd) + " must be " +

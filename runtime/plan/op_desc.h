@@ -62,9 +62,8 @@ struct OpDesc {
   int dOutOperand = 0;  ///< ATTENTION_GRAD: the operand of dOut
   kernels::RotaryShape rotary{};
   kernels::CrossEntropyShape crossEntropy{};
-  /// HEAD_CROSS_ENTROPY(_GRAD); headRows tokens, chunkRows clamped to them.
+  /// HEAD_CROSS_ENTROPY(_GRAD); chunkRows clamped to the rows.
   kernels::HeadShape head{};
-  int64_t headRows = 0;
   /// GATED_MLP(_GRAD); chunkRows clamped to the rows.
   kernels::MlpShape mlp{};
   /// ADD, SUB, MUL, DIV, POW, MAX, MIN, MATMUL, the comparisons (a op b

@@ -771,6 +771,54 @@ TEST_P(Kernels, Gemms) {
   }
 }
 
+/// The head in chunks (one that divides the rows and one that does not),
+/// both weight layouts, its GEMMs on cuBLASLt through the hook, against
+/// the CPU head.
+TEST_P(Kernels, Head) {
+  kc::DType t = GetParam();
+  mt::runtime::Gemms gemms;
+  ASSERT_TRUE(gemms.init());
+  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
+  kc::GemmHook gemm = [&](const kc::GemmCall &g) {
+    return bool(
+        gemms.run({g.m, g.n, g.k, g.transA, g.transB, g.ab, g.c, g.accumulate},
+                  g.a, g.b, g.out, work.data(), nullptr));
+  };
+  for (bool outIn : {true, false})
+    for (int64_t chunk : {16, 21}) {
+      mt::kernels::HeadShape s{48, outIn, {2, 32, 301, -100, true}, chunk};
+      int64_t rows = s.ce.batch * s.ce.seq;
+      std::vector<int64_t> labels(rows);
+      for (int64_t i = 0; i < rows; ++i)
+        labels[i] = i % 7 == 3 ? -100 : int64_t(rng()() % s.ce.vocab);
+      Vec x = rounded(randomVec(rows * s.dim), t),
+          w = rounded(randomVec(s.dim * s.ce.vocab, 0.2f), t);
+      Tensor X(x, t), W(w, t), loss(1, kc::DType::F32), DX(rows * s.dim, t),
+          DW(s.dim * s.ce.vocab, t), dloss(Vec{0.7f}, kc::DType::F32);
+      Tensor logits(chunk * s.ce.vocab, kc::DType::F32);
+      Tensor ws(kc::headWorkspaceBytes(s, t, true) / 4 + 1, kc::DType::F32);
+      Ids ids(labels);
+      CUDA_OK(kc::headCrossEntropy(X.ref(), W.ref(), ids.data, s,
+                                   static_cast<float *>(logits.data()),
+                                   ws.data(), loss.mut(), gemm, nullptr));
+      CUDA_OK(kc::headCrossEntropyGrad(X.ref(), W.ref(), ids.data, dloss.ref(),
+                                       s, static_cast<float *>(logits.data()),
+                                       ws.data(), DX.mut(), DW.mut(), gemm,
+                                       nullptr));
+      Vec scratch(chunk * s.ce.vocab), dx(rows * s.dim), dw(s.dim * s.ce.vocab);
+      float want = cpu::headCrossEntropyForward(
+          x.data(), w.data(), labels.data(), s, scratch.data());
+      cpu::headCrossEntropyBackward(x.data(), w.data(), labels.data(), 0.7f, s,
+                                    dx.data(), dw.data(), scratch.data());
+      EXPECT_LT(relError(loss.download(), Vec{want}), 1e-5)
+          << "outIn " << outIn << " chunk " << chunk;
+      EXPECT_LT(relError(DX.download(), dx), tolerance(t, 1e-4))
+          << "outIn " << outIn << " chunk " << chunk;
+      EXPECT_LT(relError(DW.download(), dw), tolerance(t, 1e-4))
+          << "outIn " << outIn << " chunk " << chunk;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Storage, Kernels,
                          ::testing::Values(kc::DType::F32, kc::DType::BF16),
                          [](const auto &info) {

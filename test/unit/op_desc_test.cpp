@@ -187,7 +187,7 @@ TEST(OpDesc, HeadChunkIsClampedToTheRows) {
   OpDesc d;
   OneOp o = head(1000, {16, 100});
   ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
-  EXPECT_EQ(d.headRows, 16);
+  EXPECT_EQ(d.head.ce.batch * d.head.ce.seq, 16);
   EXPECT_EQ(d.head.chunkRows, 16);
   EXPECT_EQ(d.head.ce.vocab, 100);
   EXPECT_EQ(d.head.ce.batch, 2);

@@ -277,13 +277,6 @@ private:
   /// unchunked ops (the same shapes, types and order), their intermediates
   /// in the plan's scratch.
   Status gatedMlp(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace);
-  struct Head {
-    int64_t rows, dim, vocab, chunk;
-    bool outIn;
-    kc::CrossEntropyShape ce;
-    kc::DType type;
-  };
-  Head headOf(const plan::Op &op) const;
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
   bool biasEpilogue(const plan::Op &op) const {
@@ -836,19 +829,6 @@ CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
   return l;
 }
 
-CudaBackend::Head CudaBackend::headOf(const plan::Op &op) const {
-  const OpDesc &d = desc(op);
-  Head h;
-  h.rows = d.headRows;
-  h.dim = d.head.dim;
-  h.outIn = d.head.outIn;
-  h.vocab = d.head.ce.vocab;
-  h.ce = d.head.ce;
-  h.chunk = d.head.chunkRows;
-  h.type = typeOf(op.operands(0));
-  return h;
-}
-
 Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
   bytes = 0;
   // The table's column, with no default: a new kind of scratch must be sized.
@@ -884,15 +864,11 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
             alignUp(values * sizeof(float));
     return Status::ok();
   }
-  case Scratch::Head: {
-    Head h = headOf(op);
-    bytes = alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
-    // bf16 gradients of one chunk of logits, for the bf16 GEMMs.
-    if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD &&
-        h.type == kc::DType::BF16)
-      bytes += alignUp(size_t(h.chunk * h.vocab) * 2);
+  case Scratch::Head:
+    bytes =
+        kc::headWorkspaceBytes(desc(op).head, typeOf(op.operands(0)),
+                               op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD);
     return Status::ok();
-  }
   }
   return Status::error("unknown scratch of kernel " +
                        plan::Kernel_Name(op.kernel()));
@@ -1208,76 +1184,27 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   }
   case Kernel::HEAD_CROSS_ENTROPY:
   case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
-    Head h = headOf(op);
-    bool grad = op.kernel() == Kernel::HEAD_CROSS_ENTROPY_GRAD;
+    // The head's GEMMs run here, on cuBLASLt; a failed one keeps its Status.
+    Status gemmStatus = Status::ok();
+    kc::GemmHook gemm = [&](const kc::GemmCall &g) {
+      gemmStatus = gemms_.run(
+          {g.m, g.n, g.k, g.transA, g.transB, g.ab, g.c, g.accumulate}, g.a,
+          g.b, g.out, gemmWorkspace, stream);
+      return bool(gemmStatus);
+    };
     // The last result: the plan's scratch of a chunk of F32 logits.
-    uint32_t scratchBuf = op.results(op.results_size() - 1);
-    float *logits = static_cast<float *>(ptr(scratchBuf));
-    float *rowLoss = reinterpret_cast<float *>(scratch);
-    int64_t *n = reinterpret_cast<int64_t *>(
-        scratch + alignUp(size_t(h.rows) * sizeof(float)));
-    void *dLogits16 =
-        scratch + alignUp(size_t(h.rows) * sizeof(float)) + kAlign;
-    size_t elem = h.type == kc::DType::BF16 ? 2 : 4;
-    const int64_t *labels = ids(operand(2));
-    if (grad)
-      if (Status st = cuda(kc::crossEntropyCount(labels, h.ce, n, stream)); !st)
-        return st;
-    for (int64_t r0 = 0; r0 < h.rows; r0 += h.chunk) {
-      int64_t rows = std::min(h.chunk, h.rows - r0);
-      const char *x = static_cast<const char *>(ptr(operand(0))) +
-                      r0 * h.dim * int64_t(elem);
-      // logits[rows, vocab] = x W^T (W [vocab, dim]) or x W, in fp32.
-      GemmShape logitsGemm{rows,    h.vocab, h.dim,          false,
-                           h.outIn, h.type,  kc::DType::F32, false};
-      if (Status st = gemms_.run(logitsGemm, x, ptr(operand(1)), logits,
-                                 gemmWorkspace, stream);
-          !st)
-        return st;
-      if (!grad) {
-        if (Status st =
-                cuda(kc::crossEntropyRows({logits, kc::DType::F32}, labels,
-                                          h.ce, r0, rows, rowLoss, stream));
-            !st)
-          return st;
-        continue;
-      }
-      // The logits' gradient: in place in fp32, or to bf16 for bf16 GEMMs.
-      kc::MutRef dl = h.type == kc::DType::F32
-                          ? kc::MutRef{logits, kc::DType::F32}
-                          : kc::MutRef{dLogits16, kc::DType::BF16};
-      if (Status st = cuda(kc::crossEntropyGradRows(
-              {logits, kc::DType::F32}, labels, h.ce, r0, rows, in(operand(3)),
-              n, dl, stream));
-          !st)
-        return st;
-      char *dx =
-          static_cast<char *>(ptr(result(0))) +
-          r0 * h.dim * int64_t(buf(result(0)).dtype() == plan::BF16 ? 2 : 4);
-      kc::DType dxType = typeOf(result(0)), dwType = typeOf(result(1));
-      // dx[rows, dim] = dl W (W [vocab, dim]) or dl W^T (W [dim, vocab]).
-      GemmShape dxGemm{rows,     h.dim,  h.vocab, false,
-                       !h.outIn, h.type, dxType,  false};
-      if (Status st = gemms_.run(dxGemm, dl.data, ptr(operand(1)), dx,
-                                 gemmWorkspace, stream);
-          !st)
-        return st;
-      // dw[vocab, dim] (+)= dl^T x, or dw[dim, vocab] (+)= x^T dl.
-      bool first = r0 == 0;
-      GemmShape dwGemm = h.outIn ? GemmShape{h.vocab, h.dim,  rows,   true,
-                                             false,   h.type, dwType, !first}
-                                 : GemmShape{h.dim, h.vocab, rows,   true,
-                                             false, h.type,  dwType, !first};
-      if (Status st =
-              gemms_.run(dwGemm, h.outIn ? dl.data : x, h.outIn ? x : dl.data,
-                         ptr(result(1)), gemmWorkspace, stream);
-          !st)
-        return st;
-    }
-    if (grad)
-      return Status::ok();
-    return cuda(
-        kc::crossEntropyLoss(rowLoss, labels, h.ce, out(result(0)), stream));
+    float *logits =
+        static_cast<float *>(ptr(op.results(op.results_size() - 1)));
+    cudaError_t e =
+        op.kernel() == Kernel::HEAD_CROSS_ENTROPY
+            ? kc::headCrossEntropy(in(operand(0)), in(operand(1)),
+                                   ids(operand(2)), d.head, logits, scratch,
+                                   out(result(0)), gemm, stream)
+            : kc::headCrossEntropyGrad(in(operand(0)), in(operand(1)),
+                                       ids(operand(2)), in(operand(3)), d.head,
+                                       logits, scratch, out(result(0)),
+                                       out(result(1)), gemm, stream);
+    return gemmStatus ? cuda(e) : gemmStatus;
   }
   case Kernel::GATED_MLP:
   case Kernel::GATED_MLP_GRAD:

@@ -111,6 +111,12 @@ __global__ void gradRowsKernel(Load logits, const int64_t *labels,
   }
 }
 
+/// The shape, and rows [row0, row0 + rows) of its batch * seq.
+bool valid(const CrossEntropyShape &s, int64_t row0 = 0, int64_t rows = 0) {
+  return s.batch > 0 && s.seq > 0 && s.vocab > 0 && row0 >= 0 && rows >= 0 &&
+         row0 + rows <= s.batch * s.seq;
+}
+
 unsigned rowBlocks(int64_t rows) {
   return unsigned(rows < 65535 * 4 ? (rows < 1 ? 1 : rows) : 65535 * 4);
 }
@@ -121,6 +127,8 @@ cudaError_t crossEntropyRows(Ref logits, const int64_t *labels,
                              const CrossEntropyShape &s, int64_t row0,
                              int64_t rows, float *rowLoss,
                              cudaStream_t stream) {
+  if (!valid(s, row0, rows) || !labels || !rowLoss)
+    return cudaErrorInvalidValue;
   rowsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
       load(logits), labels, s, row0, rows, rowLoss);
   return cudaGetLastError();
@@ -129,12 +137,16 @@ cudaError_t crossEntropyRows(Ref logits, const int64_t *labels,
 cudaError_t crossEntropyLoss(const float *rowLoss, const int64_t *labels,
                              const CrossEntropyShape &s, MutRef loss,
                              cudaStream_t stream) {
+  if (!valid(s) || !rowLoss || !labels)
+    return cudaErrorInvalidValue;
   lossKernel<<<1, kRowThreads, 0, stream>>>(rowLoss, labels, s, store(loss));
   return cudaGetLastError();
 }
 
 cudaError_t crossEntropyCount(const int64_t *labels, const CrossEntropyShape &s,
                               int64_t *count, cudaStream_t stream) {
+  if (!valid(s) || !labels || !count)
+    return cudaErrorInvalidValue;
   countKernel<<<1, kRowThreads, 0, stream>>>(labels, s, count);
   return cudaGetLastError();
 }
@@ -143,6 +155,8 @@ cudaError_t crossEntropyGradRows(Ref logits, const int64_t *labels,
                                  const CrossEntropyShape &s, int64_t row0,
                                  int64_t rows, Ref dLoss, const int64_t *count,
                                  MutRef dLogits, cudaStream_t stream) {
+  if (!valid(s, row0, rows) || !labels || !count)
+    return cudaErrorInvalidValue;
   gradRowsKernel<<<rowBlocks(rows), kRowThreads, 0, stream>>>(
       load(logits), labels, s, row0, rows, load(dLoss), count, store(dLogits));
   return cudaGetLastError();

@@ -1337,6 +1337,8 @@ cudaError_t splitPart(Ref x, const Dims &xDims, int64_t axis, int64_t offset,
 
 cudaError_t activation(Ref x, MutRef y, int64_t n, Activation a,
                        cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
   if (vectorPath(x.type, {x, asRef(y)}, n)) {
     MT_VECTOR_LAUNCH(x.type, n, map1Kernel<T>, static_cast<const T *>(x.data),
                      static_cast<T *>(y.data), vectors, ActF{a});
@@ -1349,6 +1351,8 @@ cudaError_t activation(Ref x, MutRef y, int64_t n, Activation a,
 
 cudaError_t activationGrad(Ref x, Ref dy, MutRef dx, int64_t n, Activation a,
                            cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
   if (vectorPath(x.type, {x, dy, asRef(dx)}, n)) {
     MT_VECTOR_LAUNCH(x.type, n, map2Kernel<T>, static_cast<const T *>(x.data),
                      static_cast<const T *>(dy.data), static_cast<T *>(dx.data),
@@ -1362,6 +1366,8 @@ cudaError_t activationGrad(Ref x, Ref dy, MutRef dx, int64_t n, Activation a,
 
 cudaError_t gated(Ref gate, Ref up, MutRef y, int64_t n, Activation a,
                   cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
   if (vectorPath(gate.type, {gate, up, asRef(y)}, n)) {
     MT_VECTOR_LAUNCH(gate.type, n, map2Kernel<T>,
                      static_cast<const T *>(gate.data),
@@ -1376,6 +1382,8 @@ cudaError_t gated(Ref gate, Ref up, MutRef y, int64_t n, Activation a,
 
 cudaError_t gatedGrad(Ref gate, Ref up, Ref dy, MutRef dGate, MutRef dUp,
                       int64_t n, Activation a, cudaStream_t stream) {
+  if (n < 0)
+    return cudaErrorInvalidValue;
   if (vectorPath(gate.type, {gate, up, dy, asRef(dGate), asRef(dUp)}, n)) {
     MT_VECTOR_LAUNCH(
         gate.type, n, gatedGradVectorKernel<T>,
@@ -1392,6 +1400,8 @@ cudaError_t gatedGrad(Ref gate, Ref up, Ref dy, MutRef dGate, MutRef dUp,
 cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
                       int64_t vocab, int64_t dim, MutRef out, int *badId,
                       cudaStream_t stream) {
+  if (count < 0 || vocab <= 0 || dim <= 0 || (count > 0 && !ids))
+    return cudaErrorInvalidValue;
   embeddingKernel<<<blocksFor(count * dim), kThreads, 0, stream>>>(
       load(table), ids, count, vocab, dim, store(out), badId);
   return cudaGetLastError();
@@ -1422,6 +1432,11 @@ struct EmbeddingWork {
   }
 };
 
+/// The sort, the counts and the row starts index in int.
+bool embeddingGradFits(int64_t vocab, int64_t count) {
+  return vocab > 0 && count >= 0 && vocab < INT32_MAX && count <= INT32_MAX;
+}
+
 /// Bits of the sort keys: ids up to vocab (out-of-range ones are vocab).
 int keyBits(int64_t vocab) {
   int bits = 1;
@@ -1441,6 +1456,8 @@ cudaError_t sortBytes(int64_t vocab, int64_t count, size_t &bytes) {
 
 cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
                                         size_t &bytes) {
+  if (!embeddingGradFits(vocab, count))
+    return cudaErrorInvalidValue;
   size_t sort = 0;
   if (cudaError_t e = sortBytes(vocab, count, sort))
     return e;
@@ -1451,6 +1468,9 @@ cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
 cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
                           int64_t vocab, int64_t dim, MutRef dTable,
                           void *workspace, cudaStream_t stream) {
+  if (!embeddingGradFits(vocab, count) || dim <= 0 || (count > 0 && !ids) ||
+      !workspace)
+    return cudaErrorInvalidValue;
   size_t sort = 0;
   if (cudaError_t e = sortBytes(vocab, count, sort))
     return e;
@@ -1475,6 +1495,9 @@ cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
 
 cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,
                    bool transpose, MutRef y, cudaStream_t stream) {
+  if (s.batch < 0 || s.seq < 0 || s.heads < 0 || s.headDim <= 0 ||
+      s.headDim % 2)
+    return cudaErrorInvalidValue;
   int64_t pairs = s.batch * s.seq * s.heads * (s.headDim / 2);
   rotaryKernel<<<blocksFor(pairs), kThreads, 0, stream>>>(
       load(x), load(cos), load(sin), s, transpose, store(y));

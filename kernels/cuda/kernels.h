@@ -6,7 +6,10 @@
 //
 // Every launcher enqueues on `stream` and returns the launch status; the
 // workspaces they take are device memory the caller sized with the
-// matching *WorkspaceBytes function.
+// matching *WorkspaceBytes function. A launcher checks its preconditions
+// first (a shape it cannot run, a size past its index type, a missing
+// pointer): one that fails returns cudaErrorInvalidValue and enqueues
+// nothing.
 #ifndef MT_KERNELS_CUDA_KERNELS_H
 #define MT_KERNELS_CUDA_KERNELS_H
 

@@ -136,6 +136,8 @@ unsigned rowBlocks(int64_t rows) {
 
 cudaError_t rmsNorm(Ref x, Ref w, int64_t rows, int64_t dim, float eps,
                     bool plusOne, MutRef y, cudaStream_t stream) {
+  if (rows < 0 || dim <= 0)
+    return cudaErrorInvalidValue;
   rmsNormKernel<<<rowBlocks(rows), kNormThreads, 0, stream>>>(
       load(x), load(w), rows, dim, eps, plusOne, store(y));
   return cudaGetLastError();
@@ -143,6 +145,8 @@ cudaError_t rmsNorm(Ref x, Ref w, int64_t rows, int64_t dim, float eps,
 
 cudaError_t layerNorm(Ref x, Ref w, Ref b, int64_t rows, int64_t dim, float eps,
                       MutRef y, cudaStream_t stream) {
+  if (rows < 0 || dim <= 0)
+    return cudaErrorInvalidValue;
   layerNormKernel<<<rowBlocks(rows), kNormThreads, 0, stream>>>(
       load(x), load(w), load(b), b.data != nullptr, rows, dim, eps, store(y));
   return cudaGetLastError();
@@ -155,6 +159,8 @@ size_t normGradWorkspaceBytes(int64_t rows, int64_t dim) {
 cudaError_t rmsNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
                         float eps, bool plusOne, MutRef dx, MutRef dw,
                         void *workspace, cudaStream_t stream) {
+  if (rows < 0 || dim <= 0 || !workspace)
+    return cudaErrorInvalidValue;
   float *partial = static_cast<float *>(workspace);
   int64_t blocks = gradBlocks(rows);
   rmsNormGradKernel<<<unsigned(blocks), kNormThreads, 0, stream>>>(
@@ -167,6 +173,8 @@ cudaError_t rmsNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
 cudaError_t layerNormGrad(Ref x, Ref w, Ref dy, int64_t rows, int64_t dim,
                           float eps, MutRef dx, MutRef dw, void *workspace,
                           cudaStream_t stream) {
+  if (rows < 0 || dim <= 0 || !workspace)
+    return cudaErrorInvalidValue;
   float *partial = static_cast<float *>(workspace);
   int64_t blocks = gradBlocks(rows);
   layerNormGradKernel<<<unsigned(blocks), kNormThreads, 0, stream>>>(

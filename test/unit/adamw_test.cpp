@@ -246,7 +246,7 @@ TEST(AdamW, VectorPathsGiveTheScalarBits) {
   }
 }
 
-TEST(Accumulate, VectorsAndThreadsGiveTheScalarSum) {
+TEST(AdamW, AccumulateVectorsAndThreadsGiveTheScalarSum) {
   int64_t n = (1 << 18) + 7; // several threads' chunks and a scalar tail
   std::mt19937 rng(13);
   std::normal_distribution<float> d;

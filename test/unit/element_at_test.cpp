@@ -115,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "tensor<3x3xf32>"}),
     [](const auto &info) { return std::string(info.param.name); });
 
-TEST(ElementAtInputs, AValueOfTheStepsInputsIsNotKnown) {
+TEST(ElementAt, AValueOfTheStepsInputsIsNotKnown) {
   MLIRContext ctx;
   ctx.loadDialect<mt::train::TrainDialect, func::FuncDialect>();
   OwningOpRef<ModuleOp> module =
@@ -129,7 +129,7 @@ TEST(ElementAtInputs, AValueOfTheStepsInputsIsNotKnown) {
   EXPECT_FALSE(mt::train::elementAt(returned(*module), {2, 3}));
 }
 
-TEST(ElementAtInputs, ASliceStepThatIsNoIntegerIsNotKnown) {
+TEST(ElementAt, ASliceStepThatIsNoIntegerIsNotKnown) {
   // Its step is 1 / 0: no index at all, not undefined behaviour.
   MLIRContext ctx;
   ctx.loadDialect<mt::train::TrainDialect, func::FuncDialect>();
@@ -149,7 +149,7 @@ TEST(ElementAtInputs, ASliceStepThatIsNoIntegerIsNotKnown) {
   EXPECT_FALSE(mt::train::elementAt(returned(*module), {2}));
 }
 
-TEST(ElementAtInputs, AWalkThatWouldNotEndIsCutShort) {
+TEST(ElementAt, AWalkThatWouldNotEndIsCutShort) {
   // Each add reads the one before twice: 2^200 paths to the constant.
   std::string body = "  %v0 = train.constant dense<1> : tensor<6x6xi64>\n";
   for (int k = 1; k <= 200; ++k)

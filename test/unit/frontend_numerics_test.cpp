@@ -132,19 +132,19 @@ void expectTraining(const std::string &model, const std::string &refPath,
   }
 }
 
-TEST(TrainingNumerics, LlamaHfGradientsAndAdamWMatchPyTorch) {
+TEST(FrontendNumerics, LlamaHfGradientsAndAdamWMatchPyTorch) {
   std::string dir = sharedDir() + "/fixtures/llama-hf";
   if (!std::ifstream(dir + "/ref.json"))
     GTEST_SKIP() << "no shared fixtures at " << dir << " (set MT_SHARED)";
   expectTraining(dir + "/model.onnx", dir + "/ref.json", nullptr);
 }
 
-TEST(TrainingNumerics, LlamaExampleAdamWMatchesPyTorch) {
+TEST(FrontendNumerics, LlamaExampleAdamWMatchesPyTorch) {
   std::string dir = MT_SOURCE_DIR "/examples/llama";
   expectTraining(dir + "/model.onnx", dir + "/ref.json", "targets");
 }
 
-TEST(TrainingNumerics, Gpt2ExampleAdamWMatchesPyTorch) {
+TEST(FrontendNumerics, Gpt2ExampleAdamWMatchesPyTorch) {
   std::string dir = MT_SOURCE_DIR "/examples/gpt2";
   expectTraining(dir + "/model.onnx", dir + "/ref.json", "targets");
 }

@@ -27,12 +27,12 @@ Plan arenaWith(std::vector<std::pair<uint64_t, uint64_t>> buffers) {
 
 using Chunks = std::vector<std::pair<uint64_t, uint64_t>>;
 
-TEST(PinChunks, ASmallArenaIsOneCall) {
+TEST(Pinned, ChunksASmallArenaIsOneCall) {
   Plan p = arenaWith({{0, 4 * kPage}});
   EXPECT_EQ(pinChunks(p, 0, 4 * kPage, 8 * kPage), (Chunks{{0, 4 * kPage}}));
 }
 
-TEST(PinChunks, CutsFallBetweenBuffersOnPages) {
+TEST(Pinned, ChunksCutsFallBetweenBuffersOnPages) {
   // Buffers of 3 pages back to back: a chunk of 8 pages would cut the third
   // buffer; the cut moves back to its start (page 6).
   Plan p = arenaWith({{0, 3 * kPage},
@@ -53,7 +53,7 @@ TEST(PinChunks, CutsFallBetweenBuffersOnPages) {
             (Chunks{{0, 8 * kPage}, {8 * kPage, 10 * kPage}}));
 }
 
-TEST(PinChunks, ABufferLargerThanAChunkSpansACut) {
+TEST(Pinned, ChunksABufferLargerThanAChunkSpansACut) {
   Plan p = arenaWith({{0, 20 * kPage}});
   EXPECT_EQ(pinChunks(p, 0, 20 * kPage, 8 * kPage),
             (Chunks{{0, 8 * kPage},
@@ -61,7 +61,7 @@ TEST(PinChunks, ABufferLargerThanAChunkSpansACut) {
                     {16 * kPage, 20 * kPage}}));
 }
 
-TEST(PinChunks, OverlappingBuffersAreOneSpan) {
+TEST(Pinned, ChunksOverlappingBuffersAreOneSpan) {
   // Two buffers the memory planner placed over each other (disjoint
   // lifetimes) and a third after them.
   Plan p = arenaWith(
@@ -70,7 +70,7 @@ TEST(PinChunks, OverlappingBuffersAreOneSpan) {
             (Chunks{{0, 8 * kPage}, {8 * kPage, 12 * kPage}}));
 }
 
-TEST(Memlock, ALimitBelowThePlanIsRefusedWithWhatToRaise) {
+TEST(Pinned, MemlockALimitBelowThePlanIsRefusedWithWhatToRaise) {
   Status st = checkMemlock(uint64_t(3) << 30, uint64_t(64) << 20, false);
   ASSERT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("the plan pins 3.00 GiB of host memory"),
@@ -82,7 +82,7 @@ TEST(Memlock, ALimitBelowThePlanIsRefusedWithWhatToRaise) {
   EXPECT_NE(st.message().find("mtc --pinned-mem"), std::string::npos);
 }
 
-TEST(Memlock, NoLimitACapabilityOrEnoughPass) {
+TEST(Pinned, MemlockNoLimitACapabilityOrEnoughPass) {
   EXPECT_TRUE(checkMemlock(uint64_t(1) << 40, ~uint64_t(0), false).isOk());
   EXPECT_TRUE(checkMemlock(uint64_t(1) << 40, 1 << 20, true).isOk());
   EXPECT_TRUE(checkMemlock(1 << 20, 1 << 20, false).isOk());

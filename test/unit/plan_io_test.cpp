@@ -41,9 +41,9 @@ struct BadCase {
   const char *expect;
 };
 
-class PlanInvalid : public ::testing::TestWithParam<BadCase> {};
+class PlanIo : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(PlanInvalid, IsRefusedWithTheField) {
+TEST_P(PlanIo, AnInvalidFieldIsRefusedWithItsName) {
   Plan p = validPlan();
   GetParam().mutate(p);
   Status st = validatePlan(p, "plan.mtp");
@@ -54,7 +54,7 @@ TEST_P(PlanInvalid, IsRefusedWithTheField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Fields, PlanInvalid,
+    Fields, PlanIo,
     ::testing::Values(
         BadCase{"version", [](Plan &p) { p.set_version(9); },
                 "version 9 is not supported"},
@@ -288,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(
 // A parameter's data layout and the names, dtype and file checkpoints save
 // it under.
 INSTANTIATE_TEST_SUITE_P(
-    Saved, PlanInvalid,
+    Saved, PlanIo,
     ::testing::Values(
         BadCase{"transposed_not_2d",
                 [](Plan &p) {
@@ -356,7 +356,7 @@ TEST(PlanIo, APlanReadsAndSavesAParameterInParts) {
 
 // Parts that do not tile the master, or whose data does not add up.
 INSTANTIATE_TEST_SUITE_P(
-    Parts, PlanInvalid,
+    Parts, PlanIo,
     ::testing::Values(
         BadCase{"gap", [](Plan &p) { splitInTwo(p, 17, false); },
                 "parameter 0 ('w'): its parts are not its 32 elements, each "

@@ -95,7 +95,7 @@ size_t count(const std::vector<Schedule> &v,
   return size_t(std::count_if(v.begin(), v.end(), f));
 }
 
-TEST(PlannerSpace, EveryGivenChoiceIsAConstraint) {
+TEST(Planner, SpaceEveryGivenChoiceIsAConstraint) {
   Schedule base;
   Constraints free;
   // fp32: 2 recompute choices; layers: stream x offload x 3 overlaps, none:
@@ -121,14 +121,14 @@ TEST(PlannerSpace, EveryGivenChoiceIsAConstraint) {
                 s.optimizerOverlap == Overlap::NextForward);
 }
 
-TEST(PlannerSpace, ClippingRulesOutTheBackwardOverlap) {
+TEST(Planner, SpaceClippingRulesOutTheBackwardOverlap) {
   Constraints c;
   c.clipping = true;
   for (const Schedule &s : searchSpace(Schedule{}, c))
     EXPECT_NE(s.optimizerOverlap, Overlap::Backward) << s.flags();
 }
 
-TEST(PlannerSpace, LayerOrderAndOffloadNeedRecompute) {
+TEST(Planner, SpaceLayerOrderAndOffloadNeedRecompute) {
   Schedule base;
   base.gradAccum = 4;
   Constraints c;
@@ -149,7 +149,7 @@ TEST(PlannerSpace, LayerOrderAndOffloadNeedRecompute) {
     EXPECT_FALSE(s.layerMajor);
 }
 
-TEST(PlannerSpace, BatchSplitsKeepTheTokensPerStep) {
+TEST(Planner, SpaceBatchSplitsKeepTheTokensPerStep) {
   Schedule base;
   base.batch = 6;
   Constraints c;
@@ -166,7 +166,7 @@ TEST(PlannerSpace, BatchSplitsKeepTheTokensPerStep) {
   EXPECT_EQ(split[1].gradAccum, 2);
 }
 
-TEST(PlannerSpace, Bf16SearchesTheLinkAndDiskTheMoments) {
+TEST(Planner, SpaceBf16SearchesTheLinkAndDiskTheMoments) {
   Schedule bf16;
   bf16.computeDtype = mt::sched::ComputeDtype::BF16;
   Constraints c;
@@ -179,7 +179,7 @@ TEST(PlannerSpace, Bf16SearchesTheLinkAndDiskTheMoments) {
     EXPECT_TRUE(s.weightLink == mt::sched::WeightLink::F32 && !s.momentsOnDisk);
 }
 
-TEST(PlannerSpace, KeptLayersAQuarterAtATime) {
+TEST(Planner, SpaceKeptLayersAQuarterAtATime) {
   Constraints c;
   c.layers = 8;
   c.streamWeights = false;
@@ -194,7 +194,7 @@ TEST(PlannerSpace, KeptLayersAQuarterAtATime) {
     EXPECT_EQ(s.keepLast, 3);
 }
 
-TEST(PlannerSearch, MoreKeptLayersOnlyWhileFewerFit) {
+TEST(Planner, SearchMoreKeptLayersOnlyWhileFewerFit) {
   FakeBackEnd be;
   Budgets b = roomy();
   b.device = 100 * KiB;
@@ -221,7 +221,7 @@ TEST(PlannerSearch, MoreKeptLayersOnlyWhileFewerFit) {
       << "the most kept layers that fit: the least recompute";
 }
 
-TEST(PlannerBounds, HostBytesPerParameter) {
+TEST(Planner, BoundsHostBytesPerParameter) {
   ModelSize m{1000, 100, 8.0};
   Schedule s; // after: master 4, moments 8, accumulator 4
   EXPECT_EQ(hostLowerBound(s, m), 16 * 1000 + 4 * 100);
@@ -241,7 +241,7 @@ TEST(PlannerBounds, HostBytesPerParameter) {
   EXPECT_EQ(residentDeviceLowerBound(m, true), 2 * 1000);
 }
 
-TEST(PlannerSearch, OverABoundIsNotCompiled) {
+TEST(Planner, SearchOverABoundIsNotCompiled) {
   FakeBackEnd be;
   Budgets b = roomy();
   b.host = 13 * 1000; // only transient gradients fit: 12 bytes a parameter
@@ -256,7 +256,7 @@ TEST(PlannerSearch, OverABoundIsNotCompiled) {
   EXPECT_GT(r.overBound(), 0u);
 }
 
-TEST(PlannerSearch, OffloadOnlyWhereTheDeviceNeedsIt) {
+TEST(Planner, SearchOffloadOnlyWhereTheDeviceNeedsIt) {
   FakeBackEnd be;
   Budgets b = roomy();
   b.device = 100 * KiB;
@@ -282,7 +282,7 @@ TEST(PlannerSearch, OffloadOnlyWhereTheDeviceNeedsIt) {
       4u);
 }
 
-TEST(PlannerSearch, FewerOffloadsWhileTheyFitAndWinTies) {
+TEST(Planner, SearchFewerOffloadsWhileTheyFitAndWinTies) {
   FakeBackEnd be;
   Budgets b = roomy();
   b.device = 100 * KiB;
@@ -321,7 +321,7 @@ Result searchOfThreeSpeeds() {
   return search(Schedule{}, c, roomy(), small(), target(), be.fn());
 }
 
-TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
+TEST(Planner, SearchTheFastestWinsAndTheNextIsTheRunnerUp) {
   Result r = searchOfThreeSpeeds();
   ASSERT_TRUE(r.best && r.runnerUp);
   const Schedule &best = r.candidates[*r.best].schedule;
@@ -331,7 +331,7 @@ TEST(PlannerSearch, TheFastestWinsAndTheNextIsTheRunnerUp) {
   EXPECT_NE(*r.best, *r.runnerUp);
 }
 
-TEST(PlannerSearch, OnlyTheBestAndTheRunnerUpKeepTheirPlans) {
+TEST(Planner, SearchOnlyTheBestAndTheRunnerUpKeepTheirPlans) {
   Result r = searchOfThreeSpeeds();
   ASSERT_TRUE(r.best && r.runnerUp);
   ASSERT_GT(r.candidates.size(), 2u);
@@ -346,7 +346,7 @@ TEST(PlannerSearch, OnlyTheBestAndTheRunnerUpKeepTheirPlans) {
   }
 }
 
-TEST(PlannerSearch, NothingFitsNamesTheClosest) {
+TEST(Planner, SearchNothingFitsNamesTheClosest) {
   FakeBackEnd be;
   Budgets b = roomy();
   b.device = KiB; // every plan needs 10 KiB
@@ -371,7 +371,7 @@ TEST(PlannerSearch, NothingFitsNamesTheClosest) {
             std::string::npos);
 }
 
-TEST(PlannerSearch, ThreadsDecideAsInOrder) {
+TEST(Planner, SearchThreadsDecideAsInOrder) {
   // A space with every decision: kept layers pruned where fewer did not
   // fit, offloads only where needed and their fractions while they fit,
   // refusals, ties; each schedule's compile takes a different amount of
@@ -460,7 +460,7 @@ TEST(PlannerSearch, ThreadsDecideAsInOrder) {
   ASSERT_TRUE(one.best && one.runnerUp);
 }
 
-TEST(PlannerFits, TheRefusalNamesTheTierAndTheSmallestBudget) {
+TEST(Planner, FitsTheRefusalNamesTheTierAndTheSmallestBudget) {
   Plan p = fakePlan(5000, 10, 100, 1);
   Budgets b{4096, 1 << 20, 1 << 20, 0};
   std::string why;

@@ -49,9 +49,9 @@ struct BadCase {
   const char *expect;
 };
 
-class SafetensorsBad : public ::testing::TestWithParam<BadCase> {};
+class Safetensors : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(SafetensorsBad, IsRefusedWithAReason) {
+TEST_P(Safetensors, ABadFileIsRefusedWithAReason) {
   const BadCase &c = GetParam();
   std::string path =
       writeFile(std::string(c.name) + ".safetensors", c.header, c.data, c.lie);
@@ -63,7 +63,7 @@ TEST_P(SafetensorsBad, IsRefusedWithAReason) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Headers, SafetensorsBad,
+    Headers, Safetensors,
     ::testing::Values(
         BadCase{"notjson", "{oops", 0, false, "not a JSON object"},
         BadCase{"truncated", "{}", 0, true, "exceeds the file"},

@@ -7,6 +7,7 @@
 // buffers on the disk_io stream first and writes them back after, keeping
 // its first/last micro-batch flag; with lookahead 1 the second update's
 // reads are issued before the first update, so the disk reads ahead.
+// CHECK-LABEL: sched.program
 // CHECK: sched.arena @disk tier disk size 0 {disk_format = #sched<disk_format shuffle_zstd>}
 // CHECK: sched.arena @host_stage tier host size 0
 // CHECK: sched.stream @disk_io kind disk_io
@@ -35,8 +36,10 @@
 // update ahead holds two weights' moments (256 bytes), reading none ahead
 // one (128), and then the second update's reads wait for the first update
 // to be done with the bytes they reuse.
+// AHEAD-LABEL: sched.program
 // AHEAD: sched.arena @disk tier disk size 256
 // AHEAD: sched.arena @host_stage tier host size 256
+// WINDOW-LABEL: sched.program
 // WINDOW: sched.arena @host_stage tier host size 128
 // WINDOW: sched.phase step_end {
 // WINDOW: %[[A:.+]] = sched.exec adamw

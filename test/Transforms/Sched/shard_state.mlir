@@ -9,7 +9,7 @@
 // the update run on the owner alone; the updated master (what the devices
 // read: there is no compute copy) is broadcast, and the next step's copy
 // reads it.
-// CHECK: sched.program attributes {{{.*}}ranks = 2 : i64
+// CHECK-LABEL: sched.program attributes {{{.*}}ranks = 2 : i64
 // CHECK: sched.arena @host tier host size 0
 // CHECK-NEXT: sched.arena @host_rank0 tier host size 0 {rank = 0 : i64}
 // CHECK-NEXT: sched.arena @host_rank1 tier host size 0 {rank = 1 : i64}

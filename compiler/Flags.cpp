@@ -1,6 +1,8 @@
 //===- Flags.cpp - mtc's flags, read into a Request ----------------------===//
 #include "compiler/Flags.h"
 
+#include "runtime/base/bytes.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -43,6 +45,12 @@ enum class Moments { Host, Disk, Auto };
 
 /// The back end's defaults, which mtc's flags share.
 const mt::sched::Schedule kDefault;
+
+/// --resident-below's help, with the back end's default in words.
+const std::string kResidentBelowHelp =
+    "With --stream-weights: keep weights smaller than this on the device, "
+    "copied once per step (norm scales, biases); default " +
+    mt::runtime::bytesText(double(kDefault.residentBelow));
 
 /// Every flag of mtc, made by registerFlags.
 struct Flags {
@@ -159,11 +167,7 @@ struct Flags {
                "keep the fastest that fits (five compilations)"),
       cl::init(std::to_string(kDefault.lookahead)), cl::cat(category)};
   cl::opt<std::string> residentBelow{
-      "resident-below",
-      cl::desc(
-          "With --stream-weights: keep weights smaller than this on the "
-          "device, copied once per step (norm scales, biases); default 1MiB"),
-      cl::cat(category)};
+      "resident-below", cl::desc(kResidentBelowHelp), cl::cat(category)};
   cl::opt<int64_t> chunkHeadRows{
       "chunk-head-rows",
       cl::desc("Compute the head and the loss this many tokens at a time so "

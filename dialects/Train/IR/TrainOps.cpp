@@ -575,7 +575,8 @@ MT_INFER(TopKOp) {
            << *axis << " of " << in;
   SmallVector<int64_t> out(in.getShape());
   out[*axis] = k;
-  push(types, out, in.getElementType());
+  // The values, then their indices.
+  types.push_back(RankedTensorType::get(out, in.getElementType()));
   return push(types, out, IntegerType::get(ctx, 64));
 }
 

@@ -13,7 +13,10 @@ void mt::train::buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
   pm.addPass(createFuseOpsPass(options));
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes) and
   // equal ops of the layers' fused shapes. The stock cleanups may erase any
-  // dead op: the parameters are symbols, not values.
+  // dead op: the parameters are symbols, not values. CSE first, so that the
+  // layers' equal ops on one constant (the rotary tables' layouts) fold once,
+  // not once per layer.
+  pm.addPass(mlir::createCSEPass());
   pm.addPass(createFoldConstantsPass());
   pm.addPass(mlir::createCSEPass());
   pm.addPass(mlir::createCanonicalizerPass());

@@ -793,8 +793,11 @@ TEST_P(Kernels, Head) {
         labels[i] = i % 7 == 3 ? -100 : int64_t(rng()() % s.ce.vocab);
       Vec x = rounded(randomVec(rows * s.dim), t),
           w = rounded(randomVec(s.dim * s.ce.vocab, 0.2f), t);
+      // dw in fp32, as plans keep the head's weight gradient: it sums the
+      // chunks' GEMMs.
       Tensor X(x, t), W(w, t), loss(1, kc::DType::F32), DX(rows * s.dim, t),
-          DW(s.dim * s.ce.vocab, t), dloss(Vec{0.7f}, kc::DType::F32);
+          DW(s.dim * s.ce.vocab, kc::DType::F32),
+          dloss(Vec{0.7f}, kc::DType::F32);
       Tensor logits(chunk * s.ce.vocab, kc::DType::F32);
       Tensor ws(kc::headWorkspaceBytes(s, t, true) / 4 + 1, kc::DType::F32);
       Ids ids(labels);

@@ -72,6 +72,12 @@ __device__ __forceinline__ float blockMax(float v, float *scratch) {
   return warpMax(v);
 }
 
+/// The parts of a workspace start on 256 bytes (cudaMalloc's alignment).
+constexpr size_t kWorkspaceAlign = 256;
+inline size_t alignUp(size_t n) {
+  return (n + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign;
+}
+
 /// Blocks of 256 threads for n elements, grid-stride beyond 65535 * 8
 /// blocks' worth.
 constexpr int kThreads = 256;

@@ -1408,8 +1408,6 @@ cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
 }
 
 namespace {
-size_t alignUp(size_t n) { return (n + 255) / 256 * 256; }
-
 /// The embedding backward's workspace: counts and starts [vocab + 1] ints;
 /// keys, sorted keys, order and sorted order [count] ints; the sort's own.
 struct EmbeddingWork {

@@ -3,16 +3,12 @@
 // exists at once; the CUDA twin of kernels/cpu's headCrossEntropy*. The
 // GEMMs are the caller's (cuBLASLt lives in the runtime); the softmax rows
 // are cross_entropy.cu's.
-#include "kernels/cuda/kernels.h"
+#include "kernels/cuda/common.cuh"
 
 #include <algorithm>
 
 namespace mt::kernels::cuda {
 namespace {
-
-constexpr size_t kAlign = 256; // bytes: cudaMalloc's alignment
-
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 size_t elementBytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
@@ -24,7 +20,7 @@ struct HeadLayout {
   HeadLayout(const HeadShape &s, DType x, bool grad) {
     size_t rows = size_t(s.ce.batch * s.ce.seq);
     count = alignUp(rows * sizeof(float));
-    dLogits16 = count + kAlign;
+    dLogits16 = count + kWorkspaceAlign;
     bytes = dLogits16;
     if (grad && x == DType::BF16)
       bytes += alignUp(size_t(s.chunkRows * s.ce.vocab) * 2);
@@ -34,6 +30,20 @@ struct HeadLayout {
 bool shapeOk(const HeadShape &s) {
   return s.dim > 0 && s.ce.batch > 0 && s.ce.seq > 0 && s.ce.vocab > 0 &&
          s.chunkRows > 0;
+}
+
+/// Rows [r0, r0 + n) of x.
+const char *rowsOf(Ref x, const HeadShape &s, int64_t r0) {
+  return static_cast<const char *>(x.data) +
+         size_t(r0 * s.dim) * elementBytes(x.type);
+}
+
+/// logits[n, vocab] = x W^T (W [vocab, dim]) or x W, in fp32, for rows
+/// [r0, r0 + n) of x.
+bool chunkLogits(Ref x, Ref w, const HeadShape &s, int64_t r0, int64_t n,
+                 float *logits, const GemmHook &gemm) {
+  return gemm({n, s.ce.vocab, s.dim, false, s.outIn, x.type, DType::F32, false,
+               rowsOf(x, s, r0), w.data, logits});
 }
 
 } // namespace
@@ -54,11 +64,7 @@ cudaError_t headCrossEntropy(Ref x, Ref w, const int64_t *labels,
   int64_t rows = s.ce.batch * s.ce.seq;
   for (int64_t r0 = 0; r0 < rows; r0 += s.chunkRows) {
     int64_t n = std::min(s.chunkRows, rows - r0);
-    const char *xc = static_cast<const char *>(x.data) +
-                     size_t(r0 * s.dim) * elementBytes(x.type);
-    // logits[n, vocab] = x W^T (W [vocab, dim]) or x W, in fp32.
-    if (!gemm({n, s.ce.vocab, s.dim, false, s.outIn, x.type, DType::F32, false,
-               xc, w.data, logits}))
+    if (!chunkLogits(x, w, s, r0, n, logits, gemm))
       return cudaErrorLaunchFailure;
     if (cudaError_t e = crossEntropyRows({logits, DType::F32}, labels, s.ce, r0,
                                          n, rowLoss, stream))
@@ -84,10 +90,7 @@ cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
   int64_t rows = s.ce.batch * s.ce.seq, v = s.ce.vocab;
   for (int64_t r0 = 0; r0 < rows; r0 += s.chunkRows) {
     int64_t n = std::min(s.chunkRows, rows - r0);
-    const char *xc = static_cast<const char *>(x.data) +
-                     size_t(r0 * s.dim) * elementBytes(x.type);
-    if (!gemm({n, v, s.dim, false, s.outIn, x.type, DType::F32, false, xc,
-               w.data, logits}))
+    if (!chunkLogits(x, w, s, r0, n, logits, gemm))
       return cudaErrorLaunchFailure;
     if (cudaError_t e = crossEntropyGradRows({logits, DType::F32}, labels, s.ce,
                                              r0, n, dLoss, count, dl, stream))
@@ -100,6 +103,7 @@ cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
       return cudaErrorLaunchFailure;
     // dw[vocab, dim] (+)= dl^T x, or dw[dim, vocab] (+)= x^T dl: the first
     // chunk overwrites it.
+    const char *xc = rowsOf(x, s, r0);
     bool sum = r0 > 0;
     if (!(s.outIn ? gemm({v, s.dim, n, true, false, x.type, dw.type, sum,
                           dl.data, xc, dw.data})

@@ -779,11 +779,8 @@ TEST_P(Kernels, Head) {
   mt::runtime::Gemms gemms;
   ASSERT_TRUE(gemms.init());
   Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
-  kc::GemmHook gemm = [&](const kc::GemmCall &g) {
-    return bool(
-        gemms.run({g.m, g.n, g.k, g.transA, g.transB, g.ab, g.c, g.accumulate},
-                  g.a, g.b, g.out, work.data(), nullptr));
-  };
+  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
+  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
   for (bool outIn : {true, false})
     for (int64_t chunk : {16, 21}) {
       mt::kernels::HeadShape s{48, outIn, {2, 32, 301, -100, true}, chunk};
@@ -803,11 +800,13 @@ TEST_P(Kernels, Head) {
       Ids ids(labels);
       CUDA_OK(kc::headCrossEntropy(X.ref(), W.ref(), ids.data, s,
                                    static_cast<float *>(logits.data()),
-                                   ws.data(), loss.mut(), gemm, nullptr));
+                                   ws.data(), loss.mut(), gemm, nullptr))
+          << gemmStatus.message();
       CUDA_OK(kc::headCrossEntropyGrad(X.ref(), W.ref(), ids.data, dloss.ref(),
                                        s, static_cast<float *>(logits.data()),
                                        ws.data(), DX.mut(), DW.mut(), gemm,
-                                       nullptr));
+                                       nullptr))
+          << gemmStatus.message();
       Vec scratch(chunk * s.ce.vocab), dx(rows * s.dim), dw(s.dim * s.ce.vocab);
       float want = cpu::headCrossEntropyForward(
           x.data(), w.data(), labels.data(), s, scratch.data());

@@ -1186,12 +1186,7 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
     // The head's GEMMs run here, on cuBLASLt; a failed one keeps its Status.
     Status gemmStatus = Status::ok();
-    kc::GemmHook gemm = [&](const kc::GemmCall &g) {
-      gemmStatus = gemms_.run(
-          {g.m, g.n, g.k, g.transA, g.transB, g.ab, g.c, g.accumulate}, g.a,
-          g.b, g.out, gemmWorkspace, stream);
-      return bool(gemmStatus);
-    };
+    kc::GemmHook gemm = gemms_.hook(gemmWorkspace, stream, gemmStatus);
     // The last result: the plan's scratch of a chunk of F32 logits.
     float *logits =
         static_cast<float *>(ptr(op.results(op.results_size() - 1)));

@@ -172,4 +172,13 @@ Status Gemms::run(const GemmShape &shape, const void *a, const void *b, void *c,
   return matmul();
 }
 
+kernels::cuda::GemmHook Gemms::hook(void *workspace, cudaStream_t stream,
+                                    Status &status) {
+  return [this, workspace, stream, &status](const kernels::cuda::GemmCall &g) {
+    status = run({g.m, g.n, g.k, g.transA, g.transB, g.ab, g.c, g.accumulate},
+                 g.a, g.b, g.out, workspace, stream);
+    return bool(status);
+  };
+}
+
 } // namespace mt::runtime

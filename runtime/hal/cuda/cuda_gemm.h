@@ -58,6 +58,10 @@ public:
   /// `bias`: shape.bias's vector (device memory), else null.
   Status run(const GemmShape &shape, const void *a, const void *b, void *c,
              void *workspace, cudaStream_t stream, const void *bias = nullptr);
+  /// The GEMMs of a fused CUDA kernel (kernels/cuda's GemmHook), run with
+  /// `workspace` on `stream`; a failed one leaves its error in `status`.
+  kernels::cuda::GemmHook hook(void *workspace, cudaStream_t stream,
+                               Status &status);
 
 private:
   struct Prepared {

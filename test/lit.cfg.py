@@ -19,6 +19,8 @@ config.substitutions.append(("%mt_obj", config.mt_obj_root))
 # The built tools, for what finds them itself (the Python package: MT_BIN).
 config.substitutions.append(("%mt_bin", config.mt_tools_dir))
 config.substitutions.append(("%mlir_include", " ".join("-I " + d for d in config.mlir_include_dirs)))
+# The committed fixtures, unpacked by the build (test/CMakeLists.txt).
+config.substitutions.append(("%fixtures", os.path.join(config.mt_obj_root, "test", "fixtures")))
 # Fixtures shared by the project live beside the repository.
 shared = os.environ.get("MT_SHARED", os.path.join(config.mt_src_root, "..", "shared"))
 config.substitutions.append(("%shared", os.path.abspath(shared)))

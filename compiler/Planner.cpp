@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -737,6 +738,40 @@ void explainExperts(const plan::Plan &plan, const runtime::Prediction &r,
       gib(4.0 * double(expertElements)), share * r.flops / 1e12, 100.0 * share);
 }
 
+/// The compute streams' predicted time by kernel, with the rate each was
+/// costed at (its longest op's): what the prediction rests on.
+void explainCompute(const plan::Plan &plan, const runtime::Prediction &r,
+                    llvm::raw_ostream &os) {
+  struct Row {
+    int64_t runs = 0;
+    double seconds = 0, longest = -1;
+    std::string rate;
+  };
+  std::map<plan::Kernel, Row> rows;
+  for (const runtime::OpTime &o : r.timeline) {
+    const plan::Op &op = plan.phases(o.phase).ops(o.op);
+    if (plan.streams(int(op.stream())).kind() != plan::COMPUTE)
+      continue;
+    runtime::OpCost cost = runtime::opCost(plan, op, plan.target());
+    Row &row = rows[op.kernel()];
+    ++row.runs;
+    row.seconds += o.end - o.start;
+    if (cost.seconds > row.longest) {
+      row.longest = cost.seconds;
+      row.rate = cost.rate;
+    }
+  }
+  std::vector<std::pair<plan::Kernel, Row>> sorted(rows.begin(), rows.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto &a, auto &b) {
+    return a.second.seconds > b.second.seconds;
+  });
+  os << "\ncompute by kernel            runs   busy (s)   costed at\n";
+  for (const auto &[kernel, row] : sorted)
+    os << llvm::formatv("  {0,-24} {1,6} {2,10:F4}   {3}\n",
+                        plan::Kernel_Name(kernel), row.runs, row.seconds,
+                        row.rate);
+}
+
 void explain(const Candidate &chosen, const Budgets &budgets,
              const Result *search, llvm::raw_ostream &os) {
   const plan::Plan &plan = chosen.plan;
@@ -750,6 +785,8 @@ void explain(const Candidate &chosen, const Budgets &budgets,
                       "{3:F1} TFLOP/s of model math\n",
                       t.name(), r.stepSeconds, tokensOf(plan) / r.stepSeconds,
                       r.flops / r.stepSeconds / 1e12);
+  os << "rates: " << runtime::rateSource(t) << "\n";
+  explainCompute(plan, r, os);
   os << "\nstream            busy (s)   share of step\n";
   for (int i = 0; i < plan.streams_size(); ++i)
     os << llvm::formatv("  {0,-14} {1,9:F3}   {2,5:F1}%\n",

@@ -316,6 +316,10 @@ template <typename Fn> cudaError_t byHeadDim(int64_t d, Fn fn) {
 template <typename Kernel, typename... Args>
 cudaError_t launch(Kernel kernel, dim3 grid, int threads, size_t smem,
                    cudaStream_t stream, Args... args) {
+  // Nothing to compute (a batch, heads or rows of 0): a grid of no blocks
+  // is not a launch CUDA accepts.
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0)
+    return cudaSuccess;
   if (cudaError_t e = cudaFuncSetAttribute(
           kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)))
     return e;

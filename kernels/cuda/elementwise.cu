@@ -256,27 +256,6 @@ __global__ void gatherAxisKernel(Load x, Store y, const int64_t *indices,
   }
 }
 
-/// One thread per element of dx [outer, n, inner]: the sum of the dy
-/// slices whose index names its row, in index order.
-__global__ void gatherGradKernel(Load dy, Store dx, const int64_t *indices,
-                                 int64_t outer, int64_t n, int64_t count,
-                                 int64_t inner, int *bad) {
-  MT_GRID_STRIDE(e, outer * n * inner) {
-    int64_t c = e % inner, j = (e / inner) % n, o = e / (inner * n);
-    float acc = 0.0f;
-    for (int64_t r = 0; r < count; ++r) {
-      int64_t i = indices[r];
-      if (i < -n || i >= n) {
-        *bad = 1;
-        continue;
-      }
-      if ((i < 0 ? i + n : i) == j)
-        acc += dy[(o * count + r) * inner + c];
-    }
-    dx.set(e, acc);
-  }
-}
-
 /// A strided slice: element `flat` of the slice is element base + the
 /// offsets of ix (stride[0]: steps times the whole's strides) of the whole;
 /// toWhole scatters the slice into the whole (each place once).
@@ -669,21 +648,35 @@ __global__ void embeddingKernel(Load table, const int64_t *ids, int64_t count,
 // ids, so the tokens of one id keep their order) and then sums each
 // vocabulary row's tokens in one place, in that order: no atomics on the
 // table, the same bits every run, and rows no token names written as zeros.
-__global__ void sortKeysKernel(const int64_t *ids, int64_t count, int64_t vocab,
-                               int *keys, int *order) {
+/// Keys for grouping ids by the place they name in [0, places): the place
+/// (with `wrap`, a negative id counts from the end), or `places` for one
+/// outside, which sets *bad when given.
+__device__ __forceinline__ int placeOf(int64_t id, int64_t places, bool wrap,
+                                       int *bad) {
+  if (wrap && id < 0)
+    id += places;
+  if (id >= 0 && id < places)
+    return int(id);
+  if (bad)
+    *bad = 1;
+  return int(places); // last: unused
+}
+
+__global__ void sortKeysKernel(const int64_t *ids, int64_t count,
+                               int64_t places, bool wrap, int *bad, int *keys,
+                               int *order) {
   MT_GRID_STRIDE(n, count) {
-    int64_t id = ids[n];
-    keys[n] = id >= 0 && id < vocab ? int(id) : int(vocab); // last: unused
+    keys[n] = placeOf(ids[n], places, wrap, bad);
     order[n] = int(n);
   }
 }
 
-__global__ void countIdsKernel(const int64_t *ids, int64_t count, int64_t vocab,
-                               int *counts) {
+__global__ void countIdsKernel(const int64_t *ids, int64_t count,
+                               int64_t places, bool wrap, int *counts) {
   MT_GRID_STRIDE(n, count) {
-    int64_t id = ids[n];
-    if (id >= 0 && id < vocab)
-      atomicAdd(&counts[id], 1);
+    int place = placeOf(ids[n], places, wrap, nullptr);
+    if (place < places)
+      atomicAdd(&counts[place], 1);
   }
 }
 
@@ -711,17 +704,22 @@ __global__ void scanKernel(const int *counts, int64_t vocab, int *starts) {
     starts[vocab] = carry;
 }
 
-/// Block per vocabulary row (grid-stride), threads across the row.
-__global__ void embeddingGradKernel(Load dOut, int64_t vocab, int64_t dim,
-                                    const int *starts, const int *order,
-                                    Store dTable) {
-  for (int64_t row = blockIdx.x; row < vocab; row += gridDim.x) {
-    int begin = starts[row], end = starts[row + 1];
-    for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) {
+/// dx [outer, places, inner] = the sums of dy [outer, count, inner]'s
+/// slices into the places their ids name, each place's in id order (the
+/// grouping: starts and order). A block per row of dx (grid-stride),
+/// threads across the row: work in dy's size, not places x count.
+__global__ void groupedSumKernel(Load dy, int64_t outer, int64_t places,
+                                 int64_t count, int64_t inner,
+                                 const int *starts, const int *order,
+                                 Store dx) {
+  for (int64_t row = blockIdx.x; row < outer * places; row += gridDim.x) {
+    int64_t o = row / places, place = row % places;
+    int begin = starts[place], end = starts[place + 1];
+    for (int64_t c = threadIdx.x; c < inner; c += blockDim.x) {
       float acc = 0.0f;
       for (int t = begin; t < end; ++t)
-        acc += dOut[int64_t(order[t]) * dim + c];
-      dTable.set(row * dim + c, acc);
+        acc += dy[(o * count + order[t]) * inner + c];
+      dx.set(row * inner + c, acc);
     }
   }
 }
@@ -754,6 +752,34 @@ __global__ void rotaryKernel(Load x, Load cosT, Load sinT, RotaryShape s,
 cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream) {
   fillKernel<<<blocksFor(n), kThreads, 0, stream>>>(store(y), n, value);
   return cudaGetLastError();
+}
+
+namespace {
+template <typename T>
+__global__ void fillValueKernel(T *y, int64_t n, T value) {
+  MT_GRID_STRIDE(i, n) y[i] = value;
+}
+} // namespace
+
+cudaError_t fill(void *y, Scalar type, int64_t n, float value,
+                 cudaStream_t stream) {
+  if (n < 0 || (n > 0 && !y))
+    return cudaErrorInvalidValue;
+  switch (type) {
+  case Scalar::F32:
+    return fill(MutRef{y, DType::F32}, n, value, stream);
+  case Scalar::BF16:
+    return fill(MutRef{y, DType::BF16}, n, value, stream);
+  case Scalar::I64:
+    fillValueKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<int64_t *>(y), n, cpu::castToI64(double(value)));
+    return cudaGetLastError();
+  case Scalar::U8:
+    fillValueKernel<<<blocksFor(n), kThreads, 0, stream>>>(
+        static_cast<uint8_t *>(y), n, uint8_t(value != 0.0f));
+    return cudaGetLastError();
+  }
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
@@ -886,6 +912,8 @@ cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,
   int64_t batches = product(batch);
   if (batches > 65535 || (m + kTile - 1) / kTile > 65535)
     return cudaErrorInvalidValue;
+  if (m == 0 || n == 0 || batches == 0) // an empty result: no blocks
+    return cudaSuccess;
   dim3 grid(unsigned((n + kTile - 1) / kTile),
             unsigned((m + kTile - 1) / kTile), unsigned(batches));
   batchMatmulKernel<<<grid, dim3(kTile, kTile), 0, stream>>>(
@@ -952,6 +980,8 @@ cudaError_t reduce(Ref x, const Dims &dims, const std::vector<int64_t> &axes,
   for (int d = leading; d < rank; ++d)
     prefix = prefix && !isReduced[d];
   if (prefix) {
+    if (outN == 0) // an empty result: no blocks
+      return cudaSuccess;
     dim3 block(kWarp, kColumnRows);
     columnSumKernel<<<unsigned((outN + kWarp - 1) / kWarp), block, 0, stream>>>(
         load(x), store(y), inner, outN, scale, max);
@@ -1014,17 +1044,6 @@ cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
   int64_t total = outer * count * inner;
   gatherAxisKernel<<<blocksFor(total), kThreads, 0, stream>>>(
       load(x), store(y), indices, outer, n, count, inner, bad);
-  return cudaGetLastError();
-}
-
-cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
-                       const int64_t *indices, int64_t count, MutRef dx,
-                       int *bad, cudaStream_t stream) {
-  int64_t outer, n, inner;
-  cpu::linesAlong(dims, axis, outer, n, inner);
-  int64_t total = outer * n * inner;
-  gatherGradKernel<<<blocksFor(total), kThreads, 0, stream>>>(
-      load(dy), store(dx), indices, outer, n, count, inner, bad);
   return cudaGetLastError();
 }
 
@@ -1135,12 +1154,12 @@ cudaError_t gatherND(Ref x, const Dims &dims, const int64_t *indices,
 
 cudaError_t gatherNDGrad(Ref dy, const Dims &dims, const int64_t *indices,
                          int64_t tuples, int64_t k, MutRef dx, int64_t *flat,
-                         int *bad, cudaStream_t stream) {
+                         int *bad, void *workspace, cudaStream_t stream) {
   Dims flatDims;
   if (cudaError_t e =
           flattenTuples(dims, indices, tuples, k, flat, bad, flatDims, stream))
     return e;
-  return gatherGrad(dy, flatDims, 0, flat, tuples, dx, bad, stream);
+  return gatherGrad(dy, flatDims, 0, flat, tuples, dx, bad, workspace, stream);
 }
 
 cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
@@ -1408,16 +1427,17 @@ cudaError_t embedding(Ref table, const int64_t *ids, int64_t count,
 }
 
 namespace {
-/// The embedding backward's workspace: counts and starts [vocab + 1] ints;
-/// keys, sorted keys, order and sorted order [count] ints; the sort's own.
-struct EmbeddingWork {
+/// The grouping of ids by place (embedding and gather gradients): counts
+/// and starts [places + 1] ints; keys, sorted keys, order and sorted order
+/// [count] ints; the sort's own.
+struct Grouping {
   int *counts, *starts, *keys, *sortedKeys, *order, *sorted;
   void *sortTemp;
   size_t sortBytes, total;
-  EmbeddingWork(void *base, int64_t vocab, int64_t count, size_t sortBytes)
+  Grouping(void *base, int64_t places, int64_t count, size_t sortBytes)
       : sortBytes(sortBytes) {
     char *w = static_cast<char *>(base);
-    size_t v = alignUp(size_t(vocab + 1) * sizeof(int));
+    size_t v = alignUp(size_t(places + 1) * sizeof(int));
     size_t c = alignUp(size_t(count) * sizeof(int));
     counts = reinterpret_cast<int *>(w);
     starts = reinterpret_cast<int *>(w + v);
@@ -1431,64 +1451,104 @@ struct EmbeddingWork {
 };
 
 /// The sort, the counts and the row starts index in int.
-bool embeddingGradFits(int64_t vocab, int64_t count) {
-  return vocab > 0 && count >= 0 && vocab < INT32_MAX && count <= INT32_MAX;
+bool groupingFits(int64_t places, int64_t count) {
+  return places > 0 && count >= 0 && places < INT32_MAX && count <= INT32_MAX;
 }
 
-/// Bits of the sort keys: ids up to vocab (out-of-range ones are vocab).
-int keyBits(int64_t vocab) {
+/// Bits of the sort keys: places up to `places` (outside ones are places).
+int keyBits(int64_t places) {
   int bits = 1;
-  while (bits < 31 && (int64_t(1) << bits) <= vocab)
+  while (bits < 31 && (int64_t(1) << bits) <= places)
     ++bits;
   return bits;
 }
 
-cudaError_t sortBytes(int64_t vocab, int64_t count, size_t &bytes) {
+cudaError_t sortBytes(int64_t places, int64_t count, size_t &bytes) {
   bytes = 0;
   return cub::DeviceRadixSort::SortPairs(
       nullptr, bytes, static_cast<const int *>(nullptr),
       static_cast<int *>(nullptr), static_cast<const int *>(nullptr),
-      static_cast<int *>(nullptr), int(count), 0, keyBits(vocab));
+      static_cast<int *>(nullptr), int(count), 0, keyBits(places));
+}
+
+cudaError_t groupingBytes(int64_t places, int64_t count, size_t &bytes) {
+  if (!groupingFits(places, count))
+    return cudaErrorInvalidValue;
+  size_t sort = 0;
+  if (cudaError_t e = sortBytes(places, count, sort))
+    return e;
+  bytes = Grouping(nullptr, places, count, sort).total;
+  return cudaSuccess;
+}
+
+/// dx [outer, places, inner] = dy [outer, count, inner]'s slices summed
+/// into the places their ids name, in id order: the ids grouped by place
+/// with a stable radix sort, then a block per row of dx. With `wrap`,
+/// negative ids count from the end; an id outside sets *bad (when given)
+/// and adds nowhere.
+cudaError_t groupedSum(Load dy, const int64_t *ids, int64_t outer,
+                       int64_t places, int64_t count, int64_t inner, bool wrap,
+                       Store dx, int *bad, void *workspace,
+                       cudaStream_t stream) {
+  if (!groupingFits(places, count) || outer < 0 || inner < 0 ||
+      (count > 0 && !ids) || !workspace)
+    return cudaErrorInvalidValue;
+  size_t sort = 0;
+  if (cudaError_t e = sortBytes(places, count, sort))
+    return e;
+  Grouping w(workspace, places, count, sort);
+  if (cudaError_t e = cudaMemsetAsync(w.counts, 0,
+                                      size_t(places + 1) * sizeof(int), stream))
+    return e;
+  sortKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(
+      ids, count, places, wrap, bad, w.keys, w.order);
+  countIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, places,
+                                                            wrap, w.counts);
+  scanKernel<<<1, kScanThreads, 0, stream>>>(w.counts, places, w.starts);
+  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(
+          w.sortTemp, w.sortBytes, w.keys, w.sortedKeys, w.order, w.sorted,
+          int(count), 0, keyBits(places), stream))
+    return e;
+  int64_t rows = outer * places;
+  if (rows == 0 || inner == 0)
+    return cudaGetLastError();
+  unsigned blocks = unsigned(rows < 65535 * 4 ? rows : 65535 * 4);
+  groupedSumKernel<<<blocks, kThreads, 0, stream>>>(
+      dy, outer, places, count, inner, w.starts, w.sorted, dx);
+  return cudaGetLastError();
 }
 } // namespace
 
 cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
                                         size_t &bytes) {
-  if (!embeddingGradFits(vocab, count))
-    return cudaErrorInvalidValue;
-  size_t sort = 0;
-  if (cudaError_t e = sortBytes(vocab, count, sort))
-    return e;
-  bytes = EmbeddingWork(nullptr, vocab, count, sort).total;
-  return cudaSuccess;
+  return groupingBytes(vocab, count, bytes);
 }
 
 cudaError_t embeddingGrad(Ref dOut, const int64_t *ids, int64_t count,
                           int64_t vocab, int64_t dim, MutRef dTable,
                           void *workspace, cudaStream_t stream) {
-  if (!embeddingGradFits(vocab, count) || dim <= 0 || (count > 0 && !ids) ||
-      !workspace)
+  if (dim <= 0)
     return cudaErrorInvalidValue;
-  size_t sort = 0;
-  if (cudaError_t e = sortBytes(vocab, count, sort))
-    return e;
-  EmbeddingWork w(workspace, vocab, count, sort);
-  if (cudaError_t e =
-          cudaMemsetAsync(w.counts, 0, size_t(vocab + 1) * sizeof(int), stream))
-    return e;
-  sortKeysKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, vocab,
-                                                            w.keys, w.order);
-  countIdsKernel<<<blocksFor(count), kThreads, 0, stream>>>(ids, count, vocab,
-                                                            w.counts);
-  scanKernel<<<1, kScanThreads, 0, stream>>>(w.counts, vocab, w.starts);
-  if (cudaError_t e = cub::DeviceRadixSort::SortPairs(
-          w.sortTemp, w.sortBytes, w.keys, w.sortedKeys, w.order, w.sorted,
-          int(count), 0, keyBits(vocab), stream))
-    return e;
-  unsigned blocks = unsigned(vocab < 65535 * 4 ? vocab : 65535 * 4);
-  embeddingGradKernel<<<blocks, kThreads, 0, stream>>>(
-      load(dOut), vocab, dim, w.starts, w.sorted, store(dTable));
-  return cudaGetLastError();
+  return groupedSum(load(dOut), ids, 1, vocab, count, dim, /*wrap=*/false,
+                    store(dTable), nullptr, workspace, stream);
+}
+
+cudaError_t gatherGradWorkspaceBytes(int64_t places, int64_t count,
+                                     size_t &bytes) {
+  return groupingBytes(places, count, bytes);
+}
+
+cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
+                       const int64_t *indices, int64_t count, MutRef dx,
+                       int *bad, void *workspace, cudaStream_t stream) {
+  if (axis < 0 || size_t(axis) >= dims.size())
+    return cudaErrorInvalidValue;
+  int64_t outer, n, inner;
+  cpu::linesAlong(dims, axis, outer, n, inner);
+  if (n == 0) // nothing to gather from, nothing to write
+    return count == 0 ? cudaSuccess : cudaErrorInvalidValue;
+  return groupedSum(load(dy), indices, outer, n, count, inner, /*wrap=*/true,
+                    store(dx), bad, workspace, stream);
 }
 
 cudaError_t rotary(Ref x, Ref cos, Ref sin, const RotaryShape &s,

@@ -44,6 +44,10 @@ cudaError_t fill(MutRef y, int64_t n, float value, cudaStream_t stream);
 cudaError_t cast(Ref x, MutRef y, int64_t n, cudaStream_t stream);
 /// The element types a plan's casts convert between (U8: booleans).
 enum class Scalar : uint8_t { F32, BF16, I64, U8 };
+/// y = value converted to y's element type as convert converts (a FILL of
+/// any buffer: ids take the value toward zero, booleans its being nonzero).
+cudaError_t fill(void *y, Scalar type, int64_t n, float value,
+                 cudaStream_t stream);
 /// y = x converted as ONNX Cast converts (as the CPU's hostCopy): floats to
 /// I64 toward zero (NaN to 0, saturating), anything to U8 by being nonzero.
 cudaError_t convert(const void *x, Scalar from, void *y, Scalar to, int64_t n,
@@ -54,6 +58,7 @@ using cpu::Activation;
 using cpu::AttentionShape;
 using cpu::Binary;
 using cpu::CrossEntropyShape;
+using cpu::MlpShape;
 using cpu::RotaryShape;
 using cpu::Unary;
 
@@ -108,10 +113,15 @@ cudaError_t gather(Ref x, const Dims &dims, int64_t axis,
                    const int64_t *indices, int64_t count, MutRef y, int *bad,
                    cudaStream_t stream);
 /// dx = zeros, then each slice of dy added where its index names, in index
-/// order (a thread per element of dx: the same sums every run).
+/// order: the indices grouped by the place they name (a stable sort), then
+/// a block per row of dx sums its group's slices; work in the size of dy,
+/// and the same sums every run. Workspace: gatherGradWorkspaceBytes(the
+/// gathered axis's size, count).
+cudaError_t gatherGradWorkspaceBytes(int64_t places, int64_t count,
+                                     size_t &bytes);
 cudaError_t gatherGrad(Ref dy, const Dims &dims, int64_t axis,
                        const int64_t *indices, int64_t count, MutRef dx,
-                       int *bad, cudaStream_t stream);
+                       int *bad, void *workspace, cudaStream_t stream);
 /// values, indices = the k first of each line along `axis` (as the CPU
 /// topK; indices a device array of the values' size).
 cudaError_t topK(Ref x, const Dims &dims, int64_t axis, int64_t k,
@@ -140,10 +150,11 @@ cudaError_t gatherND(Ref x, const Dims &dims, const int64_t *indices,
                      int64_t tuples, int64_t k, MutRef y, int64_t *flat,
                      int *bad, cudaStream_t stream);
 /// dx = zeros, then each slice of dy added where its tuple names, in tuple
-/// order (as gatherGrad, on the flat indices).
+/// order (as gatherGrad, on the flat indices; its workspace for the product
+/// of the first k dims as places).
 cudaError_t gatherNDGrad(Ref dy, const Dims &dims, const int64_t *indices,
                          int64_t tuples, int64_t k, MutRef dx, int64_t *flat,
-                         int *bad, cudaStream_t stream);
+                         int *bad, void *workspace, cudaStream_t stream);
 /// y[j...] = x[j - begins...] where that is inside x, else value (rank
 /// <= 8; negative begins crop).
 cudaError_t pad(Ref x, const Dims &dims, const std::vector<int64_t> &begins,
@@ -293,6 +304,21 @@ cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
                                  const HeadShape &s, float *logits,
                                  void *workspace, MutRef dx, MutRef dw,
                                  const GemmHook &gemm, cudaStream_t stream);
+
+/// The gated MLP (MlpShape) per chunk of rows: gate and up [n, hidden] =
+/// x W, y rows = (act(gate) * up) W_down (mlp.cu). The weights are of x's
+/// type; `scratch` (gatedMlpScratchBytes, of x's type: the plan's scratch
+/// buffer) holds one chunk's intermediates.
+size_t gatedMlpScratchBytes(const MlpShape &m, DType x, bool grad);
+cudaError_t gatedMlp(Ref x, Ref gate, Ref up, Ref down, const MlpShape &m,
+                     MutRef y, void *scratch, const GemmHook &gemm,
+                     cudaStream_t stream);
+/// The backward recomputes each chunk's intermediates: dx overwritten, the
+/// weights' gradients summed over the chunks (the first chunk overwrites).
+cudaError_t gatedMlpGrad(Ref x, Ref gate, Ref up, Ref down, Ref dy,
+                         const MlpShape &m, MutRef dx, MutRef dGate, MutRef dUp,
+                         MutRef dDown, void *scratch, const GemmHook &gemm,
+                         cudaStream_t stream);
 
 } // namespace mt::kernels::cuda
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -27,16 +28,20 @@ constexpr double GiB = double(1ull << 30);
 constexpr double adamwRate(double bandwidth) { return bandwidth * 0.97 / 28; }
 
 // The H200 row is what ../shared/TOOLCHAIN.md measured on the machine this
-// project borrows (pinned copies, bf16 GEMM via cuBLAS, STREAM triad,
-// O_DIRECT disk), except its fp32 matmul rate: the CUDA backend's fp32
-// GEMMs are exact fp32 (no TF32), so every row takes the part's nominal
-// fp32 (non-tensor-core) peak; and its host AdamW rate, derived from its
-// STREAM triad (adamwRate) until bench/gpu-bench.sh measures mt's there.
-// A triad's write-only destination costs a read per line it writes, so the
-// triad reads below the bandwidth AdamW reaches (two thirds of it on the
+// project borrows (pinned copies, bf16 GEMM via cuBLAS: 657-693 TFLOP/s,
+// causal GQA attention forward and backward via torch's SDPA: 301 TFLOP/s,
+// STREAM triad, O_DIRECT disk), except its fp32 matmul and attention
+// rates: the CUDA backend's fp32 GEMMs are exact fp32 (no TF32), so every
+// row takes the part's nominal fp32 (non-tensor-core) peak for both (the
+// fp32 attention kernel runs on CUDA cores); and its host AdamW rate, derived
+// from its STREAM triad (adamwRate) until bench/gpu-bench.sh measures mt's
+// there. A triad's write-only destination costs a read per line it writes, so
+// the triad reads below the bandwidth AdamW reaches (two thirds of it on the
 // development machine): the H200's derived rate is a lower bound, not
 // scaled by that machine's ratio, which differs between parts. The
-// other rows are nominal figures of those parts with PCIe hosts; calibrate
+// other rows are nominal figures of those parts with PCIe hosts (their bf16
+// attention at the share of the matmul rate the H200 measured, about 0.44),
+// not measured until a run on the part measures them; calibrate
 // a target file on the machine itself (mtrun --calibrate) for real numbers.
 // The network between ranks is nominal everywhere (nothing here has two
 // GPU hosts to measure): one 400 Gb/s InfiniBand NDR link per GPU for the
@@ -61,6 +66,10 @@ const std::vector<plan::Target> &builtins() {
       t.set_matmul_flops_bf16(bf16);
       return t;
     };
+    auto attention = [](plan::Target &t, double f32, double bf16) {
+      t.set_attention_flops_f32(f32);
+      t.set_attention_flops_bf16(bf16);
+    };
     auto host = [](plan::Target &t, double memory, double bandwidth) {
       t.set_host_memory_bytes(uint64_t(memory));
       t.set_host_bytes_per_s(bandwidth);
@@ -80,27 +89,32 @@ const std::vector<plan::Target> &builtins() {
       t.set_network_latency_s(latency);
     };
     plan::Target &h200 = part("h200", 141 * GB, 4.8e12, 60e12, 690e12);
+    attention(h200, 60e12, 301e12);
     links(h200, 55.5 * GB, 55.3 * GB, 101.6 * GB);
     host(h200, 125 * GiB, 108 * GB);
     disk(h200, 2.0 * GB, 1.8 * GB);
     network(h200, 50 * GB, 5e-6);
     plan::Target &h100 = part("h100", 80 * GB, 3.35e12, 51e12, 600e12);
+    attention(h100, 51e12, 260e12);
     links(h100, 55 * GB, 55 * GB, 100 * GB);
     host(h100, 512 * GiB, 100 * GB);
     disk(h100, 2.0 * GB, 1.8 * GB);
     network(h100, 50 * GB, 5e-6);
     plan::Target &a100 = part("a100", 80 * GB, 2.0e12, 19.5e12, 250e12);
+    attention(a100, 19.5e12, 110e12);
     links(a100, 25 * GB, 25 * GB, 45 * GB);
     host(a100, 512 * GiB, 80 * GB);
     disk(a100, 2.0 * GB, 1.8 * GB);
     network(a100, 25 * GB, 5e-6);
     plan::Target &rtx4090 = part("rtx4090", 24 * GB, 1.0e12, 82e12, 150e12);
+    attention(rtx4090, 41e12, 65e12);
     links(rtx4090, 25 * GB, 25 * GB, 40 * GB);
     host(rtx4090, 128 * GiB, 60 * GB);
     disk(rtx4090, 2.0 * GB, 1.8 * GB);
     network(rtx4090, 12.5 * GB, 10e-6);
     // The CPU backend: "device" memory is host memory.
     plan::Target &cpu = part("cpu", 24 * GiB, 20 * GB, 50e9, 50e9);
+    attention(cpu, 50e9, 50e9);
     links(cpu, 10 * GB, 10 * GB, 10 * GB);
     host(cpu, 24 * GiB, 20 * GB);
     disk(cpu, 1.0 * GB, 1.0 * GB);
@@ -132,7 +146,9 @@ Status writeTarget(const plan::Target &target, const std::string &path) {
         f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64
             ? double(refl->GetUInt64(target, f))
             : refl->GetDouble(target, f);
-    if (f->name().rfind("network_", 0) == 0 && v <= 0)
+    if ((f->name().rfind("network_", 0) == 0 ||
+         f->name().rfind("attention_", 0) == 0) &&
+        v <= 0)
       continue;
     if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_UINT64)
       json[f->name()] = refl->GetUInt64(target, f);
@@ -171,9 +187,11 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
     const auto *f = desc->field(i);
     if (f->name() == "name")
       continue;
-    // The network between ranks: a target of one rank needs none.
-    bool network = f->name().rfind("network_", 0) == 0;
-    if (network && !json.contains(f->name()))
+    // The network between ranks: a target of one rank needs none; the
+    // attention rates: 0, the matmul's (files older than those fields).
+    bool optional = f->name().rfind("network_", 0) == 0 ||
+                    f->name().rfind("attention_", 0) == 0;
+    if (optional && !json.contains(f->name()))
       continue;
     if (!json.contains(f->name()) || !json[f->name()].is_number() ||
         json[f->name()].get<double>() <= 0)
@@ -191,39 +209,128 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
   return Status::ok();
 }
 
-double opSeconds(const plan::Plan &p, const plan::Op &op,
-                 const plan::Target &t) {
+OpCost opCost(const plan::Plan &p, const plan::Op &op, const plan::Target &t) {
   using K = plan::Kernel;
   double bytes = double(op.bytes());
+  char rate[96];
+  auto link = [&](const char *name, double bytesPerS) {
+    std::snprintf(rate, sizeof rate, "%s %.1f GB/s", name, bytesPerS / 1e9);
+    return OpCost{bytes / bytesPerS, rate};
+  };
   switch (p.streams(int(op.stream())).kind()) {
   case plan::HOST_TO_DEVICE:
-    return bytes / t.h2d_bytes_per_s();
+    return link("host->device", t.h2d_bytes_per_s());
   case plan::DEVICE_TO_HOST:
-    return bytes / t.d2h_bytes_per_s();
+    return link("device->host", t.d2h_bytes_per_s());
   case plan::DISK_IO:
-    return op.kernel() == K::READ_DISK ? bytes / t.disk_read_bytes_per_s()
-                                       : bytes / t.disk_write_bytes_per_s();
+    return op.kernel() == K::READ_DISK
+               ? link("disk read", t.disk_read_bytes_per_s())
+               : link("disk write", t.disk_write_bytes_per_s());
   case plan::NETWORK: {
     // The owner of a reduction receives every other rank's bytes in turn;
     // a broadcast is about a scatter and an all-gather (2 (n - 1) / n of
     // the bytes through each rank) after log2(n) latencies.
     double n = double(planRanks(p)), lat = t.network_latency_s();
     double bw = t.network_bytes_per_s();
+    std::snprintf(rate, sizeof rate, "network %.1f GB/s, %.1f us", bw / 1e9,
+                  lat * 1e6);
     if (op.kernel() == K::REDUCE_TO_OWNER)
-      return (n - 1) * (lat + bytes / bw);
-    return std::ceil(std::log2(n)) * lat + 2 * (n - 1) / n * bytes / bw;
+      return {(n - 1) * (lat + bytes / bw), rate};
+    return {std::ceil(std::log2(n)) * lat + 2 * (n - 1) / n * bytes / bw, rate};
   }
   case plan::HOST_OPTIMIZER:
-    if (op.kernel() == K::ADAMW)
-      return double(bufferElements(p, op.operands(0))) /
-             t.optimizer_params_per_s();
-    return bytes / t.host_bytes_per_s();
+    if (op.kernel() == K::ADAMW) {
+      std::snprintf(rate, sizeof rate, "host AdamW %.2fe9 params/s",
+                    t.optimizer_params_per_s() / 1e9);
+      return {double(bufferElements(p, op.operands(0))) /
+                  t.optimizer_params_per_s(),
+              rate};
+    }
+    return link("host memory", t.host_bytes_per_s());
   default: {
-    double rate = p.compute_dtype() == plan::BF16 ? t.matmul_flops_bf16()
-                                                  : t.matmul_flops_f32();
-    return std::max(op.flops() / rate, bytes / t.hbm_bytes_per_s());
+    // The FLOPs at the op's rate (attention's flash kernels have their
+    // own), or its bytes at the device memory's, whichever is longer.
+    bool bf16 = p.compute_dtype() == plan::BF16;
+    bool attention =
+        op.kernel() == K::ATTENTION || op.kernel() == K::ATTENTION_GRAD;
+    double attentionRate =
+        bf16 ? t.attention_flops_bf16() : t.attention_flops_f32();
+    double flopRate = bf16 ? t.matmul_flops_bf16() : t.matmul_flops_f32();
+    if (attention && attentionRate > 0)
+      flopRate = attentionRate;
+    else
+      attention = false; // costed as a matmul
+    double math = op.flops() / flopRate;
+    double memory = bytes / t.hbm_bytes_per_s();
+    if (memory > math)
+      return link("device memory", t.hbm_bytes_per_s());
+    std::snprintf(rate, sizeof rate, "%s %s %.1f TFLOP/s",
+                  attention ? "attention" : "matmul", bf16 ? "bf16" : "fp32",
+                  flopRate / 1e12);
+    return {math, rate};
   }
   }
+}
+
+double opSeconds(const plan::Plan &p, const plan::Op &op,
+                 const plan::Target &t) {
+  return opCost(p, op, t).seconds;
+}
+
+std::string rateSource(const plan::Target &t) {
+  for (const plan::Target &b : builtins())
+    if (b.SerializeAsString() == t.SerializeAsString())
+      return t.name() == "h200"
+                 ? "built in: measured on the H200 machine (2026-11-29, "
+                   "../shared/bench; fp32 rates nominal)"
+                 : "built in: nominal figures of the part, not measured";
+  return "a target file (mtrun --calibrate measures one)";
+}
+
+std::string opTimesTable(const plan::Plan &p,
+                         const std::vector<OpSeconds> &times,
+                         const plan::Target &t) {
+  struct Row {
+    int64_t runs = 0;
+    double measured = 0, predicted = 0;
+    std::string rate; ///< what its longest predicted op was costed at
+    double longest = -1;
+  };
+  std::map<plan::Kernel, Row> rows;
+  Row all;
+  for (const OpSeconds &m : times) {
+    OpCost cost = opCost(p, *m.op, t);
+    for (Row *r : {&rows[m.op->kernel()], &all}) {
+      ++r->runs;
+      r->measured += m.seconds;
+      r->predicted += cost.seconds;
+      if (cost.seconds > r->longest) {
+        r->longest = cost.seconds;
+        r->rate = cost.rate;
+      }
+    }
+  }
+  std::vector<std::pair<plan::Kernel, Row>> sorted(rows.begin(), rows.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto &a, auto &b) {
+    return a.second.measured > b.second.measured;
+  });
+  auto line = [](const std::string &name, const Row &r,
+                 const std::string &rate) {
+    char ratio[32] = "-", text[320];
+    if (r.predicted > 0 && std::isfinite(r.predicted))
+      std::snprintf(ratio, sizeof ratio, "%.2f", r.measured / r.predicted);
+    std::snprintf(text, sizeof text, "| %s | %lld | %.3f | %.3f | %s | %s |\n",
+                  name.c_str(), (long long)r.runs, r.measured * 1e3,
+                  r.predicted * 1e3, ratio, rate.c_str());
+    return std::string(text);
+  };
+  std::string out = "| kernel | runs | measured ms | predicted ms (" +
+                    t.name() + ") | measured / predicted | predicted at |\n";
+  out += "|---|---|---|---|---|---|\n";
+  for (const auto &[kernel, row] : sorted)
+    out += line(plan::Kernel_Name(kernel), row, row.rate);
+  out += line("all ops (summed; streams overlap)", all, "");
+  return out + "\nrates: " + rateSource(t) + "\n";
 }
 
 namespace {

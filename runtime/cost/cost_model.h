@@ -47,6 +47,27 @@ Prediction simulate(const plan::Plan &plan, const plan::Target &target);
 /// on its stream's resource).
 double opSeconds(const plan::Plan &plan, const plan::Op &op,
                  const plan::Target &target);
+/// The same, and the rate it was costed at, named ("matmul bf16 690.0
+/// TFLOP/s", "attention bf16 301.0 TFLOP/s", "device memory 4800.0 GB/s",
+/// "host->device 55.5 GB/s", ...): what mtc --explain and mtrun --op-times
+/// say each op's prediction rests on.
+struct OpCost {
+  double seconds;
+  std::string rate;
+};
+OpCost opCost(const plan::Plan &plan, const plan::Op &op,
+              const plan::Target &target);
+/// Where a target's rates come from: measured (the built-in h200), nominal
+/// (the other built-ins), or a target file.
+std::string rateSource(const plan::Target &target);
+
+/// The measured op times of a step summed by kernel beside what `target`
+/// predicts for the same runs of the same ops (opSeconds), as a Markdown
+/// table, the largest measured first, with a total: the table that holds
+/// the cost model to account.
+std::string opTimesTable(const plan::Plan &plan,
+                         const std::vector<OpSeconds> &times,
+                         const plan::Target &target);
 
 } // namespace mt::runtime
 

@@ -19,6 +19,13 @@ struct OpTime {
   double start, end;
 };
 
+/// One run of an op and the seconds it took where it ran (mtrun
+/// --op-times: a device op's GPU time, a host op's by the host's clock).
+struct OpSeconds {
+  const plan::Op *op;
+  double seconds;
+};
+
 /// The ops in Chrome trace format (Perfetto, chrome://tracing): one lane per
 /// stream, one complete event per op in microseconds from the earliest
 /// start, with its phase (kind and index), index, micro-batch, FLOPs and

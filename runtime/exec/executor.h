@@ -13,6 +13,7 @@
 #include "runtime/plan/plan_io.h"
 #include "runtime/schema/plan.pb.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -95,8 +96,38 @@ public:
   }
   uint32_t rank() const { return rank_; }
   Communicator *communicator() const { return comm_; }
+  /// Per-op times (mtrun --op-times): from `timeOps()` on, every op that
+  /// runs is timed where it runs, until `takeOpTimes` (after
+  /// `synchronize`) hands back one entry per run of an op. Ops the host
+  /// runs (all of the CPU backend's, and host ops anywhere) are done when
+  /// `run` returns and are timed by the host's clock; the CUDA backend's
+  /// device ops by CUDA events around them on their stream: GPU time, not
+  /// the time to queue them.
+  void timeOps() { timing_ = true; }
+  virtual Status takeOpTimes(std::vector<OpSeconds> &out) {
+    std::lock_guard<std::mutex> lock(timesMutex_);
+    out = std::move(hostTimes_);
+    hostTimes_.clear();
+    timing_ = false;
+    return Status::ok();
+  }
 
 protected:
+  /// Runs `run`, timed by the host's clock while timing.
+  template <typename Run> Status timedOnHost(const plan::Op &op, Run run) {
+    if (!timing_)
+      return run();
+    auto start = std::chrono::steady_clock::now();
+    Status st = run();
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    std::lock_guard<std::mutex> lock(timesMutex_);
+    hostTimes_.push_back({&op, seconds});
+    return st;
+  }
+  /// Set between steps, while no stream runs; read by the streams.
+  bool timing_ = false;
   /// Whether this rank allocates `arena`.
   bool mine(const plan::Arena &arena) const {
     return !arena.has_rank() || arena.rank() == rank_;
@@ -106,6 +137,10 @@ protected:
   uint32_t rank_ = 0;
   /// Each op's kernel arguments, built by `allocate` (op_desc.h).
   OpTable ops_;
+
+private:
+  std::mutex timesMutex_;
+  std::vector<OpSeconds> hostTimes_;
 };
 
 /// What the streams of the running phase are doing, so that a run that

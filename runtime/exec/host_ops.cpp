@@ -268,8 +268,22 @@ Status hostFill(const plan::Plan &plan, uint32_t to, float value,
             [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, bits); });
     return Status::ok();
   }
+  case plan::I64: { // toward zero, as a Cast of the value would
+    int64_t *dst = static_cast<int64_t *>(ptr(to));
+    int64_t id = kernels::cpu::castToI64(double(value));
+    chunked(n, [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, id); });
+    return Status::ok();
+  }
+  case plan::U8: { // booleans: whether the value is nonzero
+    uint8_t *dst = static_cast<uint8_t *>(ptr(to));
+    uint8_t flag = value != 0.0f;
+    chunked(n,
+            [&](int64_t b, int64_t e) { std::fill(dst + b, dst + e, flag); });
+    return Status::ok();
+  }
   default:
-    return Status::error("FILL writes F32 or BF16 buffers");
+    return Status::error("FILL writes F32, BF16, I64 or U8 buffers, not " +
+                         plan::DType_Name(plan.buffers(int(to)).dtype()));
   }
 }
 

@@ -32,7 +32,7 @@ Status runHostOp(const plan::Plan &plan, const plan::Op &op,
 Status hostCopy(const plan::Plan &plan, uint32_t from, uint32_t to,
                 const std::function<void *(uint32_t)> &ptr);
 
-/// FILL of an F32 or BF16 host buffer.
+/// FILL of a host buffer of F32, BF16, I64 (toward zero) or U8 (nonzero).
 Status hostFill(const plan::Plan &plan, uint32_t to, float value,
                 const std::function<void *(uint32_t)> &ptr);
 

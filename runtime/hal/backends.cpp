@@ -45,6 +45,8 @@ std::function<Status(plan::Target &, std::string &)> deviceMeasure(bool gpu) {
       t.set_hbm_bytes_per_s(d.hbmBytesPerS);
       t.set_matmul_flops_f32(d.f32Flops);
       t.set_matmul_flops_bf16(d.bf16Flops);
+      t.set_attention_flops_f32(d.attentionF32Flops);
+      t.set_attention_flops_bf16(d.attentionBf16Flops);
       t.set_h2d_bytes_per_s(d.h2dBytesPerS);
       t.set_d2h_bytes_per_s(d.d2hBytesPerS);
       t.set_duplex_bytes_per_s(d.duplexBytesPerS);

@@ -59,8 +59,11 @@ enum class Describe {
 /// backend, whose kernels allocate what they need).
 enum class Scratch {
   None,
-  IndexFlag,     ///< a flag for an id or index out of range
-  FlatIndices,   ///< the flag, then each index tuple as one flat index
+  IndexFlag,   ///< a flag for an id or index out of range
+  FlatIndices, ///< the flag, then each index tuple as one flat index
+  /// The flag, the flat index of each tuple (GATHER_ND_GRAD), then the
+  /// indices grouped by the place they name (gatherGradWorkspaceBytes).
+  GatherGrad,
   EmbeddingGrad, ///< the tokens grouped by id
   NormGrad,      ///< partial sums of the weight's gradient
   AttentionGrad, ///< each row's log-sum-exp and dO . O

@@ -166,11 +166,12 @@ std::vector<std::string> describe(const CalibrateOptions &options,
     std::snprintf(line, sizeof line,
                   "calibrated %s: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f "
                   "GB/s, device copy %.0f GB/s, GEMM bf16 %.0f / fp32 %.1f "
-                  "TFLOP/s",
+                  "TFLOP/s, attention bf16 %.0f / fp32 %.1f TFLOP/s",
                   got.deviceName.c_str(), t.h2d_bytes_per_s() / 1e9,
                   t.d2h_bytes_per_s() / 1e9, t.duplex_bytes_per_s() / 1e9,
                   t.hbm_bytes_per_s() / 1e9, t.matmul_flops_bf16() / 1e12,
-                  t.matmul_flops_f32() / 1e12);
+                  t.matmul_flops_f32() / 1e12, t.attention_flops_bf16() / 1e12,
+                  t.attention_flops_f32() / 1e12);
     lines.push_back(line);
   }
   if (options.comm) {

@@ -1,6 +1,7 @@
 #include "runtime/train/session.h"
 
 #include "runtime/base/bytes.h"
+#include "runtime/cost/cost_model.h"
 #include "runtime/cost/trace.h"
 #include "runtime/plan/plan_io.h"
 
@@ -162,6 +163,10 @@ Status Session::open(const SessionOptions &o, SessionObserver &observer,
                            "create and write is needed for checkpoints)");
     std::remove(probe.c_str());
   }
+  // The op times are written after the last step: a file that cannot be
+  // is said before training (opened here, it is written then).
+  if (!o.opTimes.empty() && s->leader_ && !std::ofstream(o.opTimes))
+    return Status::error("--op-times " + o.opTimes + ": cannot write it");
   if (Status st = s->openBackend(); !st)
     return st;
   if (o.metricsStream && s->leader_) {
@@ -285,6 +290,22 @@ Status Session::agreedStop(int &signal) {
   return Status::ok();
 }
 
+Status Session::writeOpTimes() {
+  std::vector<OpSeconds> times;
+  if (Status st = backend_->synchronize(); !st)
+    return st;
+  if (Status st = backend_->takeOpTimes(times); !st)
+    return st;
+  if (!leader_)
+    return Status::ok();
+  std::ofstream out(o_.opTimes);
+  out << opTimesTable(plan_, times, plan_.target());
+  out.close();
+  if (!out)
+    return Status::error("--op-times " + o_.opTimes + ": cannot write it");
+  return Status::ok();
+}
+
 void Session::writeMetrics(const StepReport &r) {
   if (!metrics_)
     return;
@@ -318,8 +339,14 @@ Status Session::run(int &stoppedBy) {
     r.step = t;
     r.lastStep = o_.train.steps;
     observer_.stepBegins(t);
+    bool timed = !o_.opTimes.empty() && t == o_.train.steps;
+    if (timed)
+      backend_->timeOps();
     if (Status st = trainer_->step(t, r.result); !st)
       return st;
+    if (timed)
+      if (Status st = writeOpTimes(); !st)
+        return st;
     auto now = Clock::now();
     r.seconds = Seconds(now - stepStart).count();
     r.elapsed = Seconds(now - start).count();

@@ -38,9 +38,12 @@ struct SessionOptions {
   /// Where the metrics lines go instead of a file, left open (mtrun
   /// --metrics -: its standard output).
   std::FILE *metricsStream = nullptr;
-  std::string trace;     ///< the last step's timeline (Chrome trace JSON)
-  std::string disk;      ///< the disk tier's folder ("": the plan's)
-  int threads = 1;       ///< host threads (for the weights' conversions)
+  std::string trace; ///< the last step's timeline (Chrome trace JSON)
+  /// The last step's op times by kernel beside the plan's target's
+  /// prediction (cost_model.h's opTimesTable), to this file ("": none).
+  std::string opTimes;
+  std::string disk; ///< the disk tier's folder ("": the plan's)
+  int threads = 1;  ///< host threads (for the weights' conversions)
   /// The backend, with its DISK arenas as files in the folder given.
   std::function<std::unique_ptr<Backend>(const std::string &diskDir)> backend;
   /// Whether the backend's DEVICE arenas are memory of their own (a GPU),
@@ -113,6 +116,8 @@ private:
   /// The signal every rank stops for after this step (0: none).
   Status agreedStop(int &signal);
   void writeMetrics(const StepReport &r);
+  /// The timed step's op times to SessionOptions::opTimes.
+  Status writeOpTimes();
 
   const SessionOptions o_;
   SessionObserver &observer_;

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -61,7 +62,10 @@ public:
   }
   Vec download() const {
     Vec out(n_);
-    cudaDeviceSynchronize();
+    // An error of any kernel before (asynchronous) surfaces here: loudly.
+    if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+      ADD_FAILURE() << "the device failed before a download: "
+                    << cudaGetErrorName(e) << ": " << cudaGetErrorString(e);
     if (type_ == kc::DType::F32) {
       cudaMemcpy(out.data(), data_, bytes(), cudaMemcpyDeviceToHost);
       return out;
@@ -110,19 +114,48 @@ Vec rounded(Vec v, kc::DType type) {
   return v;
 }
 
-/// Relative L2 error; infinite when an element is NaN (unwritten).
+/// Relative L2 error; infinite when an element is NaN (unwritten). Each
+/// comparison also prints one line, "[compare] TEST #N rel-L2 E max-abs A
+/// max-rel R (of COUNT)", its largest absolute and relative errors
+/// (relative to the largest reference magnitude where that is tiny), which
+/// bench/gpu-run.sh collects: a passing test still says how close it was.
 double relError(const Vec &got, const Vec &want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(got[i]) != std::isnan(want[i]))
-      return INFINITY;
+  double num = 0, den = 0, maxAbs = 0, maxRel = 0, scale = 0;
+  bool unwritten = got.size() != want.size();
+  for (size_t i = 0; i < want.size() && !unwritten; ++i)
+    scale = std::max(scale, std::isnan(want[i]) ? 0.0 : std::fabs(want[i]));
+  for (size_t i = 0; i < want.size() && !unwritten; ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) {
+      unwritten = true;
+      break;
+    }
     if (std::isnan(want[i]))
       continue;
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    double diff = std::fabs(double(got[i]) - want[i]);
+    num += diff * diff;
     den += double(want[i]) * want[i];
+    maxAbs = std::max(maxAbs, diff);
+    maxRel = std::max(
+        maxRel, diff / std::max(std::fabs(double(want[i])), 1e-3 * scale));
   }
-  return std::sqrt(num / std::max(den, 1e-30));
+  double rel = unwritten ? INFINITY : std::sqrt(num / std::max(den, 1e-30));
+  static int calls = 0;
+  const auto *test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::printf("[compare] %s.%s #%d rel-L2 %.3g max-abs %.3g max-rel %.3g (of "
+              "%zu)\n",
+              test ? test->test_suite_name() : "?", test ? test->name() : "?",
+              ++calls, rel, unwritten ? INFINITY : maxAbs,
+              unwritten ? INFINITY : maxRel, want.size());
+  return rel;
 }
+
+/// Device bytes that free themselves (kernel workspaces).
+struct DeviceBytes {
+  explicit DeviceBytes(size_t n) { cudaMalloc(&p, n ? n : 1); }
+  ~DeviceBytes() { cudaFree(p); }
+  DeviceBytes(const DeviceBytes &) = delete;
+  void *p = nullptr;
+};
 
 double tolerance(kc::DType type, double f32 = 1e-5) {
   return type == kc::DType::F32 ? f32 : 1.5e-2;
@@ -520,7 +553,11 @@ TEST_P(Kernels, Primitives) {
     cudaMemset(bad, 0, sizeof(int));
     Tensor Gt(60, t), Dx(60, t);
     CUDA_OK(kc::gather(X.ref(), xd, 1, I.data, 4, Gt.mut(), bad, nullptr));
-    CUDA_OK(kc::gatherGrad(Gt.ref(), xd, 1, I.data, 4, Dx.mut(), bad, nullptr));
+    size_t bytes = 0;
+    CUDA_OK(kc::gatherGradWorkspaceBytes(xd[1], 4, bytes));
+    DeviceBytes work(bytes);
+    CUDA_OK(kc::gatherGrad(Gt.ref(), xd, 1, I.data, 4, Dx.mut(), bad, work.p,
+                           nullptr));
     Vec g(60), dx(60);
     ASSERT_TRUE(cpu::gather(x.data(), xd, 1, idx.data(), 4, g.data()));
     ASSERT_TRUE(cpu::gatherGrad(g.data(), xd, 1, idx.data(), 4, dx.data()));
@@ -578,8 +615,11 @@ TEST_P(Kernels, Primitives) {
     Tensor G(15, t), Dx(60, t);
     CUDA_OK(
         kc::gatherND(X.ref(), xd, I.data, 3, 2, G.mut(), flat, bad, nullptr));
+    size_t bytes = 0;
+    CUDA_OK(kc::gatherGradWorkspaceBytes(xd[0] * xd[1], 3, bytes));
+    DeviceBytes work(bytes);
     CUDA_OK(kc::gatherNDGrad(G.ref(), xd, I.data, 3, 2, Dx.mut(), flat, bad,
-                             nullptr));
+                             work.p, nullptr));
     std::vector<int64_t> idx{0, 3, 2, -1, 0, 3};
     Vec g(15), dx(60);
     ASSERT_TRUE(cpu::gatherND(x.data(), xd, idx.data(), 3, 2, g.data()));
@@ -819,6 +859,132 @@ TEST_P(Kernels, Head) {
       EXPECT_LT(relError(DW.download(), dw), tolerance(t, 1e-4))
           << "outIn " << outIn << " chunk " << chunk;
     }
+}
+
+/// The gated MLP in chunks (kernels/cuda/mlp.cu, the runtime's cuBLASLt
+/// GEMMs through its hook) against the CPU twin: chunks that divide the
+/// rows and one that leaves a remainder, both weight layouts.
+TEST_P(Kernels, GatedMlp) {
+  kc::DType t = GetParam();
+  mt::runtime::Gemms gemms;
+  ASSERT_TRUE(gemms.init());
+  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
+  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
+  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
+  for (bool outIn : {true, false})
+    for (int64_t chunk : {96, 40}) {
+      kc::MlpShape m{96, 48, 80, outIn, kc::Activation::Silu, chunk};
+      Vec x = rounded(randomVec(m.rows * m.dim), t),
+          wg = rounded(randomVec(m.dim * m.hidden, 0.2f), t),
+          wu = rounded(randomVec(m.dim * m.hidden, 0.2f), t),
+          wd = rounded(randomVec(m.dim * m.hidden, 0.2f), t),
+          dy = rounded(randomVec(m.rows * m.dim), t);
+      // The weights' gradients in fp32 when chunked, as plans keep them.
+      kc::DType dwType = chunk < m.rows ? kc::DType::F32 : t;
+      Tensor X(x, t), G(wg, t), U(wu, t), D(wd, t), DY(dy, t),
+          Y(m.rows * m.dim, t), DX(m.rows * m.dim, t),
+          DG(m.dim * m.hidden, dwType), DU(m.dim * m.hidden, dwType),
+          DD(m.dim * m.hidden, dwType),
+          scratch(kc::gatedMlpScratchBytes(m, t, true) / 2 + 1, t);
+      CUDA_OK(kc::gatedMlp(X.ref(), G.ref(), U.ref(), D.ref(), m, Y.mut(),
+                           scratch.data(), gemm, nullptr))
+          << gemmStatus.message();
+      CUDA_OK(kc::gatedMlpGrad(X.ref(), G.ref(), U.ref(), D.ref(), DY.ref(), m,
+                               DX.mut(), DG.mut(), DU.mut(), DD.mut(),
+                               scratch.data(), gemm, nullptr))
+          << gemmStatus.message();
+      Vec y(m.rows * m.dim), dx(m.rows * m.dim), dg(m.dim * m.hidden),
+          du(m.dim * m.hidden), dd(m.dim * m.hidden),
+          cpuScratch(m.chunkRows * (3 * m.hidden + m.dim));
+      cpu::gatedMlpForward(x.data(), wg.data(), wu.data(), wd.data(), m,
+                           y.data(), cpuScratch.data());
+      cpu::gatedMlpBackward(x.data(), wg.data(), wu.data(), wd.data(),
+                            dy.data(), m, dx.data(), dg.data(), du.data(),
+                            dd.data(), cpuScratch.data());
+      for (auto [got, want] : {std::pair<Tensor *, Vec *>{&Y, &y},
+                               {&DX, &dx},
+                               {&DG, &dg},
+                               {&DU, &du},
+                               {&DD, &dd}})
+        EXPECT_LT(relError(got->download(), *want), tolerance(t, 1e-4))
+            << "outIn " << outIn << " chunk " << chunk;
+    }
+}
+
+/// The gradient of a gather with many indices to few places (repeats,
+/// negative ones) along a middle axis: the grouped sums against the CPU's
+/// sums in index order.
+TEST_P(Kernels, GatherGradManyIndices) {
+  kc::DType t = GetParam();
+  kc::Dims xd{3, 300, 5};
+  int64_t count = 5000;
+  std::vector<int64_t> idx(count);
+  for (int64_t &i : idx)
+    i = int64_t(rng()() % 600) - 300;
+  kc::Dims gd{3, count, 5};
+  Vec g = rounded(randomVec(3 * count * 5), t), want(3 * 300 * 5);
+  ASSERT_TRUE(cpu::gatherGrad(g.data(), xd, 1, idx.data(), count, want.data()));
+  Tensor G(g, t), DX(3 * 300 * 5, t);
+  Ids I(idx);
+  size_t bytes = 0;
+  CUDA_OK(kc::gatherGradWorkspaceBytes(300, count, bytes));
+  DeviceBytes work(bytes), bad(sizeof(int));
+  cudaMemset(bad.p, 0, sizeof(int));
+  CUDA_OK(kc::gatherGrad(G.ref(), xd, 1, I.data, count, DX.mut(),
+                         static_cast<int *>(bad.p), work.p, nullptr));
+  EXPECT_LT(relError(DX.download(), want), tolerance(t, 1e-5));
+  int flag = 1;
+  cudaMemcpy(&flag, bad.p, sizeof flag, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(flag, 0);
+}
+
+/// FILL of ids and booleans converts the value as a cast does (the same
+/// for either storage parameter).
+TEST_P(Kernels, FillIdsAndBooleans) {
+  DeviceBytes ids(5 * sizeof(int64_t)), flags(5);
+  CUDA_OK(kc::fill(ids.p, kc::Scalar::I64, 5, -2.75f, nullptr));
+  CUDA_OK(kc::fill(flags.p, kc::Scalar::U8, 5, 0.5f, nullptr));
+  std::vector<int64_t> i(5);
+  std::vector<uint8_t> f(5);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemcpy(i.data(), ids.p, 5 * sizeof(int64_t), cudaMemcpyDeviceToHost);
+  cudaMemcpy(f.data(), flags.p, 5, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(i, std::vector<int64_t>(5, -2));
+  EXPECT_EQ(f, std::vector<uint8_t>(5, 1));
+}
+
+/// Index arithmetic past 2^31 elements: a fill, a cast and an add over
+/// 2^31 + 7 elements (4 GiB a tensor in bf16, 8 in fp32), checked at both
+/// ends and across 2^31.
+TEST_P(Kernels, PastTwoToThe31Elements) {
+  kc::DType t = GetParam();
+  int64_t n = (int64_t(1) << 31) + 7;
+  size_t width = t == kc::DType::F32 ? 4 : 2;
+  DeviceBytes a(size_t(n) * width), b(size_t(n) * width);
+  ASSERT_TRUE(a.p && b.p) << "no room for two tensors of 2^31 elements";
+  kc::MutRef A{a.p, t}, B{b.p, t};
+  CUDA_OK(kc::fill(A, n, 1.5f, nullptr));
+  CUDA_OK(kc::cast({a.p, t}, B, n, nullptr));
+  kc::Dims dims{n};
+  CUDA_OK(kc::binary(kc::Binary::Add, {a.p, t}, dims, {b.p, t}, dims, B, dims,
+                     nullptr));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int64_t at : {int64_t(0), (int64_t(1) << 31) - 4, n - 8}) {
+    std::vector<char> h(8 * width);
+    cudaMemcpy(h.data(), static_cast<char *>(b.p) + size_t(at) * width,
+               h.size(), cudaMemcpyDeviceToHost);
+    Vec got(8), want(8, 3.0f);
+    for (size_t i = 0; i < 8; ++i) {
+      if (t == kc::DType::F32) {
+        std::memcpy(&got[i], h.data() + 4 * i, 4);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, h.data() + 2 * i, 2);
+        got[i] = cpu::fromBf16(bits);
+      }
+    }
+    EXPECT_EQ(relError(got, want), 0.0) << "at element " << at;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Storage, Kernels,

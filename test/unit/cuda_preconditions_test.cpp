@@ -90,4 +90,32 @@ TEST(CudaPreconditions, HeadNeedsOneInputTypeAndRows) {
             kInvalid);
 }
 
+// An empty tensor is nothing to launch, not an error: a grid of no blocks
+// is no launch CUDA accepts, so these return before any CUDA call.
+TEST(CudaPreconditions, EmptyTensorsLaunchNothing) {
+  EXPECT_EQ(kc::batchMatmul(in(), {2, 0, 4}, in(), {2, 4, 3}, out(), {2, 0, 3},
+                            nullptr),
+            cudaSuccess);
+  EXPECT_EQ(kc::reduceSum(in(), {3, 0}, {0}, out(), nullptr), cudaSuccess);
+  kc::AttentionShape noBatch{0, 16, 4, 2, 32, 0.1f};
+  EXPECT_EQ(kc::attention(in(), in(), in(), {}, noBatch, out(), nullptr),
+            cudaSuccess);
+  kc::AttentionShape noRows{2, 0, 4, 2, 32, 0.1f};
+  EXPECT_EQ(kc::attention(in(), in(), in(), {}, noRows, out(), nullptr),
+            cudaSuccess);
+}
+
+// A gather's gradient groups its indices: workspaces past int indices and
+// a missing workspace are refused before anything runs.
+TEST(CudaPreconditions, GatherGradNeedsItsWorkspace) {
+  size_t bytes = 0;
+  EXPECT_EQ(kc::gatherGradWorkspaceBytes(int64_t(1) << 31, 4, bytes), kInvalid);
+  EXPECT_EQ(
+      kc::gatherGrad(in(), {2, 3}, 1, ids, 4, out(), nullptr, nullptr, nullptr),
+      kInvalid);
+  EXPECT_EQ(
+      kc::gatherGrad(in(), {2, 3}, 2, ids, 4, out(), nullptr, sink, nullptr),
+      kInvalid);
+}
+
 } // namespace

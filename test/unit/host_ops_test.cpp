@@ -112,3 +112,27 @@ TEST(HostOps, CopiesCastAsOnnxCasts) {
   EXPECT_NE(st.message().find("cannot convert F32 to I8"), std::string::npos)
       << st.message();
 }
+
+TEST(HostOps, FillsConvertTheirValueAsACast) {
+  // A FILL of ids takes the value toward zero, of booleans its being
+  // nonzero (the CUDA backend's fill does the same); I8 is refused.
+  Plan p;
+  for (mt::plan::DType t : {mt::plan::I64, mt::plan::U8, mt::plan::I8}) {
+    auto *b = p.add_buffers();
+    b->set_dtype(t);
+    b->add_shape(5);
+  }
+  std::vector<std::vector<char>> bytes(3, std::vector<char>(40));
+  auto ptr = [&](uint32_t b) -> void * { return bytes[b].data(); };
+  ASSERT_TRUE(hostFill(p, 0, -2.75f, ptr).isOk());
+  auto *is = static_cast<int64_t *>(ptr(0));
+  EXPECT_EQ(std::vector<int64_t>(is, is + 5), std::vector<int64_t>(5, -2));
+  ASSERT_TRUE(hostFill(p, 1, 0.5f, ptr).isOk());
+  auto *us = static_cast<uint8_t *>(ptr(1));
+  EXPECT_EQ(std::vector<uint8_t>(us, us + 5), std::vector<uint8_t>(5, 1));
+  ASSERT_TRUE(hostFill(p, 1, 0.0f, ptr).isOk());
+  EXPECT_EQ(std::vector<uint8_t>(us, us + 5), std::vector<uint8_t>(5, 0));
+  Status st = hostFill(p, 2, 1.0f, ptr);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("not I8"), std::string::npos) << st.message();
+}

@@ -1,6 +1,6 @@
 // Target files (runtime/cost/cost_model.h): what writeTarget writes,
-// loadTarget reads back the same, and a target without a network keeps
-// none.
+// loadTarget reads back the same, and a target without a network (or
+// attention rates) keeps none.
 #include "runtime/cost/cost_model.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +56,45 @@ TEST(TargetFile, AnUnwritableFolderIsSaid) {
   EXPECT_NE(st.message().find("/nonexistent-folder/target.json: cannot write"),
             std::string::npos)
       << st.message();
+}
+
+TEST(TargetFile, AttentionRatesAreOptionalAndCostAttention) {
+  // A file without the attention rates (older than them) loads with none,
+  // and an attention op is costed at the matmul rate; with them, at its
+  // own, and the cost names the rate it used.
+  mt::plan::Target t;
+  ASSERT_TRUE(loadTarget("h200", t).isOk());
+  EXPECT_EQ(t.attention_flops_bf16(), 301e12);
+  std::string path = tempPath("no_attention.json");
+  mt::plan::Target old = t;
+  old.clear_attention_flops_f32();
+  old.clear_attention_flops_bf16();
+  ASSERT_TRUE(writeTarget(old, path).isOk());
+  std::stringstream text;
+  text << std::ifstream(path).rdbuf();
+  EXPECT_EQ(text.str().find("attention"), std::string::npos) << text.str();
+  mt::plan::Target back;
+  ASSERT_TRUE(loadTarget(path, back).isOk());
+  EXPECT_EQ(back.attention_flops_bf16(), 0.0);
+  std::remove(path.c_str());
+
+  mt::plan::Plan plan;
+  plan.set_compute_dtype(mt::plan::BF16);
+  plan.add_streams()->set_kind(mt::plan::COMPUTE);
+  mt::plan::Op op;
+  op.set_kernel(mt::plan::ATTENTION);
+  op.set_flops(690e12);
+  OpCost own = opCost(plan, op, t), fallback = opCost(plan, op, back);
+  EXPECT_DOUBLE_EQ(own.seconds, 690.0 / 301.0);
+  EXPECT_EQ(own.rate, "attention bf16 301.0 TFLOP/s");
+  EXPECT_DOUBLE_EQ(fallback.seconds, 1.0);
+  EXPECT_EQ(fallback.rate, "matmul bf16 690.0 TFLOP/s");
+  EXPECT_NE(rateSource(t).find("measured on the H200 machine"),
+            std::string::npos);
+  EXPECT_NE(rateSource(back).find("a target file"), std::string::npos);
+  mt::plan::Target h100;
+  ASSERT_TRUE(loadTarget("h100", h100).isOk());
+  EXPECT_NE(rateSource(h100).find("nominal"), std::string::npos);
 }
 
 } // namespace

@@ -197,6 +197,11 @@ int main(int argc, char **argv) {
   app.add_option("--trace", o.run.trace,
                  "Write the measured timeline of the last step as Chrome "
                  "trace JSON (the format of mt-inspect --trace)");
+  app.add_option("--op-times", o.run.opTimes,
+                 "Time every op of the last step where it runs (on the GPU: "
+                 "CUDA events around each op) and write the times summed by "
+                 "kernel beside the plan's target's prediction for the same "
+                 "ops, as a Markdown table");
   app.add_option("--stop-timeout", o.stopTimeout,
                  "After SIGINT or SIGTERM, wait this many seconds for the "
                  "step to end before stopping without a checkpoint, naming "

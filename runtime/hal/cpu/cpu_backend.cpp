@@ -110,9 +110,12 @@ public:
 
   uint64_t diskStoredBytes() const override { return storedBytes(disks_); }
 
-  Status run(const plan::Op &op, const StepConfig &step) override;
+  Status run(const plan::Op &op, const StepConfig &step) override {
+    return timedOnHost(op, [&] { return runOp(op, step); });
+  }
 
 private:
+  Status runOp(const plan::Op &op, const StepConfig &step);
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
   Status here(uint32_t b) const {
     return mine(plan_->arenas(int(buf(b).arena())))
@@ -189,7 +192,7 @@ private:
   std::vector<std::unique_ptr<DiskArena>> disks_; ///< by arena; null: memory
 };
 
-Status CpuBackend::run(const plan::Op &op, const StepConfig &step) {
+Status CpuBackend::runOp(const plan::Op &op, const StepConfig &step) {
   auto operand = [&](int i) { return op.operands(i); };
   auto result = [&](int i) { return op.results(i); };
   if (isHostOp(op.kernel()))

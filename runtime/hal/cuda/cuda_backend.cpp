@@ -26,6 +26,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <tuple>
 #include <unordered_set>
 #include <vector>
@@ -174,7 +176,40 @@ public:
 
   uint64_t diskStoredBytes() const override { return storedBytes(disks_); }
 
+  /// The device ops' GPU times from their events (the caller synchronized),
+  /// then the host ops'.
+  Status takeOpTimes(std::vector<OpSeconds> &out) override {
+    std::vector<Timed> timed;
+    {
+      std::lock_guard<std::mutex> lock(timedMutex_);
+      timed.swap(timed_);
+    }
+    std::vector<OpSeconds> device;
+    Status result = Status::ok();
+    for (const Timed &t : timed) {
+      float ms = 0;
+      if (Status st = MT_CUDA(cudaEventElapsedTime(&ms, t.begin, t.end));
+          !st && result)
+        result = st;
+      device.push_back({t.op, double(ms) * 1e-3});
+      cudaEventDestroy(t.begin);
+      cudaEventDestroy(t.end);
+    }
+    if (Status st = Backend::takeOpTimes(out); !st)
+      return st;
+    out.insert(out.begin(), device.begin(), device.end());
+    return result;
+  }
+
 private:
+  /// A device op timed by events recorded around it on its stream.
+  struct Timed {
+    const plan::Op *op;
+    cudaEvent_t begin, end;
+  };
+  std::mutex timedMutex_;
+  std::vector<Timed> timed_;
+
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
   /// The description of an op of the plan (not one made outside it).
   const OpDesc &desc(const plan::Op &op) const { return *ops_.find(op); }
@@ -236,7 +271,24 @@ private:
     return Status::ok();
   }
 
-  /// The storage type of a float buffer (checkDeviceOp refused others).
+  /// A buffer's element type as the casts and fills name it; none for a
+  /// type no device kernel stores.
+  std::optional<kc::Scalar> scalar(uint32_t b) const {
+    switch (buf(b).dtype()) {
+    case plan::F32:
+      return kc::Scalar::F32;
+    case plan::BF16:
+      return kc::Scalar::BF16;
+    case plan::I64:
+      return kc::Scalar::I64;
+    case plan::U8:
+      return kc::Scalar::U8;
+    default:
+      return std::nullopt;
+    }
+  }
+  /// The storage type of a float buffer (op_desc checked each float
+  /// operand's type when the plan loaded).
   kc::DType typeOf(uint32_t b) const {
     return buf(b).dtype() == plan::BF16 ? kc::DType::BF16 : kc::DType::F32;
   }
@@ -256,6 +308,13 @@ private:
   /// Device scratch `op` needs beyond the GEMM workspace (bytes).
   Status scratchBytes(const plan::Op &op, size_t &bytes) const;
   Status prepareGemms(const plan::Op &op);
+  /// Where a GatherGrad scratch's grouping starts: after the flag and, for
+  /// GATHER_ND_GRAD, the flat indices.
+  size_t gatherGradGroupingOffset(const plan::Op &op) const {
+    return kAlign + (op.kernel() == Kernel::GATHER_ND_GRAD
+                         ? alignUp(size_t(desc(op).tuples) * sizeof(int64_t))
+                         : 0);
+  }
   /// Runs a device op on `stream`, with the stream's GEMM workspace and
   /// scratch (scratchBytes).
   Status runDevice(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace,
@@ -273,10 +332,6 @@ private:
   /// and scattered back.
   Status expertLinear(const plan::Op &op, cudaStream_t stream,
                       char *gemmWorkspace, char *scratch);
-  /// GATED_MLP(_GRAD): per chunk of rows, the GEMMs and activations of the
-  /// unchunked ops (the same shapes, types and order), their intermediates
-  /// in the plan's scratch.
-  Status gatedMlp(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace);
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
   bool biasEpilogue(const plan::Op &op) const {
@@ -552,11 +607,13 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
                            "' is not in device memory; the CUDA backend runs "
                            "this op on the GPU (recompile the plan with this "
                            "build's mtc)");
-    plan::DType t = buf(b).dtype();
-    if (t != plan::F32 && t != plan::BF16 && t != plan::I64)
+    // Which type each operand must have is the op description's (op_desc
+    // checked it: floats, ids, booleans); here only that some device
+    // kernel stores the type at all.
+    if (!scalar(b))
       return Status::error("buffer '" + buf(b).name() + "' is " +
-                           plan::DType_Name(t) +
-                           "; device ops take F32, BF16 or I64");
+                           plan::DType_Name(buf(b).dtype()) +
+                           "; device ops take F32, BF16, I64 or U8 (booleans)");
     return Status::ok();
   };
   for (uint32_t b : op.operands())
@@ -706,111 +763,6 @@ Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
                                  out(op.results(0)), stream));
 }
 
-Status CudaBackend::gatedMlp(const plan::Op &op, cudaStream_t stream,
-                             char *gemmWorkspace) {
-  const kernels::cpu::MlpShape &m = desc(op).mlp;
-  bool grad = op.kernel() == Kernel::GATED_MLP_GRAD;
-  kc::DType ab = typeOf(op.operands(0));
-  size_t width = ab == kc::DType::BF16 ? 2 : 4;
-  auto bytesOf = [](kc::DType t) -> int64_t {
-    return t == kc::DType::BF16 ? 2 : 4;
-  };
-  // The plan's scratch (of x's type, op_desc checks): a chunk's gate and
-  // up, then for the backward the activation and the up part of dx.
-  char *g = static_cast<char *>(ptr(op.results(op.results_size() - 1)));
-  size_t chunkBytes = size_t(m.chunkRows * m.hidden) * width;
-  char *u = g + chunkBytes, *a = u + chunkBytes, *dxUp = a + chunkBytes;
-  const char *x = static_cast<const char *>(ptr(op.operands(0)));
-  const void *wg = ptr(op.operands(1)), *wu = ptr(op.operands(2)),
-             *wd = ptr(op.operands(3));
-  bool outIn = m.outIn;
-  auto gemm = [&](const GemmShape &s, const void *lhs, const void *rhs,
-                  void *out) {
-    return gemms_.run(s, lhs, rhs, out, gemmWorkspace, stream);
-  };
-  for (int64_t r0 = 0; r0 < m.rows; r0 += m.chunkRows) {
-    int64_t n = std::min(m.chunkRows, m.rows - r0);
-    const char *xc = x + size_t(r0 * m.dim) * width;
-    // gate, up [n, hidden] = x W^T (W [hidden, dim]) or x W.
-    GemmShape upGemm{n, m.hidden, m.dim, false, outIn, ab, ab, false};
-    if (Status st = gemm(upGemm, xc, wg, g); !st)
-      return st;
-    if (Status st = gemm(upGemm, xc, wu, u); !st)
-      return st;
-    if (!grad) {
-      if (Status st = MT_CUDA(kc::gated({g, ab}, {u, ab}, {g, ab}, n * m.hidden,
-                                        m.act, stream));
-          !st)
-        return st;
-      // y[n, dim] = a W^T (W [dim, hidden]) or a W.
-      kc::DType yType = typeOf(op.results(0));
-      GemmShape down{n, m.dim, m.hidden, false, outIn, ab, yType, false};
-      char *y =
-          static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(yType);
-      if (Status st = gemm(down, g, wd, y); !st)
-        return st;
-      continue;
-    }
-    const char *dyc = static_cast<const char *>(ptr(op.operands(4))) +
-                      size_t(r0 * m.dim) * width;
-    if (Status st = MT_CUDA(
-            kc::gated({g, ab}, {u, ab}, {a, ab}, n * m.hidden, m.act, stream));
-        !st)
-      return st;
-    // The weights' gradients sum over the chunks (in fp32 when chunked:
-    // the plan's types): the first overwrites.
-    bool more = r0 > 0;
-    // dDown[dim, hidden] (+)= dy^T a, or [hidden, dim] (+)= a^T dy.
-    kc::DType dDownType = typeOf(op.results(3));
-    GemmShape dDown =
-        outIn ? GemmShape{m.dim, m.hidden, n, true, false, ab, dDownType, more}
-              : GemmShape{m.hidden, m.dim, n, true, false, ab, dDownType, more};
-    if (Status st =
-            gemm(dDown, outIn ? dyc : a, outIn ? a : dyc, ptr(op.results(3)));
-        !st)
-      return st;
-    // da[n, hidden] = dy W (W [dim, hidden]) or dy W^T, over a.
-    GemmShape da{n, m.hidden, m.dim, false, !outIn, ab, ab, false};
-    if (Status st = gemm(da, dyc, wd, a); !st)
-      return st;
-    // dgate, dup over gate and up (the kernel reads each element first).
-    if (Status st =
-            MT_CUDA(kc::gatedGrad({g, ab}, {u, ab}, {a, ab}, {g, ab}, {u, ab},
-                                  n * m.hidden, m.act, stream));
-        !st)
-      return st;
-    // dx[n, dim] = dgate W (W [hidden, dim]) or dgate W^T, plus up's.
-    kc::DType dxType = typeOf(op.results(0));
-    char *dxc =
-        static_cast<char *>(ptr(op.results(0))) + r0 * m.dim * bytesOf(dxType);
-    GemmShape dx{n, m.dim, m.hidden, false, !outIn, ab, dxType, false};
-    if (Status st = gemm(dx, g, wg, dxc); !st)
-      return st;
-    GemmShape dxUpGemm{n, m.dim, m.hidden, false, !outIn, ab, ab, false};
-    if (Status st = gemm(dxUpGemm, u, wu, dxUp); !st)
-      return st;
-    // dx = the up part + the gate part: the unchunked graph's add.
-    kc::Dims rows{n, m.dim};
-    if (Status st =
-            MT_CUDA(kc::binary(kc::Binary::Add, {dxUp, ab}, rows, {dxc, dxType},
-                               rows, {dxc, dxType}, rows, stream));
-        !st)
-      return st;
-    // dgate[hidden, dim] (+)= dg^T x, or [dim, hidden] (+)= x^T dg.
-    for (auto [d, result] : {std::pair<char *, int>{g, 1}, {u, 2}}) {
-      kc::DType t = typeOf(op.results(result));
-      GemmShape dw =
-          outIn ? GemmShape{m.hidden, m.dim, n, true, false, ab, t, more}
-                : GemmShape{m.dim, m.hidden, n, true, false, ab, t, more};
-      if (Status st =
-              gemm(dw, outIn ? d : xc, outIn ? xc : d, ptr(op.results(result)));
-          !st)
-        return st;
-    }
-  }
-  return Status::ok();
-}
-
 CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
   const OpDesc::Linear &d = desc(op).linear;
   int64_t rows = d.rows, inDim = d.in, outDim = d.out;
@@ -841,6 +793,26 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
   case Scratch::FlatIndices:
     bytes = kAlign + size_t(desc(op).tuples) * sizeof(int64_t);
     return Status::ok();
+  case Scratch::GatherGrad: {
+    // GATHER_GRAD: places along the axis, an index each; GATHER_ND_GRAD:
+    // the first k dims' places, a tuple each (after their flat indices).
+    const OpDesc &d = desc(op);
+    bool nd = op.kernel() == Kernel::GATHER_ND_GRAD;
+    int64_t places = 1, count = nd ? d.tuples : this->count(op.operands(1));
+    if (nd)
+      for (int64_t i = 0; i < d.axis; ++i)
+        places *= d.a[size_t(i)];
+    else
+      places = d.a[size_t(d.axis)];
+    size_t grouping = 0;
+    if (places > 0)
+      if (Status st =
+              MT_CUDA(kc::gatherGradWorkspaceBytes(places, count, grouping));
+          !st)
+        return st;
+    bytes = gatherGradGroupingOffset(op) + grouping;
+    return Status::ok();
+  }
   case Scratch::EmbeddingGrad:
     return MT_CUDA(kc::embeddingGradWorkspaceBytes(
         desc(op).embedding.vocab, desc(op).embedding.count, bytes));
@@ -919,14 +891,28 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
       return st;
     for (uint32_t t : op.signals())
       recorded_[t] = 0;
-    return runHostSide(op, step);
+    return timedOnHost(op, [&] { return runHostSide(op, step); });
   }
   char *scratch = scratch_[op.stream()];
+  Timed timed{&op, nullptr, nullptr};
+  if (timing_)
+    for (cudaEvent_t *e : {&timed.begin, &timed.end})
+      if (Status st = MT_CUDA(cudaEventCreate(e)); !st)
+        return st;
+  if (timing_)
+    if (Status st = MT_CUDA(cudaEventRecord(timed.begin, stream)); !st)
+      return st;
   if (Status st =
           copy ? this->copy(op, stream)
                : runDevice(op, stream, gemmWorkspace_[op.stream()], scratch);
       !st)
     return st;
+  if (timing_) {
+    if (Status st = MT_CUDA(cudaEventRecord(timed.end, stream)); !st)
+      return st;
+    std::lock_guard<std::mutex> lock(timedMutex_);
+    timed_.push_back(timed);
+  }
   pending_[op.stream()] = 1;
   // Each token an event on the stream, so that its waiters on other
   // streams queue behind it on the GPU instead of the host waiting.
@@ -938,8 +924,9 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
   // The id and index checks are read back at once; MT_CUDA_SYNC=1 waits
   // after every op, so that an asynchronous error names the op that made it.
   Scratch scratchKind = kernelInfo(op.kernel())->scratch;
-  bool checked =
-      scratchKind == Scratch::IndexFlag || scratchKind == Scratch::FlatIndices;
+  bool checked = scratchKind == Scratch::IndexFlag ||
+                 scratchKind == Scratch::FlatIndices ||
+                 scratchKind == Scratch::GatherGrad;
   if (!checked && !syncEveryOp_)
     return Status::ok();
   if (Status st = drain(op.stream()); !st)
@@ -1005,20 +992,6 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
       return cuda(cudaMemcpyAsync(ptr(result(0)), ptr(operand(0)),
                                   bytesOf(result(0)), cudaMemcpyDeviceToDevice,
                                   stream));
-    auto scalar = [&](uint32_t b) -> std::optional<kc::Scalar> {
-      switch (buf(b).dtype()) {
-      case plan::F32:
-        return kc::Scalar::F32;
-      case plan::BF16:
-        return kc::Scalar::BF16;
-      case plan::I64:
-        return kc::Scalar::I64;
-      case plan::U8:
-        return kc::Scalar::U8;
-      default:
-        return std::nullopt;
-      }
-    };
     auto from = scalar(operand(0)), to = scalar(result(0));
     if (!from || !to)
       return Status::error("cannot convert " +
@@ -1033,9 +1006,15 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return cuda(kc::convert(ptr(operand(0)), *from, ptr(result(0)), *to,
                             count(result(0)), stream));
   }
-  if (op.kernel() == Kernel::FILL)
-    return cuda(kc::fill(out(result(0)), count(result(0)),
+  if (op.kernel() == Kernel::FILL) {
+    auto type = scalar(result(0));
+    if (!type)
+      return Status::error("FILL of '" + buf(result(0)).name() + "' of " +
+                           plan::DType_Name(buf(result(0)).dtype()) +
+                           " (fills write F32, BF16, I64 or U8)");
+    return cuda(kc::fill(ptr(result(0)), *type, count(result(0)),
                          float(a.fill().value()), stream));
+  }
   const OpDesc *desc;
   if (Status st = ops_.lookup(op, desc); !st)
     return st;
@@ -1202,8 +1181,23 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     return gemmStatus ? cuda(e) : gemmStatus;
   }
   case Kernel::GATED_MLP:
-  case Kernel::GATED_MLP_GRAD:
-    return gatedMlp(op, stream, gemmWorkspace);
+  case Kernel::GATED_MLP_GRAD: {
+    // The GEMMs on cuBLASLt (a failed one keeps its Status); the last
+    // result is the plan's scratch of one chunk's intermediates.
+    Status gemmStatus = Status::ok();
+    kc::GemmHook gemm = gemms_.hook(gemmWorkspace, stream, gemmStatus);
+    void *chunk = ptr(op.results(op.results_size() - 1));
+    cudaError_t e =
+        op.kernel() == Kernel::GATED_MLP
+            ? kc::gatedMlp(in(operand(0)), in(operand(1)), in(operand(2)),
+                           in(operand(3)), d.mlp, out(result(0)), chunk, gemm,
+                           stream)
+            : kc::gatedMlpGrad(in(operand(0)), in(operand(1)), in(operand(2)),
+                               in(operand(3)), in(operand(4)), d.mlp,
+                               out(result(0)), out(result(1)), out(result(2)),
+                               out(result(3)), chunk, gemm, stream);
+    return gemmStatus ? cuda(e) : gemmStatus;
+  }
   case Kernel::NEG:
     return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
   case Kernel::MATMUL:
@@ -1234,7 +1228,8 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
       return cuda(kc::gather(in(operand(0)), d.a, d.axis, ids(operand(1)),
                              indices, out(result(0)), bad, stream));
     return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
-                               indices, out(result(0)), bad, stream));
+                               indices, out(result(0)), bad,
+                               scratch + gatherGradGroupingOffset(op), stream));
   }
   case Kernel::TOPK:
     return cuda(kc::topK(in(operand(0)), d.a, d.axis, d.k,
@@ -1269,8 +1264,9 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
     if (op.kernel() == Kernel::GATHER_ND)
       return cuda(kc::gatherND(in(operand(0)), d.a, ids(operand(1)), d.tuples,
                                d.axis, out(result(0)), flat, bad, stream));
-    return cuda(kc::gatherNDGrad(in(operand(0)), d.a, ids(operand(1)), d.tuples,
-                                 d.axis, out(result(0)), flat, bad, stream));
+    return cuda(kc::gatherNDGrad(
+        in(operand(0)), d.a, ids(operand(1)), d.tuples, d.axis, out(result(0)),
+        flat, bad, scratch + gatherGradGroupingOffset(op), stream));
   }
   case Kernel::SLICE:
     return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
@@ -1479,6 +1475,43 @@ Status measureCuda(DeviceRates &rates) {
         !st)
       return st;
     *out = 2.0 * double(n) * double(n) * double(n) / t;
+  }
+  // Attention forward and backward, causal, grouped-query (8B Llama's
+  // heads), in the buffers above: bf16 at 4 x 2048 tokens, fp32 (CUDA
+  // cores) at 2 x 1024.
+  for (auto [type, batch, seq, out] :
+       {std::tuple{kc::DType::BF16, int64_t(4), int64_t(2048),
+                   &rates.attentionBf16Flops},
+        std::tuple{kc::DType::F32, int64_t(2), int64_t(1024),
+                   &rates.attentionF32Flops}}) {
+    kc::AttentionShape s{batch, seq, 32, 8, 128, 0.088f, true};
+    DeviceBuffer ws;
+    if (Status st =
+            MT_CUDA(cudaMalloc(&ws.p, kc::attentionGradWorkspaceBytes(s)));
+        !st)
+      return st;
+    // q and dO in a, o and dq in c (64 MiB each at most), k, v, dk and dv
+    // (a quarter of that each: 8 kv heads of 32) in b.
+    size_t q =
+        size_t(batch * seq * 32 * 128) * (type == kc::DType::F32 ? 4 : 2);
+    char *pa = static_cast<char *>(a.p), *pb = static_cast<char *>(b.p),
+         *pc = static_cast<char *>(c.p);
+    kc::Ref Q{pa, type}, DO{pa + q, type}, K{pb, type}, V{pb + q / 4, type};
+    kc::MutRef O{pc, type}, DQ{pc + q, type}, DK{pb + q / 2, type},
+        DV{pb + 3 * q / 4, type};
+    if (Status st = bestTime(
+            2, s1.s,
+            [&] {
+              Status f = MT_CUDA(kc::attention(Q, K, V, {}, s, O, s1.s));
+              return f ? MT_CUDA(kc::attentionGrad(Q, K, V, {}, DO, s, DQ, DK,
+                                                   DV, ws.p, s1.s))
+                       : f;
+            },
+            t);
+        !st)
+      return st;
+    double pairs = double(seq) * double(seq + 1) / 2;
+    *out = 14.0 * double(batch) * pairs * 32 * 128 / t;
   }
   return Status::ok();
 }

@@ -25,9 +25,13 @@ bool cudaDeviceUsable(std::string *why);
 struct DeviceRates {
   double gpuMemoryBytes, hbmBytesPerS, f32Flops, bf16Flops, h2dBytesPerS,
       d2hBytesPerS, duplexBytesPerS;
+  /// The attention kernels forward and backward, causal, FLOPs as the
+  /// plans count them (14 per kept pair and head dim).
+  double attentionF32Flops, attentionBf16Flops;
   std::string name;
 };
-/// Measures device 0 (exact fp32 and bf16 GEMMs with fp32 accumulation).
+/// Measures device 0 (exact fp32 and bf16 GEMMs with fp32 accumulation,
+/// and the attention kernels the plans run).
 Status measureCuda(DeviceRates &rates);
 
 /// The backend on device 0; `threads` host threads for the host ops.

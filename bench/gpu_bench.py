@@ -26,6 +26,7 @@ ap.add_argument("--params", type=float, required=True)
 ap.add_argument("--vocab", type=int, required=True)
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--timeout", type=float, default=150)
+ap.add_argument("--device", default="cuda", help="mtrun --device (cpu: the rehearsal)")
 ap.add_argument("--trace", help="mtrun --trace: the last step's issue timeline")
 args = ap.parse_args()
 
@@ -54,7 +55,7 @@ done = threading.Event()
 def sample(pid):
     while not done.is_set():
         try:
-            used = subprocess.run(
+            used = args.device == "cuda" and subprocess.run(
                 ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
                 capture_output=True, text=True, timeout=5).stdout.split()
             if used:
@@ -69,7 +70,7 @@ def sample(pid):
 
 
 cmd = [args.mtrun, args.plan, "--data", data, "--data-dtype", dtype, "--steps",
-       str(args.steps), "--device", "cuda", "--init", "normal", "--metrics", metrics]
+       str(args.steps), "--device", args.device, "--init", "normal", "--metrics", metrics]
 if args.trace:
     cmd += ["--trace", args.trace]
 start = time.time()

@@ -34,11 +34,11 @@ constexpr double adamwRate(double bandwidth) { return bandwidth * 0.97 / 28; }
 // rates: the CUDA backend's fp32 GEMMs are exact fp32 (no TF32), so every
 // row takes the part's nominal fp32 (non-tensor-core) peak for both (the
 // fp32 attention kernel runs on CUDA cores); and its host AdamW rate, derived
-// from its STREAM triad (adamwRate) until bench/gpu-bench.sh measures mt's
-// there. A triad's write-only destination costs a read per line it writes, so
-// the triad reads below the bandwidth AdamW reaches (two thirds of it on the
-// development machine): the H200's derived rate is a lower bound, not
-// scaled by that machine's ratio, which differs between parts. The
+// from its STREAM triad (adamwRate) until a run there measures mt's
+// (bench/host_optimizer.sh). A triad's write-only destination costs a read per
+// line it writes, so the triad reads below the bandwidth AdamW reaches (two
+// thirds of it on the development machine): the H200's derived rate is a lower
+// bound, not scaled by that machine's ratio, which differs between parts. The
 // other rows are nominal figures of those parts with PCIe hosts (their bf16
 // attention at the share of the matmul rate the H200 measured, about 0.44),
 // not measured until a run on the part measures them; calibrate

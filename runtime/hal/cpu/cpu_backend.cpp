@@ -116,6 +116,42 @@ public:
 
 private:
   Status runOp(const plan::Op &op, const StepConfig &step);
+
+  // The entry point of each family of kernels (kernel_table.h's Describe),
+  // which runs its kernels from their description: runOp calls the op's
+  // through familyOf, so no function here is a switch over every kernel.
+  using Family = Status (CpuBackend::*)(const plan::Op &, const OpDesc &);
+  static Family familyOf(Describe describe);
+  Status embedding(const plan::Op &op, const OpDesc &d);
+  Status linear(const plan::Op &op, const OpDesc &d);
+  Status expertLinear(const plan::Op &op, const OpDesc &d);
+  Status norm(const plan::Op &op, const OpDesc &d);
+  Status rotary(const plan::Op &op, const OpDesc &d);
+  Status attention(const plan::Op &op, const OpDesc &d);
+  Status elementwise(const plan::Op &op, const OpDesc &d);
+  Status unary(const plan::Op &op, const OpDesc &d);
+  Status crossEntropy(const plan::Op &op, const OpDesc &d);
+  Status head(const plan::Op &op, const OpDesc &d);
+  Status mlp(const plan::Op &op, const OpDesc &d);
+  Status binary(const plan::Op &op, const OpDesc &d);
+  Status compare(const plan::Op &op, const OpDesc &d);
+  Status logic(const plan::Op &op, const OpDesc &d);
+  Status matmul(const plan::Op &op, const OpDesc &d);
+  Status lines(const plan::Op &op, const OpDesc &d);
+  Status expand(const plan::Op &op, const OpDesc &d);
+  Status isNaN(const plan::Op &op, const OpDesc &d);
+  Status where(const plan::Op &op, const OpDesc &d);
+  Status slice(const plan::Op &op, const OpDesc &d);
+  Status pad(const plan::Op &op, const OpDesc &d);
+  Status trilu(const plan::Op &op, const OpDesc &d);
+  Status tile(const plan::Op &op, const OpDesc &d);
+  Status gatherND(const plan::Op &op, const OpDesc &d);
+  Status topK(const plan::Op &op, const OpDesc &d);
+  Status gather(const plan::Op &op, const OpDesc &d);
+  Status elements(const plan::Op &op, const OpDesc &d);
+  Status layout(const plan::Op &op, const OpDesc &d);
+  Status concat(const plan::Op &op, const OpDesc &d);
+  Status split(const plan::Op &op, const OpDesc &d);
   const plan::Buffer &buf(uint32_t b) const { return plan_->buffers(int(b)); }
   Status here(uint32_t b) const {
     return mine(plan_->arenas(int(buf(b).arena())))
@@ -193,21 +229,21 @@ private:
 };
 
 Status CpuBackend::runOp(const plan::Op &op, const StepConfig &step) {
-  auto operand = [&](int i) { return op.operands(i); };
-  auto result = [&](int i) { return op.results(i); };
   if (isHostOp(op.kernel()))
     return runHostOp(
         *plan_, op, step, *this, [this](uint32_t b) { return ptr(b); },
         threads_);
   switch (op.kernel()) {
-  // Every tier is host memory here.
+  // Every tier is host memory here; copies and fills (also those outside
+  // the plan, as the refresh of a compute copy at load) need no
+  // description.
   case Kernel::COPY:
   case Kernel::COPY_TO_DEVICE:
   case Kernel::COPY_TO_HOST:
-    return hostCopy(*plan_, operand(0), result(0),
+    return hostCopy(*plan_, op.operands(0), op.results(0),
                     [this](uint32_t b) { return ptr(b); });
   case Kernel::FILL:
-    return hostFill(*plan_, result(0), float(op.attrs().fill().value()),
+    return hostFill(*plan_, op.results(0), float(op.attrs().fill().value()),
                     [this](uint32_t b) { return ptr(b); });
   default:
     break;
@@ -215,473 +251,540 @@ Status CpuBackend::runOp(const plan::Op &op, const StepConfig &step) {
   const OpDesc *desc;
   if (Status st = ops_.lookup(op, desc); !st)
     return st;
-  const OpDesc &d = *desc;
-  // The families whose members differ only in the description's function:
-  // a new unary, binary or comparison kernel needs no case here.
-  switch (d.describe) {
-  case Describe::Unary: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::unaryForward(d.unary, x.data, y.data, d.elements);
-    y.commit();
-    return Status::ok();
+  Family family = familyOf(desc->describe);
+  if (!family)
+    return Status::error("the CPU backend has no kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  return (this->*family)(op, *desc);
+}
+
+CpuBackend::Family CpuBackend::familyOf(Describe describe) {
+  // Every description of the kernel table names its entry point here (no
+  // default: a new one is a compiler warning until it has one).
+  switch (describe) {
+  case Describe::Embedding:
+    return &CpuBackend::embedding;
+  case Describe::Linear:
+    return &CpuBackend::linear;
+  case Describe::ExpertLinear:
+    return &CpuBackend::expertLinear;
+  case Describe::Norm:
+    return &CpuBackend::norm;
+  case Describe::Rotary:
+    return &CpuBackend::rotary;
+  case Describe::Attention:
+    return &CpuBackend::attention;
+  case Describe::Elementwise:
+    return &CpuBackend::elementwise;
+  case Describe::Unary:
+    return &CpuBackend::unary;
+  case Describe::CrossEntropy:
+    return &CpuBackend::crossEntropy;
+  case Describe::Head:
+    return &CpuBackend::head;
+  case Describe::Mlp:
+    return &CpuBackend::mlp;
+  case Describe::Binary:
+    return &CpuBackend::binary;
+  case Describe::Compare:
+    return &CpuBackend::compare;
+  case Describe::Logic:
+    return &CpuBackend::logic;
+  case Describe::Matmul:
+    return &CpuBackend::matmul;
+  case Describe::Lines:
+    return &CpuBackend::lines;
+  case Describe::Expand:
+    return &CpuBackend::expand;
+  case Describe::IsNaN:
+    return &CpuBackend::isNaN;
+  case Describe::Where:
+    return &CpuBackend::where;
+  case Describe::Slice:
+    return &CpuBackend::slice;
+  case Describe::Pad:
+    return &CpuBackend::pad;
+  case Describe::Trilu:
+    return &CpuBackend::trilu;
+  case Describe::Tile:
+    return &CpuBackend::tile;
+  case Describe::GatherND:
+    return &CpuBackend::gatherND;
+  case Describe::TopK:
+    return &CpuBackend::topK;
+  case Describe::Gather:
+    return &CpuBackend::gather;
+  case Describe::Elements:
+    return &CpuBackend::elements;
+  case Describe::Layout:
+    return &CpuBackend::layout;
+  case Describe::Buffers:
+    return nullptr; // copies, fills and host ops: runOp's own
   }
-  case Describe::Binary: {
-    In x = in(operand(0)), y = in(operand(1));
-    Out z = out(result(0));
-    k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);
-    z.commit();
-    return Status::ok();
+  return nullptr;
+}
+
+Status CpuBackend::unary(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  k::unaryForward(d.unary, x.data, y.data, d.elements);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::binary(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), y = in(op.operands(1));
+  Out z = out(op.results(0));
+  k::binaryForward(d.binary, x.data, d.a, y.data, d.b, z.data, d.out);
+  z.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::compare(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), y = in(op.operands(1));
+  k::compareForward(d.compare, x.data, d.a, y.data, d.b,
+                    booleans(op.results(0)), d.out);
+  return Status::ok();
+}
+
+Status CpuBackend::logic(const plan::Op &op, const OpDesc &d) {
+  const uint8_t *x = booleans(op.operands(0));
+  const uint8_t *y = op.operands_size() > 1 ? booleans(op.operands(1)) : x;
+  k::logicForward(d.logic, x, d.a, y, d.b, booleans(op.results(0)), d.out);
+  return Status::ok();
+}
+
+Status CpuBackend::embedding(const plan::Op &op, const OpDesc &d) {
+  const OpDesc::Embedding &e = d.embedding;
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  if (op.kernel() == Kernel::EMBEDDING_GRAD) {
+    k::embeddingBackward(x.data, ids(op.operands(1)), e.count, e.vocab, e.dim,
+                         y.data);
+  } else if (!k::embeddingForward(x.data, ids(op.operands(1)), e.count, e.vocab,
+                                  e.dim, y.data)) {
+    return Status::error("a token id is outside the vocabulary of " +
+                         std::to_string(e.vocab));
   }
-  case Describe::Compare: {
-    In x = in(operand(0)), y = in(operand(1));
-    k::compareForward(d.compare, x.data, d.a, y.data, d.b, booleans(result(0)),
-                      d.out);
-    return Status::ok();
-  }
-  case Describe::Logic: {
-    const uint8_t *x = booleans(operand(0));
-    const uint8_t *y = op.operands_size() > 1 ? booleans(operand(1)) : x;
-    k::logicForward(d.logic, x, d.a, y, d.b, booleans(result(0)), d.out);
-    return Status::ok();
-  }
-  default:
-    break;
-  }
-  switch (op.kernel()) {
-  case Kernel::EMBEDDING: {
-    In table = in(operand(0));
-    Out y = out(result(0));
-    const OpDesc::Embedding &e = d.embedding;
-    if (!k::embeddingForward(table.data, ids(operand(1)), e.count, e.vocab,
-                             e.dim, y.data))
-      return Status::error("a token id is outside the vocabulary of " +
-                           std::to_string(e.vocab));
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::EMBEDDING_GRAD: {
-    In dy = in(operand(0));
-    Out dt = out(result(0));
-    const OpDesc::Embedding &e = d.embedding;
-    k::embeddingBackward(dy.data, ids(operand(1)), e.count, e.vocab, e.dim,
-                         dt.data);
-    dt.commit();
-    return Status::ok();
-  }
-  case Kernel::LINEAR: {
-    const OpDesc::Linear &l = d.linear;
-    In x = in(operand(0)), w = in(operand(1));
-    In b = l.bias ? in(operand(2)) : In{nullptr, {}};
-    Out y = out(result(0));
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::linear(const plan::Op &op, const OpDesc &d) {
+  const OpDesc::Linear &l = d.linear;
+  In x = in(op.operands(0)), w = in(op.operands(1));
+  if (op.kernel() == Kernel::LINEAR) {
+    In b = l.bias ? in(op.operands(2)) : In{nullptr, {}};
+    Out y = out(op.results(0));
     k::linearForward(x.data, w.data, b.data, l.rows, l.in, l.out, l.outIn,
                      y.data);
     y.commit();
     return Status::ok();
   }
-  case Kernel::LINEAR_GRAD: {
-    const OpDesc::Linear &l = d.linear;
-    In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
-    Out dx = out(result(0)), dw = out(result(1));
-    k::linearBackward(x.data, w.data, dy.data, l.rows, l.in, l.out, l.outIn,
-                      dx.data, dw.data, nullptr);
+  In dy = in(op.operands(2));
+  Out dx = out(op.results(0)), dw = out(op.results(1));
+  k::linearBackward(x.data, w.data, dy.data, l.rows, l.in, l.out, l.outIn,
+                    dx.data, dw.data, nullptr);
+  dx.commit();
+  dw.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::expertLinear(const plan::Op &op, const OpDesc &d) {
+  const OpDesc::ExpertLinear &e = d.expert;
+  In x = in(op.operands(0)), w = in(op.operands(2));
+  bool ok;
+  if (op.kernel() == Kernel::EXPERT_LINEAR) {
+    Out y = out(op.results(0));
+    ok = k::expertLinearForward(x.data, ids(op.operands(1)), w.data, e.rows,
+                                e.experts, e.in, e.out, e.outIn, y.data);
+    y.commit();
+  } else {
+    In dy = in(op.operands(3));
+    Out dx = out(op.results(0)), dw = out(op.results(1));
+    ok = k::expertLinearBackward(x.data, ids(op.operands(1)), w.data, dy.data,
+                                 e.rows, e.experts, e.in, e.out, e.outIn,
+                                 dx.data, dw.data);
     dx.commit();
     dw.commit();
-    return Status::ok();
   }
-  case Kernel::EXPERT_LINEAR:
-  case Kernel::EXPERT_LINEAR_GRAD: {
-    const OpDesc::ExpertLinear &e = d.expert;
-    In x = in(operand(0)), w = in(operand(2));
-    bool ok;
-    if (op.kernel() == Kernel::EXPERT_LINEAR) {
-      Out y = out(result(0));
-      ok = k::expertLinearForward(x.data, ids(operand(1)), w.data, e.rows,
-                                  e.experts, e.in, e.out, e.outIn, y.data);
-      y.commit();
-    } else {
-      In dy = in(operand(3));
-      Out dx = out(result(0)), dw = out(result(1));
-      ok = k::expertLinearBackward(x.data, ids(operand(1)), w.data, dy.data,
-                                   e.rows, e.experts, e.in, e.out, e.outIn,
-                                   dx.data, dw.data);
-      dx.commit();
-      dw.commit();
-    }
-    if (!ok)
-      return Status::error("an expert id of '" + buf(operand(1)).name() +
-                           "' is outside the " + std::to_string(e.experts) +
-                           " experts");
-    return Status::ok();
-  }
+  if (!ok)
+    return Status::error("an expert id of '" + buf(op.operands(1)).name() +
+                         "' is outside the " + std::to_string(e.experts) +
+                         " experts");
+  return Status::ok();
+}
+
+Status CpuBackend::norm(const plan::Op &op, const OpDesc &d) {
+  const OpDesc::Norm &n = d.norm;
+  const plan::NormAttrs &a = op.attrs().norm();
+  In x = in(op.operands(0)), w = in(op.operands(1));
+  switch (op.kernel()) {
   case Kernel::RMS_NORM:
   case Kernel::LAYER_NORM: {
-    const OpDesc::Norm &n = d.norm;
-    In x = in(operand(0)), w = in(operand(1));
-    Out y = out(result(0));
+    Out y = out(op.results(0));
     if (op.kernel() == Kernel::RMS_NORM) {
-      k::rmsNormForward(x.data, w.data, n.rows, n.dim, op.attrs().norm().eps(),
-                        op.attrs().norm().plus_one(), y.data);
+      k::rmsNormForward(x.data, w.data, n.rows, n.dim, a.eps(), a.plus_one(),
+                        y.data);
     } else {
-      In b = n.bias ? in(operand(2)) : In{nullptr, {}};
-      k::layerNormForward(x.data, w.data, b.data, n.rows, n.dim,
-                          op.attrs().norm().eps(), y.data);
+      In b = n.bias ? in(op.operands(2)) : In{nullptr, {}};
+      k::layerNormForward(x.data, w.data, b.data, n.rows, n.dim, a.eps(),
+                          y.data);
     }
     y.commit();
     return Status::ok();
   }
-  case Kernel::RMS_NORM_GRAD:
-  case Kernel::LAYER_NORM_GRAD: {
-    const OpDesc::Norm &n = d.norm;
-    In x = in(operand(0)), w = in(operand(1)), dy = in(operand(2));
-    Out dx = out(result(0)), dw = out(result(1));
+  default: { // RMS_NORM_GRAD, LAYER_NORM_GRAD
+    In dy = in(op.operands(2));
+    Out dx = out(op.results(0)), dw = out(op.results(1));
     if (op.kernel() == Kernel::RMS_NORM_GRAD)
-      k::rmsNormBackward(x.data, w.data, dy.data, n.rows, n.dim,
-                         op.attrs().norm().eps(), op.attrs().norm().plus_one(),
-                         dx.data, dw.data);
+      k::rmsNormBackward(x.data, w.data, dy.data, n.rows, n.dim, a.eps(),
+                         a.plus_one(), dx.data, dw.data);
     else
-      k::layerNormBackward(x.data, w.data, dy.data, n.rows, n.dim,
-                           op.attrs().norm().eps(), dx.data, dw.data, nullptr);
+      k::layerNormBackward(x.data, w.data, dy.data, n.rows, n.dim, a.eps(),
+                           dx.data, dw.data, nullptr);
     dx.commit();
     dw.commit();
     return Status::ok();
   }
-  case Kernel::ROTARY:
-  case Kernel::ROTARY_GRAD: {
-    In x = in(operand(0)), c = in(operand(1)), s = in(operand(2));
-    Out y = out(result(0));
-    if (op.kernel() == Kernel::ROTARY)
-      k::rotaryForward(x.data, c.data, s.data, d.rotary, y.data);
-    else
-      k::rotaryBackward(x.data, c.data, s.data, d.rotary, y.data);
-    y.commit();
+  }
+}
+
+Status CpuBackend::rotary(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), c = in(op.operands(1)), s = in(op.operands(2));
+  Out y = out(op.results(0));
+  if (op.kernel() == Kernel::ROTARY)
+    k::rotaryForward(x.data, c.data, s.data, d.rotary, y.data);
+  else
+    k::rotaryBackward(x.data, c.data, s.data, d.rotary, y.data);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::attention(const plan::Op &op, const OpDesc &d) {
+  In q = in(op.operands(0)), kk = in(op.operands(1)), v = in(op.operands(2));
+  In mask = d.hasMask ? in(op.operands(3)) : In{nullptr, {}};
+  if (op.kernel() == Kernel::ATTENTION) {
+    Out o = out(op.results(0));
+    k::attentionForward(q.data, kk.data, v.data, mask.data, d.attention,
+                        o.data);
+    o.commit();
     return Status::ok();
   }
-  case Kernel::ATTENTION:
-  case Kernel::ATTENTION_GRAD: {
-    In q = in(operand(0)), kk = in(operand(1)), v = in(operand(2));
-    In mask = d.hasMask ? in(operand(3)) : In{nullptr, {}};
-    if (op.kernel() == Kernel::ATTENTION) {
-      Out o = out(result(0));
-      k::attentionForward(q.data, kk.data, v.data, mask.data, d.attention,
-                          o.data);
-      o.commit();
-      return Status::ok();
-    }
-    In dout = in(operand(d.dOutOperand));
-    Out dq = out(result(0)), dk = out(result(1)), dv = out(result(2));
-    k::attentionBackward(q.data, kk.data, v.data, mask.data, dout.data,
-                         d.attention, dq.data, dk.data, dv.data);
-    dq.commit();
-    dk.commit();
-    dv.commit();
-    return Status::ok();
-  }
-  case Kernel::ACTIVATION: {
-    In x = in(operand(0));
-    Out y = out(result(0));
+  In dout = in(op.operands(d.dOutOperand));
+  Out dq = out(op.results(0)), dk = out(op.results(1)), dv = out(op.results(2));
+  k::attentionBackward(q.data, kk.data, v.data, mask.data, dout.data,
+                       d.attention, dq.data, dk.data, dv.data);
+  dq.commit();
+  dk.commit();
+  dv.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::elementwise(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  switch (op.kernel()) {
+  case Kernel::ACTIVATION:
     k::activationForward(x.data, d.elements, d.activation, y.data);
-    y.commit();
-    return Status::ok();
-  }
+    break;
   case Kernel::ACTIVATION_GRAD: {
-    In x = in(operand(0)), dy = in(operand(1));
-    Out dx = out(result(0));
-    k::activationBackward(x.data, dy.data, d.elements, d.activation, dx.data);
-    dx.commit();
-    return Status::ok();
+    In dy = in(op.operands(1));
+    k::activationBackward(x.data, dy.data, d.elements, d.activation, y.data);
+    break;
   }
   case Kernel::GATED_ACTIVATION: {
-    In g = in(operand(0)), u = in(operand(1));
-    Out y = out(result(0));
-    k::gatedForward(g.data, u.data, d.elements, d.activation, y.data);
-    y.commit();
-    return Status::ok();
+    In u = in(op.operands(1));
+    k::gatedForward(x.data, u.data, d.elements, d.activation, y.data);
+    break;
   }
   case Kernel::GATED_ACTIVATION_GRAD: {
-    In g = in(operand(0)), u = in(operand(1)), dy = in(operand(2));
-    Out dg = out(result(0)), du = out(result(1));
-    k::gatedBackward(g.data, u.data, dy.data, d.elements, d.activation, dg.data,
+    In u = in(op.operands(1)), dy = in(op.operands(2));
+    Out du = out(op.results(1));
+    k::gatedBackward(x.data, u.data, dy.data, d.elements, d.activation, y.data,
                      du.data);
-    dg.commit();
     du.commit();
-    return Status::ok();
+    break;
   }
-  case Kernel::CROSS_ENTROPY:
-  case Kernel::CROSS_ENTROPY_GRAD: {
-    In logits = in(operand(0));
-    if (op.kernel() == Kernel::CROSS_ENTROPY) {
-      Out loss = out(result(0));
-      loss.data[0] = k::crossEntropyForward(logits.data, ids(operand(1)),
-                                            d.crossEntropy, nullptr);
-      loss.commit();
-    } else {
-      In dloss = in(operand(2));
-      Out dl = out(result(0));
-      k::crossEntropyBackward(logits.data, ids(operand(1)), d.crossEntropy,
-                              dloss.data[0], dl.data);
-      dl.commit();
-    }
-    return Status::ok();
-  }
-  case Kernel::HEAD_CROSS_ENTROPY:
-  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
-    In x = in(operand(0)), w = in(operand(1));
-    // The last result is the plan's scratch for one chunk of F32 logits.
-    float *scratch =
-        static_cast<float *>(ptr(op.results(op.results_size() - 1)));
-    if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY) {
-      Out loss = out(result(0));
-      loss.data[0] = k::headCrossEntropyForward(x.data, w.data, ids(operand(2)),
-                                                d.head, scratch);
-      loss.commit();
-      return Status::ok();
-    }
-    In dloss = in(operand(3));
-    Out dx = out(result(0)), dw = out(result(1));
-    k::headCrossEntropyBackward(x.data, w.data, ids(operand(2)), dloss.data[0],
-                                d.head, dx.data, dw.data, scratch);
-    dx.commit();
-    dw.commit();
-    return Status::ok();
-  }
-  case Kernel::GATED_MLP:
-  case Kernel::GATED_MLP_GRAD: {
-    In x = in(operand(0)), gate = in(operand(1)), up = in(operand(2)),
-       down = in(operand(3));
-    // The last result is the plan's scratch for one chunk's intermediates
-    // (fp32 here whatever its type: Out gives floats of its elements).
-    Out scratch = out(op.results(op.results_size() - 1));
-    if (op.kernel() == Kernel::GATED_MLP) {
-      Out y = out(result(0));
-      k::gatedMlpForward(x.data, gate.data, up.data, down.data, d.mlp, y.data,
-                         scratch.data);
-      y.commit();
-      return Status::ok();
-    }
-    In dy = in(operand(4));
-    Out dx = out(result(0)), dGate = out(result(1)), dUp = out(result(2)),
-        dDown = out(result(3));
-    k::gatedMlpBackward(x.data, gate.data, up.data, down.data, dy.data, d.mlp,
-                        dx.data, dGate.data, dUp.data, dDown.data,
-                        scratch.data);
-    for (Out *o : {&dx, &dGate, &dUp, &dDown})
-      o->commit();
-    return Status::ok();
-  }
-  case Kernel::NEG: {
-    In x = in(operand(0));
-    Out y = out(result(0));
+  default: // NEG
     for (int64_t i = 0; i < d.elements; ++i)
       y.data[i] = -x.data[i];
+  }
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::crossEntropy(const plan::Op &op, const OpDesc &d) {
+  In logits = in(op.operands(0));
+  Out r = out(op.results(0));
+  if (op.kernel() == Kernel::CROSS_ENTROPY) {
+    r.data[0] = k::crossEntropyForward(logits.data, ids(op.operands(1)),
+                                       d.crossEntropy, nullptr);
+  } else {
+    In dloss = in(op.operands(2));
+    k::crossEntropyBackward(logits.data, ids(op.operands(1)), d.crossEntropy,
+                            dloss.data[0], r.data);
+  }
+  r.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::head(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), w = in(op.operands(1));
+  // The last result is the plan's scratch for one chunk of F32 logits.
+  float *scratch = static_cast<float *>(ptr(op.results(op.results_size() - 1)));
+  if (op.kernel() == Kernel::HEAD_CROSS_ENTROPY) {
+    Out loss = out(op.results(0));
+    loss.data[0] = k::headCrossEntropyForward(
+        x.data, w.data, ids(op.operands(2)), d.head, scratch);
+    loss.commit();
+    return Status::ok();
+  }
+  In dloss = in(op.operands(3));
+  Out dx = out(op.results(0)), dw = out(op.results(1));
+  k::headCrossEntropyBackward(x.data, w.data, ids(op.operands(2)),
+                              dloss.data[0], d.head, dx.data, dw.data, scratch);
+  dx.commit();
+  dw.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::mlp(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), gate = in(op.operands(1)), up = in(op.operands(2)),
+     down = in(op.operands(3));
+  // The last result is the plan's scratch for one chunk's intermediates
+  // (fp32 here whatever its type: Out gives floats of its elements).
+  Out scratch = out(op.results(op.results_size() - 1));
+  if (op.kernel() == Kernel::GATED_MLP) {
+    Out y = out(op.results(0));
+    k::gatedMlpForward(x.data, gate.data, up.data, down.data, d.mlp, y.data,
+                       scratch.data);
     y.commit();
     return Status::ok();
   }
-  case Kernel::MATMUL: {
-    In x = in(operand(0)), y = in(operand(1));
-    Out z = out(result(0));
-    k::batchMatmul(x.data, d.a, y.data, d.b, z.data, d.out);
-    z.commit();
-    return Status::ok();
-  }
-  case Kernel::EXPAND: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::expand(x.data, d.a, y.data, d.out);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::SOFTMAX:
-  case Kernel::LOG_SOFTMAX: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::softmax(x.data, d.a, d.axis, y.data,
-               /*log=*/op.kernel() == Kernel::LOG_SOFTMAX);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::REDUCE_SUM:
-  case Kernel::REDUCE_MEAN:
-  case Kernel::REDUCE_MAX: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    auto reduce = op.kernel() == Kernel::REDUCE_SUM    ? k::reduceSum
-                  : op.kernel() == Kernel::REDUCE_MEAN ? k::reduceMean
-                                                       : k::reduceMax;
-    reduce(x.data, d.a, d.axes, y.data);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::GATHER:
-  case Kernel::GATHER_GRAD: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    int64_t count = bufferElements(*plan_, operand(1));
-    bool ok =
-        op.kernel() == Kernel::GATHER
-            ? k::gather(x.data, d.a, d.axis, ids(operand(1)), count, y.data)
-            : k::gatherGrad(x.data, d.a, d.axis, ids(operand(1)), count,
-                            y.data);
-    if (!ok)
-      return Status::error("an index is outside the " +
-                           std::to_string(d.a[size_t(d.axis)]) +
-                           " of the gathered axis");
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::GATHER_ELEMENTS:
-  case Kernel::GATHER_ELEMENTS_GRAD:
-  case Kernel::TOPK_GRAD:
-  case Kernel::SCATTER_ELEMENTS: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    const int64_t *indices = ids(operand(1));
-    bool ok = false;
-    if (op.kernel() == Kernel::GATHER_ELEMENTS) {
-      ok = k::gatherElements(x.data, d.a, d.axis, indices, d.k, y.data);
-    } else if (op.kernel() != Kernel::SCATTER_ELEMENTS) {
-      ok = k::gatherElementsGrad(x.data, indices, d.a, d.axis, d.k, y.data);
-    } else {
-      In updates = in(operand(2));
-      ok = k::scatterElements(x.data, d.a, d.axis, indices, updates.data, d.k,
-                              y.data);
-    }
-    if (!ok)
-      return Status::error("an index of '" + buf(operand(1)).name() +
-                           "' is outside the axis of " +
-                           std::to_string(d.a[size_t(d.axis)]));
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::TOPK: {
-    In x = in(operand(0));
-    Out v = out(result(0));
-    k::topK(x.data, d.a, d.axis, d.k, op.attrs().top_k().smallest(), v.data,
-            static_cast<int64_t *>(ptr(result(1))));
-    v.commit();
-    return Status::ok();
-  }
-  case Kernel::GATHER_ND:
-  case Kernel::GATHER_ND_GRAD: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    bool ok = op.kernel() == Kernel::GATHER_ND
-                  ? k::gatherND(x.data, d.a, ids(operand(1)), d.tuples, d.axis,
-                                y.data)
-                  : k::gatherNDGrad(x.data, d.a, ids(operand(1)), d.tuples,
-                                    d.axis, y.data);
-    if (!ok)
-      return Status::error("an index tuple of '" + buf(operand(1)).name() +
-                           "' names a place outside the gathered data");
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::SLICE: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::slice(x.data, d.a, d.starts, d.steps, y.data, d.out);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::SLICE_GRAD: {
-    In dy = in(operand(0));
-    Out dx = out(result(0));
-    k::sliceGrad(dy.data, d.out, d.starts, d.steps, dx.data, d.a);
-    dx.commit();
-    return Status::ok();
-  }
-  case Kernel::TRILU: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::trilu(x.data, d.a, op.attrs().trilu().upper(),
-             op.attrs().trilu().diagonal(), y.data);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::CUMSUM: {
-    In x = in(operand(0));
-    Out y = out(result(0));
+  In dy = in(op.operands(4));
+  Out dx = out(op.results(0)), dGate = out(op.results(1)),
+      dUp = out(op.results(2)), dDown = out(op.results(3));
+  k::gatedMlpBackward(x.data, gate.data, up.data, down.data, dy.data, d.mlp,
+                      dx.data, dGate.data, dUp.data, dDown.data, scratch.data);
+  for (Out *o : {&dx, &dGate, &dUp, &dDown})
+    o->commit();
+  return Status::ok();
+}
+
+Status CpuBackend::matmul(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0)), y = in(op.operands(1));
+  Out z = out(op.results(0));
+  k::batchMatmul(x.data, d.a, y.data, d.b, z.data, d.out);
+  z.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::lines(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  if (op.kernel() == Kernel::CUMSUM)
     k::cumSum(x.data, d.a, d.axis, op.attrs().cum_sum().exclusive(),
               op.attrs().cum_sum().reverse(), y.data);
-    y.commit();
-    return Status::ok();
+  else
+    k::softmax(x.data, d.a, d.axis, y.data,
+               /*log=*/op.kernel() == Kernel::LOG_SOFTMAX);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::expand(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  k::expand(x.data, d.a, y.data, d.out);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::isNaN(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  k::isNaN(x.data, booleans(op.results(0)), d.elements);
+  return Status::ok();
+}
+
+Status CpuBackend::where(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(1)), y = in(op.operands(2));
+  Out z = out(op.results(0));
+  k::where(booleans(op.operands(0)), d.cond, x.data, d.a, y.data, d.b, z.data,
+           d.out);
+  z.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::slice(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  if (op.kernel() == Kernel::SLICE)
+    k::slice(x.data, d.a, d.starts, d.steps, y.data, d.out);
+  else // SLICE_GRAD: dy of the slice's shape into dx of the whole's
+    k::sliceGrad(x.data, d.out, d.starts, d.steps, y.data, d.a);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::pad(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  k::pad(x.data, d.a, d.starts, d.value, y.data, d.out);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::trilu(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  k::trilu(x.data, d.a, op.attrs().trilu().upper(),
+           op.attrs().trilu().diagonal(), y.data);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::tile(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  k::tile(x.data, d.a, y.data, d.out);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::gatherND(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  bool ok = op.kernel() == Kernel::GATHER_ND
+                ? k::gatherND(x.data, d.a, ids(op.operands(1)), d.tuples,
+                              d.axis, y.data)
+                : k::gatherNDGrad(x.data, d.a, ids(op.operands(1)), d.tuples,
+                                  d.axis, y.data);
+  if (!ok)
+    return Status::error("an index tuple of '" + buf(op.operands(1)).name() +
+                         "' names a place outside the gathered data");
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::topK(const plan::Op &op, const OpDesc &d) {
+  if (op.kernel() == Kernel::TOPK_GRAD) // dy back where each came from
+    return elements(op, d);
+  In x = in(op.operands(0));
+  Out v = out(op.results(0));
+  k::topK(x.data, d.a, d.axis, d.k, op.attrs().top_k().smallest(), v.data,
+          static_cast<int64_t *>(ptr(op.results(1))));
+  v.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::gather(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  int64_t count = bufferElements(*plan_, op.operands(1));
+  bool ok =
+      op.kernel() == Kernel::GATHER
+          ? k::gather(x.data, d.a, d.axis, ids(op.operands(1)), count, y.data)
+          : k::gatherGrad(x.data, d.a, d.axis, ids(op.operands(1)), count,
+                          y.data);
+  if (!ok)
+    return Status::error("an index is outside the " +
+                         std::to_string(d.a[size_t(d.axis)]) +
+                         " of the gathered axis");
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::elements(const plan::Op &op, const OpDesc &d) {
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  const int64_t *indices = ids(op.operands(1));
+  bool ok = false;
+  if (op.kernel() == Kernel::GATHER_ELEMENTS) {
+    ok = k::gatherElements(x.data, d.a, d.axis, indices, d.k, y.data);
+  } else if (op.kernel() != Kernel::SCATTER_ELEMENTS) {
+    // GATHER_ELEMENTS_GRAD, TOPK_GRAD
+    ok = k::gatherElementsGrad(x.data, indices, d.a, d.axis, d.k, y.data);
+  } else {
+    In updates = in(op.operands(2));
+    ok = k::scatterElements(x.data, d.a, d.axis, indices, updates.data, d.k,
+                            y.data);
   }
-  case Kernel::TILE: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::tile(x.data, d.a, y.data, d.out);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::PAD: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::pad(x.data, d.a, d.starts, d.value, y.data, d.out);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::IS_NAN: {
-    In x = in(operand(0));
-    k::isNaN(x.data, booleans(result(0)), d.elements);
-    return Status::ok();
-  }
-  case Kernel::WHERE: {
-    In x = in(operand(1)), y = in(operand(2));
-    Out z = out(result(0));
-    k::where(booleans(operand(0)), d.cond, x.data, d.a, y.data, d.b, z.data,
-             d.out);
-    z.commit();
-    return Status::ok();
-  }
-  case Kernel::TRANSPOSE: {
-    In x = in(operand(0));
-    Out y = out(result(0));
-    k::transpose(x.data, d.a, d.perm, y.data);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::CONCAT: {
-    std::vector<const void *> ptrs;
-    if (!isFloat(result(0))) { // ids or booleans, moved as they are
-      for (uint32_t b : op.operands())
-        ptrs.push_back(ptr(b));
-      k::concat(ptrs, d.parts, d.axis, elementBytes(result(0)), ptr(result(0)));
-      return Status::ok();
-    }
-    std::vector<In> parts;
-    for (uint32_t b : op.operands())
-      parts.push_back(in(b));
-    for (const In &p : parts)
-      ptrs.push_back(p.data);
-    Out y = out(result(0));
-    k::concat(ptrs, d.parts, d.axis, sizeof(float), y.data);
-    y.commit();
-    return Status::ok();
-  }
-  case Kernel::SPLIT: {
-    std::vector<void *> ptrs;
-    if (!isFloat(operand(0))) {
-      for (uint32_t b : op.results())
-        ptrs.push_back(ptr(b));
-      k::split(ptr(operand(0)), d.a, d.axis, elementBytes(operand(0)), ptrs,
-               d.parts);
-      return Status::ok();
-    }
-    In x = in(operand(0));
-    std::vector<Out> parts;
-    for (uint32_t b : op.results())
-      parts.push_back(out(b));
-    for (Out &p : parts)
-      ptrs.push_back(p.data);
-    k::split(x.data, d.a, d.axis, sizeof(float), ptrs, d.parts);
-    for (Out &p : parts)
-      p.commit();
-    return Status::ok();
-  }
+  if (!ok)
+    return Status::error("an index of '" + buf(op.operands(1)).name() +
+                         "' is outside the axis of " +
+                         std::to_string(d.a[size_t(d.axis)]));
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::layout(const plan::Op &op, const OpDesc &d) {
+  switch (op.kernel()) {
+  case Kernel::CONCAT:
+    return concat(op, d);
+  case Kernel::SPLIT:
+    return split(op, d);
   default:
-    return Status::error("the CPU backend has no kernel " +
-                         plan::Kernel_Name(op.kernel()));
+    break;
   }
+  In x = in(op.operands(0));
+  Out y = out(op.results(0));
+  switch (op.kernel()) {
+  case Kernel::TRANSPOSE:
+    k::transpose(x.data, d.a, d.perm, y.data);
+    break;
+  case Kernel::REDUCE_SUM:
+    k::reduceSum(x.data, d.a, d.axes, y.data);
+    break;
+  case Kernel::REDUCE_MEAN:
+    k::reduceMean(x.data, d.a, d.axes, y.data);
+    break;
+  default: // REDUCE_MAX
+    k::reduceMax(x.data, d.a, d.axes, y.data);
+  }
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::concat(const plan::Op &op, const OpDesc &d) {
+  std::vector<const void *> ptrs;
+  if (!isFloat(op.results(0))) { // ids or booleans, moved as they are
+    for (uint32_t b : op.operands())
+      ptrs.push_back(ptr(b));
+    k::concat(ptrs, d.parts, d.axis, elementBytes(op.results(0)),
+              ptr(op.results(0)));
+    return Status::ok();
+  }
+  std::vector<In> parts;
+  for (uint32_t b : op.operands())
+    parts.push_back(in(b));
+  for (const In &p : parts)
+    ptrs.push_back(p.data);
+  Out y = out(op.results(0));
+  k::concat(ptrs, d.parts, d.axis, sizeof(float), y.data);
+  y.commit();
+  return Status::ok();
+}
+
+Status CpuBackend::split(const plan::Op &op, const OpDesc &d) {
+  std::vector<void *> ptrs;
+  if (!isFloat(op.operands(0))) {
+    for (uint32_t b : op.results())
+      ptrs.push_back(ptr(b));
+    k::split(ptr(op.operands(0)), d.a, d.axis, elementBytes(op.operands(0)),
+             ptrs, d.parts);
+    return Status::ok();
+  }
+  In x = in(op.operands(0));
+  std::vector<Out> parts;
+  for (uint32_t b : op.results())
+    parts.push_back(out(b));
+  for (Out &p : parts)
+    ptrs.push_back(p.data);
+  k::split(x.data, d.a, d.axis, sizeof(float), ptrs, d.parts);
+  for (Out &p : parts)
+    p.commit();
+  return Status::ok();
 }
 
 } // namespace

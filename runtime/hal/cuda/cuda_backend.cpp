@@ -319,6 +319,49 @@ private:
   /// scratch (scratchBytes).
   Status runDevice(const plan::Op &op, cudaStream_t stream, char *gemmWorkspace,
                    char *scratch);
+
+  /// Where a device op runs: its stream, the stream's GEMM workspace and
+  /// the op's scratch.
+  struct Launch {
+    cudaStream_t stream;
+    char *gemmWorkspace, *scratch;
+  };
+  // The entry point of each family of kernels (kernel_table.h's Describe),
+  // which launches its kernels from their description: runDevice calls the
+  // op's through familyOf, so no function here is a switch over every
+  // kernel.
+  using Family = Status (CudaBackend::*)(const plan::Op &, const OpDesc &,
+                                         const Launch &);
+  static Family familyOf(Describe describe);
+  Status embedding(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status linear(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status norm(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status rotary(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status attention(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status elementwise(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status unary(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status crossEntropy(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status head(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status mlp(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status binary(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status compare(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status logic(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status matmul(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status lines(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status expand(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status isNaN(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status where(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status slice(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status pad(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status trilu(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status tile(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status gatherND(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status topK(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status gather(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status elements(const plan::Op &op, const OpDesc &d, const Launch &l);
+  Status layout(const plan::Op &op, const OpDesc &d, const Launch &l);
+  /// CONCAT and SPLIT, part by part.
+  Status pieces(const plan::Op &op, const OpDesc &d, const Launch &l);
   Status runHostSide(const plan::Op &op, const StepConfig &step);
   Status copy(const plan::Op &op, cudaStream_t stream);
 
@@ -330,8 +373,7 @@ private:
   /// EXPERT_LINEAR(_GRAD): the rows grouped by expert (on the host, in the
   /// CPU kernel's order), gathered, one cuBLASLt GEMM per expert with rows,
   /// and scattered back.
-  Status expertLinear(const plan::Op &op, cudaStream_t stream,
-                      char *gemmWorkspace, char *scratch);
+  Status expertLinear(const plan::Op &op, const OpDesc &d, const Launch &l);
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
   bool biasEpilogue(const plan::Op &op) const {
@@ -658,9 +700,11 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
   return Status::ok();
 }
 
-Status CudaBackend::expertLinear(const plan::Op &op, cudaStream_t stream,
-                                 char *gemmWorkspace, char *scratch) {
-  const OpDesc::ExpertLinear &e = desc(op).expert;
+Status CudaBackend::expertLinear(const plan::Op &op, const OpDesc &d,
+                                 const Launch &l) {
+  const OpDesc::ExpertLinear &e = d.expert;
+  cudaStream_t stream = l.stream;
+  char *gemmWorkspace = l.gemmWorkspace, *scratch = l.scratch;
   bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
   // The rows grouped by expert on the host (the GEMMs' sizes are the
   // groups'), as the CPU kernel groups them: the same order, stable.
@@ -1018,337 +1062,454 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   const OpDesc *desc;
   if (Status st = ops_.lookup(op, desc); !st)
     return st;
-  const OpDesc &d = *desc;
-  // The families whose members differ only in the description's function:
-  // a new unary, binary or comparison kernel needs no case here.
-  switch (d.describe) {
+  Family family = familyOf(desc->describe);
+  if (!family)
+    return Status::error("the CUDA backend has no kernel " +
+                         plan::Kernel_Name(op.kernel()));
+  return (this->*family)(op, *desc, {stream, gemmWorkspace, scratch});
+}
+
+CudaBackend::Family CudaBackend::familyOf(Describe describe) {
+  // Every description of the kernel table names its entry point here (no
+  // default: a new one is a compiler warning until it has one).
+  switch (describe) {
+  case Describe::Embedding:
+    return &CudaBackend::embedding;
+  case Describe::Linear:
+    return &CudaBackend::linear;
+  case Describe::ExpertLinear:
+    return &CudaBackend::expertLinear;
+  case Describe::Norm:
+    return &CudaBackend::norm;
+  case Describe::Rotary:
+    return &CudaBackend::rotary;
+  case Describe::Attention:
+    return &CudaBackend::attention;
+  case Describe::Elementwise:
+    return &CudaBackend::elementwise;
   case Describe::Unary:
-    return cuda(
-        kc::unary(d.unary, in(operand(0)), out(result(0)), d.elements, stream));
+    return &CudaBackend::unary;
+  case Describe::CrossEntropy:
+    return &CudaBackend::crossEntropy;
+  case Describe::Head:
+    return &CudaBackend::head;
+  case Describe::Mlp:
+    return &CudaBackend::mlp;
   case Describe::Binary:
-    return cuda(kc::binary(d.binary, in(operand(0)), d.a, in(operand(1)), d.b,
-                           out(result(0)), d.out, stream));
+    return &CudaBackend::binary;
   case Describe::Compare:
-    return cuda(kc::compare(d.compare, in(operand(0)), d.a, in(operand(1)), d.b,
-                            booleans(result(0)), d.out, stream));
-  case Describe::Logic: {
-    const uint8_t *x = booleans(operand(0));
-    const uint8_t *y = op.operands_size() > 1 ? booleans(operand(1)) : x;
-    return cuda(
-        kc::logic(d.logic, x, d.a, y, d.b, booleans(result(0)), d.out, stream));
+    return &CudaBackend::compare;
+  case Describe::Logic:
+    return &CudaBackend::logic;
+  case Describe::Matmul:
+    return &CudaBackend::matmul;
+  case Describe::Lines:
+    return &CudaBackend::lines;
+  case Describe::Expand:
+    return &CudaBackend::expand;
+  case Describe::IsNaN:
+    return &CudaBackend::isNaN;
+  case Describe::Where:
+    return &CudaBackend::where;
+  case Describe::Slice:
+    return &CudaBackend::slice;
+  case Describe::Pad:
+    return &CudaBackend::pad;
+  case Describe::Trilu:
+    return &CudaBackend::trilu;
+  case Describe::Tile:
+    return &CudaBackend::tile;
+  case Describe::GatherND:
+    return &CudaBackend::gatherND;
+  case Describe::TopK:
+    return &CudaBackend::topK;
+  case Describe::Gather:
+    return &CudaBackend::gather;
+  case Describe::Elements:
+    return &CudaBackend::elements;
+  case Describe::Layout:
+    return &CudaBackend::layout;
+  case Describe::Buffers:
+    return nullptr; // copies and fills: runDevice's own; host ops: the host's
   }
-  default:
-    break;
-  }
-  switch (op.kernel()) {
-  case Kernel::EMBEDDING: {
-    const OpDesc::Embedding &e = d.embedding;
-    int *bad = reinterpret_cast<int *>(scratch);
-    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
-      return st;
-    return cuda(kc::embedding(in(operand(0)), ids(operand(1)), e.count, e.vocab,
-                              e.dim, out(result(0)), bad, stream));
-  }
-  case Kernel::EMBEDDING_GRAD: {
-    const OpDesc::Embedding &e = d.embedding;
-    return cuda(kc::embeddingGrad(in(operand(0)), ids(operand(1)), e.count,
-                                  e.vocab, e.dim, out(result(0)), scratch,
-                                  stream));
-  }
-  case Kernel::LINEAR: {
-    Linear l = linearGemms(op);
+  return nullptr;
+}
+
+Status CudaBackend::unary(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  return MT_CUDA(kc::unary(d.unary, in(op.operands(0)), out(op.results(0)),
+                           d.elements, l.stream));
+}
+
+Status CudaBackend::binary(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  return MT_CUDA(kc::binary(d.binary, in(op.operands(0)), d.a,
+                            in(op.operands(1)), d.b, out(op.results(0)), d.out,
+                            l.stream));
+}
+
+Status CudaBackend::compare(const plan::Op &op, const OpDesc &d,
+                            const Launch &l) {
+  return MT_CUDA(kc::compare(d.compare, in(op.operands(0)), d.a,
+                             in(op.operands(1)), d.b, booleans(op.results(0)),
+                             d.out, l.stream));
+}
+
+Status CudaBackend::logic(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  const uint8_t *x = booleans(op.operands(0));
+  const uint8_t *y = op.operands_size() > 1 ? booleans(op.operands(1)) : x;
+  return MT_CUDA(kc::logic(d.logic, x, d.a, y, d.b, booleans(op.results(0)),
+                           d.out, l.stream));
+}
+
+Status CudaBackend::embedding(const plan::Op &op, const OpDesc &d,
+                              const Launch &l) {
+  const OpDesc::Embedding &e = d.embedding;
+  if (op.kernel() == Kernel::EMBEDDING_GRAD)
+    return MT_CUDA(kc::embeddingGrad(in(op.operands(0)), ids(op.operands(1)),
+                                     e.count, e.vocab, e.dim,
+                                     out(op.results(0)), l.scratch, l.stream));
+  int *bad = reinterpret_cast<int *>(l.scratch);
+  if (Status st = MT_CUDA(cudaMemsetAsync(bad, 0, sizeof(int), l.stream)); !st)
+    return st;
+  return MT_CUDA(kc::embedding(in(op.operands(0)), ids(op.operands(1)), e.count,
+                               e.vocab, e.dim, out(op.results(0)), bad,
+                               l.stream));
+}
+
+Status CudaBackend::linear(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  Linear g = linearGemms(op);
+  if (op.kernel() == Kernel::LINEAR) {
     // A bias of y's type is added in the GEMM's epilogue; another one after.
     bool epilogue = biasEpilogue(op);
-    l.forward.bias = epilogue;
-    if (Status st = gemms_.run(l.forward, ptr(operand(0)), ptr(operand(1)),
-                               ptr(result(0)), gemmWorkspace, stream,
-                               epilogue ? ptr(operand(2)) : nullptr);
+    g.forward.bias = epilogue;
+    if (Status st =
+            gemms_.run(g.forward, ptr(op.operands(0)), ptr(op.operands(1)),
+                       ptr(op.results(0)), l.gemmWorkspace, l.stream,
+                       epilogue ? ptr(op.operands(2)) : nullptr);
         !st)
       return st;
     if (!d.linear.bias || epilogue)
       return Status::ok();
-    return cuda(kc::binary(kc::Binary::Add, in(result(0)), dims(result(0)),
-                           in(operand(2)), dims(operand(2)), out(result(0)),
-                           dims(result(0)), stream));
+    return MT_CUDA(kc::binary(kc::Binary::Add, in(op.results(0)),
+                              dims(op.results(0)), in(op.operands(2)),
+                              dims(op.operands(2)), out(op.results(0)),
+                              dims(op.results(0)), l.stream));
   }
-  case Kernel::LINEAR_GRAD: {
-    Linear l = linearGemms(op);
-    if (Status st = gemms_.run(l.dx, ptr(operand(2)), ptr(operand(1)),
-                               ptr(result(0)), gemmWorkspace, stream);
-        !st)
-      return st;
-    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
-    bool outIn = d.linear.outIn;
-    return gemms_.run(l.dw, ptr(outIn ? operand(2) : operand(0)),
-                      ptr(outIn ? operand(0) : operand(2)), ptr(result(1)),
-                      gemmWorkspace, stream);
-  }
-  case Kernel::EXPERT_LINEAR:
-  case Kernel::EXPERT_LINEAR_GRAD:
-    return expertLinear(op, stream, gemmWorkspace, scratch);
+  if (Status st = gemms_.run(g.dx, ptr(op.operands(2)), ptr(op.operands(1)),
+                             ptr(op.results(0)), l.gemmWorkspace, l.stream);
+      !st)
+    return st;
+  // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
+  bool outIn = d.linear.outIn;
+  return gemms_.run(g.dw, ptr(op.operands(outIn ? 2 : 0)),
+                    ptr(op.operands(outIn ? 0 : 2)), ptr(op.results(1)),
+                    l.gemmWorkspace, l.stream);
+}
+
+Status CudaBackend::norm(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  const OpDesc::Norm &n = d.norm;
+  const plan::NormAttrs &a = op.attrs().norm();
+  kc::Ref x = in(op.operands(0)), w = in(op.operands(1));
+  switch (op.kernel()) {
   case Kernel::RMS_NORM:
-  case Kernel::LAYER_NORM: {
-    const OpDesc::Norm &n = d.norm;
-    if (op.kernel() == Kernel::RMS_NORM)
-      return cuda(kc::rmsNorm(in(operand(0)), in(operand(1)), n.rows, n.dim,
-                              a.norm().eps(), a.norm().plus_one(),
-                              out(result(0)), stream));
-    kc::Ref bias = n.bias ? in(operand(2)) : kc::Ref{};
-    return cuda(kc::layerNorm(in(operand(0)), in(operand(1)), bias, n.rows,
-                              n.dim, a.norm().eps(), out(result(0)), stream));
-  }
+    return MT_CUDA(kc::rmsNorm(x, w, n.rows, n.dim, a.eps(), a.plus_one(),
+                               out(op.results(0)), l.stream));
+  case Kernel::LAYER_NORM:
+    return MT_CUDA(kc::layerNorm(x, w, n.bias ? in(op.operands(2)) : kc::Ref{},
+                                 n.rows, n.dim, a.eps(), out(op.results(0)),
+                                 l.stream));
   case Kernel::RMS_NORM_GRAD:
-  case Kernel::LAYER_NORM_GRAD: {
-    const OpDesc::Norm &n = d.norm;
-    if (op.kernel() == Kernel::RMS_NORM_GRAD)
-      return cuda(kc::rmsNormGrad(in(operand(0)), in(operand(1)),
-                                  in(operand(2)), n.rows, n.dim, a.norm().eps(),
-                                  a.norm().plus_one(), out(result(0)),
-                                  out(result(1)), scratch, stream));
-    return cuda(kc::layerNormGrad(
-        in(operand(0)), in(operand(1)), in(operand(2)), n.rows, n.dim,
-        a.norm().eps(), out(result(0)), out(result(1)), scratch, stream));
+    return MT_CUDA(kc::rmsNormGrad(x, w, in(op.operands(2)), n.rows, n.dim,
+                                   a.eps(), a.plus_one(), out(op.results(0)),
+                                   out(op.results(1)), l.scratch, l.stream));
+  default: // LAYER_NORM_GRAD
+    return MT_CUDA(kc::layerNormGrad(x, w, in(op.operands(2)), n.rows, n.dim,
+                                     a.eps(), out(op.results(0)),
+                                     out(op.results(1)), l.scratch, l.stream));
   }
-  case Kernel::ROTARY:
-  case Kernel::ROTARY_GRAD:
-    return cuda(kc::rotary(in(operand(0)), in(operand(1)), in(operand(2)),
-                           d.rotary, op.kernel() == Kernel::ROTARY_GRAD,
-                           out(result(0)), stream));
-  case Kernel::ATTENTION:
-  case Kernel::ATTENTION_GRAD: {
-    const kc::AttentionShape &s = d.attention;
-    kc::Ref mask = d.hasMask ? in(operand(3)) : kc::Ref{};
-    if (op.kernel() == Kernel::ATTENTION)
-      return cuda(kc::attention(in(operand(0)), in(operand(1)), in(operand(2)),
-                                mask, s, out(result(0)), stream));
-    return cuda(
-        kc::attentionGrad(in(operand(0)), in(operand(1)), in(operand(2)), mask,
-                          in(operand(d.dOutOperand)), s, out(result(0)),
-                          out(result(1)), out(result(2)), scratch, stream));
-  }
+}
+
+Status CudaBackend::rotary(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  return MT_CUDA(kc::rotary(
+      in(op.operands(0)), in(op.operands(1)), in(op.operands(2)), d.rotary,
+      op.kernel() == Kernel::ROTARY_GRAD, out(op.results(0)), l.stream));
+}
+
+Status CudaBackend::attention(const plan::Op &op, const OpDesc &d,
+                              const Launch &l) {
+  kc::Ref mask = d.hasMask ? in(op.operands(3)) : kc::Ref{};
+  kc::Ref q = in(op.operands(0)), k = in(op.operands(1)),
+          v = in(op.operands(2));
+  if (op.kernel() == Kernel::ATTENTION)
+    return MT_CUDA(kc::attention(q, k, v, mask, d.attention, out(op.results(0)),
+                                 l.stream));
+  return MT_CUDA(kc::attentionGrad(q, k, v, mask,
+                                   in(op.operands(d.dOutOperand)), d.attention,
+                                   out(op.results(0)), out(op.results(1)),
+                                   out(op.results(2)), l.scratch, l.stream));
+}
+
+Status CudaBackend::elementwise(const plan::Op &op, const OpDesc &d,
+                                const Launch &l) {
+  kc::Ref x = in(op.operands(0));
+  kc::MutRef y = out(op.results(0));
+  switch (op.kernel()) {
   case Kernel::ACTIVATION:
-    return cuda(kc::activation(in(operand(0)), out(result(0)), d.elements,
-                               d.activation, stream));
+    return MT_CUDA(kc::activation(x, y, d.elements, d.activation, l.stream));
   case Kernel::ACTIVATION_GRAD:
-    return cuda(kc::activationGrad(in(operand(0)), in(operand(1)),
-                                   out(result(0)), d.elements, d.activation,
-                                   stream));
+    return MT_CUDA(kc::activationGrad(x, in(op.operands(1)), y, d.elements,
+                                      d.activation, l.stream));
   case Kernel::GATED_ACTIVATION:
-    return cuda(kc::gated(in(operand(0)), in(operand(1)), out(result(0)),
-                          d.elements, d.activation, stream));
+    return MT_CUDA(kc::gated(x, in(op.operands(1)), y, d.elements, d.activation,
+                             l.stream));
   case Kernel::GATED_ACTIVATION_GRAD:
-    return cuda(kc::gatedGrad(in(operand(0)), in(operand(1)), in(operand(2)),
-                              out(result(0)), out(result(1)), d.elements,
-                              d.activation, stream));
-  case Kernel::CROSS_ENTROPY:
-  case Kernel::CROSS_ENTROPY_GRAD: {
-    const kc::CrossEntropyShape &s = d.crossEntropy;
-    int64_t rows = s.batch * s.seq;
-    if (op.kernel() == Kernel::CROSS_ENTROPY) {
-      float *rowLoss = reinterpret_cast<float *>(scratch);
-      if (Status st = cuda(kc::crossEntropyRows(in(operand(0)), ids(operand(1)),
-                                                s, 0, rows, rowLoss, stream));
-          !st)
-        return st;
-      return cuda(kc::crossEntropyLoss(rowLoss, ids(operand(1)), s,
-                                       out(result(0)), stream));
-    }
-    int64_t *n = reinterpret_cast<int64_t *>(scratch);
-    if (Status st = cuda(kc::crossEntropyCount(ids(operand(1)), s, n, stream));
+    return MT_CUDA(kc::gatedGrad(x, in(op.operands(1)), in(op.operands(2)), y,
+                                 out(op.results(1)), d.elements, d.activation,
+                                 l.stream));
+  default: // NEG
+    return MT_CUDA(kc::neg(x, y, d.elements, l.stream));
+  }
+}
+
+Status CudaBackend::crossEntropy(const plan::Op &op, const OpDesc &d,
+                                 const Launch &l) {
+  const kc::CrossEntropyShape &s = d.crossEntropy;
+  int64_t rows = s.batch * s.seq;
+  const int64_t *labels = ids(op.operands(1));
+  if (op.kernel() == Kernel::CROSS_ENTROPY) {
+    float *rowLoss = reinterpret_cast<float *>(l.scratch);
+    if (Status st = MT_CUDA(kc::crossEntropyRows(in(op.operands(0)), labels, s,
+                                                 0, rows, rowLoss, l.stream));
         !st)
       return st;
-    return cuda(kc::crossEntropyGradRows(in(operand(0)), ids(operand(1)), s, 0,
-                                         rows, in(operand(2)), n,
-                                         out(result(0)), stream));
+    return MT_CUDA(
+        kc::crossEntropyLoss(rowLoss, labels, s, out(op.results(0)), l.stream));
   }
-  case Kernel::HEAD_CROSS_ENTROPY:
-  case Kernel::HEAD_CROSS_ENTROPY_GRAD: {
-    // The head's GEMMs run here, on cuBLASLt; a failed one keeps its Status.
-    Status gemmStatus = Status::ok();
-    kc::GemmHook gemm = gemms_.hook(gemmWorkspace, stream, gemmStatus);
-    // The last result: the plan's scratch of a chunk of F32 logits.
-    float *logits =
-        static_cast<float *>(ptr(op.results(op.results_size() - 1)));
-    cudaError_t e =
-        op.kernel() == Kernel::HEAD_CROSS_ENTROPY
-            ? kc::headCrossEntropy(in(operand(0)), in(operand(1)),
-                                   ids(operand(2)), d.head, logits, scratch,
-                                   out(result(0)), gemm, stream)
-            : kc::headCrossEntropyGrad(in(operand(0)), in(operand(1)),
-                                       ids(operand(2)), in(operand(3)), d.head,
-                                       logits, scratch, out(result(0)),
-                                       out(result(1)), gemm, stream);
-    return gemmStatus ? cuda(e) : gemmStatus;
-  }
-  case Kernel::GATED_MLP:
-  case Kernel::GATED_MLP_GRAD: {
-    // The GEMMs on cuBLASLt (a failed one keeps its Status); the last
-    // result is the plan's scratch of one chunk's intermediates.
-    Status gemmStatus = Status::ok();
-    kc::GemmHook gemm = gemms_.hook(gemmWorkspace, stream, gemmStatus);
-    void *chunk = ptr(op.results(op.results_size() - 1));
-    cudaError_t e =
-        op.kernel() == Kernel::GATED_MLP
-            ? kc::gatedMlp(in(operand(0)), in(operand(1)), in(operand(2)),
-                           in(operand(3)), d.mlp, out(result(0)), chunk, gemm,
-                           stream)
-            : kc::gatedMlpGrad(in(operand(0)), in(operand(1)), in(operand(2)),
-                               in(operand(3)), in(operand(4)), d.mlp,
-                               out(result(0)), out(result(1)), out(result(2)),
-                               out(result(3)), chunk, gemm, stream);
-    return gemmStatus ? cuda(e) : gemmStatus;
-  }
-  case Kernel::NEG:
-    return cuda(kc::neg(in(operand(0)), out(result(0)), d.elements, stream));
-  case Kernel::MATMUL:
-    return cuda(kc::batchMatmul(in(operand(0)), d.a, in(operand(1)), d.b,
-                                out(result(0)), d.out, stream));
-  case Kernel::EXPAND:
-    return cuda(kc::expand(in(operand(0)), d.a, out(result(0)), d.out, stream));
-  case Kernel::SOFTMAX:
-  case Kernel::LOG_SOFTMAX:
-    return cuda(kc::softmax(in(operand(0)), d.a, d.axis, out(result(0)),
-                            op.kernel() == Kernel::LOG_SOFTMAX, stream));
-  case Kernel::REDUCE_SUM:
-    return cuda(
-        kc::reduceSum(in(operand(0)), d.a, d.axes, out(result(0)), stream));
-  case Kernel::REDUCE_MEAN:
-    return cuda(
-        kc::reduceMean(in(operand(0)), d.a, d.axes, out(result(0)), stream));
-  case Kernel::REDUCE_MAX:
-    return cuda(
-        kc::reduceMax(in(operand(0)), d.a, d.axes, out(result(0)), stream));
-  case Kernel::GATHER:
-  case Kernel::GATHER_GRAD: {
-    int *bad = reinterpret_cast<int *>(scratch);
-    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
-      return st;
-    int64_t indices = count(operand(1));
-    if (op.kernel() == Kernel::GATHER)
-      return cuda(kc::gather(in(operand(0)), d.a, d.axis, ids(operand(1)),
-                             indices, out(result(0)), bad, stream));
-    return cuda(kc::gatherGrad(in(operand(0)), d.a, d.axis, ids(operand(1)),
-                               indices, out(result(0)), bad,
-                               scratch + gatherGradGroupingOffset(op), stream));
-  }
-  case Kernel::TOPK:
-    return cuda(kc::topK(in(operand(0)), d.a, d.axis, d.k,
-                         op.attrs().top_k().smallest(), out(result(0)),
-                         static_cast<int64_t *>(ptr(result(1))), stream));
+  int64_t *n = reinterpret_cast<int64_t *>(l.scratch);
+  if (Status st = MT_CUDA(kc::crossEntropyCount(labels, s, n, l.stream)); !st)
+    return st;
+  return MT_CUDA(kc::crossEntropyGradRows(in(op.operands(0)), labels, s, 0,
+                                          rows, in(op.operands(2)), n,
+                                          out(op.results(0)), l.stream));
+}
+
+Status CudaBackend::head(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  // The head's GEMMs run here, on cuBLASLt; a failed one keeps its Status.
+  Status gemmStatus = Status::ok();
+  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
+  // The last result: the plan's scratch of a chunk of F32 logits.
+  float *logits = static_cast<float *>(ptr(op.results(op.results_size() - 1)));
+  kc::Ref x = in(op.operands(0)), w = in(op.operands(1));
+  const int64_t *labels = ids(op.operands(2));
+  cudaError_t e =
+      op.kernel() == Kernel::HEAD_CROSS_ENTROPY
+          ? kc::headCrossEntropy(x, w, labels, d.head, logits, l.scratch,
+                                 out(op.results(0)), gemm, l.stream)
+          : kc::headCrossEntropyGrad(x, w, labels, in(op.operands(3)), d.head,
+                                     logits, l.scratch, out(op.results(0)),
+                                     out(op.results(1)), gemm, l.stream);
+  return gemmStatus ? MT_CUDA(e) : gemmStatus;
+}
+
+Status CudaBackend::mlp(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  // The GEMMs on cuBLASLt (a failed one keeps its Status); the last result
+  // is the plan's scratch of one chunk's intermediates.
+  Status gemmStatus = Status::ok();
+  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
+  void *chunk = ptr(op.results(op.results_size() - 1));
+  kc::Ref x = in(op.operands(0)), gate = in(op.operands(1)),
+          up = in(op.operands(2)), down = in(op.operands(3));
+  cudaError_t e =
+      op.kernel() == Kernel::GATED_MLP
+          ? kc::gatedMlp(x, gate, up, down, d.mlp, out(op.results(0)), chunk,
+                         gemm, l.stream)
+          : kc::gatedMlpGrad(x, gate, up, down, in(op.operands(4)), d.mlp,
+                             out(op.results(0)), out(op.results(1)),
+                             out(op.results(2)), out(op.results(3)), chunk,
+                             gemm, l.stream);
+  return gemmStatus ? MT_CUDA(e) : gemmStatus;
+}
+
+Status CudaBackend::matmul(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  return MT_CUDA(kc::batchMatmul(in(op.operands(0)), d.a, in(op.operands(1)),
+                                 d.b, out(op.results(0)), d.out, l.stream));
+}
+
+Status CudaBackend::lines(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  if (op.kernel() == Kernel::CUMSUM)
+    return MT_CUDA(kc::cumSum(
+        in(op.operands(0)), d.a, d.axis, op.attrs().cum_sum().exclusive(),
+        op.attrs().cum_sum().reverse(), out(op.results(0)), l.stream));
+  return MT_CUDA(kc::softmax(in(op.operands(0)), d.a, d.axis,
+                             out(op.results(0)),
+                             op.kernel() == Kernel::LOG_SOFTMAX, l.stream));
+}
+
+Status CudaBackend::expand(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  return MT_CUDA(
+      kc::expand(in(op.operands(0)), d.a, out(op.results(0)), d.out, l.stream));
+}
+
+Status CudaBackend::isNaN(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  return MT_CUDA(kc::isNaN(in(op.operands(0)), booleans(op.results(0)),
+                           d.elements, l.stream));
+}
+
+Status CudaBackend::where(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  return MT_CUDA(kc::where(booleans(op.operands(0)), d.cond, in(op.operands(1)),
+                           d.a, in(op.operands(2)), d.b, out(op.results(0)),
+                           d.out, l.stream));
+}
+
+Status CudaBackend::slice(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  if (op.kernel() == Kernel::SLICE)
+    return MT_CUDA(kc::slice(in(op.operands(0)), d.a, d.starts, d.steps,
+                             out(op.results(0)), d.out, l.stream));
+  // SLICE_GRAD: dy of the slice's shape into dx of the whole's.
+  return MT_CUDA(kc::sliceGrad(in(op.operands(0)), d.out, d.starts, d.steps,
+                               out(op.results(0)), d.a, l.stream));
+}
+
+Status CudaBackend::pad(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  return MT_CUDA(kc::pad(in(op.operands(0)), d.a, d.starts, d.value,
+                         out(op.results(0)), d.out, l.stream));
+}
+
+Status CudaBackend::trilu(const plan::Op &op, const OpDesc &d,
+                          const Launch &l) {
+  return MT_CUDA(kc::trilu(in(op.operands(0)), d.a, op.attrs().trilu().upper(),
+                           op.attrs().trilu().diagonal(), out(op.results(0)),
+                           l.stream));
+}
+
+Status CudaBackend::tile(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  return MT_CUDA(
+      kc::tile(in(op.operands(0)), d.a, out(op.results(0)), d.out, l.stream));
+}
+
+Status CudaBackend::gatherND(const plan::Op &op, const OpDesc &d,
+                             const Launch &l) {
+  // The flag, then a flat index per tuple (Scratch::FlatIndices; for the
+  // gradient, the grouping after them: Scratch::GatherGrad).
+  int *bad = reinterpret_cast<int *>(l.scratch);
+  auto *flat = reinterpret_cast<int64_t *>(l.scratch + kAlign);
+  if (Status st = MT_CUDA(cudaMemsetAsync(bad, 0, sizeof(int), l.stream)); !st)
+    return st;
+  if (op.kernel() == Kernel::GATHER_ND)
+    return MT_CUDA(kc::gatherND(in(op.operands(0)), d.a, ids(op.operands(1)),
+                                d.tuples, d.axis, out(op.results(0)), flat, bad,
+                                l.stream));
+  return MT_CUDA(kc::gatherNDGrad(in(op.operands(0)), d.a, ids(op.operands(1)),
+                                  d.tuples, d.axis, out(op.results(0)), flat,
+                                  bad, l.scratch + gatherGradGroupingOffset(op),
+                                  l.stream));
+}
+
+Status CudaBackend::topK(const plan::Op &op, const OpDesc &d, const Launch &l) {
+  if (op.kernel() == Kernel::TOPK_GRAD) // dy back where each came from
+    return elements(op, d, l);
+  return MT_CUDA(kc::topK(in(op.operands(0)), d.a, d.axis, d.k,
+                          op.attrs().top_k().smallest(), out(op.results(0)),
+                          static_cast<int64_t *>(ptr(op.results(1))),
+                          l.stream));
+}
+
+Status CudaBackend::gather(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  int *bad = reinterpret_cast<int *>(l.scratch);
+  if (Status st = MT_CUDA(cudaMemsetAsync(bad, 0, sizeof(int), l.stream)); !st)
+    return st;
+  int64_t indices = count(op.operands(1));
+  if (op.kernel() == Kernel::GATHER)
+    return MT_CUDA(kc::gather(in(op.operands(0)), d.a, d.axis,
+                              ids(op.operands(1)), indices, out(op.results(0)),
+                              bad, l.stream));
+  return MT_CUDA(
+      kc::gatherGrad(in(op.operands(0)), d.a, d.axis, ids(op.operands(1)),
+                     indices, out(op.results(0)), bad,
+                     l.scratch + gatherGradGroupingOffset(op), l.stream));
+}
+
+Status CudaBackend::elements(const plan::Op &op, const OpDesc &d,
+                             const Launch &l) {
+  int *bad = reinterpret_cast<int *>(l.scratch);
+  if (Status st = MT_CUDA(cudaMemsetAsync(bad, 0, sizeof(int), l.stream)); !st)
+    return st;
+  const int64_t *indices = ids(op.operands(1));
+  kc::Ref x = in(op.operands(0));
+  kc::MutRef y = out(op.results(0));
+  switch (op.kernel()) {
   case Kernel::GATHER_ELEMENTS:
-  case Kernel::GATHER_ELEMENTS_GRAD:
-  case Kernel::TOPK_GRAD:
-  case Kernel::SCATTER_ELEMENTS: {
-    int *bad = reinterpret_cast<int *>(scratch);
-    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
-      return st;
-    const int64_t *indices = ids(operand(1));
-    if (op.kernel() == Kernel::GATHER_ELEMENTS)
-      return cuda(kc::gatherElements(in(operand(0)), d.a, d.axis, indices, d.k,
-                                     out(result(0)), bad, stream));
-    if (op.kernel() != Kernel::SCATTER_ELEMENTS)
-      return cuda(kc::gatherElementsGrad(in(operand(0)), indices, d.a, d.axis,
-                                         d.k, out(result(0)), bad, stream));
-    return cuda(kc::scatterElements(in(operand(0)), d.a, d.axis, indices,
-                                    in(operand(2)), d.k, out(result(0)), bad,
-                                    stream));
+    return MT_CUDA(
+        kc::gatherElements(x, d.a, d.axis, indices, d.k, y, bad, l.stream));
+  case Kernel::SCATTER_ELEMENTS:
+    return MT_CUDA(kc::scatterElements(
+        x, d.a, d.axis, indices, in(op.operands(2)), d.k, y, bad, l.stream));
+  default: // GATHER_ELEMENTS_GRAD, TOPK_GRAD
+    return MT_CUDA(
+        kc::gatherElementsGrad(x, indices, d.a, d.axis, d.k, y, bad, l.stream));
   }
-  case Kernel::GATHER_ND:
-  case Kernel::GATHER_ND_GRAD: {
-    // The flag, then a flat index per tuple (Scratch::FlatIndices).
-    int *bad = reinterpret_cast<int *>(scratch);
-    auto *flat =
-        reinterpret_cast<int64_t *>(static_cast<char *>(scratch) + kAlign);
-    if (Status st = cuda(cudaMemsetAsync(bad, 0, sizeof(int), stream)); !st)
-      return st;
-    if (op.kernel() == Kernel::GATHER_ND)
-      return cuda(kc::gatherND(in(operand(0)), d.a, ids(operand(1)), d.tuples,
-                               d.axis, out(result(0)), flat, bad, stream));
-    return cuda(kc::gatherNDGrad(
-        in(operand(0)), d.a, ids(operand(1)), d.tuples, d.axis, out(result(0)),
-        flat, bad, scratch + gatherGradGroupingOffset(op), stream));
-  }
-  case Kernel::SLICE:
-    return cuda(kc::slice(in(operand(0)), d.a, d.starts, d.steps,
-                          out(result(0)), d.out, stream));
-  case Kernel::SLICE_GRAD:
-    return cuda(kc::sliceGrad(in(operand(0)), d.out, d.starts, d.steps,
-                              out(result(0)), d.a, stream));
-  case Kernel::TRILU:
-    return cuda(kc::trilu(in(operand(0)), d.a, op.attrs().trilu().upper(),
-                          op.attrs().trilu().diagonal(), out(result(0)),
-                          stream));
-  case Kernel::CUMSUM:
-    return cuda(kc::cumSum(
-        in(operand(0)), d.a, d.axis, op.attrs().cum_sum().exclusive(),
-        op.attrs().cum_sum().reverse(), out(result(0)), stream));
-  case Kernel::TILE:
-    return cuda(kc::tile(in(operand(0)), d.a, out(result(0)), d.out, stream));
-  case Kernel::PAD:
-    return cuda(kc::pad(in(operand(0)), d.a, d.starts, d.value, out(result(0)),
-                        d.out, stream));
-  case Kernel::IS_NAN:
-    return cuda(
-        kc::isNaN(in(operand(0)), booleans(result(0)), d.elements, stream));
-  case Kernel::WHERE:
-    return cuda(kc::where(booleans(operand(0)), d.cond, in(operand(1)), d.a,
-                          in(operand(2)), d.b, out(result(0)), d.out, stream));
+}
+
+Status CudaBackend::layout(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  switch (op.kernel()) {
+  case Kernel::CONCAT:
+  case Kernel::SPLIT:
+    return pieces(op, d, l);
   case Kernel::TRANSPOSE:
-    return cuda(
-        kc::transpose(in(operand(0)), d.a, d.perm, out(result(0)), stream));
-  case Kernel::CONCAT: {
-    int64_t offset = 0;
-    plan::DType t = buf(result(0)).dtype();
-    if (t != plan::F32 && t != plan::BF16) { // ids or booleans, moved
-      for (int i = 0; i < op.operands_size(); ++i) {
-        if (Status st =
-                cuda(moveSlab(ptr(op.operands(i)), d.parts[i], offset,
-                              ptr(result(0)), d.out, d.axis, t, true, stream));
-            !st)
-          return st;
-        offset += d.parts[i][d.axis];
-      }
-      return Status::ok();
-    }
-    for (int i = 0; i < op.operands_size(); ++i) {
-      const Dims &pd = d.parts[i];
-      if (Status st =
-              cuda(kc::concatPart(in(op.operands(i)), pd, d.axis, offset,
-                                  d.out[d.axis], out(result(0)), stream));
-          !st)
-        return st;
-      offset += pd[d.axis];
-    }
-    return Status::ok();
+    return MT_CUDA(kc::transpose(in(op.operands(0)), d.a, d.perm,
+                                 out(op.results(0)), l.stream));
+  case Kernel::REDUCE_SUM:
+    return MT_CUDA(kc::reduceSum(in(op.operands(0)), d.a, d.axes,
+                                 out(op.results(0)), l.stream));
+  case Kernel::REDUCE_MEAN:
+    return MT_CUDA(kc::reduceMean(in(op.operands(0)), d.a, d.axes,
+                                  out(op.results(0)), l.stream));
+  default: // REDUCE_MAX
+    return MT_CUDA(kc::reduceMax(in(op.operands(0)), d.a, d.axes,
+                                 out(op.results(0)), l.stream));
   }
-  case Kernel::SPLIT: {
-    int64_t offset = 0;
-    plan::DType t = buf(operand(0)).dtype();
-    if (t != plan::F32 && t != plan::BF16) {
-      for (int i = 0; i < op.results_size(); ++i) {
-        if (Status st =
-                cuda(moveSlab(ptr(op.results(i)), d.parts[i], offset,
-                              ptr(operand(0)), d.a, d.axis, t, false, stream));
-            !st)
-          return st;
-        offset += d.parts[i][d.axis];
-      }
-      return Status::ok();
-    }
-    for (int i = 0; i < op.results_size(); ++i) {
-      const Dims &pd = d.parts[i];
-      if (Status st = cuda(kc::splitPart(in(operand(0)), d.a, d.axis, offset,
-                                         out(op.results(i)), pd, stream));
-          !st)
-        return st;
-      offset += pd[d.axis];
-    }
-    return Status::ok();
+}
+
+Status CudaBackend::pieces(const plan::Op &op, const OpDesc &d,
+                           const Launch &l) {
+  // CONCAT: the parts are the operands, the whole the result; SPLIT the
+  // other way. Ids and booleans move as bytes; floats convert.
+  bool concat = op.kernel() == Kernel::CONCAT;
+  uint32_t whole = concat ? op.results(0) : op.operands(0);
+  const auto &parts = concat ? op.operands() : op.results();
+  const Dims &wholeDims = concat ? d.out : d.a;
+  plan::DType t = buf(whole).dtype();
+  int64_t offset = 0;
+  for (int i = 0; i < parts.size(); ++i) {
+    uint32_t part = parts[i];
+    const Dims &pd = d.parts[size_t(i)];
+    cudaError_t e;
+    if (t != plan::F32 && t != plan::BF16)
+      e = moveSlab(ptr(part), pd, offset, ptr(whole), wholeDims, d.axis, t,
+                   concat, l.stream);
+    else if (concat)
+      e = kc::concatPart(in(part), pd, d.axis, offset, wholeDims[d.axis],
+                         out(whole), l.stream);
+    else
+      e = kc::splitPart(in(whole), wholeDims, d.axis, offset, out(part), pd,
+                        l.stream);
+    if (Status st = MT_CUDA(e); !st)
+      return st;
+    offset += pd[size_t(d.axis)];
   }
-  default:
-    return Status::error("the CUDA backend has no kernel " +
-                         plan::Kernel_Name(op.kernel()));
-  }
+  return Status::ok();
 }
 
 } // namespace

@@ -90,6 +90,18 @@ inline unsigned blocksFor(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);    \
        i += int64_t(gridDim.x) * blockDim.x)
 
+/// The grouping of ids by the place they name in [0, places) (the
+/// embedding, gather and expert gradients, the expert linears): stably, so
+/// that each place's ids stay in their order. Its device workspace
+/// (groupingBytes) holds, among the sort's own, the places' starts
+/// [places + 1] and the ids' order [count] (ints) that groupIds points
+/// `starts` and `order` at. With `wrap` a negative id counts from the end;
+/// an id outside sets *bad (when not null) and is in no place.
+cudaError_t groupingBytes(int64_t places, int64_t count, size_t &bytes);
+cudaError_t groupIds(const int64_t *ids, int64_t count, int64_t places,
+                     bool wrap, int *bad, void *workspace, const int *&starts,
+                     const int *&order, cudaStream_t stream);
+
 } // namespace mt::kernels::cuda
 
 #endif // MT_KERNELS_CUDA_COMMON_CUH

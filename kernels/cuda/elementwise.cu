@@ -822,37 +822,6 @@ __global__ void convertKernel(const void *x, Scalar from, void *y, Scalar to,
 }
 } // namespace
 
-namespace {
-/// One thread per element of the [count, width] rows moved.
-__global__ void moveRowsKernel(Load from, Store to, const int64_t *order,
-                               int64_t count, int64_t width, bool gather) {
-  MT_GRID_STRIDE(e, count * width) {
-    int64_t i = e / width, c = e % width;
-    int64_t src = gather ? order[i] * width + c : e;
-    int64_t dst = gather ? e : order[i] * width + c;
-    to.set(dst, from[src]);
-  }
-}
-} // namespace
-
-cudaError_t gatherRows(Ref m, const int64_t *order, int64_t count,
-                       int64_t width, MutRef out, cudaStream_t stream) {
-  if (count * width == 0)
-    return cudaSuccess;
-  moveRowsKernel<<<blocksFor(count * width), kThreads, 0, stream>>>(
-      load(m), store(out), order, count, width, true);
-  return cudaGetLastError();
-}
-
-cudaError_t scatterRows(Ref in, const int64_t *order, int64_t count,
-                        int64_t width, MutRef m, cudaStream_t stream) {
-  if (count * width == 0)
-    return cudaSuccess;
-  moveRowsKernel<<<blocksFor(count * width), kThreads, 0, stream>>>(
-      load(in), store(m), order, count, width, false);
-  return cudaGetLastError();
-}
-
 cudaError_t convert(const void *x, Scalar from, void *y, Scalar to, int64_t n,
                     cudaStream_t stream) {
   convertKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, from, y, to, n);
@@ -1471,6 +1440,29 @@ cudaError_t sortBytes(int64_t places, int64_t count, size_t &bytes) {
       static_cast<int *>(nullptr), int(count), 0, keyBits(places));
 }
 
+/// dx [outer, places, inner] = dy [outer, count, inner]'s slices summed
+/// into the places their ids name, in id order: the ids grouped by place,
+/// then a block per row of dx.
+cudaError_t groupedSum(Load dy, const int64_t *ids, int64_t outer,
+                       int64_t places, int64_t count, int64_t inner, bool wrap,
+                       Store dx, int *bad, void *workspace,
+                       cudaStream_t stream) {
+  if (outer < 0 || inner < 0)
+    return cudaErrorInvalidValue;
+  const int *starts = nullptr, *order = nullptr;
+  if (cudaError_t e = groupIds(ids, count, places, wrap, bad, workspace, starts,
+                               order, stream))
+    return e;
+  int64_t rows = outer * places;
+  if (rows == 0 || inner == 0)
+    return cudaSuccess;
+  unsigned blocks = unsigned(rows < 65535 * 4 ? rows : 65535 * 4);
+  groupedSumKernel<<<blocks, kThreads, 0, stream>>>(dy, outer, places, count,
+                                                    inner, starts, order, dx);
+  return cudaGetLastError();
+}
+} // namespace
+
 cudaError_t groupingBytes(int64_t places, int64_t count, size_t &bytes) {
   if (!groupingFits(places, count))
     return cudaErrorInvalidValue;
@@ -1481,22 +1473,17 @@ cudaError_t groupingBytes(int64_t places, int64_t count, size_t &bytes) {
   return cudaSuccess;
 }
 
-/// dx [outer, places, inner] = dy [outer, count, inner]'s slices summed
-/// into the places their ids name, in id order: the ids grouped by place
-/// with a stable radix sort, then a block per row of dx. With `wrap`,
-/// negative ids count from the end; an id outside sets *bad (when given)
-/// and adds nowhere.
-cudaError_t groupedSum(Load dy, const int64_t *ids, int64_t outer,
-                       int64_t places, int64_t count, int64_t inner, bool wrap,
-                       Store dx, int *bad, void *workspace,
-                       cudaStream_t stream) {
-  if (!groupingFits(places, count) || outer < 0 || inner < 0 ||
-      (count > 0 && !ids) || !workspace)
+cudaError_t groupIds(const int64_t *ids, int64_t count, int64_t places,
+                     bool wrap, int *bad, void *workspace, const int *&starts,
+                     const int *&order, cudaStream_t stream) {
+  if (!groupingFits(places, count) || (count > 0 && !ids) || !workspace)
     return cudaErrorInvalidValue;
   size_t sort = 0;
   if (cudaError_t e = sortBytes(places, count, sort))
     return e;
   Grouping w(workspace, places, count, sort);
+  starts = w.starts;
+  order = w.sorted;
   if (cudaError_t e = cudaMemsetAsync(w.counts, 0,
                                       size_t(places + 1) * sizeof(int), stream))
     return e;
@@ -1509,15 +1496,8 @@ cudaError_t groupedSum(Load dy, const int64_t *ids, int64_t outer,
           w.sortTemp, w.sortBytes, w.keys, w.sortedKeys, w.order, w.sorted,
           int(count), 0, keyBits(places), stream))
     return e;
-  int64_t rows = outer * places;
-  if (rows == 0 || inner == 0)
-    return cudaGetLastError();
-  unsigned blocks = unsigned(rows < 65535 * 4 ? rows : 65535 * 4);
-  groupedSumKernel<<<blocks, kThreads, 0, stream>>>(
-      dy, outer, places, count, inner, w.starts, w.sorted, dx);
   return cudaGetLastError();
 }
-} // namespace
 
 cudaError_t embeddingGradWorkspaceBytes(int64_t vocab, int64_t count,
                                         size_t &bytes) {

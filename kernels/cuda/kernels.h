@@ -99,13 +99,6 @@ cudaError_t compare(cpu::Compare op, Ref a, const Dims &aDims, Ref b,
 cudaError_t logic(cpu::Logic op, const uint8_t *a, const Dims &aDims,
                   const uint8_t *b, const Dims &bDims, uint8_t *y,
                   const Dims &yDims, cudaStream_t stream);
-/// out[i, :] = m[order[i], :] for i < count, rows of `width` values (an
-/// expert's rows gathered for its GEMM).
-cudaError_t gatherRows(Ref m, const int64_t *order, int64_t count,
-                       int64_t width, MutRef out, cudaStream_t stream);
-/// m[order[i], :] = in[i, :] for i < count (the rows scattered back).
-cudaError_t scatterRows(Ref in, const int64_t *order, int64_t count,
-                        int64_t width, MutRef m, cudaStream_t stream);
 /// y = slices of x along `axis` at `indices` (count of them; negative from
 /// the end). An index outside the axis writes zeros and sets *bad (device
 /// memory) to 1.
@@ -304,6 +297,30 @@ cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
                                  const HeadShape &s, float *logits,
                                  void *workspace, MutRef dx, MutRef dw,
                                  const GemmHook &gemm, cudaStream_t stream);
+
+/// A mixture of experts' expert projection (experts.cu): rows x [rows, in]
+/// each through the expert ids[r] names (negative from the end) of the
+/// experts' weights w [experts, out, in] (outIn) or [experts, in, out].
+struct ExpertShape {
+  int64_t rows, experts, in, out;
+  bool outIn;
+};
+/// The workspace of the forward (grad false) or the backward: the rows'
+/// grouping by expert and the gathered rows.
+cudaError_t expertLinearWorkspaceBytes(const ExpertShape &e, bool grad,
+                                       size_t &bytes);
+/// y [rows, out] in y's type; w of x's type. The rows are grouped on the
+/// device and the experts' row counts read back once (a wait for the
+/// stream); an id outside the experts sets `badIds` and computes nothing.
+cudaError_t expertLinear(Ref x, const int64_t *ids, Ref w, const ExpertShape &e,
+                         MutRef y, void *workspace, bool &badIds,
+                         const GemmHook &gemm, cudaStream_t stream);
+/// dx (through each row's expert) and dw (each expert's from its rows, zero
+/// for an expert no row chose), both overwritten; dy of x's type.
+cudaError_t expertLinearGrad(Ref x, const int64_t *ids, Ref w, Ref dy,
+                             const ExpertShape &e, MutRef dx, MutRef dw,
+                             void *workspace, bool &badIds,
+                             const GemmHook &gemm, cudaStream_t stream);
 
 /// The gated MLP (MlpShape) per chunk of rows: gate and up [n, hidden] =
 /// x W, y rows = (act(gate) * up) W_down (mlp.cu). The weights are of x's

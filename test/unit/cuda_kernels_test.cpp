@@ -708,23 +708,6 @@ TEST_P(Kernels, Primitives) {
     negX[i] = -x[i];
   EXPECT_EQ(N.download(), negX);
   EXPECT_EQ(Z.download(), Vec(60, 0.5f));
-  // An expert linear's rows gathered in expert order and scattered back.
-  {
-    std::vector<int64_t> order = {3, 0, 2, 1, 4};
-    int64_t *dOrder = nullptr;
-    cudaMalloc(reinterpret_cast<void **>(&dOrder), 40);
-    cudaMemcpy(dOrder, order.data(), 40, cudaMemcpyHostToDevice);
-    Tensor G(60, t), S(60, t);
-    CUDA_OK(kc::gatherRows(X.ref(), dOrder, 5, 12, G.mut(), nullptr));
-    CUDA_OK(kc::scatterRows(G.ref(), dOrder, 5, 12, S.mut(), nullptr));
-    Vec xs = X.download(), want(60);
-    for (int i = 0; i < 5; ++i)
-      std::copy_n(xs.begin() + order[size_t(i)] * 12, 12,
-                  want.begin() + i * 12);
-    EXPECT_EQ(G.download(), want);
-    EXPECT_EQ(S.download(), xs);
-    cudaFree(dOrder);
-  }
   // Casts of ids and booleans, as the CPU's hostCopy makes them.
   std::vector<int64_t> ids = {-3, 0, 7, 1, 2};
   int64_t *dIds = nullptr, *back = nullptr;
@@ -909,6 +892,59 @@ TEST_P(Kernels, GatedMlp) {
         EXPECT_LT(relError(got->download(), *want), tolerance(t, 1e-4))
             << "outIn " << outIn << " chunk " << chunk;
     }
+}
+
+/// The expert linears (kernels/cuda/experts.cu: rows grouped by expert on
+/// the device, a GEMM per expert through the runtime's hook) against the
+/// CPU twin: 4 experts of which one no row chose, negative ids, both weight
+/// layouts; an id outside the experts is said and computes nothing.
+TEST_P(Kernels, ExpertLinear) {
+  kc::DType t = GetParam();
+  mt::runtime::Gemms gemms;
+  ASSERT_TRUE(gemms.init());
+  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
+  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
+  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
+  for (bool outIn : {true, false}) {
+    kc::ExpertShape e{37, 4, 24, 40, outIn};
+    std::vector<int64_t> ids(size_t(e.rows));
+    for (int64_t &i : ids)
+      i = int64_t(rng()() % 3) - (rng()() % 2 ? 4 : 0); // never expert 3
+    Vec x = rounded(randomVec(e.rows * e.in), t),
+        w = rounded(randomVec(e.experts * e.in * e.out, 0.2f), t),
+        dy = rounded(randomVec(e.rows * e.out), t);
+    Tensor X(x, t), W(w, t), DY(dy, t), Y(e.rows * e.out, t),
+        DX(e.rows * e.in, t), DW(e.experts * e.in * e.out, kc::DType::F32);
+    Ids I(ids);
+    size_t bytes = 0, gradBytes = 0;
+    CUDA_OK(kc::expertLinearWorkspaceBytes(e, false, bytes));
+    CUDA_OK(kc::expertLinearWorkspaceBytes(e, true, gradBytes));
+    DeviceBytes ws(std::max(bytes, gradBytes));
+    bool bad = true;
+    CUDA_OK(kc::expertLinear(X.ref(), I.data, W.ref(), e, Y.mut(), ws.p, bad,
+                             gemm, nullptr))
+        << gemmStatus.message();
+    EXPECT_FALSE(bad);
+    CUDA_OK(kc::expertLinearGrad(X.ref(), I.data, W.ref(), DY.ref(), e,
+                                 DX.mut(), DW.mut(), ws.p, bad, gemm, nullptr))
+        << gemmStatus.message();
+    EXPECT_FALSE(bad);
+    Vec y(e.rows * e.out), dx(e.rows * e.in), dw(e.experts * e.in * e.out);
+    ASSERT_TRUE(cpu::expertLinearForward(x.data(), ids.data(), w.data(), e.rows,
+                                         e.experts, e.in, e.out, e.outIn,
+                                         y.data()));
+    ASSERT_TRUE(cpu::expertLinearBackward(
+        x.data(), ids.data(), w.data(), dy.data(), e.rows, e.experts, e.in,
+        e.out, e.outIn, dx.data(), dw.data()));
+    EXPECT_LT(relError(Y.download(), y), tolerance(t, 1e-5)) << outIn;
+    EXPECT_LT(relError(DX.download(), dx), tolerance(t, 1e-5)) << outIn;
+    EXPECT_LT(relError(DW.download(), dw), tolerance(t, 1e-5)) << outIn;
+    ids[5] = 4;
+    Ids Outside(ids);
+    CUDA_OK(kc::expertLinear(X.ref(), Outside.data, W.ref(), e, Y.mut(), ws.p,
+                             bad, gemm, nullptr));
+    EXPECT_TRUE(bad);
+  }
 }
 
 /// The gradient of a gather with many indices to few places (repeats,

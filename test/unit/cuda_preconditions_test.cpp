@@ -118,4 +118,36 @@ TEST(CudaPreconditions, GatherGradNeedsItsWorkspace) {
       kInvalid);
 }
 
+// The gated MLP and the expert linears multiply inputs of one type, and
+// need their workspace: refused before a GEMM or a kernel runs.
+TEST(CudaPreconditions, MlpAndExpertsNeedOneInputType) {
+  kc::GemmHook never = [](const kc::GemmCall &) {
+    ADD_FAILURE() << "a GEMM ran";
+    return false;
+  };
+  kc::Ref bf16{sink, kc::DType::BF16};
+  kc::MlpShape m{4, 8, 16, true, kc::Activation::Silu, 2};
+  EXPECT_EQ(
+      kc::gatedMlp(in(), bf16, in(), in(), m, out(), sink, never, nullptr),
+      kInvalid);
+  EXPECT_EQ(
+      kc::gatedMlp(in(), in(), in(), in(), m, out(), nullptr, never, nullptr),
+      kInvalid);
+  kc::MlpShape noChunk{4, 8, 16, true, kc::Activation::Silu, 0};
+  EXPECT_EQ(kc::gatedMlpGrad(in(), in(), in(), in(), in(), noChunk, out(),
+                             out(), out(), out(), sink, never, nullptr),
+            kInvalid);
+  kc::ExpertShape e{4, 2, 8, 8, true};
+  bool bad = false;
+  EXPECT_EQ(
+      kc::expertLinear(in(), ids, bf16, e, out(), sink, bad, never, nullptr),
+      kInvalid);
+  EXPECT_EQ(kc::expertLinearGrad(in(), ids, in(), bf16, e, out(), out(), sink,
+                                 bad, never, nullptr),
+            kInvalid);
+  kc::ExpertShape noExperts{4, 0, 8, 8, true};
+  size_t bytes = 0;
+  EXPECT_EQ(kc::expertLinearWorkspaceBytes(noExperts, false, bytes), kInvalid);
+}
+
 } // namespace

@@ -9,8 +9,6 @@
 // the copy and compute streams overlap, each with its own thread and stream.
 #include "runtime/hal/cuda/cuda_backend.h"
 
-#include "kernels/cpu/parallel.h"
-#include "kernels/cpu/primitive_ops.h"
 #include "kernels/cuda/kernels.h"
 #include "runtime/exec/disk_arena.h"
 #include "runtime/exec/host_ops.h"
@@ -370,9 +368,8 @@ private:
     GemmShape forward, dx, dw;
   };
   Linear linearGemms(const plan::Op &op) const;
-  /// EXPERT_LINEAR(_GRAD): the rows grouped by expert (on the host, in the
-  /// CPU kernel's order), gathered, one cuBLASLt GEMM per expert with rows,
-  /// and scattered back.
+  /// EXPERT_LINEAR(_GRAD): kernels/cuda/experts.cu, its GEMMs on
+  /// cuBLASLt.
   Status expertLinear(const plan::Op &op, const OpDesc &d, const Launch &l);
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
@@ -702,109 +699,30 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
 
 Status CudaBackend::expertLinear(const plan::Op &op, const OpDesc &d,
                                  const Launch &l) {
-  const OpDesc::ExpertLinear &e = d.expert;
-  cudaStream_t stream = l.stream;
-  char *gemmWorkspace = l.gemmWorkspace, *scratch = l.scratch;
-  bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
-  // The rows grouped by expert on the host (the GEMMs' sizes are the
-  // groups'), as the CPU kernel groups them: the same order, stable.
-  std::vector<int64_t> ids(size_t(e.rows)), order, offsets;
-  if (Status st = MT_CUDA(cudaMemcpyAsync(ids.data(), ptr(op.operands(1)),
-                                          ids.size() * sizeof(int64_t),
-                                          cudaMemcpyDeviceToHost, stream));
-      !st)
+  const OpDesc::ExpertLinear &x = d.expert;
+  kc::ExpertShape e{x.rows, x.experts, x.in, x.out, x.outIn};
+  // The GEMMs on cuBLASLt (a failed one keeps its Status).
+  Status gemmStatus = Status::ok();
+  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
+  bool badIds = false;
+  cudaError_t err =
+      op.kernel() == Kernel::EXPERT_LINEAR
+          ? kc::expertLinear(in(op.operands(0)), ids(op.operands(1)),
+                             in(op.operands(2)), e, out(op.results(0)),
+                             l.scratch, badIds, gemm, l.stream)
+          : kc::expertLinearGrad(in(op.operands(0)), ids(op.operands(1)),
+                                 in(op.operands(2)), in(op.operands(3)), e,
+                                 out(op.results(0)), out(op.results(1)),
+                                 l.scratch, badIds, gemm, l.stream);
+  if (!gemmStatus)
+    return gemmStatus;
+  if (Status st = MT_CUDA(err); !st)
     return st;
-  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
-    return st;
-  if (!kernels::cpu::groupByExpert(ids.data(), e.rows, e.experts, order,
-                                   offsets))
+  if (badIds)
     return Status::error("an expert id of '" + buf(op.operands(1)).name() +
                          "' is outside the " + std::to_string(e.experts) +
                          " experts");
-  auto *deviceOrder = reinterpret_cast<int64_t *>(scratch);
-  char *rows = scratch + alignUp(size_t(e.rows) * sizeof(int64_t));
-  if (Status st = MT_CUDA(cudaMemcpyAsync(deviceOrder, order.data(),
-                                          order.size() * sizeof(int64_t),
-                                          cudaMemcpyHostToDevice, stream));
-      !st)
-    return st;
-  // The host vector is read by the copy: wait before it goes.
-  if (Status st = MT_CUDA(cudaStreamSynchronize(stream)); !st)
-    return st;
-  auto bytesPer = [](kc::DType t) -> size_t {
-    return t == kc::DType::BF16 ? 2 : 4;
-  };
-  // Gathered rows of `values` of type t each, one after another.
-  auto place = [&](size_t values, kc::DType t) {
-    char *p = rows;
-    rows += alignUp(values * bytesPer(t));
-    return p;
-  };
-  kc::DType ab = typeOf(op.operands(0));
-  size_t width = bytesPer(ab);
-  char *xs = place(size_t(e.rows * e.in), ab);
-  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(0)), deviceOrder,
-                                         e.rows, e.in, {xs, ab}, stream));
-      !st)
-    return st;
-  const char *w = static_cast<const char *>(ptr(op.operands(2)));
-  size_t wBytes = size_t(e.in * e.out) * bytesPer(typeOf(op.operands(2)));
-  if (!grad) {
-    // y in the result's type, which may differ from the inputs'.
-    kc::DType c = typeOf(op.results(0));
-    char *ys = place(size_t(e.rows * e.out), c);
-    for (int64_t x = 0; x < e.experts; ++x) {
-      int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
-      if (n == 0)
-        continue;
-      // y[n, out] = x W^T (W [out, in]) or x W (W [in, out]).
-      GemmShape s{n, e.out, e.in, false, e.outIn, ab, c, false};
-      if (Status st = gemms_.run(
-              s, xs + size_t(begin * e.in) * width, w + size_t(x) * wBytes,
-              ys + size_t(begin * e.out) * bytesPer(c), gemmWorkspace, stream);
-          !st)
-        return st;
-    }
-    return MT_CUDA(kc::scatterRows({ys, c}, deviceOrder, e.rows, e.out,
-                                   out(op.results(0)), stream));
-  }
-  char *dys = place(size_t(e.rows * e.out), ab);
-  char *dxs = place(size_t(e.rows * e.in), ab);
-  if (Status st = MT_CUDA(kc::gatherRows(in(op.operands(3)), deviceOrder,
-                                         e.rows, e.out, {dys, ab}, stream));
-      !st)
-    return st;
-  char *dw = static_cast<char *>(ptr(op.results(1)));
-  kc::DType dwType = typeOf(op.results(1));
-  size_t dwBytes = size_t(e.in * e.out) * bytesPer(dwType);
-  for (int64_t x = 0; x < e.experts; ++x) {
-    int64_t begin = offsets[size_t(x)], n = offsets[size_t(x) + 1] - begin;
-    char *dwx = dw + size_t(x) * dwBytes;
-    if (n == 0) {
-      if (Status st = MT_CUDA(cudaMemsetAsync(dwx, 0, dwBytes, stream)); !st)
-        return st;
-      continue;
-    }
-    const char *xe = xs + size_t(begin * e.in) * width;
-    const char *dye = dys + size_t(begin * e.out) * width;
-    // dx[n, in] = dy W (W [out, in]) or dy W^T.
-    GemmShape dx{n, e.in, e.out, false, !e.outIn, ab, ab, false};
-    if (Status st = gemms_.run(dx, dye, w + size_t(x) * wBytes,
-                               dxs + size_t(begin * e.in) * width,
-                               gemmWorkspace, stream);
-        !st)
-      return st;
-    // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
-    GemmShape dws =
-        e.outIn ? GemmShape{e.out, e.in, n, true, false, ab, dwType, false}
-                : GemmShape{e.in, e.out, n, true, false, ab, dwType, false};
-    if (Status st = gemms_.run(dws, e.outIn ? dye : xe, e.outIn ? xe : dye, dwx,
-                               gemmWorkspace, stream);
-        !st)
-      return st;
-  }
-  return MT_CUDA(kc::scatterRows({dxs, ab}, deviceOrder, e.rows, e.in,
-                                 out(op.results(0)), stream));
+  return Status::ok();
 }
 
 CudaBackend::Linear CudaBackend::linearGemms(const plan::Op &op) const {
@@ -870,15 +788,10 @@ Status CudaBackend::scratchBytes(const plan::Op &op, size_t &bytes) const {
     bytes = alignUp(size_t(count(op.operands(1))) * sizeof(float)) + kAlign;
     return Status::ok();
   case Scratch::Experts: {
-    // The rows' order, then the gathered rows: x and y (forward), or x, dy
-    // and dx (backward), at most 4 bytes a value.
-    const OpDesc::ExpertLinear &e = desc(op).expert;
-    bool grad = op.kernel() == Kernel::EXPERT_LINEAR_GRAD;
-    size_t values =
-        size_t(e.rows) * size_t(grad ? 2 * e.in + e.out : e.in + e.out);
-    bytes = alignUp(size_t(e.rows) * sizeof(int64_t)) + 3 * kAlign +
-            alignUp(values * sizeof(float));
-    return Status::ok();
+    const OpDesc::ExpertLinear &x = desc(op).expert;
+    return MT_CUDA(kc::expertLinearWorkspaceBytes(
+        {x.rows, x.experts, x.in, x.out, x.outIn},
+        op.kernel() == Kernel::EXPERT_LINEAR_GRAD, bytes));
   }
   case Scratch::Head:
     bytes =

@@ -389,11 +389,29 @@ using FragBCol =
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 /// rows [first, first + 64) of head `head` of a [batch, seq, width] bf16
-/// tensor into a shared tile (zeros past seq).
+/// tensor into a shared tile (zeros past seq): 16 bytes (8 values) a load
+/// where the tensor's rows allow (a 16-byte aligned base; every D and the
+/// tile's ldh are multiples of 8), else a value a load.
 template <int D>
 __device__ __forceinline__ void stageTc(const bf16 *x, int64_t width, int64_t b,
                                         int64_t head, int64_t first,
                                         int64_t seq, bf16 *tile) {
+  constexpr int kVec = 8, kVecs = D / kVec;
+  static_assert(D % kVec == 0 && TcDims<D>::ldh % kVec == 0,
+                "16-byte rows in the tensor and the tile");
+  // The same for every thread of the block: no divergence.
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0 && width % kVec == 0) {
+    for (int idx = threadIdx.x; idx < kTcTile * kVecs; idx += blockDim.x) {
+      int r = idx / kVecs, e = idx % kVecs * kVec;
+      int64_t row = first + r;
+      uint4 v = make_uint4(0, 0, 0, 0); // bf16 zeros past seq
+      if (row < seq)
+        v = *reinterpret_cast<const uint4 *>(x + (b * seq + row) * width +
+                                             head * D + e);
+      *reinterpret_cast<uint4 *>(tile + r * TcDims<D>::ldh + e) = v;
+    }
+    return;
+  }
   for (int idx = threadIdx.x; idx < kTcTile * D; idx += blockDim.x) {
     int r = idx / D, e = idx % D;
     int64_t row = first + r;

@@ -209,13 +209,21 @@ Status loadTarget(const std::string &nameOrFile, plan::Target &out) {
   return Status::ok();
 }
 
-OpCost opCost(const plan::Plan &p, const plan::Op &op, const plan::Target &t) {
+namespace {
+/// An op's seconds on the target; with `rate`, also the rate it was costed
+/// at, named (formatted only when asked: the planner's simulations call
+/// this for every op of every candidate).
+double costOf(const plan::Plan &p, const plan::Op &op, const plan::Target &t,
+              std::string *rate) {
   using K = plan::Kernel;
   double bytes = double(op.bytes());
-  char rate[96];
+  char text[96];
   auto link = [&](const char *name, double bytesPerS) {
-    std::snprintf(rate, sizeof rate, "%s %.1f GB/s", name, bytesPerS / 1e9);
-    return OpCost{bytes / bytesPerS, rate};
+    if (rate) {
+      std::snprintf(text, sizeof text, "%s %.1f GB/s", name, bytesPerS / 1e9);
+      *rate = text;
+    }
+    return bytes / bytesPerS;
   };
   switch (p.streams(int(op.stream())).kind()) {
   case plan::HOST_TO_DEVICE:
@@ -232,19 +240,24 @@ OpCost opCost(const plan::Plan &p, const plan::Op &op, const plan::Target &t) {
     // the bytes through each rank) after log2(n) latencies.
     double n = double(planRanks(p)), lat = t.network_latency_s();
     double bw = t.network_bytes_per_s();
-    std::snprintf(rate, sizeof rate, "network %.1f GB/s, %.1f us", bw / 1e9,
-                  lat * 1e6);
+    if (rate) {
+      std::snprintf(text, sizeof text, "network %.1f GB/s, %.1f us", bw / 1e9,
+                    lat * 1e6);
+      *rate = text;
+    }
     if (op.kernel() == K::REDUCE_TO_OWNER)
-      return {(n - 1) * (lat + bytes / bw), rate};
-    return {std::ceil(std::log2(n)) * lat + 2 * (n - 1) / n * bytes / bw, rate};
+      return (n - 1) * (lat + bytes / bw);
+    return std::ceil(std::log2(n)) * lat + 2 * (n - 1) / n * bytes / bw;
   }
   case plan::HOST_OPTIMIZER:
     if (op.kernel() == K::ADAMW) {
-      std::snprintf(rate, sizeof rate, "host AdamW %.2fe9 params/s",
-                    t.optimizer_params_per_s() / 1e9);
-      return {double(bufferElements(p, op.operands(0))) /
-                  t.optimizer_params_per_s(),
-              rate};
+      if (rate) {
+        std::snprintf(text, sizeof text, "host AdamW %.2fe9 params/s",
+                      t.optimizer_params_per_s() / 1e9);
+        *rate = text;
+      }
+      return double(bufferElements(p, op.operands(0))) /
+             t.optimizer_params_per_s();
     }
     return link("host memory", t.host_bytes_per_s());
   default: {
@@ -264,17 +277,27 @@ OpCost opCost(const plan::Plan &p, const plan::Op &op, const plan::Target &t) {
     double memory = bytes / t.hbm_bytes_per_s();
     if (memory > math)
       return link("device memory", t.hbm_bytes_per_s());
-    std::snprintf(rate, sizeof rate, "%s %s %.1f TFLOP/s",
-                  attention ? "attention" : "matmul", bf16 ? "bf16" : "fp32",
-                  flopRate / 1e12);
-    return {math, rate};
+    if (rate) {
+      std::snprintf(text, sizeof text, "%s %s %.1f TFLOP/s",
+                    attention ? "attention" : "matmul", bf16 ? "bf16" : "fp32",
+                    flopRate / 1e12);
+      *rate = text;
+    }
+    return math;
   }
   }
+}
+} // namespace
+
+OpCost opCost(const plan::Plan &p, const plan::Op &op, const plan::Target &t) {
+  OpCost cost;
+  cost.seconds = costOf(p, op, t, &cost.rate);
+  return cost;
 }
 
 double opSeconds(const plan::Plan &p, const plan::Op &op,
                  const plan::Target &t) {
-  return opCost(p, op, t).seconds;
+  return costOf(p, op, t, nullptr);
 }
 
 std::string rateSource(const plan::Target &t) {

@@ -644,10 +644,13 @@ __global__ void embeddingKernel(Load table, const int64_t *ids, int64_t count,
   }
 }
 
-// The embedding backward groups tokens by id (a stable radix sort of the
-// ids, so the tokens of one id keep their order) and then sums each
-// vocabulary row's tokens in one place, in that order: no atomics on the
-// table, the same bits every run, and rows no token names written as zeros.
+// The embedding, Gather and GatherND gradients group their ids by the place
+// they name (a stable radix sort of the ids, so the ids of one place keep
+// their order) and then sum each place's slices in one place, in that
+// order: no atomics on the result, the same bits every run, and places no
+// id names written as zeros. The expert linears group their rows the same
+// way (groupIds, common.cuh).
+
 /// Keys for grouping ids by the place they name in [0, places): the place
 /// (with `wrap`, a negative id counts from the end), or `places` for one
 /// outside, which sets *bad when given.

@@ -52,31 +52,46 @@ bool shapeOk(const ExpertShape &e) {
   return e.rows >= 0 && e.experts > 0 && e.in > 0 && e.out > 0;
 }
 
+/// The rows grouped by expert: the experts' starts (on the host), the
+/// rows' order (in the workspace), where the gathered rows go, and whether
+/// an id was outside the experts.
+struct Groups {
+  std::vector<int> starts;
+  const int *order = nullptr;
+  char *rows = nullptr;
+  bool badIds = false;
+};
+
 /// Groups the rows by expert on the device and reads the experts' starts
-/// back (and whether an id was outside the experts): `order` points at the
-/// rows' order in the workspace.
-cudaError_t group(const int64_t *ids, const ExpertShape &e, char *workspace,
-                  const ExpertLayout &layout, std::vector<int> &starts,
-                  const int *&order, bool &badIds, cudaStream_t stream) {
-  int *bad = reinterpret_cast<int *>(workspace + layout.flag);
+/// back with the id check: the one wait for the stream.
+cudaError_t group(const int64_t *ids, const ExpertShape &e, bool grad,
+                  void *workspace, Groups &g, cudaStream_t stream) {
+  size_t grouping = 0;
+  if (!shapeOk(e) || !workspace ||
+      groupingBytes(e.experts, e.rows, grouping) != cudaSuccess)
+    return cudaErrorInvalidValue;
+  char *work = static_cast<char *>(workspace);
+  ExpertLayout layout(grouping, e, grad);
+  g.rows = work + layout.rows;
+  int *bad = reinterpret_cast<int *>(work + layout.flag);
   if (cudaError_t err = cudaMemsetAsync(bad, 0, sizeof(int), stream))
     return err;
   const int *deviceStarts = nullptr;
   if (cudaError_t err = groupIds(ids, e.rows, e.experts, /*wrap=*/true, bad,
-                                 workspace, deviceStarts, order, stream))
+                                 work, deviceStarts, g.order, stream))
     return err;
-  starts.assign(size_t(e.experts + 1), 0);
+  g.starts.assign(size_t(e.experts + 1), 0);
   int flag = 0;
   for (auto [to, from, bytes] :
-       {std::tuple<void *, const void *, size_t>{starts.data(), deviceStarts,
-                                                 starts.size() * sizeof(int)},
+       {std::tuple<void *, const void *, size_t>{g.starts.data(), deviceStarts,
+                                                 g.starts.size() * sizeof(int)},
         {&flag, bad, sizeof flag}})
     if (cudaError_t err =
             cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, stream))
       return err;
   if (cudaError_t err = cudaStreamSynchronize(stream))
     return err;
-  badIds = flag != 0;
+  g.badIds = flag != 0;
   return cudaSuccess;
 }
 
@@ -97,28 +112,22 @@ cudaError_t expertLinear(Ref x, const int64_t *ids, Ref w, const ExpertShape &e,
                          MutRef y, void *workspace, bool &badIds,
                          const GemmHook &gemm, cudaStream_t stream) {
   badIds = false;
-  size_t grouping = 0;
-  if (!shapeOk(e) || w.type != x.type || !workspace ||
-      groupingBytes(e.experts, e.rows, grouping) != cudaSuccess)
+  if (w.type != x.type)
     return cudaErrorInvalidValue;
-  char *work = static_cast<char *>(workspace);
-  ExpertLayout layout(grouping, e, false);
-  std::vector<int> starts;
-  const int *order = nullptr;
-  if (cudaError_t err =
-          group(ids, e, work, layout, starts, order, badIds, stream))
+  Groups g;
+  if (cudaError_t err = group(ids, e, /*grad=*/false, workspace, g, stream))
     return err;
-  if (badIds)
+  if ((badIds = g.badIds))
     return cudaSuccess; // the caller names the ids
   DType ab = x.type;
-  char *xs = work + layout.rows;
+  char *xs = g.rows;
   char *ys = xs + alignUp(size_t(e.rows * e.in) * elementBytes(ab));
-  if (cudaError_t err =
-          moveRows(x, order, e.rows, e.in, {xs, ab}, /*gather=*/true, stream))
+  if (cudaError_t err = moveRows(x, g.order, e.rows, e.in, {xs, ab},
+                                 /*gather=*/true, stream))
     return err;
   size_t wBytes = size_t(e.in * e.out) * elementBytes(w.type);
   for (int64_t k = 0; k < e.experts; ++k) {
-    int64_t begin = starts[size_t(k)], n = starts[size_t(k) + 1] - begin;
+    int64_t begin = g.starts[size_t(k)], n = g.starts[size_t(k) + 1] - begin;
     if (n == 0)
       continue;
     // y[n, out] = x W^T (W [out, in]) or x W (W [in, out]), in y's type.
@@ -128,7 +137,7 @@ cudaError_t expertLinear(Ref x, const int64_t *ids, Ref w, const ExpertShape &e,
                ys + size_t(begin * e.out) * elementBytes(y.type)}))
       return cudaErrorLaunchFailure;
   }
-  return moveRows({ys, y.type}, order, e.rows, e.out, y, /*gather=*/false,
+  return moveRows({ys, y.type}, g.order, e.rows, e.out, y, /*gather=*/false,
                   stream);
 }
 
@@ -137,34 +146,28 @@ cudaError_t expertLinearGrad(Ref x, const int64_t *ids, Ref w, Ref dy,
                              void *workspace, bool &badIds,
                              const GemmHook &gemm, cudaStream_t stream) {
   badIds = false;
-  size_t grouping = 0;
-  if (!shapeOk(e) || w.type != x.type || dy.type != x.type || !workspace ||
-      groupingBytes(e.experts, e.rows, grouping) != cudaSuccess)
+  if (w.type != x.type || dy.type != x.type)
     return cudaErrorInvalidValue;
-  char *work = static_cast<char *>(workspace);
-  ExpertLayout layout(grouping, e, true);
-  std::vector<int> starts;
-  const int *order = nullptr;
-  if (cudaError_t err =
-          group(ids, e, work, layout, starts, order, badIds, stream))
+  Groups g;
+  if (cudaError_t err = group(ids, e, /*grad=*/true, workspace, g, stream))
     return err;
-  if (badIds)
+  if ((badIds = g.badIds))
     return cudaSuccess;
   DType ab = x.type;
   size_t width = elementBytes(ab);
-  char *xs = work + layout.rows;
+  char *xs = g.rows;
   char *dys = xs + alignUp(size_t(e.rows * e.in) * width);
   char *dxs = dys + alignUp(size_t(e.rows * e.out) * width);
   if (cudaError_t err =
-          moveRows(x, order, e.rows, e.in, {xs, ab}, true, stream))
+          moveRows(x, g.order, e.rows, e.in, {xs, ab}, true, stream))
     return err;
   if (cudaError_t err =
-          moveRows(dy, order, e.rows, e.out, {dys, ab}, true, stream))
+          moveRows(dy, g.order, e.rows, e.out, {dys, ab}, true, stream))
     return err;
   size_t wBytes = size_t(e.in * e.out) * elementBytes(w.type);
   size_t dwBytes = size_t(e.in * e.out) * elementBytes(dw.type);
   for (int64_t k = 0; k < e.experts; ++k) {
-    int64_t begin = starts[size_t(k)], n = starts[size_t(k) + 1] - begin;
+    int64_t begin = g.starts[size_t(k)], n = g.starts[size_t(k) + 1] - begin;
     char *dwk = static_cast<char *>(dw.data) + size_t(k) * dwBytes;
     if (n == 0) { // an expert no row chose has no gradient
       if (cudaError_t err = cudaMemsetAsync(dwk, 0, dwBytes, stream))
@@ -179,14 +182,12 @@ cudaError_t expertLinearGrad(Ref x, const int64_t *ids, Ref w, Ref dy,
                dxs + size_t(begin * e.in) * width}))
       return cudaErrorLaunchFailure;
     // dw[out, in] = dy^T x; dw[in, out] = x^T dy.
-    GemmCall dwCall = e.outIn ? GemmCall{e.out,   e.in,  n,   true, false, ab,
-                                         dw.type, false, dyk, xk,   dwk}
-                              : GemmCall{e.in,    e.out, n,  true, false, ab,
-                                         dw.type, false, xk, dyk,  dwk};
-    if (!gemm(dwCall))
+    if (!gemm(weightGradGemm(e.in, e.out, n, e.outIn, ab, dw.type, false, xk,
+                             dyk, dwk)))
       return cudaErrorLaunchFailure;
   }
-  return moveRows({dxs, ab}, order, e.rows, e.in, dx, /*gather=*/false, stream);
+  return moveRows({dxs, ab}, g.order, e.rows, e.in, dx, /*gather=*/false,
+                  stream);
 }
 
 } // namespace mt::kernels::cuda

@@ -105,10 +105,8 @@ cudaError_t headCrossEntropyGrad(Ref x, Ref w, const int64_t *labels, Ref dLoss,
     // chunk overwrites it.
     const char *xc = rowsOf(x, s, r0);
     bool sum = r0 > 0;
-    if (!(s.outIn ? gemm({v, s.dim, n, true, false, x.type, dw.type, sum,
-                          dl.data, xc, dw.data})
-                  : gemm({s.dim, v, n, true, false, x.type, dw.type, sum, xc,
-                          dl.data, dw.data})))
+    if (!gemm(weightGradGemm(s.dim, v, n, s.outIn, x.type, dw.type, sum, xc,
+                             dl.data, dw.data)))
       return cudaErrorLaunchFailure;
   }
   return cudaSuccess;

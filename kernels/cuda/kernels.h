@@ -277,6 +277,16 @@ struct GemmCall {
   const void *a, *b;
   void *out;
 };
+/// The GEMM of a weight's gradient over n rows, x [n, in] and dy [n, out]
+/// of type ab: dw [out, in] (+)= dy^T x when outIn, else dw [in, out] (+)=
+/// x^T dy (accumulate: +=).
+inline GemmCall weightGradGemm(int64_t in, int64_t out, int64_t n, bool outIn,
+                               DType ab, DType dwType, bool accumulate,
+                               const void *x, const void *dy, void *dw) {
+  if (outIn)
+    return {out, in, n, true, false, ab, dwType, accumulate, dy, x, dw};
+  return {in, out, n, true, false, ab, dwType, accumulate, x, dy, dw};
+}
 /// Runs a GemmCall on the launcher's stream (the GEMMs are the runtime's,
 /// on cuBLASLt); false when it failed, after keeping why. A launcher that
 /// sees false stops and returns cudaErrorLaunchFailure.

@@ -101,14 +101,11 @@ cudaError_t gatedMlpGrad(Ref x, Ref gate, Ref up, Ref down, Ref dy,
     // the plan's types): the first overwrites.
     bool more = r0 > 0;
     // dDown[dim, hidden] (+)= dy^T a, or [hidden, dim] (+)= a^T dy.
-    GemmCall dDownCall =
-        outIn ? GemmCall{m.dim,      m.hidden, n,   true,  false,     ab,
-                         dDown.type, more,     dyc, c.act, dDown.data}
-              : GemmCall{m.hidden,   m.dim, n,     true, false,     ab,
-                         dDown.type, more,  c.act, dyc,  dDown.data};
     // da[n, hidden] = dy W (W [dim, hidden]) or dy W^T, over a.
-    if (!gemm(dDownCall) || !gemm({n, m.hidden, m.dim, false, !outIn, ab, ab,
-                                   false, dyc, down.data, c.act}))
+    if (!gemm(weightGradGemm(m.hidden, m.dim, n, outIn, ab, dDown.type, more,
+                             c.act, dyc, dDown.data)) ||
+        !gemm({n, m.hidden, m.dim, false, !outIn, ab, ab, false, dyc, down.data,
+               c.act}))
       return cudaErrorLaunchFailure;
     // dgate, dup over gate and up (the kernel reads each element first).
     if (cudaError_t e =
@@ -130,11 +127,8 @@ cudaError_t gatedMlpGrad(Ref x, Ref gate, Ref up, Ref down, Ref dy,
     // dgate[hidden, dim] (+)= dg^T x, or [dim, hidden] (+)= x^T dg.
     for (auto [d, dw] :
          {std::pair<char *, MutRef>{c.gate, dGate}, {c.up, dUp}}) {
-      GemmCall call = outIn ? GemmCall{m.hidden, m.dim, n, true, false,  ab,
-                                       dw.type,  more,  d, xc,   dw.data}
-                            : GemmCall{m.dim,   m.hidden, n,  true, false,  ab,
-                                       dw.type, more,     xc, d,    dw.data};
-      if (!gemm(call))
+      if (!gemm(weightGradGemm(m.dim, m.hidden, n, outIn, ab, dw.type, more, xc,
+                               d, dw.data)))
         return cudaErrorLaunchFailure;
     }
   }

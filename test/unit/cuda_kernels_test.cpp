@@ -149,6 +149,15 @@ double relError(const Vec &got, const Vec &want) {
   return rel;
 }
 
+/// The runtime's cuBLASLt GEMMs as the fused kernels call them (the
+/// legacy stream; init() before use).
+struct Cublas {
+  mt::runtime::Gemms gemms;
+  Tensor work{mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32};
+  mt::runtime::Status status = mt::runtime::Status::ok();
+  kc::GemmHook hook = gemms.hook(work.data(), nullptr, status);
+};
+
 /// Device bytes that free themselves (kernel workspaces).
 struct DeviceBytes {
   explicit DeviceBytes(size_t n) { cudaMalloc(&p, n ? n : 1); }
@@ -799,11 +808,10 @@ TEST_P(Kernels, Gemms) {
 /// the CPU head.
 TEST_P(Kernels, Head) {
   kc::DType t = GetParam();
-  mt::runtime::Gemms gemms;
-  ASSERT_TRUE(gemms.init());
-  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
-  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
-  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
+  Cublas cublas;
+  ASSERT_TRUE(cublas.gemms.init());
+  const kc::GemmHook &gemm = cublas.hook;
+  const mt::runtime::Status &gemmStatus = cublas.status;
   for (bool outIn : {true, false})
     for (int64_t chunk : {16, 21}) {
       mt::kernels::HeadShape s{48, outIn, {2, 32, 301, -100, true}, chunk};
@@ -849,11 +857,10 @@ TEST_P(Kernels, Head) {
 /// rows and one that leaves a remainder, both weight layouts.
 TEST_P(Kernels, GatedMlp) {
   kc::DType t = GetParam();
-  mt::runtime::Gemms gemms;
-  ASSERT_TRUE(gemms.init());
-  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
-  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
-  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
+  Cublas cublas;
+  ASSERT_TRUE(cublas.gemms.init());
+  const kc::GemmHook &gemm = cublas.hook;
+  const mt::runtime::Status &gemmStatus = cublas.status;
   for (bool outIn : {true, false})
     for (int64_t chunk : {96, 40}) {
       kc::MlpShape m{96, 48, 80, outIn, kc::Activation::Silu, chunk};
@@ -900,11 +907,10 @@ TEST_P(Kernels, GatedMlp) {
 /// layouts; an id outside the experts is said and computes nothing.
 TEST_P(Kernels, ExpertLinear) {
   kc::DType t = GetParam();
-  mt::runtime::Gemms gemms;
-  ASSERT_TRUE(gemms.init());
-  Tensor work(mt::runtime::Gemms::kWorkspaceBytes / 4, kc::DType::F32);
-  mt::runtime::Status gemmStatus = mt::runtime::Status::ok();
-  kc::GemmHook gemm = gemms.hook(work.data(), nullptr, gemmStatus);
+  Cublas cublas;
+  ASSERT_TRUE(cublas.gemms.init());
+  const kc::GemmHook &gemm = cublas.hook;
+  const mt::runtime::Status &gemmStatus = cublas.status;
   for (bool outIn : {true, false}) {
     kc::ExpertShape e{37, 4, 24, 40, outIn};
     std::vector<int64_t> ids(size_t(e.rows));

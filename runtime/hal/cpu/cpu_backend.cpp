@@ -7,6 +7,7 @@
 #include "kernels/cpu/primitive_ops.h"
 #include "runtime/exec/disk_arena.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/families.h"
 #include "runtime/exec/host_ops.h"
 #include "runtime/plan/kernel_table.h"
 #include "runtime/plan/plan_io.h"
@@ -119,9 +120,10 @@ private:
 
   // The entry point of each family of kernels (kernel_table.h's Describe),
   // which runs its kernels from their description: runOp calls the op's
-  // through familyOf, so no function here is a switch over every kernel.
+  // through familyOf (runtime/exec/families.h), so no function here is a
+  // switch over every kernel.
   using Family = Status (CpuBackend::*)(const plan::Op &, const OpDesc &);
-  static Family familyOf(Describe describe);
+  template <typename B> friend typename B::Family runtime::familyOf(Describe);
   Status embedding(const plan::Op &op, const OpDesc &d);
   Status linear(const plan::Op &op, const OpDesc &d);
   Status expertLinear(const plan::Op &op, const OpDesc &d);
@@ -215,6 +217,15 @@ private:
     r.bf16 = static_cast<uint16_t *>(ptr(b));
     return r;
   }
+  /// Runs `f(x, y)` on fp32 views of the op's first operand and first
+  /// result (most single-input kernels), then rounds y into its buffer.
+  template <typename F> Status fromFirst(const plan::Op &op, F f) {
+    In x = in(op.operands(0));
+    Out y = out(op.results(0));
+    f(x.data, y.data);
+    y.commit();
+    return Status::ok();
+  }
   /// A U8 buffer of booleans (a byte each).
   uint8_t *booleans(uint32_t b) const { return static_cast<uint8_t *>(ptr(b)); }
   const int64_t *ids(uint32_t b) const {
@@ -251,85 +262,17 @@ Status CpuBackend::runOp(const plan::Op &op, const StepConfig &step) {
   const OpDesc *desc;
   if (Status st = ops_.lookup(op, desc); !st)
     return st;
-  Family family = familyOf(desc->describe);
+  Family family = familyOf<CpuBackend>(desc->describe);
   if (!family)
     return Status::error("the CPU backend has no kernel " +
                          plan::Kernel_Name(op.kernel()));
   return (this->*family)(op, *desc);
 }
 
-CpuBackend::Family CpuBackend::familyOf(Describe describe) {
-  // Every description of the kernel table names its entry point here (no
-  // default: a new one is a compiler warning until it has one).
-  switch (describe) {
-  case Describe::Embedding:
-    return &CpuBackend::embedding;
-  case Describe::Linear:
-    return &CpuBackend::linear;
-  case Describe::ExpertLinear:
-    return &CpuBackend::expertLinear;
-  case Describe::Norm:
-    return &CpuBackend::norm;
-  case Describe::Rotary:
-    return &CpuBackend::rotary;
-  case Describe::Attention:
-    return &CpuBackend::attention;
-  case Describe::Elementwise:
-    return &CpuBackend::elementwise;
-  case Describe::Unary:
-    return &CpuBackend::unary;
-  case Describe::CrossEntropy:
-    return &CpuBackend::crossEntropy;
-  case Describe::Head:
-    return &CpuBackend::head;
-  case Describe::Mlp:
-    return &CpuBackend::mlp;
-  case Describe::Binary:
-    return &CpuBackend::binary;
-  case Describe::Compare:
-    return &CpuBackend::compare;
-  case Describe::Logic:
-    return &CpuBackend::logic;
-  case Describe::Matmul:
-    return &CpuBackend::matmul;
-  case Describe::Lines:
-    return &CpuBackend::lines;
-  case Describe::Expand:
-    return &CpuBackend::expand;
-  case Describe::IsNaN:
-    return &CpuBackend::isNaN;
-  case Describe::Where:
-    return &CpuBackend::where;
-  case Describe::Slice:
-    return &CpuBackend::slice;
-  case Describe::Pad:
-    return &CpuBackend::pad;
-  case Describe::Trilu:
-    return &CpuBackend::trilu;
-  case Describe::Tile:
-    return &CpuBackend::tile;
-  case Describe::GatherND:
-    return &CpuBackend::gatherND;
-  case Describe::TopK:
-    return &CpuBackend::topK;
-  case Describe::Gather:
-    return &CpuBackend::gather;
-  case Describe::Elements:
-    return &CpuBackend::elements;
-  case Describe::Layout:
-    return &CpuBackend::layout;
-  case Describe::Buffers:
-    return nullptr; // copies, fills and host ops: runOp's own
-  }
-  return nullptr;
-}
-
 Status CpuBackend::unary(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  k::unaryForward(d.unary, x.data, y.data, d.elements);
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    k::unaryForward(d.unary, x, y, d.elements);
+  });
 }
 
 Status CpuBackend::binary(const plan::Op &op, const OpDesc &d) {
@@ -581,24 +524,19 @@ Status CpuBackend::matmul(const plan::Op &op, const OpDesc &d) {
 }
 
 Status CpuBackend::lines(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  if (op.kernel() == Kernel::CUMSUM)
-    k::cumSum(x.data, d.a, d.axis, op.attrs().cum_sum().exclusive(),
-              op.attrs().cum_sum().reverse(), y.data);
-  else
-    k::softmax(x.data, d.a, d.axis, y.data,
-               /*log=*/op.kernel() == Kernel::LOG_SOFTMAX);
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    if (op.kernel() == Kernel::CUMSUM)
+      k::cumSum(x, d.a, d.axis, op.attrs().cum_sum().exclusive(),
+                op.attrs().cum_sum().reverse(), y);
+    else
+      k::softmax(x, d.a, d.axis, y,
+                 /*log=*/op.kernel() == Kernel::LOG_SOFTMAX);
+  });
 }
 
 Status CpuBackend::expand(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  k::expand(x.data, d.a, y.data, d.out);
-  y.commit();
-  return Status::ok();
+  return fromFirst(
+      op, [&](const float *x, float *y) { k::expand(x, d.a, y, d.out); });
 }
 
 Status CpuBackend::isNaN(const plan::Op &op, const OpDesc &d) {
@@ -617,39 +555,30 @@ Status CpuBackend::where(const plan::Op &op, const OpDesc &d) {
 }
 
 Status CpuBackend::slice(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  if (op.kernel() == Kernel::SLICE)
-    k::slice(x.data, d.a, d.starts, d.steps, y.data, d.out);
-  else // SLICE_GRAD: dy of the slice's shape into dx of the whole's
-    k::sliceGrad(x.data, d.out, d.starts, d.steps, y.data, d.a);
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    if (op.kernel() == Kernel::SLICE)
+      k::slice(x, d.a, d.starts, d.steps, y, d.out);
+    else // SLICE_GRAD: dy of the slice's shape into dx of the whole's
+      k::sliceGrad(x, d.out, d.starts, d.steps, y, d.a);
+  });
 }
 
 Status CpuBackend::pad(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  k::pad(x.data, d.a, d.starts, d.value, y.data, d.out);
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    k::pad(x, d.a, d.starts, d.value, y, d.out);
+  });
 }
 
 Status CpuBackend::trilu(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  k::trilu(x.data, d.a, op.attrs().trilu().upper(),
-           op.attrs().trilu().diagonal(), y.data);
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    k::trilu(x, d.a, op.attrs().trilu().upper(), op.attrs().trilu().diagonal(),
+             y);
+  });
 }
 
 Status CpuBackend::tile(const plan::Op &op, const OpDesc &d) {
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  k::tile(x.data, d.a, y.data, d.out);
-  y.commit();
-  return Status::ok();
+  return fromFirst(
+      op, [&](const float *x, float *y) { k::tile(x, d.a, y, d.out); });
 }
 
 Status CpuBackend::gatherND(const plan::Op &op, const OpDesc &d) {
@@ -727,23 +656,18 @@ Status CpuBackend::layout(const plan::Op &op, const OpDesc &d) {
   default:
     break;
   }
-  In x = in(op.operands(0));
-  Out y = out(op.results(0));
-  switch (op.kernel()) {
-  case Kernel::TRANSPOSE:
-    k::transpose(x.data, d.a, d.perm, y.data);
-    break;
-  case Kernel::REDUCE_SUM:
-    k::reduceSum(x.data, d.a, d.axes, y.data);
-    break;
-  case Kernel::REDUCE_MEAN:
-    k::reduceMean(x.data, d.a, d.axes, y.data);
-    break;
-  default: // REDUCE_MAX
-    k::reduceMax(x.data, d.a, d.axes, y.data);
-  }
-  y.commit();
-  return Status::ok();
+  return fromFirst(op, [&](const float *x, float *y) {
+    switch (op.kernel()) {
+    case Kernel::TRANSPOSE:
+      return k::transpose(x, d.a, d.perm, y);
+    case Kernel::REDUCE_SUM:
+      return k::reduceSum(x, d.a, d.axes, y);
+    case Kernel::REDUCE_MEAN:
+      return k::reduceMean(x, d.a, d.axes, y);
+    default: // REDUCE_MAX
+      return k::reduceMax(x, d.a, d.axes, y);
+    }
+  });
 }
 
 Status CpuBackend::concat(const plan::Op &op, const OpDesc &d) {

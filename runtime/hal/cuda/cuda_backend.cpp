@@ -11,6 +11,7 @@
 
 #include "kernels/cuda/kernels.h"
 #include "runtime/exec/disk_arena.h"
+#include "runtime/exec/families.h"
 #include "runtime/exec/host_ops.h"
 #include "runtime/exec/pinned.h"
 #include "runtime/hal/cuda/cuda_gemm.h"
@@ -105,6 +106,10 @@ public:
     for (cudaEvent_t e : events_)
       if (e)
         cudaEventDestroy(e);
+    for (const Timed &t : timed_) // a timed step that did not end
+      for (cudaEvent_t e : {t.begin, t.end})
+        if (e)
+          cudaEventDestroy(e);
     for (cudaStream_t s : streams_)
       if (s)
         cudaStreamDestroy(s);
@@ -326,11 +331,11 @@ private:
   };
   // The entry point of each family of kernels (kernel_table.h's Describe),
   // which launches its kernels from their description: runDevice calls the
-  // op's through familyOf, so no function here is a switch over every
-  // kernel.
+  // op's through familyOf (runtime/exec/families.h), so no function here
+  // is a switch over every kernel.
   using Family = Status (CudaBackend::*)(const plan::Op &, const OpDesc &,
                                          const Launch &);
-  static Family familyOf(Describe describe);
+  template <typename B> friend typename B::Family runtime::familyOf(Describe);
   Status embedding(const plan::Op &op, const OpDesc &d, const Launch &l);
   Status linear(const plan::Op &op, const OpDesc &d, const Launch &l);
   Status norm(const plan::Op &op, const OpDesc &d, const Launch &l);
@@ -368,8 +373,16 @@ private:
     GemmShape forward, dx, dw;
   };
   Linear linearGemms(const plan::Op &op) const;
-  /// EXPERT_LINEAR(_GRAD): kernels/cuda/experts.cu, its GEMMs on
-  /// cuBLASLt.
+  /// Runs a kernels/cuda launcher whose GEMMs are cuBLASLt's on l's stream
+  /// (the head, the gated MLP, the expert linears): the first failed GEMM's
+  /// Status, else the launcher's.
+  template <typename Launcher>
+  Status withGemms(const Launch &l, Launcher launch) {
+    Status gemmStatus = Status::ok();
+    cudaError_t e = launch(gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus));
+    return gemmStatus ? MT_CUDA(e) : gemmStatus;
+  }
+  /// EXPERT_LINEAR(_GRAD): kernels/cuda/experts.cu.
   Status expertLinear(const plan::Op &op, const OpDesc &d, const Launch &l);
   /// Whether a linear op's bias is added in its GEMM's epilogue: one of
   /// the output's type, and an algorithm for it.
@@ -699,24 +712,20 @@ Status CudaBackend::checkDeviceOp(const plan::Op &op) const {
 
 Status CudaBackend::expertLinear(const plan::Op &op, const OpDesc &d,
                                  const Launch &l) {
-  const OpDesc::ExpertLinear &x = d.expert;
-  kc::ExpertShape e{x.rows, x.experts, x.in, x.out, x.outIn};
-  // The GEMMs on cuBLASLt (a failed one keeps its Status).
-  Status gemmStatus = Status::ok();
-  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
+  const OpDesc::ExpertLinear &r = d.expert;
+  kc::ExpertShape e{r.rows, r.experts, r.in, r.out, r.outIn};
   bool badIds = false;
-  cudaError_t err =
-      op.kernel() == Kernel::EXPERT_LINEAR
-          ? kc::expertLinear(in(op.operands(0)), ids(op.operands(1)),
-                             in(op.operands(2)), e, out(op.results(0)),
-                             l.scratch, badIds, gemm, l.stream)
-          : kc::expertLinearGrad(in(op.operands(0)), ids(op.operands(1)),
-                                 in(op.operands(2)), in(op.operands(3)), e,
-                                 out(op.results(0)), out(op.results(1)),
-                                 l.scratch, badIds, gemm, l.stream);
-  if (!gemmStatus)
-    return gemmStatus;
-  if (Status st = MT_CUDA(err); !st)
+  Status st = withGemms(l, [&](const kc::GemmHook &gemm) {
+    kc::Ref x = in(op.operands(0)), w = in(op.operands(2));
+    const int64_t *expert = ids(op.operands(1));
+    return op.kernel() == Kernel::EXPERT_LINEAR
+               ? kc::expertLinear(x, expert, w, e, out(op.results(0)),
+                                  l.scratch, badIds, gemm, l.stream)
+               : kc::expertLinearGrad(x, expert, w, in(op.operands(3)), e,
+                                      out(op.results(0)), out(op.results(1)),
+                                      l.scratch, badIds, gemm, l.stream);
+  });
+  if (!st)
     return st;
   if (badIds)
     return Status::error("an expert id of '" + buf(op.operands(1)).name() +
@@ -852,24 +861,27 @@ Status CudaBackend::run(const plan::Op &op, const StepConfig &step) {
   }
   char *scratch = scratch_[op.stream()];
   Timed timed{&op, nullptr, nullptr};
-  if (timing_)
+  if (timing_) {
+    // Kept at once, so that whatever fails below, the events are
+    // destroyed with the others (takeOpTimes, or the destructor).
     for (cudaEvent_t *e : {&timed.begin, &timed.end})
       if (Status st = MT_CUDA(cudaEventCreate(e)); !st)
         return st;
-  if (timing_)
+    {
+      std::lock_guard<std::mutex> lock(timedMutex_);
+      timed_.push_back(timed);
+    }
     if (Status st = MT_CUDA(cudaEventRecord(timed.begin, stream)); !st)
       return st;
+  }
   if (Status st =
           copy ? this->copy(op, stream)
                : runDevice(op, stream, gemmWorkspace_[op.stream()], scratch);
       !st)
     return st;
-  if (timing_) {
+  if (timing_)
     if (Status st = MT_CUDA(cudaEventRecord(timed.end, stream)); !st)
       return st;
-    std::lock_guard<std::mutex> lock(timedMutex_);
-    timed_.push_back(timed);
-  }
   pending_[op.stream()] = 1;
   // Each token an event on the stream, so that its waiters on other
   // streams queue behind it on the GPU instead of the host waiting.
@@ -975,77 +987,11 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
   const OpDesc *desc;
   if (Status st = ops_.lookup(op, desc); !st)
     return st;
-  Family family = familyOf(desc->describe);
+  Family family = familyOf<CudaBackend>(desc->describe);
   if (!family)
     return Status::error("the CUDA backend has no kernel " +
                          plan::Kernel_Name(op.kernel()));
   return (this->*family)(op, *desc, {stream, gemmWorkspace, scratch});
-}
-
-CudaBackend::Family CudaBackend::familyOf(Describe describe) {
-  // Every description of the kernel table names its entry point here (no
-  // default: a new one is a compiler warning until it has one).
-  switch (describe) {
-  case Describe::Embedding:
-    return &CudaBackend::embedding;
-  case Describe::Linear:
-    return &CudaBackend::linear;
-  case Describe::ExpertLinear:
-    return &CudaBackend::expertLinear;
-  case Describe::Norm:
-    return &CudaBackend::norm;
-  case Describe::Rotary:
-    return &CudaBackend::rotary;
-  case Describe::Attention:
-    return &CudaBackend::attention;
-  case Describe::Elementwise:
-    return &CudaBackend::elementwise;
-  case Describe::Unary:
-    return &CudaBackend::unary;
-  case Describe::CrossEntropy:
-    return &CudaBackend::crossEntropy;
-  case Describe::Head:
-    return &CudaBackend::head;
-  case Describe::Mlp:
-    return &CudaBackend::mlp;
-  case Describe::Binary:
-    return &CudaBackend::binary;
-  case Describe::Compare:
-    return &CudaBackend::compare;
-  case Describe::Logic:
-    return &CudaBackend::logic;
-  case Describe::Matmul:
-    return &CudaBackend::matmul;
-  case Describe::Lines:
-    return &CudaBackend::lines;
-  case Describe::Expand:
-    return &CudaBackend::expand;
-  case Describe::IsNaN:
-    return &CudaBackend::isNaN;
-  case Describe::Where:
-    return &CudaBackend::where;
-  case Describe::Slice:
-    return &CudaBackend::slice;
-  case Describe::Pad:
-    return &CudaBackend::pad;
-  case Describe::Trilu:
-    return &CudaBackend::trilu;
-  case Describe::Tile:
-    return &CudaBackend::tile;
-  case Describe::GatherND:
-    return &CudaBackend::gatherND;
-  case Describe::TopK:
-    return &CudaBackend::topK;
-  case Describe::Gather:
-    return &CudaBackend::gather;
-  case Describe::Elements:
-    return &CudaBackend::elements;
-  case Describe::Layout:
-    return &CudaBackend::layout;
-  case Describe::Buffers:
-    return nullptr; // copies and fills: runDevice's own; host ops: the host's
-  }
-  return nullptr;
 }
 
 Status CudaBackend::unary(const plan::Op &op, const OpDesc &d,
@@ -1211,40 +1157,35 @@ Status CudaBackend::crossEntropy(const plan::Op &op, const OpDesc &d,
 }
 
 Status CudaBackend::head(const plan::Op &op, const OpDesc &d, const Launch &l) {
-  // The head's GEMMs run here, on cuBLASLt; a failed one keeps its Status.
-  Status gemmStatus = Status::ok();
-  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
   // The last result: the plan's scratch of a chunk of F32 logits.
   float *logits = static_cast<float *>(ptr(op.results(op.results_size() - 1)));
   kc::Ref x = in(op.operands(0)), w = in(op.operands(1));
   const int64_t *labels = ids(op.operands(2));
-  cudaError_t e =
-      op.kernel() == Kernel::HEAD_CROSS_ENTROPY
-          ? kc::headCrossEntropy(x, w, labels, d.head, logits, l.scratch,
-                                 out(op.results(0)), gemm, l.stream)
-          : kc::headCrossEntropyGrad(x, w, labels, in(op.operands(3)), d.head,
-                                     logits, l.scratch, out(op.results(0)),
-                                     out(op.results(1)), gemm, l.stream);
-  return gemmStatus ? MT_CUDA(e) : gemmStatus;
+  return withGemms(l, [&](const kc::GemmHook &gemm) {
+    return op.kernel() == Kernel::HEAD_CROSS_ENTROPY
+               ? kc::headCrossEntropy(x, w, labels, d.head, logits, l.scratch,
+                                      out(op.results(0)), gemm, l.stream)
+               : kc::headCrossEntropyGrad(x, w, labels, in(op.operands(3)),
+                                          d.head, logits, l.scratch,
+                                          out(op.results(0)),
+                                          out(op.results(1)), gemm, l.stream);
+  });
 }
 
 Status CudaBackend::mlp(const plan::Op &op, const OpDesc &d, const Launch &l) {
-  // The GEMMs on cuBLASLt (a failed one keeps its Status); the last result
-  // is the plan's scratch of one chunk's intermediates.
-  Status gemmStatus = Status::ok();
-  kc::GemmHook gemm = gemms_.hook(l.gemmWorkspace, l.stream, gemmStatus);
+  // The last result: the plan's scratch of one chunk's intermediates.
   void *chunk = ptr(op.results(op.results_size() - 1));
   kc::Ref x = in(op.operands(0)), gate = in(op.operands(1)),
           up = in(op.operands(2)), down = in(op.operands(3));
-  cudaError_t e =
-      op.kernel() == Kernel::GATED_MLP
-          ? kc::gatedMlp(x, gate, up, down, d.mlp, out(op.results(0)), chunk,
-                         gemm, l.stream)
-          : kc::gatedMlpGrad(x, gate, up, down, in(op.operands(4)), d.mlp,
-                             out(op.results(0)), out(op.results(1)),
-                             out(op.results(2)), out(op.results(3)), chunk,
-                             gemm, l.stream);
-  return gemmStatus ? MT_CUDA(e) : gemmStatus;
+  return withGemms(l, [&](const kc::GemmHook &gemm) {
+    return op.kernel() == Kernel::GATED_MLP
+               ? kc::gatedMlp(x, gate, up, down, d.mlp, out(op.results(0)),
+                              chunk, gemm, l.stream)
+               : kc::gatedMlpGrad(x, gate, up, down, in(op.operands(4)), d.mlp,
+                                  out(op.results(0)), out(op.results(1)),
+                                  out(op.results(2)), out(op.results(3)), chunk,
+                                  gemm, l.stream);
+  });
 }
 
 Status CudaBackend::matmul(const plan::Op &op, const OpDesc &d,

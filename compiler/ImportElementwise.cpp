@@ -103,18 +103,7 @@ ArrayRef<OpRule> elementwiseRules() {
       {"MatMul", kMinOpset, kMaxOpset, &Importer::importBinary<MatMulOp>},
       {"Max", kMinOpset, kMaxOpset, &Importer::importVariadic<MaxOp>},
       {"Min", kMinOpset, kMaxOpset, &Importer::importVariadic<MinOp>},
-      {"Sqrt", kMinOpset, kMaxOpset, &Importer::importUnary<SqrtOp>},
-      {"Reciprocal", kMinOpset, kMaxOpset,
-       &Importer::importUnary<ReciprocalOp>},
       {"Neg", kMinOpset, kMaxOpset, &Importer::importUnary<NegOp>},
-      {"Exp", kMinOpset, kMaxOpset, &Importer::importUnary<ExpOp>},
-      {"Log", kMinOpset, kMaxOpset, &Importer::importUnary<LogOp>},
-      {"Tanh", kMinOpset, kMaxOpset, &Importer::importUnary<TanhOp>},
-      {"Sigmoid", kMinOpset, kMaxOpset, &Importer::importUnary<SigmoidOp>},
-      {"Erf", kMinOpset, kMaxOpset, &Importer::importUnary<ErfOp>},
-      {"Cos", kMinOpset, kMaxOpset, &Importer::importUnary<CosOp>},
-      {"Sin", kMinOpset, kMaxOpset, &Importer::importUnary<SinOp>},
-      {"Abs", kMinOpset, kMaxOpset, &Importer::importUnary<AbsOp>},
       {"Not", kMinOpset, kMaxOpset, &Importer::importUnary<NotOp>},
       {"IsNaN", kMinOpset, kMaxOpset, &Importer::importUnary<IsNaNOp>},
       {"Identity", kMinOpset, kMaxOpset, &Importer::importUnary<IdentityOp>},
@@ -133,6 +122,26 @@ ArrayRef<OpRule> elementwiseRules() {
       {"CastLike", kMinOpset, kMaxOpset, &Importer::importBinary<CastLikeOp>},
       {"Dropout", kMinOpset, kMaxOpset, &Importer::importDropout},
       {"Where", kMinOpset, kMaxOpset, &Importer::importWhere}};
+  return rules;
+}
+
+template <typename... OpTys> std::vector<OpRule> pointwiseRows() {
+  std::vector<OpRule> rows;
+  auto one = [&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
+      rows.push_back({OpTy::kOnnxName, kMinOpset, kMaxOpset,
+                      &Importer::importPointwise<OpTy>});
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+  return rows;
+}
+
+ArrayRef<OpRule> pointwiseRules() {
+  static const std::vector<OpRule> rules = pointwiseRows<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >();
   return rules;
 }
 

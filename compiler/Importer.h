@@ -65,6 +65,24 @@ public:
       return failure();
     return bind(make<OpTy>({in(0)}));
   }
+  /// A pointwise function (Train_PointwiseOp): its ONNX attributes, where
+  /// the node has them, are its parameters (absent, the op's defaults are
+  /// ONNX's).
+  template <typename OpTy> LogicalResult importPointwise() {
+    if (failed(needInputs(1, 1)))
+      return failure();
+    SmallVector<NamedAttribute> attrs;
+    for (auto [onnxName, name] : {std::pair(OpTy::kOnnxAlpha, "alpha"),
+                                  std::pair(OpTy::kOnnxBeta, "beta")}) {
+      if (!*onnxName || !attr(onnxName))
+        continue;
+      FailureOr<float> v = attrFloat(onnxName, 0.0f);
+      if (failed(v))
+        return failure();
+      attrs.push_back(b.getNamedAttr(name, b.getF32FloatAttr(*v)));
+    }
+    return bind(make<OpTy>({in(0)}, attrs));
+  }
   template <typename OpTy> LogicalResult importBinary() {
     if (failed(needInputs(2, 2)))
       return failure();
@@ -292,6 +310,15 @@ struct OpRule {
 ArrayRef<OpRule> elementwiseRules();
 ArrayRef<OpRule> nnRules();
 ArrayRef<OpRule> shapeRules();
+/// The pointwise functions' rows, made from their ODS descriptions
+/// (Train_PointwiseOp's ONNX name), every opset the importer reads.
+ArrayRef<OpRule> pointwiseRules();
+/// Every table above.
+inline ArrayRef<ArrayRef<OpRule>> ruleTables() {
+  static const ArrayRef<OpRule> tables[] = {elementwiseRules(), nnRules(),
+                                            shapeRules(), pointwiseRules()};
+  return tables;
+}
 
 template <typename OpTy>
 FailureOr<Operation *> Importer::make(ValueRange operands,

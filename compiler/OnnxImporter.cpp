@@ -53,7 +53,7 @@ constexpr int64_t kMaxFrozenValueBytes = 1 << 20;
 /// Every op of the handlers' tables, sorted, for the error message.
 std::string supportedOps() {
   std::set<std::string> names;
-  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+  for (ArrayRef<OpRule> rules : ruleTables())
     for (const OpRule &rule : rules)
       names.insert(rule.op);
   std::string out;
@@ -832,10 +832,10 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
     // those axes, 1 at the others, expanded.
     auto i64s = [&](ArrayRef<int64_t> values) {
       return b.create<ConstantOp>(
-          l, DenseElementsAttr::get(
-                 RankedTensorType::get({int64_t(values.size())},
-                                       b.getI64Type()),
-                 values));
+          l,
+          DenseElementsAttr::get(
+              RankedTensorType::get({int64_t(values.size())}, b.getI64Type()),
+              values));
     };
     SmallVector<int64_t> ones(size_t(type.getRank()), 1);
     for (int64_t axis : role.broadcastAxes)
@@ -1155,7 +1155,7 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
     return nodeError() << "domain '" << n.domain()
                        << "' is not supported (only the default ONNX domain)",
            failure();
-  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+  for (ArrayRef<OpRule> rules : ruleTables())
     for (const OpRule &rule : rules)
       if (n.op_type() == rule.op && opset >= rule.firstOpset &&
           opset <= rule.lastOpset)

@@ -29,7 +29,8 @@ std::optional<plan::DType> dtypeOf(Type t) {
 
 /// Sets `field` of `m` to the attribute `v`; false when the field's type
 /// cannot hold it. Scalars come from integer, float and unit attributes,
-/// repeated int64 fields from i64 arrays, and the two enums by their names.
+/// repeated int64 fields from i64 arrays, and enums by their names (a string
+/// of the schema's name, or the activation attribute).
 bool setField(google::protobuf::Message &m,
               const google::protobuf::FieldDescriptor *field, Attribute v) {
   using F = google::protobuf::FieldDescriptor;
@@ -77,6 +78,15 @@ bool setField(google::protobuf::Message &m,
     r->SetDouble(&m, field, real.getValueAsDouble());
     return true;
   case F::CPPTYPE_ENUM: {
+    // A value named as the schema names it (UnaryAttrs' fn: "FN_RELU").
+    if (auto name = dyn_cast<StringAttr>(v)) {
+      const google::protobuf::EnumValueDescriptor *value =
+          field->enum_type()->FindValueByName(name.str());
+      if (!value)
+        return false;
+      r->SetEnumValue(&m, field, value->number());
+      return true;
+    }
     auto act = dyn_cast<train::ActivationAttr>(v);
     std::optional<plan::Activation> value =
         act ? toPlan(act.getValue()) : std::nullopt;

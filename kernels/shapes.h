@@ -5,6 +5,8 @@
 #ifndef MT_KERNELS_SHAPES_H
 #define MT_KERNELS_SHAPES_H
 
+#include "kernels/unary_fns.h"
+
 #include <cstdint>
 
 namespace mt::kernels {
@@ -75,19 +77,12 @@ enum class Compare { Equal, Less, LessOrEqual, Greater, GreaterOrEqual };
 /// first operand only.
 enum class Logic { Not, And, Or, Xor };
 
-/// The elementwise functions that stay in a training step when no fused op
-/// absorbs them (softcapping's tanh, a division's reciprocal, ...).
-enum class Unary {
-  Exp,
-  Log,
-  Tanh,
-  Sqrt,
-  Reciprocal,
-  Sigmoid,
-  Erf,
-  Cos,
-  Sin,
-  Abs
+/// A function of the UNARY kernel (its enum Unary is generated from
+/// plan.proto's UnaryFn) with its parameters, whose meaning is the
+/// function's (plan.proto says which ONNX attribute each one is).
+struct UnaryParams {
+  Unary fn = Unary::Exp;
+  float alpha = 0.0f, beta = 0.0f;
 };
 
 } // namespace mt::kernels

@@ -108,13 +108,27 @@ void binaryForward(Binary op, const float *a, const Dims &aDims, const float *b,
   });
 }
 
-void unaryForward(Unary f, const float *x, float *y, int64_t n) {
-  // Blocks of 16 Ki elements on the pool.
+/// body(begin, end) over n elements in blocks of 16 Ki on the pool.
+template <typename Body> void unaryBlocks(int64_t n, Body body) {
   constexpr int64_t kBlock = 1 << 14;
   parallelFor((n + kBlock - 1) / kBlock, 20.0 * kBlock, [&](int64_t blk) {
-    int64_t begin = blk * kBlock, end = std::min(n, begin + kBlock);
+    int64_t begin = blk * kBlock;
+    body(begin, std::min(n, begin + kBlock));
+  });
+}
+
+void unaryForward(const UnaryParams &f, const float *x, float *y, int64_t n) {
+  unaryBlocks(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       y[i] = applyUnary(f, x[i]);
+  });
+}
+
+void unaryBackward(const UnaryParams &f, const float *x, const float *dy,
+                   float *dx, int64_t n) {
+  unaryBlocks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      dx[i] = applyUnaryGrad(f, x[i], dy[i]);
   });
 }
 

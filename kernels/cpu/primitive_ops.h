@@ -4,6 +4,7 @@
 #ifndef MT_KERNELS_CPU_PRIMITIVE_OPS_H
 #define MT_KERNELS_CPU_PRIMITIVE_OPS_H
 
+#include "kernels/pointwise.h"
 #include "kernels/shapes.h"
 
 #include <cmath>
@@ -88,13 +89,13 @@ using kernels::Binary;
 using kernels::Compare;
 using kernels::Logic;
 using kernels::Unary;
+using kernels::UnaryParams;
 
-// The CUDA kernels call the same functions on the device.
-#ifdef __CUDACC__
-#define MT_HOST_DEVICE __host__ __device__
-#else
-#define MT_HOST_DEVICE
-#endif
+// The pointwise functions (kernels/pointwise.h), for the CPU kernels.
+using kernels::applyUnary;
+using kernels::applyUnaryGrad;
+using kernels::UnaryDomain;
+using kernels::unaryDomain;
 
 MT_HOST_DEVICE inline float applyBinary(Binary op, float x, float y) {
   switch (op) {
@@ -171,36 +172,11 @@ MT_HOST_DEVICE inline bool topKBefore(float va, int64_t a, float vb, int64_t b,
   return a < b;
 }
 
-/// The C library's functions (on the device, CUDA's IEEE forms: expf, logf
-/// and tanhf within 2 ulp; no fast math).
-MT_HOST_DEVICE inline float applyUnary(Unary f, float x) {
-  switch (f) {
-  case Unary::Exp:
-    return expf(x);
-  case Unary::Log:
-    return logf(x);
-  case Unary::Tanh:
-    return tanhf(x);
-  case Unary::Sqrt:
-    return sqrtf(x);
-  case Unary::Reciprocal:
-    return 1.0f / x;
-  case Unary::Sigmoid:
-    return 1.0f / (1.0f + expf(-x));
-  case Unary::Erf:
-    return erff(x);
-  case Unary::Cos:
-    return cosf(x);
-  case Unary::Sin:
-    return sinf(x);
-  case Unary::Abs:
-    return fabsf(x);
-  }
-  return 0.0f;
-}
-
 /// y[i] = f(x[i]) for n elements (x and y may be the same buffer).
-void unaryForward(Unary f, const float *x, float *y, int64_t n);
+void unaryForward(const UnaryParams &f, const float *x, float *y, int64_t n);
+/// dx[i] = dy[i] f'(x[i]) for n elements (dx may be dy).
+void unaryBackward(const UnaryParams &f, const float *x, const float *dy,
+                   float *dx, int64_t n);
 
 /// out[..., M, N] = a[..., M, K] b[..., K, N] for every index of the batch
 /// dims, a's and b's (right-aligned, size 1 repeated) broadcast to out's;

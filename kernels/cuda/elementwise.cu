@@ -106,8 +106,12 @@ __global__ void whereKernel(const uint8_t *cond, Load a, Load b, Store y,
   }
 }
 
-__global__ void unaryKernel(Unary f, Load x, Store y, int64_t n) {
+__global__ void unaryKernel(UnaryParams f, Load x, Store y, int64_t n) {
   MT_GRID_STRIDE(i, n) y.set(i, cpu::applyUnary(f, x[i]));
+}
+__global__ void unaryGradKernel(UnaryParams f, Load x, Load dy, Store dx,
+                                int64_t n) {
+  MT_GRID_STRIDE(i, n) dx.set(i, cpu::applyUnaryGrad(f, x[i], dy[i]));
 }
 
 /// The fallback for a product of two activations that no fused op
@@ -538,8 +542,14 @@ struct BinaryF {
   }
 };
 struct UnaryF {
-  Unary f;
+  UnaryParams f;
   __device__ float operator()(float x) const { return cpu::applyUnary(f, x); }
+};
+struct UnaryGradF {
+  UnaryParams f;
+  __device__ float operator()(float x, float dy) const {
+    return cpu::applyUnaryGrad(f, x, dy);
+  }
 };
 
 template <typename T, typename F>
@@ -860,13 +870,27 @@ cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t unary(Unary f, Ref x, MutRef y, int64_t n, cudaStream_t stream) {
+cudaError_t unary(const UnaryParams &f, Ref x, MutRef y, int64_t n,
+                  cudaStream_t stream) {
   if (vectorPath(x.type, {x, asRef(y)}, n)) {
     MT_VECTOR_LAUNCH(x.type, n, map1Kernel<T>, static_cast<const T *>(x.data),
                      static_cast<T *>(y.data), vectors, UnaryF{f});
     return cudaGetLastError();
   }
   unaryKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, load(x), store(y), n);
+  return cudaGetLastError();
+}
+
+cudaError_t unaryGrad(const UnaryParams &f, Ref x, Ref dy, MutRef dx, int64_t n,
+                      cudaStream_t stream) {
+  if (vectorPath(x.type, {x, dy, asRef(dx)}, n)) {
+    MT_VECTOR_LAUNCH(x.type, n, map2Kernel<T>, static_cast<const T *>(x.data),
+                     static_cast<const T *>(dy.data), static_cast<T *>(dx.data),
+                     vectors, UnaryGradF{f});
+    return cudaGetLastError();
+  }
+  unaryGradKernel<<<blocksFor(n), kThreads, 0, stream>>>(f, load(x), load(dy),
+                                                         store(dx), n);
   return cudaGetLastError();
 }
 

@@ -61,6 +61,7 @@ using cpu::CrossEntropyShape;
 using cpu::MlpShape;
 using cpu::RotaryShape;
 using cpu::Unary;
+using cpu::UnaryParams;
 
 /// y[yDims] = a op b, both broadcast (numpy rules) to yDims (rank <= 8).
 cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
@@ -68,7 +69,11 @@ cudaError_t binary(Binary op, Ref a, const Dims &aDims, Ref b,
                    cudaStream_t stream);
 cudaError_t neg(Ref x, MutRef y, int64_t n, cudaStream_t stream);
 /// y = f(x), elementwise over n elements.
-cudaError_t unary(Unary f, Ref x, MutRef y, int64_t n, cudaStream_t stream);
+cudaError_t unary(const UnaryParams &f, Ref x, MutRef y, int64_t n,
+                  cudaStream_t stream);
+/// dx = dy f'(x), elementwise over n elements (cpu::applyUnaryGrad).
+cudaError_t unaryGrad(const UnaryParams &f, Ref x, Ref dy, MutRef dx, int64_t n,
+                      cudaStream_t stream);
 /// y[..., M, N] = a[..., M, K] b[..., K, N], batch dims broadcast (the CPU
 /// kernel's contract; at most 65535 batches and 65535 x 16 rows).
 cudaError_t batchMatmul(Ref a, const Dims &aDims, Ref b, const Dims &bDims,

@@ -155,12 +155,15 @@ Status Describer::run() {
     return attention();
   case Describe::Elementwise:
     return elementwise();
-  case Describe::Unary:
-    if (std::optional<k::Unary> f = unaryOf(op_.kernel()))
-      d_.unary = *f;
-    else
-      return fail("no function of it in op_desc.cpp's unaryOf");
+  case Describe::Unary: {
+    const plan::UnaryAttrs &a = op_.attrs().unary();
+    std::optional<k::Unary> f = unaryOf(a.fn());
+    if (!f)
+      return fail("attrs.unary.fn " + std::to_string(int(a.fn())) +
+                  " is no function of the schema's UnaryFn");
+    d_.unary = {*f, a.alpha(), a.beta()};
     return elementwise();
+  }
   case Describe::CrossEntropy:
     return crossEntropy();
   case Describe::Head:
@@ -1095,31 +1098,10 @@ std::optional<k::Binary> binaryOf(plan::Kernel kernel) {
   }
 }
 
-std::optional<k::Unary> unaryOf(plan::Kernel kernel) {
-  switch (kernel) {
-  case plan::EXP:
-    return k::Unary::Exp;
-  case plan::LOG:
-    return k::Unary::Log;
-  case plan::TANH:
-    return k::Unary::Tanh;
-  case plan::SQRT:
-    return k::Unary::Sqrt;
-  case plan::RECIPROCAL:
-    return k::Unary::Reciprocal;
-  case plan::ERF:
-    return k::Unary::Erf;
-  case plan::COS:
-    return k::Unary::Cos;
-  case plan::SIN:
-    return k::Unary::Sin;
-  case plan::ABS:
-    return k::Unary::Abs;
-  case plan::SIGMOID:
-    return k::Unary::Sigmoid;
-  default:
+std::optional<k::Unary> unaryOf(plan::UnaryFn fn) {
+  if (fn == plan::FN_UNSPECIFIED || !plan::UnaryFn_IsValid(fn))
     return std::nullopt;
-  }
+  return k::Unary(int(fn));
 }
 
 std::optional<k::Logic> logicOf(plan::Kernel kernel) {

@@ -71,7 +71,8 @@ struct OpDesc {
   /// out), SOFTMAX and LOG_SOFTMAX (a along axis), CONCAT (parts -> out), SPLIT
   /// (a -> parts), WHERE (cond ? a : b -> out); `axis` is non-negative.
   kernels::Binary binary = kernels::Binary::Add;
-  kernels::Unary unary = kernels::Unary::Exp;
+  /// UNARY (a -> out) and UNARY_GRAD (x, dy -> dx): the function.
+  kernels::UnaryParams unary{};
   kernels::Compare compare = kernels::Compare::Equal;
   /// NOT (a -> out), AND, OR, XOR (a op b -> out), all bytes.
   kernels::Logic logic = kernels::Logic::Not;
@@ -130,8 +131,9 @@ std::optional<kernels::Activation> activationOf(plan::Activation act);
 std::optional<kernels::Logic> logicOf(plan::Kernel kernel);
 /// The binary ops (Describe::Binary): ADD, SUB, MUL, DIV, POW, MAX, MIN.
 std::optional<kernels::Binary> binaryOf(plan::Kernel kernel);
-/// The unary functions (Describe::Unary): EXP, LOG, TANH, SQRT, ...
-std::optional<kernels::Unary> unaryOf(plan::Kernel kernel);
+/// UNARY's function (plan.proto's UnaryFn, the kernels' Unary: one list,
+/// by number), none for FN_UNSPECIFIED or a number the schema lacks.
+std::optional<kernels::Unary> unaryOf(plan::UnaryFn fn);
 /// The comparisons (Describe::Compare): EQUAL, LESS, LESS_OR_EQUAL, ...
 std::optional<kernels::Compare> compareOf(plan::Kernel kernel);
 

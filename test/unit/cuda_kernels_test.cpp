@@ -416,21 +416,28 @@ TEST_P(Kernels, Primitives) {
     EXPECT_LT(relError(S.download(), want), tolerance(t));
     EXPECT_EQ(N.download(), negX);
   }
-  // The unary functions (positive inputs for log and sqrt), the batched
+  // Every pointwise function of the schema and its derivative (inputs
+  // spread over its domain, parameters off their defaults), the batched
   // product, softmax along a middle axis and expand, against the CPU.
   {
-    Vec x = rounded(randomVec(60), t), pos(60);
-    for (int i = 0; i < 60; ++i)
-      pos[i] = rounded(Vec{0.1f + std::abs(x[i])}, t)[0];
-    for (cpu::Unary f :
-         {cpu::Unary::Exp, cpu::Unary::Log, cpu::Unary::Tanh, cpu::Unary::Sqrt,
-          cpu::Unary::Reciprocal, cpu::Unary::Sigmoid, cpu::Unary::Erf,
-          cpu::Unary::Cos, cpu::Unary::Sin, cpu::Unary::Abs}) {
-      Tensor X(pos, t), Y(60, t);
-      CUDA_OK(kc::unary(f, X.ref(), Y.mut(), 60, nullptr));
-      Vec want(60);
-      cpu::unaryForward(f, pos.data(), want.data(), 60);
-      EXPECT_LT(relError(Y.download(), want), tolerance(t)) << int(f);
+    Vec x = rounded(randomVec(60), t), dy = rounded(randomVec(60), t);
+    for (mt::kernels::Unary f : mt::kernels::kUnaryFns) {
+      cpu::UnaryDomain d = cpu::unaryDomain(f);
+      Vec u(60);
+      for (int i = 0; i < 60; ++i)
+        u[i] = d.lo + (d.hi - d.lo) * (float(i) + 0.5f) / 60.0f;
+      u = rounded(u, t);
+      cpu::UnaryParams p{f, 0.3f, 0.6f};
+      Tensor X(u, t), Y(60, t), DY(dy, t), DX(60, t);
+      CUDA_OK(kc::unary(p, X.ref(), Y.mut(), 60, nullptr));
+      CUDA_OK(kc::unaryGrad(p, X.ref(), DY.ref(), DX.mut(), 60, nullptr));
+      Vec want(60), wantGrad(60);
+      cpu::unaryForward(p, u.data(), want.data(), 60);
+      cpu::unaryBackward(p, u.data(), dy.data(), wantGrad.data(), 60);
+      EXPECT_LT(relError(Y.download(), rounded(want, t)), tolerance(t))
+          << mt::kernels::unaryName(f);
+      EXPECT_LT(relError(DX.download(), rounded(wantGrad, t)), tolerance(t))
+          << mt::kernels::unaryName(f) << "'s derivative";
     }
     Vec b = rounded(randomVec(40), t);
     Tensor X(x, t), B(b, t), M(2 * 5 * 3 * 2, t);

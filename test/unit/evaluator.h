@@ -275,20 +275,19 @@ private:
       t.i.assign(out.begin(), out.end());
       return {t};
     }
-    if (isa<ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp,
-            SinOp, AbsOp>(op)) {
+    if (auto p = dyn_cast<PointwiseOpInterface>(op)) {
       Tensor t = in(0);
-      k::Unary f = isa<ExpOp>(op)          ? k::Unary::Exp
-                   : isa<LogOp>(op)        ? k::Unary::Log
-                   : isa<TanhOp>(op)       ? k::Unary::Tanh
-                   : isa<SqrtOp>(op)       ? k::Unary::Sqrt
-                   : isa<ReciprocalOp>(op) ? k::Unary::Reciprocal
-                   : isa<ErfOp>(op)        ? k::Unary::Erf
-                   : isa<CosOp>(op)        ? k::Unary::Cos
-                   : isa<SinOp>(op)        ? k::Unary::Sin
-                   : isa<AbsOp>(op)        ? k::Unary::Abs
-                                           : k::Unary::Sigmoid;
-      k::unaryForward(f, t.f.data(), t.f.data(), int64_t(t.f.size()));
+      k::unaryForward(
+          {k::Unary(int(p.getFn())), p.getAlphaValue(), p.getBetaValue()},
+          t.f.data(), t.f.data(), int64_t(t.f.size()));
+      return {t};
+    }
+    if (auto g = dyn_cast<UnaryGradOp>(op)) {
+      Tensor t = in(1);
+      k::unaryBackward({k::Unary(int(g.getFn())), g.getAlpha().convertToFloat(),
+                        g.getBeta().convertToFloat()},
+                       in(0).f.data(), t.f.data(), t.f.data(),
+                       int64_t(t.f.size()));
       return {t};
     }
     if (isa<MatMulOp>(op)) {

@@ -6,7 +6,9 @@
 // have their own finite-difference tests (fused_ops_test.cpp); here it is
 // the rule's wiring: operands, broadcasting, layouts, uses that add up.
 #include "dialects/Train/IR/TrainDialect.h"
+#include "dialects/Train/IR/TrainOps.h"
 #include "dialects/Train/Transforms/Passes.h"
+#include "kernels/pointwise.h"
 #include "test/unit/evaluator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +19,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <regex>
 
@@ -424,6 +427,59 @@ INSTANTIATE_TEST_SUITE_P(
   %h = train.embedding %e, %ids : (tensor<4x3xf32>, tensor<1x6xi64>) -> tensor<1x6x3xf32>
   %y = train.linear %h, %e {layout = #train<layout out_in>} : (tensor<1x6x3xf32>, tensor<4x3xf32>) -> tensor<1x6x4xf32>)"}),
     [](const auto &info) { return std::string(info.param.name); });
+
+/// One case per pointwise function (Train_PointwiseOp, from ODS's op list)
+/// whose derivative is not zero everywhere: its operand is a weight mapped
+/// into the function's domain (lo + (hi - lo) (1 + tanh(a)) / 2), its result
+/// times a second weight, so that the generic rule (UNARY_GRAD) is checked
+/// for every function it serves.
+template <typename... OpTys> std::vector<RuleCase> pointwiseCases() {
+  static std::deque<std::string> texts; // RuleCase points into these
+  std::vector<RuleCase> cases;
+  auto one = [&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (OpTy::template hasTrait<
+                      mt::train::PointwiseOpInterface::Trait>()) {
+      auto fn = mt::kernels::Unary(int(OpTy::kFn));
+      if (fn == mt::kernels::Unary::Floor || fn == mt::kernels::Unary::Ceil ||
+          fn == mt::kernels::Unary::Round || fn == mt::kernels::Unary::Sign)
+        return; // flat: a zero gradient, which differences cannot tell
+      mt::kernels::UnaryDomain d = mt::kernels::unaryDomain(fn);
+      // Inside the domain by a margin (its ends may be singular).
+      float mid = (d.lo + d.hi) / 2, half = (d.hi - d.lo) * 0.45f;
+      std::string t = "tensor<1x6x4xf32>";
+      texts.push_back(std::string("pointwise_") + mt::kernels::unaryName(fn));
+      const char *name = texts.back().c_str();
+      texts.push_back(
+          W("a", "tensor<1x6x4xf32>") W("b", "tensor<1x6x4xf32>") +
+          ("  %s = train.tanh %a : (" + t + ") -> " + t + "\n") +
+          "  %h = train.constant dense<" + std::to_string(half) +
+          "> : tensor<f32>\n" + "  %m = train.constant dense<" +
+          std::to_string(mid) + "> : tensor<f32>\n" +
+          "  %sh = train.mul %s, %h : (" + t + ", tensor<f32>) -> " + t + "\n" +
+          "  %u = train.add %sh, %m : (" + t + ", tensor<f32>) -> " + t + "\n" +
+          "  %f = " + OpTy::getOperationName().str() + " %u : (" + t + ") -> " +
+          t + "\n" + "  %y = train.mul %f, %b : (" + t + ", " + t + ") -> " +
+          t);
+      cases.push_back(RuleCase{name, texts.back().c_str()});
+    }
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+  return cases;
+}
+
+std::vector<RuleCase> everyPointwiseCase() {
+  return pointwiseCases<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >();
+}
+
+INSTANTIATE_TEST_SUITE_P(Pointwise, GradientRule,
+                         ::testing::ValuesIn(everyPointwiseCase()),
+                         [](const auto &info) {
+                           return std::string(info.param.name);
+                         });
 
 #undef W
 

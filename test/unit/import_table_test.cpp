@@ -14,7 +14,7 @@ using namespace mt::importer;
 
 TEST(ImportTable, OneHandlerPerOpAndOpset) {
   std::map<std::string, std::map<int64_t, int>> handlers;
-  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+  for (ArrayRef<OpRule> rules : ruleTables())
     for (const OpRule &rule : rules) {
       EXPECT_LE(kMinOpset, rule.firstOpset) << rule.op;
       EXPECT_LE(rule.firstOpset, rule.lastOpset) << rule.op;

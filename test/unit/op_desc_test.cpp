@@ -209,10 +209,19 @@ TEST(OpDesc, PrimitivesResolveTheirShapes) {
   ASSERT_TRUE(s.describe(d).isOk());
   EXPECT_EQ(d.axis, 1);
   EXPECT_EQ(d.elements, 24);
-  OneOp t(TANH);
+  OneOp t(UNARY);
+  t.op->mutable_attrs()->mutable_unary()->set_fn(mt::plan::FN_LEAKY_RELU);
+  t.op->mutable_attrs()->mutable_unary()->set_alpha(0.25f);
   t.in(t.buffer("x", {2, 3})).out(t.buffer("y", {2, 3}));
   ASSERT_TRUE(t.describe(d).isOk());
-  EXPECT_EQ(d.unary, mt::kernels::Unary::Tanh);
+  EXPECT_EQ(d.unary.fn, mt::kernels::Unary::LeakyRelu);
+  EXPECT_EQ(d.unary.alpha, 0.25f);
+  // A function the schema does not have is refused when the plan loads.
+  OneOp u(UNARY);
+  u.op->mutable_attrs()->mutable_unary()->set_fn(mt::plan::UnaryFn(999));
+  u.in(u.buffer("x", {2, 3})).out(u.buffer("y", {2, 3}));
+  EXPECT_NE(u.describe(d).message().find("no function of the schema"),
+            std::string::npos);
   OneOp q(DIV);
   q.in(q.buffer("a", {2, 3})).in(q.buffer("b", {3})).out(q.buffer("y", {2, 3}));
   ASSERT_TRUE(q.describe(d).isOk());

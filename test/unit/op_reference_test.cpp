@@ -132,7 +132,7 @@ TEST(OpReference, EveryRowAtBothEnds) {
     opsets[c["op"]].insert(c["opset"].get<int64_t>());
   const auto &since = cases()["since"];
   using namespace mt::importer;
-  for (ArrayRef<OpRule> rules : {elementwiseRules(), nnRules(), shapeRules()})
+  for (ArrayRef<OpRule> rules : ruleTables())
     for (const OpRule &rule : rules) {
       std::string op = rule.op;
       if (op == "SequenceAt")

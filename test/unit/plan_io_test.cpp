@@ -56,8 +56,8 @@ TEST_P(PlanIo, AnInvalidFieldIsRefusedWithItsName) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, PlanIo,
     ::testing::Values(
-        BadCase{"version", [](Plan &p) { p.set_version(9); },
-                "version 9 is not supported"},
+        BadCase{"version", [](Plan &p) { p.set_version(10); },
+                "version 10 is not supported"},
         BadCase{"constant_size",
                 [](Plan &p) {
                   auto *c = p.add_constants();

@@ -10,6 +10,8 @@
 #include <limits>
 
 using namespace mt::kernels::cpu;
+using mt::kernels::kUnaryFns;
+using mt::kernels::unaryName;
 
 TEST(PrimitiveOps, BinaryBroadcastsBothWays) {
   std::vector<float> a = {1, 2, 3}, b = {10, 20}, out(6);
@@ -55,18 +57,163 @@ TEST(PrimitiveOps, DivAndTheUnaryFunctions) {
       {Unary::Reciprocal, [](double v) { return 1.0 / v; }},
       {Unary::Abs, [](double v) { return std::fabs(v); }}};
   for (const Case &c : cases) {
-    unaryForward(c.f, x.data(), y.data(), 4);
+    unaryForward({c.f}, x.data(), y.data(), 4);
     for (int i = 0; i < 4; ++i)
       EXPECT_NEAR(y[i], c.want(x[i]),
                   2e-7 * std::max(1.0, std::abs(c.want(x[i]))))
           << int(c.f) << " at " << x[i];
   }
   std::vector<float> p = {0.25f, 1, 4, 9};
-  unaryForward(Unary::Sqrt, p.data(), y.data(), 4);
+  unaryForward({Unary::Sqrt}, p.data(), y.data(), 4);
   EXPECT_EQ(y, (std::vector<float>{0.5f, 1, 2, 3}));
-  unaryForward(Unary::Log, p.data(), y.data(), 4);
+  unaryForward({Unary::Log}, p.data(), y.data(), 4);
   EXPECT_FLOAT_EQ(y[1], 0.0f);
   EXPECT_NEAR(y[2], std::log(4.0), 1e-7);
+}
+
+// The functions with parameters and the rest of the pointwise set, against
+// their definitions (ONNX's) written out in double, parameters away from
+// their defaults.
+TEST(PrimitiveOps, PointwiseFunctionsMatchTheirDefinitions) {
+  struct Case {
+    UnaryParams f;
+    double (*want)(double, double, double);
+  };
+  const double kSeluAlpha = 1.6732632423543772, kSeluGamma = 1.0507009873554805;
+  Case cases[] = {
+      {{Unary::Relu}, [](double v, double, double) { return v < 0 ? 0 : v; }},
+      {{Unary::LeakyRelu, 0.1f},
+       [](double v, double a, double) { return v < 0 ? a * v : v; }},
+      {{Unary::Elu, 0.7f},
+       [](double v, double a, double) {
+         return v < 0 ? a * (std::exp(v) - 1) : v;
+       }},
+      {{Unary::Selu, float(kSeluAlpha), float(kSeluGamma)},
+       [](double v, double a, double b) {
+         return v <= 0 ? b * a * (std::exp(v) - 1) : b * v;
+       }},
+      {{Unary::Celu, 1.3f},
+       [](double v, double a, double) {
+         return std::max(0.0, v) + std::min(0.0, a * (std::exp(v / a) - 1));
+       }},
+      {{Unary::Softplus},
+       [](double v, double, double) { return std::log1p(std::exp(v)); }},
+      {{Unary::Softsign},
+       [](double v, double, double) { return v / (1 + std::fabs(v)); }},
+      {{Unary::HardSigmoid, 0.3f, 0.4f},
+       [](double v, double a, double b) {
+         return std::max(0.0, std::min(1.0, a * v + b));
+       }},
+      {{Unary::HardSwish},
+       [](double v, double, double) {
+         return v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+       }},
+      {{Unary::Mish},
+       [](double v, double, double) {
+         return v * std::tanh(std::log1p(std::exp(v)));
+       }},
+      {{Unary::ThresholdedRelu, 0.3f},
+       [](double v, double a, double) { return v > a ? v : 0; }},
+      {{Unary::Shrink, 0.5f, 0.2f},
+       [](double v, double a, double b) {
+         return v < -a ? v + b : v > a ? v - b : 0;
+       }},
+      {{Unary::Tan}, [](double v, double, double) { return std::tan(v); }},
+      {{Unary::Atan}, [](double v, double, double) { return std::atan(v); }},
+      {{Unary::Sinh}, [](double v, double, double) { return std::sinh(v); }},
+      {{Unary::Cosh}, [](double v, double, double) { return std::cosh(v); }},
+      {{Unary::Asinh}, [](double v, double, double) { return std::asinh(v); }},
+      {{Unary::Floor}, [](double v, double, double) { return std::floor(v); }},
+      {{Unary::Ceil}, [](double v, double, double) { return std::ceil(v); }},
+      // Halves to even: 2.5 is 2, -1.5 is -2.
+      {{Unary::Round},
+       [](double v, double, double) { return std::nearbyint(v); }},
+      {{Unary::Sign},
+       [](double v, double, double) { return double((v > 0) - (v < 0)); }}};
+  std::vector<float> x = {-2.5f, -1.5f, -0.25f, 0.0f, 0.4f, 0.5f, 1.0f, 2.5f},
+                     y(x.size());
+  for (const Case &c : cases) {
+    unaryForward(c.f, x.data(), y.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      double want = c.want(x[i], c.f.alpha, c.f.beta);
+      EXPECT_NEAR(y[i], want, 4e-7 * std::max(1.0, std::abs(want)))
+          << unaryName(c.f.fn) << " at " << x[i];
+    }
+  }
+  // The inverse functions inside their domains.
+  std::vector<float> u = {-0.8f, -0.3f, 0.1f, 0.7f}, v(4), w = {1.1f, 2, 3, 9};
+  for (auto [f, want] :
+       {std::pair<Unary, double (*)(double)>{Unary::Asin, std::asin},
+        {Unary::Acos, std::acos},
+        {Unary::Atanh, std::atanh}}) {
+    unaryForward({f}, u.data(), v.data(), 4);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(v[i], want(u[i]), 4e-7) << unaryName(f);
+  }
+  unaryForward({Unary::Acosh}, w.data(), v.data(), 4);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(v[i], std::acosh(double(w[i])), 4e-7);
+  // A NaN stays NaN through every function.
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Unary f : kUnaryFns)
+    EXPECT_TRUE(std::isnan(applyUnary({f, 0.5f, 0.2f}, nan))) << unaryName(f);
+}
+
+/// The largest error of `grad` against central differences of the
+/// function over its domain, relative to the slope (at least 0.05); points
+/// where the function steps or has a kink within 2h (its one-sided slopes
+/// disagree, or its central differences at h and h / 2 do) are skipped, as
+/// a derivative is not defined there.
+template <typename Grad>
+double worstSlopeError(const UnaryParams &p, Grad grad) {
+  UnaryDomain d = unaryDomain(p.fn);
+  const double h = 1e-3;
+  auto f = [&](double v) { return double(applyUnary(p, float(v))); };
+  auto smooth = [](double s, double t) {
+    return std::abs(s - t) <= 0.05 * std::max(1.0, std::abs(s));
+  };
+  double worst = 0;
+  for (int i = 1; i < 64; ++i) {
+    double x = d.lo + (d.hi - d.lo) * i / 64.0;
+    double left = (f(x) - f(x - h)) / h, right = (f(x + h) - f(x)) / h;
+    double fd = (f(x + h) - f(x - h)) / (2 * h);
+    double half = (f(x + h / 2) - f(x - h / 2)) / h;
+    if (!smooth(left, right) || !smooth(fd, half))
+      continue;
+    double got = grad(float(x));
+    worst = std::max(worst, std::abs(got - fd) / std::max(0.05, std::abs(fd)));
+  }
+  return worst;
+}
+
+// Each function's derivative (UNARY_GRAD's) against finite differences of
+// the function itself over its domain, parameters off their defaults; and
+// the check is strong enough to catch a derivative 1% off (a mutation).
+TEST(PrimitiveOps, PointwiseDerivativesMatchFiniteDifferences) {
+  for (Unary f : kUnaryFns) {
+    UnaryParams p{f, 0.3f, 0.6f};
+    if (f == Unary::HardSigmoid)
+      p = {f, 0.2f, 0.5f};
+    double err =
+        worstSlopeError(p, [&](float x) { return applyUnaryGrad(p, x, 1.0f); });
+    EXPECT_LT(err, 2e-3) << unaryName(f);
+    // dy scales the result.
+    EXPECT_FLOAT_EQ(applyUnaryGrad(p, 0.7f * unaryDomain(f).hi, 2.0f),
+                    2.0f * applyUnaryGrad(p, 0.7f * unaryDomain(f).hi, 1.0f))
+        << unaryName(f);
+    bool flat = f == Unary::Floor || f == Unary::Ceil || f == Unary::Round ||
+                f == Unary::Sign;
+    if (flat)
+      continue; // a derivative of 0 has no 1% to be off by
+    double mutated = worstSlopeError(
+        p, [&](float x) { return 1.01 * applyUnaryGrad(p, x, 1.0f); });
+    EXPECT_GT(mutated, 5e-3) << unaryName(f) << ": the check misses 1%";
+  }
+  // The gradient kernel applies the same derivative.
+  std::vector<float> x = {-1.0f, 0.5f, 2.0f}, dy = {1.0f, -2.0f, 0.5f}, dx(3);
+  unaryBackward({Unary::Mish}, x.data(), dy.data(), dx.data(), 3);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(dx[i], applyUnaryGrad({Unary::Mish}, x[i], dy[i]));
 }
 
 // A batch of products, a broadcast over b's missing batch dim and a's 1,

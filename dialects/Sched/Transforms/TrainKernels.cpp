@@ -5,8 +5,10 @@
 // states its kernel in one `kernelOf` overload below; the few whose kernel
 // reads fewer operands, takes attributes other than the op's or does
 // arithmetic worth counting add an `operandsOf`, `attrsOf` or `flopsOf`.
-// An op missing from the list at the end has no kernel: lowering it is an
-// error that names it, never a silent default.
+// The pointwise functions (Train_PointwiseOp) share one of each, read from
+// their descriptions. Every op of the dialect with a `kernelOf` gets the
+// interface (registerTrainKernels); one without has no kernel: lowering it
+// is an error that names it, never a silent default.
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Sched/Transforms/TrainKernels.h"
@@ -70,17 +72,8 @@ K kernelOf(MulOp) { return Kernel::Mul; }
 K kernelOf(NegOp) { return Kernel::Neg; }
 K kernelOf(DivOp) { return Kernel::Div; }
 K kernelOf(PowOp) { return Kernel::Pow; }
-K kernelOf(ExpOp) { return Kernel::Exp; }
-K kernelOf(LogOp) { return Kernel::Log; }
-K kernelOf(TanhOp) { return Kernel::Tanh; }
-K kernelOf(AbsOp) { return Kernel::Abs; }
-K kernelOf(SqrtOp) { return Kernel::Sqrt; }
-K kernelOf(ReciprocalOp) { return Kernel::Reciprocal; }
-K kernelOf(SigmoidOp) { return Kernel::Sigmoid; }
-K kernelOf(ErfOp) { return Kernel::Erf; }
-K kernelOf(CosOp) { return Kernel::Cos; }
-K kernelOf(SinOp) { return Kernel::Sin; }
 K kernelOf(MatMulOp) { return Kernel::Matmul; }
+K kernelOf(UnaryGradOp) { return Kernel::UnaryGrad; }
 K kernelOf(SoftmaxOp) { return Kernel::Softmax; }
 K kernelOf(LogSoftmaxOp) { return Kernel::LogSoftmax; }
 K kernelOf(MaxOp m) { return floats(m, Kernel::Max); }
@@ -145,6 +138,15 @@ K castBetween(Value from, Value to) {
 K kernelOf(CastOp c) { return castBetween(c.getInput(), c.getResult()); }
 K kernelOf(CastLikeOp c) { return castBetween(c.getInput(), c.getResult()); }
 
+/// The pointwise functions: UNARY, with the function and its parameters
+/// as its attributes, and the FLOPs the op's description states.
+template <typename OpTy>
+using IfPointwise =
+    std::enable_if_t<OpTy::template hasTrait<PointwiseOpInterface::Trait>(), K>;
+template <typename OpTy> IfPointwise<OpTy> kernelOf(OpTy) {
+  return Kernel::Unary;
+}
+
 //===----------------------------------------------------------------------===//
 // Operands: all, but for the ops whose other operands the types or the
 // exec's attributes carry.
@@ -182,6 +184,26 @@ DictionaryAttr attrsOf(PadOp p) {
   return b.getDictionaryAttr(
       {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(layout->begins)),
        b.getNamedAttr("value", b.getF64FloatAttr(layout->value))});
+}
+
+/// UNARY's and UNARY_GRAD's attributes (plan.proto's UnaryAttrs): the
+/// function by its name in the schema, and both parameters, defaults too.
+DictionaryAttr unaryAttrs(Operation *op, UnaryFn fn, float alpha, float beta) {
+  Builder b(op->getContext());
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("fn", b.getStringAttr("FN_" + stringifyEnum(fn).upper())),
+       b.getNamedAttr("alpha", b.getF32FloatAttr(alpha)),
+       b.getNamedAttr("beta", b.getF32FloatAttr(beta))});
+}
+template <typename OpTy>
+std::enable_if_t<OpTy::template hasTrait<PointwiseOpInterface::Trait>(),
+                 DictionaryAttr>
+attrsOf(OpTy op) {
+  return unaryAttrs(op, op.getFn(), op.getAlphaValue(), op.getBetaValue());
+}
+DictionaryAttr attrsOf(UnaryGradOp g) {
+  return unaryAttrs(g, g.getFn(), g.getAlpha().convertToFloat(),
+                    g.getBeta().convertToFloat());
 }
 
 DictionaryAttr none(Operation *op) {
@@ -227,6 +249,33 @@ DictionaryAttr attrsOf(TopKOp t) {
 //===----------------------------------------------------------------------===//
 
 double flopsOf(Operation *) { return 0.0; }
+
+template <typename OpTy>
+std::enable_if_t<OpTy::template hasTrait<PointwiseOpInterface::Trait>(), double>
+flopsOf(OpTy op) {
+  return OpTy::kFlopsPerElement * elements(op);
+}
+/// The FLOPs per element of the pointwise op of function `fn`, from the
+/// ops' descriptions.
+template <typename... OpTys> double flopsPerElement(UnaryFn fn) {
+  double flops = 0.0;
+  auto one = [&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (OpTy::template hasTrait<PointwiseOpInterface::Trait>())
+      if (OpTy::kFn == fn)
+        flops = OpTy::kFlopsPerElement;
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+  return flops;
+}
+// The derivative: about the function again, and the product with dy.
+double flopsOf(UnaryGradOp g) {
+  double perElement = flopsPerElement<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >(g.getFn());
+  return (perElement + 1.0) * elements(g);
+}
 // A GEMM of x [rows, in] into `out`, and its two gradient GEMMs. An expert
 // linear's rows are the routed ones only: each row through one expert (k
 // of E per token).
@@ -301,30 +350,29 @@ struct Model : KernelOpInterface::ExternalModel<Model<OpTy>, OpTy> {
   double getFlops(Operation *op) const { return flopsOf(cast<OpTy>(op)); }
 };
 
+/// Whether `kernelOf(OpTy)` names the op's kernel.
+template <typename OpTy, typename = void> struct HasKernel : std::false_type {};
+template <typename OpTy>
+struct HasKernel<OpTy, std::void_t<decltype(kernelOf(std::declval<OpTy>()))>>
+    : std::true_type {};
+
+template <typename OpTy> void attachOne(MLIRContext *context) {
+  if constexpr (HasKernel<OpTy>::value)
+    OpTy::template attachInterface<Model<OpTy>>(*context);
+}
 template <typename... OpTys> void attach(MLIRContext *context) {
-  (OpTys::template attachInterface<Model<OpTys>>(*context), ...);
+  (attachOne<OpTys>(context), ...);
 }
 
 } // namespace
 
 void registerTrainKernels(DialectRegistry &registry) {
+  // Every op of the dialect (ODS's list) that has a `kernelOf` above.
   registry.addExtension(+[](MLIRContext *context, train::TrainDialect *) {
-    attach<EmbeddingOp, EmbeddingGradOp, LinearOp, LinearGradOp, ExpertLinearOp,
-           ExpertLinearGradOp, RmsNormOp, RmsNormGradOp, LayerNormOp,
-           LayerNormGradOp, RotaryOp, RotaryGradOp, AttentionOp,
-           AttentionGradOp, ActivationOp, ActivationGradOp, GatedActivationOp,
-           GatedActivationGradOp, CrossEntropyOp, CrossEntropyGradOp,
-           HeadCrossEntropyOp, HeadCrossEntropyGradOp, GatedMlpOp,
-           GatedMlpGradOp, AddOp, SubOp, MulOp, NegOp, DivOp, PowOp, ExpOp,
-           LogOp, TanhOp, SqrtOp, ReciprocalOp, SigmoidOp, ErfOp, CosOp, SinOp,
-           AbsOp, MatMulOp, SoftmaxOp, LogSoftmaxOp, MaxOp, MinOp, ReduceMaxOp,
-           EqualOp, LessOp, LessOrEqualOp, GreaterOp, GreaterOrEqualOp,
-           ExpandOp, ReduceSumOp, ReduceMeanOp, IsNaNOp, NotOp, AndOp, OrOp,
-           XorOp, WhereOp, SliceOp, SliceGradOp, PadOp, TriluOp, CumSumOp,
-           TileOp, GatherOp, GatherGradOp, GatherNDOp, GatherNDGradOp,
-           GatherElementsOp, GatherElementsGradOp, ScatterElementsOp, TopKOp,
-           TopKGradOp, ConcatOp, SplitOp, TransposeOp, ReshapeOp, FlattenOp,
-           SqueezeOp, UnsqueezeOp, IdentityOp, CastOp, CastLikeOp>(context);
+    attach<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+        >(context);
   });
 }
 

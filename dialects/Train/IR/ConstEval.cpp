@@ -3,6 +3,7 @@
 
 #include "dialects/Train/IR/ShapeInference.h"
 #include "dialects/Train/IR/TrainOps.h"
+#include "kernels/pointwise.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -296,8 +297,6 @@ std::vector<int64_t> transposeIndex(ArrayRef<int64_t> inShape,
   return map;
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double reciprocal(double x) { return 1.0 / x; }
 double negate(double x) { return -x; }
 double logicalNot(double x) { return x == 0; }
 double isNaN(double x) { return std::isnan(x); }
@@ -395,16 +394,17 @@ std::optional<CTensor> evaluate(Operation *op, ArrayRef<CTensor *> in,
           setValue(r, k, v->get(0));
         return r;
       })
-      .Case<SqrtOp>([&](auto) { return unary(*a, type, std::sqrt); })
-      .Case<ReciprocalOp>([&](auto) { return unary(*a, type, reciprocal); })
       .Case<NegOp>([&](auto) { return unary(*a, type, negate); })
-      .Case<ExpOp>([&](auto) { return unary(*a, type, std::exp); })
-      .Case<LogOp>([&](auto) { return unary(*a, type, std::log); })
-      .Case<TanhOp>([&](auto) { return unary(*a, type, std::tanh); })
-      .Case<SigmoidOp>([&](auto) { return unary(*a, type, sigmoid); })
-      .Case<ErfOp>([&](auto) { return unary(*a, type, std::erf); })
-      .Case<CosOp>([&](auto) { return unary(*a, type, std::cos); })
-      .Case<SinOp>([&](auto) { return unary(*a, type, std::sin); })
+      // The pointwise functions fold through the kernels' own code, in
+      // fp32 as they run: a folded table is what the kernel would compute.
+      .Case<PointwiseOpInterface>([&](PointwiseOpInterface p) -> R {
+        kernels::UnaryParams f{kernels::Unary(int(p.getFn())),
+                               p.getAlphaValue(), p.getBetaValue()};
+        CTensor r = makeResult(type);
+        for (int64_t k = 0; k < r.size(); ++k)
+          setValue(r, k, kernels::applyUnary(f, float(a->get(k))));
+        return r;
+      })
       .Case<NotOp>([&](auto) { return unary(*a, type, logicalNot); })
       .Case<IsNaNOp>([&](auto) { return unary(*a, type, isNaN); })
       .Case<CastOp, CastLikeOp>([&](auto) {

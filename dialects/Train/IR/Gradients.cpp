@@ -4,8 +4,9 @@
 // external model, as MLIR attaches interfaces that live apart from the op
 // definitions). Each rule reads the gradients of the op's results and adds
 // those of its operands; fused ops emit their *_grad op, primitives are
-// expressed in primitives. Every rule has a finite-difference test
-// (test/unit/gradient_rules_test.cpp).
+// expressed in primitives, and a pointwise function without a rule here
+// emits its derivative's op (train.unary_grad). Every rule has a
+// finite-difference test (test/unit/gradient_rules_test.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Train/IR/Gradient.h"
@@ -705,6 +706,29 @@ LogicalResult gradient(CastOp c, G &g) {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// A pointwise function without a rule above: dy f'(x), the UNARY_GRAD kernel
+// (the function's derivative beside it in kernels/cpu/primitive_ops.h).
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+using IfPointwise =
+    std::enable_if_t<OpTy::template hasTrait<PointwiseOpInterface::Trait>(),
+                     LogicalResult>;
+
+template <typename OpTy> IfPointwise<OpTy> gradient(OpTy op, G &g) {
+  OpBuilder &b = g.builder();
+  g.accumulate(op.getInput(), b.create<UnaryGradOp>(
+                                  op.getLoc(), op.getInput(), g.dy(op),
+                                  UnaryFnAttr::get(op.getContext(), op.getFn()),
+                                  op.getAlphaAttr(), op.getBetaAttr()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attaching: every op of the dialect that has a `gradient` above.
+//===----------------------------------------------------------------------===//
+
 template <typename OpTy>
 struct Rule : GradientOpInterface::ExternalModel<Rule<OpTy>, OpTy> {
   LogicalResult buildGradient(Operation *op, GradientBuilder &g) const {
@@ -712,8 +736,19 @@ struct Rule : GradientOpInterface::ExternalModel<Rule<OpTy>, OpTy> {
   }
 };
 
+/// Whether `gradient(OpTy, G &)` names a rule.
+template <typename OpTy, typename = void> struct HasRule : std::false_type {};
+template <typename OpTy>
+struct HasRule<OpTy, std::void_t<decltype(gradient(std::declval<OpTy>(),
+                                                   std::declval<G &>()))>>
+    : std::true_type {};
+
+template <typename OpTy> void attachOne(MLIRContext &context) {
+  if constexpr (HasRule<OpTy>::value)
+    OpTy::template attachInterface<Rule<OpTy>>(context);
+}
 template <typename... OpTys> void attach(MLIRContext &context) {
-  (OpTys::template attachInterface<Rule<OpTys>>(context), ...);
+  (attachOne<OpTys>(context), ...);
 }
 
 } // namespace
@@ -742,16 +777,13 @@ Value GradientBuilder::reshapeTo(Location loc, Value v, Type target) {
   return b.create<ReshapeOp>(loc, tt, v, shape, /*allowzero=*/nullptr);
 }
 
+// The op list is the dialect's own (ODS generates it): an op gets its rule
+// by having one, with no list to keep beside the rules.
 void attachGradientRules(MLIRContext &context) {
-  attach<EmbeddingOp, LinearOp, ExpertLinearOp, RmsNormOp, LayerNormOp,
-         RotaryOp, AttentionOp, ActivationOp, GatedActivationOp, CrossEntropyOp,
-         AddOp, SubOp, MulOp, DivOp, ExpOp, LogOp, TanhOp, SqrtOp, ReciprocalOp,
-         SigmoidOp, MatMulOp, SoftmaxOp, LogSoftmaxOp, ExpandOp, PowOp,
-         ReduceMeanOp, ReduceSumOp, ReduceMaxOp, MaxOp, MinOp, ErfOp, SinOp,
-         CosOp, AbsOp, WhereOp, NegOp, IdentityOp, ReshapeOp, FlattenOp,
-         SqueezeOp, UnsqueezeOp, TransposeOp, SplitOp, ConcatOp, SliceOp,
-         GatherOp, GatherNDOp, GatherElementsOp, ScatterElementsOp, TopKOp,
-         PadOp, TriluOp, CumSumOp, TileOp, CastOp>(context);
+  attach<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >(context);
 }
 
 } // namespace mt::train

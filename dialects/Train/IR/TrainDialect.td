@@ -77,6 +77,11 @@ def Train_Activation : I32EnumAttr<"Activation", "pointwise MLP activation", [
 }
 def Train_ActivationAttr : EnumAttr<Train_Dialect, Train_Activation, "act">;
 
+// The functions of the pointwise ops (Train_PointwiseOp): plan.proto's
+// UnaryFn, generated from it (dialects/Train/IR/CMakeLists.txt).
+include "TrainUnaryFns.td"
+def Train_UnaryFnAttr : EnumAttr<Train_Dialect, Train_UnaryFn, "unary_fn">;
+
 def Train_InputRole : I32EnumAttr<"InputRole", "what a graph input carries", [
     I32EnumAttrCase<"Tokens", 0, "tokens">,
     I32EnumAttrCase<"Labels", 1, "labels">,

@@ -175,6 +175,7 @@ MT_INFER(IsNaNOp) {
               IntegerType::get(ctx, 1));
 }
 MT_INFER_SAME(GeluOp)
+MT_INFER_SAME(UnaryGradOp)
 MT_INFER_SAME(DropoutOp)
 MT_INFER_SAME(CumSumOp)
 MT_INFER_SAME(TriluOp)
@@ -737,6 +738,14 @@ MT_INFER(CrossEntropyOp) {
 // Value-shaped ops: verified when the shape operand is a constant.
 //===----------------------------------------------------------------------===//
 
+LogicalResult UnaryGradOp::verify() {
+  if (getGrad().getType() != getInput().getType())
+    return emitOpError("the gradient ")
+           << getGrad().getType() << " is not of the operand's type "
+           << getInput().getType();
+  return success();
+}
+
 LogicalResult ReshapeOp::verify() {
   auto shape = constInts(getShape());
   if (!shape)
@@ -1162,6 +1171,8 @@ std::optional<PadLayout> mt::train::constantPad(PadOp op) {
 int64_t mt::train::elementBytes(Type type) {
   return type.isInteger(1) ? 1 : (type.getIntOrFloatBitWidth() + 7) / 8;
 }
+
+#include "dialects/Train/IR/TrainOpInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/Train/IR/TrainOps.cpp.inc"

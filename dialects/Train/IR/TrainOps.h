@@ -13,6 +13,8 @@ template <typename ConcreteType>
 class FusedOp : public mlir::OpTrait::TraitBase<ConcreteType, FusedOp> {};
 } // namespace mt::train
 
+#include "dialects/Train/IR/TrainOpInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/Train/IR/TrainOps.h.inc"
 

@@ -152,19 +152,143 @@ class Train_UnaryOp<string mnemonic, string s, Type T = Train_Tensor>
   }];
 }
 
-def Train_SqrtOp : Train_UnaryOp<"sqrt", "Square root", Train_FloatTensor>;
-def Train_ReciprocalOp : Train_UnaryOp<"reciprocal", "1 / x", Train_FloatTensor>;
 def Train_NegOp : Train_UnaryOp<"neg", "-x">;
-def Train_ExpOp : Train_UnaryOp<"exp", "e^x", Train_FloatTensor>;
-def Train_LogOp : Train_UnaryOp<"log", "Natural logarithm", Train_FloatTensor>;
-def Train_TanhOp : Train_UnaryOp<"tanh", "Hyperbolic tangent", Train_FloatTensor>;
-def Train_SigmoidOp : Train_UnaryOp<"sigmoid", "1 / (1 + e^-x)", Train_FloatTensor>;
-def Train_ErfOp : Train_UnaryOp<"erf", "Error function", Train_FloatTensor>;
-def Train_CosOp : Train_UnaryOp<"cos", "Cosine", Train_FloatTensor>;
-def Train_SinOp : Train_UnaryOp<"sin", "Sine", Train_FloatTensor>;
-def Train_AbsOp : Train_UnaryOp<"abs", "|x|", Train_FloatTensor>;
 def Train_NotOp : Train_UnaryOp<"not", "Logical not", TensorOf<[I1]>>;
 def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)">;
+
+//===----------------------------------------------------------------------===//
+// Pointwise functions: one description each
+//===----------------------------------------------------------------------===//
+
+def Train_PointwiseOpInterface : OpInterface<"PointwiseOpInterface"> {
+  let cppNamespace = "::mt::train";
+  let description = [{
+    An elementwise function of one float operand that the UNARY kernel
+    computes (Train_PointwiseOp): the function and its parameters, which
+    the plan's kernel, the constant folder and the gradient read.
+  }];
+  // Default implementations, so that each op has them as its own methods.
+  let methods = [
+    InterfaceMethod<"The function (plan.proto's UnaryFn).",
+      "::mt::train::UnaryFn", "getFn", (ins), "",
+      [{ return ConcreteOp::kFn; }]>,
+    InterfaceMethod<"Its first parameter (UnaryFn says what it is).",
+      "float", "getAlphaValue", (ins), "",
+      [{ return (*static_cast<ConcreteOp *>(this)).getAlpha().convertToFloat(); }]>,
+    InterfaceMethod<"Its second parameter.",
+      "float", "getBetaValue", (ins), "",
+      [{ return (*static_cast<ConcreteOp *>(this)).getBeta().convertToFloat(); }]>
+  ];
+}
+
+// A pointwise function is this one description. `fn` is its function in
+// plan.proto's UnaryFn (the CPU and CUDA kernels share its code and its
+// derivative: applyUnary and applyUnaryGrad in kernels/cpu/primitive_ops.h);
+// `onnx` the ONNX operator imported into it, at every opset the importer
+// reads, with the attributes `alphaName` and `betaName` (when named) as the
+// function's parameters, defaulting as ONNX's do; `flops` the arithmetic of
+// one element, for the cost model (required: the op does not build
+// without it). What the other places need follows from these fields:
+// the importer's row, the UNARY kernel and its attributes, the FLOP count,
+// the constant folder's evaluation and the gradient (UNARY_GRAD's, unless
+// Gradients.cpp has a rule of its own for the op).
+class Train_PointwiseOp<string mnemonic, string fn, string s, string onnx,
+                        int flops, string alphaName = "",
+                        string alphaDefault = "0.0", string betaName = "",
+                        string betaDefault = "0.0">
+    : Train_InferOp<mnemonic, [Train_PointwiseOpInterface]> {
+  let summary = s;
+  let description = "ONNX " # onnx # ", elementwise. `%y = train." #
+                    mnemonic # " %x : (tensor<4xf32>) -> tensor<4xf32>`" #
+                    !if(!empty(alphaName), "",
+                        "; its " # alphaName # " is `alpha`") #
+                    !if(!empty(betaName), "",
+                        ", its " # betaName # " `beta`");
+  let arguments = (ins Train_FloatTensor:$input,
+                       DefaultValuedAttr<F32Attr, alphaDefault>:$alpha,
+                       DefaultValuedAttr<F32Attr, betaDefault>:$beta);
+  let results = (outs Train_FloatTensor:$result);
+  let hasFolder = 1;
+  // The function at its defaults (the gradient rules' and the patterns').
+  let builders = [OpBuilder<(ins "::mlir::Value":$input), [{
+    build($_builder, $_state, input, ::mlir::FloatAttr(), ::mlir::FloatAttr());
+  }]>];
+  let extraClassDeclaration = [{
+    static constexpr ::mt::train::UnaryFn kFn = ::mt::train::UnaryFn::}] #
+      fn # [{;
+    static constexpr const char *kOnnxName = "}] # onnx # [{";
+    static constexpr const char *kOnnxAlpha = "}] # alphaName # [{";
+    static constexpr const char *kOnnxBeta = "}] # betaName # [{";
+    static constexpr double kFlopsPerElement = }] # flops # [{;
+  }];
+  let extraClassDefinition = [{
+    ::mlir::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, std::optional<::mlir::Location>, Adaptor a,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return sameAs(types, a.getInput());
+    }
+    ::mlir::OpFoldResult $cppClass::fold(FoldAdaptor a) {
+      return foldTrainOp(getOperation(), a.getOperands());
+    }
+  }];
+}
+
+def Train_ExpOp : Train_PointwiseOp<"exp", "Exp", "e^x", "Exp", 8>;
+def Train_LogOp : Train_PointwiseOp<"log", "Log", "Natural logarithm", "Log", 8>;
+def Train_TanhOp : Train_PointwiseOp<"tanh", "Tanh", "Hyperbolic tangent", "Tanh", 10>;
+def Train_SqrtOp : Train_PointwiseOp<"sqrt", "Sqrt", "Square root", "Sqrt", 4>;
+def Train_ReciprocalOp : Train_PointwiseOp<"reciprocal", "Reciprocal", "1 / x",
+                                           "Reciprocal", 4>;
+def Train_SigmoidOp : Train_PointwiseOp<"sigmoid", "Sigmoid", "1 / (1 + e^-x)",
+                                        "Sigmoid", 10>;
+def Train_ErfOp : Train_PointwiseOp<"erf", "Erf", "Error function", "Erf", 12>;
+def Train_CosOp : Train_PointwiseOp<"cos", "Cos", "Cosine", "Cos", 10>;
+def Train_SinOp : Train_PointwiseOp<"sin", "Sin", "Sine", "Sin", 10>;
+def Train_AbsOp : Train_PointwiseOp<"abs", "Abs", "|x|", "Abs", 1>;
+def Train_ReluOp : Train_PointwiseOp<"relu", "Relu", "max(x, 0)", "Relu", 1>;
+def Train_LeakyReluOp : Train_PointwiseOp<"leaky_relu", "LeakyRelu",
+    "x < 0 ? alpha x : x", "LeakyRelu", 2, "alpha", "0.01">;
+def Train_EluOp : Train_PointwiseOp<"elu", "Elu", "x < 0 ? alpha (e^x - 1) : x",
+                                    "Elu", 10, "alpha", "1.0">;
+def Train_SeluOp : Train_PointwiseOp<"selu", "Selu",
+    "beta (x <= 0 ? alpha (e^x - 1) : x)", "Selu", 11, "alpha",
+    "1.67326319217681884765625", "gamma", "1.05070102214813232421875">;
+def Train_CeluOp : Train_PointwiseOp<"celu", "Celu",
+    "max(0, x) + min(0, alpha (e^(x / alpha) - 1))", "Celu", 12, "alpha", "1.0">;
+def Train_SoftplusOp : Train_PointwiseOp<"softplus", "Softplus", "log(1 + e^x)",
+                                         "Softplus", 18>;
+def Train_SoftsignOp : Train_PointwiseOp<"softsign", "Softsign", "x / (1 + |x|)",
+                                         "Softsign", 3>;
+def Train_HardSigmoidOp : Train_PointwiseOp<"hard_sigmoid", "HardSigmoid",
+    "max(0, min(1, alpha x + beta))", "HardSigmoid", 4, "alpha", "0.2", "beta",
+    "0.5">;
+def Train_HardSwishOp : Train_PointwiseOp<"hard_swish", "HardSwish",
+    "x max(0, min(1, x / 6 + 1 / 2))", "HardSwish", 5>;
+def Train_MishOp : Train_PointwiseOp<"mish", "Mish", "x tanh(softplus(x))",
+                                     "Mish", 30>;
+def Train_ThresholdedReluOp : Train_PointwiseOp<"thresholded_relu",
+    "ThresholdedRelu", "x > alpha ? x : 0", "ThresholdedRelu", 1, "alpha", "1.0">;
+def Train_ShrinkOp : Train_PointwiseOp<"shrink", "Shrink",
+    "x < -alpha ? x + beta : x > alpha ? x - beta : 0", "Shrink", 3, "lambd",
+    "0.5", "bias", "0.0">;
+def Train_TanOp : Train_PointwiseOp<"tan", "Tan", "Tangent", "Tan", 20>;
+def Train_AsinOp : Train_PointwiseOp<"asin", "Asin", "Arcsine", "Asin", 20>;
+def Train_AcosOp : Train_PointwiseOp<"acos", "Acos", "Arccosine", "Acos", 20>;
+def Train_AtanOp : Train_PointwiseOp<"atan", "Atan", "Arctangent", "Atan", 20>;
+def Train_SinhOp : Train_PointwiseOp<"sinh", "Sinh", "Hyperbolic sine", "Sinh", 20>;
+def Train_CoshOp : Train_PointwiseOp<"cosh", "Cosh", "Hyperbolic cosine", "Cosh",
+                                     20>;
+def Train_AsinhOp : Train_PointwiseOp<"asinh", "Asinh", "Inverse hyperbolic sine",
+                                      "Asinh", 20>;
+def Train_AcoshOp : Train_PointwiseOp<"acosh", "Acosh",
+    "Inverse hyperbolic cosine", "Acosh", 20>;
+def Train_AtanhOp : Train_PointwiseOp<"atanh", "Atanh",
+    "Inverse hyperbolic tangent", "Atanh", 20>;
+def Train_FloorOp : Train_PointwiseOp<"floor", "Floor", "Round down", "Floor", 1>;
+def Train_CeilOp : Train_PointwiseOp<"ceil", "Ceil", "Round up", "Ceil", 1>;
+def Train_RoundOp : Train_PointwiseOp<"round", "Round",
+    "Round to the nearest integer, halves to even", "Round", 1>;
+def Train_SignOp : Train_PointwiseOp<"sign", "Sign", "-1, 0 or 1", "Sign", 2>;
 
 def Train_IsNaNOp : Train_InferOp<"is_nan"> {
   let summary = "True where x is NaN (no gradient)";
@@ -657,6 +781,22 @@ def Train_CrossEntropyOp : Train_InferOp<"cross_entropy", [Train_Fused]> {
 // Gradient ops state their result types; the verifier checks them.
 class Train_GradOp<string mnemonic, string s> : Train_PureOp<mnemonic> {
   let summary = s;
+  let hasVerifier = 1;
+}
+
+def Train_UnaryGradOp : Train_InferOp<"unary_grad"> {
+  let summary = "dy f'(x) for a pointwise function f (the UNARY_GRAD kernel)";
+  let description = [{
+    The gradient of a Train_PointwiseOp without a rule of its own in
+    Gradients.cpp: its function and parameters, its operand x and the
+    gradient of its result. `%dx = train.unary_grad %x, %dy {fn =
+    #train<unary_fn relu>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>`
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$grad,
+                       Train_UnaryFnAttr:$fn,
+                       DefaultValuedAttr<F32Attr, "0.0">:$alpha,
+                       DefaultValuedAttr<F32Attr, "0.0">:$beta);
+  let results = (outs Train_FloatTensor:$result);
   let hasVerifier = 1;
 }
 

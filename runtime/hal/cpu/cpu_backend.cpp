@@ -270,6 +270,13 @@ Status CpuBackend::runOp(const plan::Op &op, const StepConfig &step) {
 }
 
 Status CpuBackend::unary(const plan::Op &op, const OpDesc &d) {
+  if (op.kernel() == plan::UNARY_GRAD) {
+    In x = in(op.operands(0)), dy = in(op.operands(1));
+    Out dx = out(op.results(0));
+    k::unaryBackward(d.unary, x.data, dy.data, dx.data, d.elements);
+    dx.commit();
+    return Status::ok();
+  }
   return fromFirst(op, [&](const float *x, float *y) {
     k::unaryForward(d.unary, x, y, d.elements);
   });

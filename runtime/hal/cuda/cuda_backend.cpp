@@ -996,6 +996,10 @@ Status CudaBackend::runDevice(const plan::Op &op, cudaStream_t stream,
 
 Status CudaBackend::unary(const plan::Op &op, const OpDesc &d,
                           const Launch &l) {
+  if (op.kernel() == plan::UNARY_GRAD)
+    return MT_CUDA(kc::unaryGrad(d.unary, in(op.operands(0)),
+                                 in(op.operands(1)), out(op.results(0)),
+                                 d.elements, l.stream));
   return MT_CUDA(kc::unary(d.unary, in(op.operands(0)), out(op.results(0)),
                            d.elements, l.stream));
 }

@@ -254,3 +254,21 @@ func.func @load_type() {
   %0 = train.param.load @w : tensor<2xf32>
   return
 }
+
+// -----
+
+// A pointwise function's gradient has its operand's type.
+func.func @unary_grad_type(%x: tensor<2x4xf32>, %dy: tensor<4xf32>) {
+  // expected-error @+1 {{the gradient 'tensor<4xf32>' is not of the operand's type 'tensor<2x4xf32>'}}
+  %0 = train.unary_grad %x, %dy {fn = #train<unary_fn relu>} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Pointwise functions take floats.
+func.func @relu_of_ints(%x: tensor<2xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of floating-point values}}
+  %0 = train.relu %x : (tensor<2xi64>) -> tensor<2xi64>
+  return
+}

@@ -127,3 +127,21 @@ func.func @gather_grad(%dy: tensor<2x3x2xf32>, %i: tensor<2xi64>) -> tensor<2x3x
   %dx = train.gather_grad %dy, %i {axis = -1 : i64} : (tensor<2x3x2xf32>, tensor<2xi64>) -> tensor<2x3x5xf32>
   return %dx : tensor<2x3x5xf32>
 }
+
+// The pointwise functions: one description each (Train_PointwiseOp). A
+// parameter at its ONNX default is not printed; another is.
+// CHECK-LABEL: func @pointwise
+// CHECK: train.relu %{{.*}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: train.leaky_relu %{{.*}} {alpha = 2.500000e-01 : f32}
+// CHECK: train.selu %{{.*}} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: train.shrink %{{.*}} {alpha = 1.000000e+00 : f32, beta = 5.000000e-01 : f32}
+// CHECK: train.unary_grad %{{.*}}, %{{.*}} {alpha = 2.500000e-01 : f32, fn = #train<unary_fn leaky_relu>}
+func.func @pointwise(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %r = train.relu %x : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %l = train.leaky_relu %r {alpha = 0.25 : f32} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s = train.selu %l : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %k = train.shrink %s {alpha = 1.0 : f32, beta = 0.5 : f32} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %m = train.mish %k : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %g = train.unary_grad %x, %m {fn = #train<unary_fn leaky_relu>, alpha = 0.25 : f32} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
+}

@@ -232,6 +232,30 @@ case("ScatterElements", "axis0_one",
      [("x", X, "data"), ("i", i64([[[1, 0, -1, 0], [0, 1, 1, -2], [1, 1, 0, 0]]]), "const"),
       ("u", f(1, 3, 4), "data")], {"axis": 0})
 
+# The pointwise functions (Train_PointwiseOp), inputs inside each one's
+# domain; those with attributes once at ONNX's defaults, once off them.
+for op in ["Relu", "Softplus", "Softsign", "HardSwish", "Mish", "Atan", "Sinh",
+           "Cosh", "Asinh", "Sign"]:
+    case(op, "any", [("x", X, "data")])
+for op, attrs in [("LeakyRelu", {"alpha": 0.2}), ("Elu", {"alpha": 0.7}),
+                  ("Selu", {"alpha": 1.5, "gamma": 1.1}),
+                  ("Celu", {"alpha": 1.3}),
+                  ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
+                  ("ThresholdedRelu", {"alpha": 0.3}),
+                  ("Shrink", {"lambd": 0.6, "bias": 0.2})]:
+    case(op, "defaults", [("x", X, "data")])
+    case(op, "attributes", [("x", X, "data")], attrs)
+inside = np.clip(X * 0.4, -0.9, 0.9).astype(np.float32)
+for op in ["Asin", "Acos", "Atanh", "Tan"]:
+    case(op, "inside", [("x", inside, "data")])
+case("Acosh", "above_one", [("x", pos(2, 3, 4) + 0.6, "data")])
+# Halves round to even.
+steps = np.concatenate([X.reshape(-1)[:18] * 3,
+                        np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5])])
+for op in ["Floor", "Ceil", "Round"]:
+    case(op, "with_halves", [("x", steps.astype(np.float32).reshape(2, 3, 4),
+                              "data")])
+
 
 def split_case(opset):
     if opset >= 18:

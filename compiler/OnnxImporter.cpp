@@ -45,7 +45,9 @@ using namespace mt::train;
 namespace mt::importer {
 namespace {
 
-constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 11;
+// IR versions 12 to 14 (onnx 1.19 to 1.23) add element types only, which
+// the importer checks tensor by tensor.
+constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 14;
 /// Frozen inline buffers up to this size (bytes) are read so that what is
 /// derived from them (rotary tables) folds. Trainable weights never are.
 constexpr int64_t kMaxFrozenValueBytes = 1 << 20;
@@ -1160,6 +1162,16 @@ LogicalResult Importer::importNode(const onnx::NodeProto &n) {
       if (n.op_type() == rule.op && opset >= rule.firstOpset &&
           opset <= rule.lastOpset)
         return (this->*rule.import)();
+  // Operators of the standard whose output's shape is data: refused by
+  // name, with the reason (docs/onnx-operators.md).
+  for (StringRef dataShaped : {"NonZero", "Unique", "Compress"})
+    if (n.op_type() == dataShaped)
+      return nodeError() << "op type '" << n.op_type()
+                         << "' is refused: its output's shape depends on "
+                            "the values of its inputs, and a plan's shapes "
+                            "are static (compute it before the graph, or "
+                            "replace it by a mask of static shape)",
+             failure();
   return nodeError() << "op type '" << n.op_type() << "' (opset " << opset
                      << ") is not supported; supported: " << supportedOps(),
          failure();

@@ -80,6 +80,8 @@ def main():
     save(loss_model(ident), "ok.onnx")
     save(loss_model([helper.make_node("Foo", ["x"], ["y"], name="foo_1")]),
          "unsupported_op.onnx")
+    save(loss_model([helper.make_node("NonZero", ["x"], ["y"], name="nz_1")]),
+         "data_shaped_op.onnx")
     save(loss_model([helper.make_node("Relu", ["x"], ["y"], name="custom_1",
                                       domain="com.example")]),
          "unsupported_domain.onnx")

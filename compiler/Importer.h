@@ -156,6 +156,18 @@ public:
   LogicalResult importPad();
   LogicalResult importRange();
   LogicalResult importConstantOfShape();
+  // Compositions (ImportComposite.cpp).
+  template <bool axesInput> LogicalResult importReduceComposite();
+  LogicalResult importMean();
+  LogicalResult importPRelu();
+  LogicalResult importMod();
+  LogicalResult importEinsum();
+  /// Binds the node's output to the op that made `v` (null: failed).
+  LogicalResult bindValue(Value v) {
+    return v ? bind(v.getDefiningOp()) : failure();
+  }
+  /// A scalar constant of v's element type.
+  Value scalarLike(Value v, double x);
   /// A value-shaped op whose result shape `out` the handler computed.
   template <typename OpTy>
   LogicalResult bindTyped(ArrayRef<int64_t> out, ValueRange operands,
@@ -310,13 +322,16 @@ struct OpRule {
 ArrayRef<OpRule> elementwiseRules();
 ArrayRef<OpRule> nnRules();
 ArrayRef<OpRule> shapeRules();
+/// The operators imported as compositions of train ops (ImportComposite.cpp).
+ArrayRef<OpRule> compositeRules();
 /// The pointwise functions' rows, made from their ODS descriptions
 /// (Train_PointwiseOp's ONNX name), every opset the importer reads.
 ArrayRef<OpRule> pointwiseRules();
 /// Every table above.
 inline ArrayRef<ArrayRef<OpRule>> ruleTables() {
   static const ArrayRef<OpRule> tables[] = {elementwiseRules(), nnRules(),
-                                            shapeRules(), pointwiseRules()};
+                                            shapeRules(), pointwiseRules(),
+                                            compositeRules()};
   return tables;
 }
 

@@ -275,6 +275,27 @@ private:
       t.i.assign(out.begin(), out.end());
       return {t};
     }
+    if (isa<NotOp, AndOp, OrOp, XorOp>(op)) {
+      // Booleans as integers, any nonzero true.
+      auto bytes = [](const Tensor &x) {
+        return std::vector<uint8_t>(x.i.begin(), x.i.end());
+      };
+      auto &a = in(0);
+      const Tensor &b = isa<NotOp>(op) ? a : in(1);
+      std::vector<uint8_t> ab = bytes(a), bb = bytes(b);
+      Tensor t;
+      t.shape = outShape();
+      std::vector<uint8_t> out(numel(t.shape));
+      k::Logic l = isa<NotOp>(op)   ? k::Logic::Not
+                   : isa<AndOp>(op) ? k::Logic::And
+                   : isa<OrOp>(op)  ? k::Logic::Or
+                                    : k::Logic::Xor;
+      k::logicForward(l, ab.data(), {a.shape.begin(), a.shape.end()}, bb.data(),
+                      {b.shape.begin(), b.shape.end()}, out.data(),
+                      {t.shape.begin(), t.shape.end()});
+      t.i.assign(out.begin(), out.end());
+      return {t};
+    }
     if (auto p = dyn_cast<PointwiseOpInterface>(op)) {
       Tensor t = in(0);
       k::unaryForward(

@@ -82,6 +82,11 @@ def main():
          "unsupported_op.onnx")
     save(loss_model([helper.make_node("NonZero", ["x"], ["y"], name="nz_1")]),
          "data_shaped_op.onnx")
+    save(loss_model([helper.make_node("Einsum", ["x"], ["y"], name="diag_1",
+                                      equation="ii->i")], x_shape=(4, 4)),
+         "einsum_diagonal.onnx")
+    save(loss_model([helper.make_node("Mod", ["x", "x"], ["y"], name="mod_1")]),
+         "mod_floats.onnx")
     save(loss_model([helper.make_node("Relu", ["x"], ["y"], name="custom_1",
                                       domain="com.example")]),
          "unsupported_domain.onnx")

@@ -47,6 +47,8 @@ def b(values):
 # or "const" (an initializer, frozen, in both modes; integers are constants
 # anyway), the node's attributes, its number of outputs and the modes.
 BOTH, FROZEN = ("input", "frozen"), ("frozen",)
+COMPOSITE_REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceSumSquare",
+                        "ReduceLogSum", "ReduceLogSumExp", "ReduceMin")
 X = f(2, 3, 4)
 CASES = []
 
@@ -256,6 +258,38 @@ for op in ["Floor", "Ceil", "Round"]:
     case(op, "with_halves", [("x", steps.astype(np.float32).reshape(2, 3, 4),
                               "data")])
 
+# The compositions (compiler/ImportComposite.cpp): reductions of a function
+# of the input, Sum and Mean, PRelu, Mod.
+for op in COMPOSITE_REDUCTIONS:
+    x = pos(2, 3, 4) if op == "ReduceLogSum" else X
+    case(op, "one_axis_kept", [("x", x, "data")], {"axes": [1], "keepdims": 1})
+    case(op, "two_axes_dropped", [("x", x, "data")],
+         {"axes": [0, -1], "keepdims": 0})
+    case(op, "all", [("x", x, "data")], {"keepdims": 0})
+for op in ["Sum", "Mean"]:
+    case(op, "three_broadcast", [("x", X, "data"), ("y", f(3, 1), "data"),
+                                 ("z", f(4), "data")])
+case("PRelu", "slope_per_channel", [("x", X, "data"), ("s", f(3, 1), "data")])
+case("Mod", "floats_fmod", [("x", X * 3, "data"), ("y", pos(3, 1), "data")],
+     {"fmod": 1})
+case("Mod", "ints_python", [("x", i64([[7, -7, 5], [-5, 0, 9]]), "data"),
+                            ("y", i64([3, 3, -2]), "data")], modes=FROZEN)
+
+# Einsum as transposes, reshapes, batched MatMuls and sums.
+for name, eq, shapes in [
+        ("batch_matmul", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+        ("attention_scores", "bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+        ("transpose", "ij->ji", [(3, 4)]),
+        ("sum_all", "ij->", [(3, 4)]),
+        ("dot", "i,i->", [(4,), (4,)]),
+        ("outer", "i,j->ij", [(3,), (4,)]),
+        ("chain_of_three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+        ("implicit_output", "ij,jk", [(2, 3), (3, 4)]),
+        ("ellipsis_broadcast", "...ij,...jk->...ik", [(2, 1, 3, 4), (1, 5, 4, 2)]),
+        ("summed_alone", "bij,jk->bk", [(2, 3, 4), (4, 5)])]:
+    case("Einsum", name, [(f"x{i}", f(*sh), "data") for i, sh in enumerate(shapes)],
+         {"equation": eq})
+
 
 def split_case(opset):
     if opset >= 18:
@@ -266,7 +300,8 @@ def split_case(opset):
 def axes_as_input(op, opset):
     """Ops whose axes moved from an attribute to an input, and when."""
     return {"ReduceMean": 18, "ReduceMax": 18, "ReduceSum": 13,
-            "Squeeze": 13, "Unsqueeze": 13}.get(op, 99) <= opset
+            "Squeeze": 13, "Unsqueeze": 13,
+            **{r: 18 for r in COMPOSITE_REDUCTIONS}}.get(op, 99) <= opset
 
 
 def since(op, at):
@@ -283,6 +318,7 @@ def since(op, at):
 # The rows of the importer's tables that split an op's range; the others
 # are [14, 23].
 ROWS = {"ReduceMean": [(14, 17), (18, 23)], "ReduceMax": [(14, 17), (18, 23)],
+        **{op: [(14, 17), (18, 23)] for op in COMPOSITE_REDUCTIONS},
         "RMSNormalization": [(23, 23)], "Attention": [(23, 23)]}
 LAST = 23
 
@@ -290,7 +326,8 @@ LAST = 23
 def build(c, opset, mode):
     op = c["op"]
     inputs, attrs = list(c["inputs"]), dict(c["attrs"])
-    if op in ("ReduceMean", "ReduceMax", "ReduceSum") and axes_as_input(op, opset):
+    if (op in ("ReduceMean", "ReduceMax", "ReduceSum") + COMPOSITE_REDUCTIONS
+            and axes_as_input(op, opset) and "axes" in attrs):
         inputs.append(("axes", i64(attrs.pop("axes")), "const"))
     graph_inputs, inits, feeds, names = [], [], {}, []
     for name, value, kind in inputs:

@@ -1,0 +1,358 @@
+//===- ImportComposite.cpp - ONNX operators imported as their definition
+//---===//
+//
+// Operators of the standard that are compositions of the train dialect's
+// ops, imported as the formula that defines them (ONNX's own function
+// bodies say the same): they need no kernel and no gradient rule of their
+// own, and a new one is a handler and a row here. The reductions' forms of
+// opsets 14-17 (axes an attribute) and 18-23 (axes an input) have a row
+// each.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Importer.h"
+
+namespace mt::importer {
+
+using namespace mlir;
+using namespace mt::train;
+
+Value Importer::scalarLike(Value v, double x) {
+  Type t = typeOf(v).getElementType();
+  auto type = RankedTensorType::get({}, t);
+  Attribute element = isa<FloatType>(t) ? Attribute(b.getFloatAttr(t, x))
+                                        : Attribute(b.getIntegerAttr(t, x));
+  auto attr = DenseElementsAttr::get(type, element);
+  auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
+  known[c] = attr;
+  return c;
+}
+
+// Each handler builds its formula op by op with `resultOf(make<...>)`: a
+// null value is an op that failed (make reported it with the node), after
+// which the handler returns.
+
+/// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp and
+/// ReduceMin: a ReduceSum (or ReduceMax) of an elementwise function of the
+/// input. With noop_with_empty_axes and no axes, the function alone.
+template <bool axesInput> LogicalResult Importer::importReduceComposite() {
+  if (failed(needInputs(1, 2)))
+    return failure();
+  auto axes = axesInput
+                  ? axesFrom("axes", 1, false)
+                  : FailureOr<SmallVector<int64_t>>(
+                        attrInts("axes").value_or(SmallVector<int64_t>{}));
+  auto keep = attrInt("keepdims", 1);
+  auto noop = attrInt("noop_with_empty_axes", 0);
+  if (failed(axes) || failed(keep) || failed(noop))
+    return failure();
+  bool reduce = !(axes->empty() && *noop);
+  auto sum = [&](auto tag, Value v, bool keepdims) -> Value {
+    using OpTy = decltype(tag);
+    if (!v || !reduce)
+      return v;
+    SmallVector<NamedAttribute> attrs{
+        named("axes", b.getDenseI64ArrayAttr(*axes))};
+    if (keepdims)
+      attrs.push_back(named("keepdims", b.getUnitAttr()));
+    return resultOf(make<OpTy>({v}, attrs));
+  };
+  auto unary = [&](auto tag, Value v) -> Value {
+    using OpTy = decltype(tag);
+    return v ? resultOf(make<OpTy>({v})) : v;
+  };
+  Value x = in(0), out;
+  StringRef op = opType();
+  if (op == "ReduceL1") {
+    out = sum(ReduceSumOp(), unary(AbsOp(), x), *keep);
+  } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
+    out = sum(ReduceSumOp(), resultOf(make<MulOp>({x, x})), *keep);
+    if (op == "ReduceL2")
+      out = unary(SqrtOp(), out);
+  } else if (op == "ReduceLogSum") {
+    out = unary(LogOp(), sum(ReduceSumOp(), x, *keep));
+  } else if (op == "ReduceLogSumExp") {
+    // max + log(sum(exp(x - max))): no exp overflows, and the gradients
+    // through the two maxima cancel.
+    Value m = sum(ReduceMaxOp(), x, true);
+    Value d = m ? resultOf(make<SubOp>({x, m})) : m;
+    Value l = unary(LogOp(), sum(ReduceSumOp(), unary(ExpOp(), d), *keep));
+    Value top = l ? sum(ReduceMaxOp(), x, *keep) : l;
+    out = top ? resultOf(make<AddOp>({l, top})) : top;
+  } else if (typeOf(x).getElementType().isInteger(1)) { // ReduceMin of
+    // booleans: all, not(any(not x))
+    out = unary(NotOp(), sum(ReduceMaxOp(), unary(NotOp(), x), *keep));
+  } else { // ReduceMin: -max(-x)
+    out = unary(NegOp(), sum(ReduceMaxOp(), unary(NegOp(), x), *keep));
+  }
+  return bindValue(out);
+}
+
+/// Mean: the inputs' sum (broadcast) over their count.
+LogicalResult Importer::importMean() {
+  if (failed(needInputs(1, 64)))
+    return failure();
+  Value acc = in(0);
+  for (int i = 1; i < node->input_size() && acc; ++i)
+    acc = resultOf(make<AddOp>({acc, in(i)}));
+  if (!acc)
+    return failure();
+  return bind(make<DivOp>({acc, scalarLike(acc, double(node->input_size()))}));
+}
+
+/// PRelu: x < 0 ? slope x : x, the slope broadcast to x.
+LogicalResult Importer::importPRelu() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  Value x = in(0);
+  Value below = resultOf(make<LessOp>({x, scalarLike(x, 0.0)}));
+  Value scaled = below ? resultOf(make<MulOp>({x, in(1)})) : below;
+  if (!scaled)
+    return failure();
+  return bind(make<WhereOp>({below, scaled, x}));
+}
+
+/// Mod: a - d q with q the quotient rounded toward zero (fmod = 1, C's
+/// fmod) or down (fmod = 0, Python's %: the divisor's sign).
+LogicalResult Importer::importMod() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  auto fmod = attrInt("fmod", 0);
+  if (failed(fmod))
+    return failure();
+  Value a = in(0), d = in(1);
+  bool floats = isa<FloatType>(typeOf(a).getElementType());
+  if (floats && !*fmod)
+    return nodeError() << "Mod of floats needs fmod=1 (the ONNX standard's "
+                          "rule)";
+  Value q = resultOf(make<DivOp>({a, d}));
+  if (q && floats) { // toward zero: q < 0 ? ceil(q) : floor(q)
+    Value neg = resultOf(make<LessOp>({q, scalarLike(q, 0.0)}));
+    Value up = neg ? resultOf(make<CeilOp>({q})) : neg;
+    Value down = up ? resultOf(make<FloorOp>({q})) : up;
+    q = down ? resultOf(make<WhereOp>({neg, up, down})) : down;
+  } // an integer division truncates already
+  Value p = q ? resultOf(make<MulOp>({d, q})) : q;
+  Value r = p ? resultOf(make<SubOp>({a, p})) : p;
+  if (!r || *fmod)
+    return bindValue(r);
+  // Python's sign: a nonzero remainder whose sign is not the divisor's
+  // moves by one divisor.
+  Value zero = scalarLike(r, 0.0);
+  Value isZero = resultOf(make<EqualOp>({r, zero}));
+  Value nonzero = isZero ? resultOf(make<NotOp>({isZero})) : isZero;
+  Value rNeg = nonzero ? resultOf(make<LessOp>({r, zero})) : nonzero;
+  Value dNeg = rNeg ? resultOf(make<LessOp>({d, zero})) : rNeg;
+  Value differ = dNeg ? resultOf(make<XorOp>({rNeg, dNeg})) : dNeg;
+  Value fix = differ ? resultOf(make<AndOp>({nonzero, differ})) : differ;
+  Value moved = fix ? resultOf(make<AddOp>({r, d})) : fix;
+  if (!moved)
+    return failure();
+  return bind(make<WhereOp>({fix, moved, r}));
+}
+
+/// An Einsum operand: its value and the label of each of its dims.
+struct Labeled {
+  Value v;
+  std::string labels;
+};
+
+/// Einsum: each operand's labels summed out where nothing later reads
+/// them, then the operands contracted pairwise, left to right, as one
+/// batched MatMul each ([batch..., left, summed] x [batch..., summed,
+/// right], the batch dims broadcast as MatMul broadcasts them), and the
+/// result summed and transposed to the output's labels. "..." is a run of
+/// labels of its own, aligned from the right across operands. A label
+/// repeated in one operand (a diagonal) is refused.
+LogicalResult Importer::importEinsum() {
+  if (failed(needInputs(1, 64)))
+    return failure();
+  auto eq = attrString("equation", "");
+  if (failed(eq))
+    return failure();
+  std::string equation;
+  for (char c : *eq)
+    if (c != ' ')
+      equation += c;
+  size_t arrow = equation.find("->");
+  std::string lhs = equation.substr(0, arrow);
+  SmallVector<StringRef> parts;
+  StringRef(lhs).split(parts, ',');
+  SmallVector<std::string> terms;
+  for (StringRef t : parts)
+    terms.push_back(t.str());
+  if (int(terms.size()) != node->input_size())
+    return nodeError() << "equation '" << *eq << "' has " << terms.size()
+                       << " operands, the node " << node->input_size();
+  // "..." becomes labels '0', '1', ... of the broadcast dims, right-aligned.
+  int64_t ellipsis = 0;
+  for (int i = 0; i < node->input_size(); ++i)
+    if (terms[i].find("...") != std::string::npos)
+      ellipsis = std::max<int64_t>(ellipsis, typeOf(in(i)).getRank() -
+                                                 int64_t(terms[i].size() - 3));
+  auto expand = [&](std::string t, int64_t dims) {
+    size_t at = t.find("...");
+    if (at == std::string::npos)
+      return t;
+    std::string run;
+    for (int64_t k = ellipsis - dims; k < ellipsis; ++k)
+      run += char('0' + k);
+    return t.substr(0, at) + run + t.substr(at + 3);
+  };
+  SmallVector<Labeled> ops;
+  llvm::StringMap<int> count;
+  for (int i = 0; i < node->input_size(); ++i) {
+    int64_t rank = typeOf(in(i)).getRank();
+    bool dots = terms[i].find("...") != std::string::npos;
+    std::string labels =
+        expand(terms[i], dots ? rank - int64_t(terms[i].size() - 3) : 0);
+    if (int64_t(labels.size()) != rank || ellipsis > 10)
+      return nodeError() << "operand " << i << " has rank " << rank
+                         << ", its term '" << terms[i] << "' does not";
+    for (char c : labels) {
+      if (llvm::count(labels, c) > 1)
+        return nodeError() << "label '" << c << "' repeats in operand " << i
+                           << " (a diagonal), which is not supported";
+      ++count[std::string(1, c)];
+    }
+    ops.push_back({in(i), labels});
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = expand(equation.substr(arrow + 2), ellipsis);
+  } else { // implicit: the broadcast dims, then the labels seen once, sorted
+    for (int64_t k = 0; k < ellipsis; ++k)
+      out += char('0' + k);
+    std::string once;
+    for (auto &e : count)
+      if (e.second == 1 && !std::isdigit(e.first()[0]))
+        once += e.first();
+    llvm::sort(once);
+    out += once;
+  }
+  Type element = typeOf(in(0)).getElementType();
+  auto shapeOf = [&](Value v) { return typeOf(v).getShape(); };
+  auto transpose = [&](Labeled x, StringRef order) -> Labeled {
+    if (!x.v || x.labels == order)
+      return x;
+    SmallVector<int64_t> perm;
+    for (char c : order)
+      perm.push_back(int64_t(x.labels.find(c)));
+    return {resultOf(make<TransposeOp>(
+                {x.v}, {named("perm", b.getDenseI64ArrayAttr(perm))})),
+            order.str()};
+  };
+  auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
+    if (!v || shapeOf(v) == shape)
+      return v;
+    FailureOr<Value> s = intConst(shape);
+    if (failed(s))
+      return Value();
+    return resultOf(makeTyped<ReshapeOp>(
+        {v, *s}, {}, {RankedTensorType::get(shape, element)}));
+  };
+  // Sums out of x the labels that `keep` lacks.
+  auto sumOut = [&](Labeled x, StringRef keep) -> Labeled {
+    SmallVector<int64_t> axes;
+    std::string left;
+    for (size_t d = 0; d < x.labels.size(); ++d) {
+      if (keep.contains(x.labels[d]))
+        left += x.labels[d];
+      else
+        axes.push_back(int64_t(d));
+    }
+    if (!x.v || axes.empty())
+      return x;
+    return {resultOf(make<ReduceSumOp>(
+                {x.v}, {named("axes", b.getDenseI64ArrayAttr(axes))})),
+            left};
+  };
+  // The labels any operand after `i`, or the output, reads.
+  auto needed = [&](size_t i) {
+    std::string n = out;
+    for (size_t j = i + 1; j < ops.size(); ++j)
+      n += ops[j].labels;
+    return n;
+  };
+  Labeled acc =
+      sumOut(ops[0], needed(0) + (ops.size() > 1 ? ops[1].labels : ""));
+  for (size_t i = 1; i < ops.size() && acc.v; ++i) {
+    std::string later = needed(i);
+    Labeled a = acc, c = sumOut(ops[i], later + a.labels);
+    std::string batch, left, summed, right;
+    for (char l : a.labels) {
+      bool inC = c.labels.find(l) != std::string::npos;
+      bool kept = later.find(l) != std::string::npos;
+      (inC ? (kept ? batch : summed) : left) += l;
+    }
+    for (char l : c.labels)
+      if (a.labels.find(l) == std::string::npos)
+        right += l;
+    a = transpose(a, batch + left + summed);
+    c = transpose(c, batch + summed + right);
+    if (!a.v || !c.v)
+      return failure();
+    auto size = [&](const Labeled &x, char l) {
+      return shapeOf(x.v)[x.labels.find(l)];
+    };
+    SmallVector<int64_t> aShape, cShape, rShape;
+    int64_t m = 1, k = 1, n = 1;
+    for (char l : batch) {
+      aShape.push_back(size(a, l));
+      cShape.push_back(size(c, l));
+      int64_t sa = size(a, l), sc = size(c, l);
+      if (sa != sc && sa != 1 && sc != 1)
+        return nodeError() << "label '" << l << "' has sizes " << sa << " and "
+                           << sc;
+      rShape.push_back(std::max(sa, sc));
+    }
+    for (char l : left)
+      m *= size(a, l), rShape.push_back(size(a, l));
+    for (char l : summed) {
+      if (size(a, l) != size(c, l))
+        return nodeError() << "summed label '" << l << "' has sizes "
+                           << size(a, l) << " and " << size(c, l);
+      k *= size(a, l);
+    }
+    for (char l : right)
+      n *= size(c, l), rShape.push_back(size(c, l));
+    aShape.append({m, k});
+    cShape.append({k, n});
+    Value p =
+        resultOf(make<MatMulOp>({reshape(a.v, aShape), reshape(c.v, cShape)}));
+    acc = {reshape(p, rShape), batch + left + right};
+  }
+  acc = transpose(sumOut(acc, out), out);
+  if (!acc.v)
+    return failure();
+  if (acc.v == in(0)) // nothing to do: "ij->ij"
+    return bind(make<IdentityOp>({acc.v}));
+  return bindValue(acc.v);
+}
+
+ArrayRef<OpRule> compositeRules() {
+  static const OpRule rules[] = {
+      {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
+      {"ReduceL1", 18, kMaxOpset, &Importer::importReduceComposite<true>},
+      {"ReduceL2", kMinOpset, 17, &Importer::importReduceComposite<false>},
+      {"ReduceL2", 18, kMaxOpset, &Importer::importReduceComposite<true>},
+      {"ReduceSumSquare", kMinOpset, 17,
+       &Importer::importReduceComposite<false>},
+      {"ReduceSumSquare", 18, kMaxOpset,
+       &Importer::importReduceComposite<true>},
+      {"ReduceLogSum", kMinOpset, 17, &Importer::importReduceComposite<false>},
+      {"ReduceLogSum", 18, kMaxOpset, &Importer::importReduceComposite<true>},
+      {"ReduceLogSumExp", kMinOpset, 17,
+       &Importer::importReduceComposite<false>},
+      {"ReduceLogSumExp", 18, kMaxOpset,
+       &Importer::importReduceComposite<true>},
+      {"ReduceMin", kMinOpset, 17, &Importer::importReduceComposite<false>},
+      {"ReduceMin", 18, kMaxOpset, &Importer::importReduceComposite<true>},
+      {"Sum", kMinOpset, kMaxOpset, &Importer::importVariadic<AddOp>},
+      {"Mean", kMinOpset, kMaxOpset, &Importer::importMean},
+      {"PRelu", kMinOpset, kMaxOpset, &Importer::importPRelu},
+      {"Mod", kMinOpset, kMaxOpset, &Importer::importMod},
+      {"Einsum", kMinOpset, kMaxOpset, &Importer::importEinsum}};
+  return rules;
+}
+
+} // namespace mt::importer

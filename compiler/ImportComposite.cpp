@@ -329,6 +329,150 @@ LogicalResult Importer::importEinsum() {
   return bindValue(acc.v);
 }
 
+/// Conv (N spatial dims, groups, strides, dilations, pads or auto_pad):
+/// the input padded with zeros, one strided Slice per kernel position
+/// (each [N, C, out...]) concatenated along the channels, and one batched
+/// MatMul per group of the weight [G, M/G, K C/G] with those columns
+/// [N, G, K C/G, out], then the bias. The slices are as many as the
+/// kernel has positions.
+LogicalResult Importer::importConv() {
+  if (failed(needInputs(2, 3)))
+    return failure();
+  Value x = in(0), w = in(1), bias = in(2);
+  ArrayRef<int64_t> xs = typeOf(x).getShape(), ws = typeOf(w).getShape();
+  int64_t dims = int64_t(xs.size()) - 2;
+  if (dims < 1 || ws.size() != xs.size())
+    return nodeError() << "Conv needs an input [N, C, spatial...] and a "
+                          "weight of the same rank";
+  auto group = attrInt("group", 1);
+  auto autoPad = attrString("auto_pad", "NOTSET");
+  if (failed(group) || failed(autoPad))
+    return failure();
+  auto ints = [&](StringRef name, int64_t n, int64_t dflt) {
+    SmallVector<int64_t> v = attrInts(name).value_or(SmallVector<int64_t>{});
+    if (v.empty())
+      v.assign(n, dflt);
+    return v;
+  };
+  SmallVector<int64_t> strides = ints("strides", dims, 1),
+                       dil = ints("dilations", dims, 1),
+                       pads = ints("pads", 2 * dims, 0);
+  SmallVector<int64_t> kernel(ws.begin() + 2, ws.end());
+  int64_t n = xs[0], c = xs[1], m = ws[0], g = *group;
+  if (int64_t(strides.size()) != dims || int64_t(dil.size()) != dims ||
+      int64_t(pads.size()) != 2 * dims || g < 1 || c % g || m % g ||
+      ws[1] != c / g)
+    return nodeError() << "Conv's strides, dilations, pads or group do not "
+                          "fit its input "
+                       << typeOf(x) << " and weight " << typeOf(w);
+  SmallVector<int64_t> out;
+  for (int64_t d = 0; d < dims; ++d) {
+    int64_t span = dil[d] * (kernel[d] - 1) + 1, size = xs[2 + d];
+    if (*autoPad == "VALID") {
+      pads[d] = pads[dims + d] = 0;
+    } else if (*autoPad == "SAME_UPPER" || *autoPad == "SAME_LOWER") {
+      int64_t total = std::max<int64_t>(
+          0, ((size + strides[d] - 1) / strides[d] - 1) * strides[d] + span -
+                 size);
+      int64_t small = total / 2;
+      pads[d] = *autoPad == "SAME_UPPER" ? small : total - small;
+      pads[dims + d] = total - pads[d];
+    } else if (*autoPad != "NOTSET") {
+      return nodeError() << "auto_pad '" << *autoPad << "' is not one of "
+                         << "NOTSET, VALID, SAME_UPPER, SAME_LOWER";
+    }
+    int64_t padded = size + pads[d] + pads[dims + d];
+    if (padded < span)
+      return nodeError() << "the kernel spans " << span << " of spatial dim "
+                         << d << ", which has " << padded;
+    out.push_back((padded - span) / strides[d] + 1);
+  }
+  Type element = typeOf(x).getElementType();
+  auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
+    FailureOr<Value> s = v ? intConst(shape) : FailureOr<Value>(failure());
+    return succeeded(s)
+               ? resultOf(makeTyped<ReshapeOp>(
+                     {v, *s}, {}, {RankedTensorType::get(shape, element)}))
+               : Value();
+  };
+  auto transpose = [&](Value v, ArrayRef<int64_t> perm) -> Value {
+    return v ? resultOf(make<TransposeOp>(
+                   {v}, {named("perm", b.getDenseI64ArrayAttr(perm))}))
+             : v;
+  };
+  // Zeros around the spatial dims.
+  if (llvm::any_of(pads, [](int64_t p) { return p != 0; })) {
+    SmallVector<int64_t> all(2 * (dims + 2), 0), shape(xs);
+    for (int64_t d = 0; d < dims; ++d) {
+      all[2 + d] = pads[d];
+      all[dims + 4 + d] = pads[dims + d];
+      shape[2 + d] += pads[d] + pads[dims + d];
+    }
+    FailureOr<Value> p = intConst(all);
+    if (failed(p))
+      return failure();
+    x = resultOf(makeTyped<PadOp>({x, *p, scalarLike(x, 0.0)}, {},
+                                  {RankedTensorType::get(shape, element)}));
+    if (!x)
+      return failure();
+  }
+  // One strided slice per kernel position, in row-major order.
+  int64_t positions = 1;
+  for (int64_t k : kernel)
+    positions *= k;
+  SmallVector<Value> columns;
+  SmallVector<int64_t> axes, steps(strides);
+  for (int64_t d = 0; d < dims; ++d)
+    axes.push_back(2 + d);
+  SmallVector<int64_t> sliceShape{n, c};
+  sliceShape.append(out);
+  for (int64_t pos = 0; pos < positions; ++pos) {
+    SmallVector<int64_t> starts(dims), ends(dims);
+    for (int64_t d = dims - 1, rest = pos; d >= 0; --d) {
+      int64_t k = rest % kernel[d];
+      rest /= kernel[d];
+      starts[d] = k * dil[d];
+      ends[d] = starts[d] + (out[d] - 1) * strides[d] + 1;
+    }
+    FailureOr<Value> sv = intConst(starts), ev = intConst(ends),
+                     av = intConst(axes), tv = intConst(steps);
+    if (failed(sv) || failed(ev) || failed(av) || failed(tv))
+      return failure();
+    Value col = resultOf(
+        makeTyped<SliceOp>({x, *sv, *ev, *av, *tv}, {},
+                           {RankedTensorType::get(sliceShape, element)}));
+    if (!col)
+      return failure();
+    columns.push_back(col);
+  }
+  Value cols = columns.size() == 1
+                   ? columns[0]
+                   : resultOf(make<ConcatOp>(
+                         columns, {named("axis", b.getI64IntegerAttr(1))}));
+  // [N, K, G, C/G, out] -> [N, G, K, C/G, out] -> [N, G, K C/G, out].
+  int64_t flat = 1;
+  for (int64_t o : out)
+    flat *= o;
+  int64_t cg = c / g, mg = m / g;
+  cols = reshape(
+      transpose(reshape(cols, {n, positions, g, cg, flat}), {0, 2, 1, 3, 4}),
+      {n, g, positions * cg, flat});
+  // [M, C/G, K] -> [G, M/G, C/G, K] -> [G, M/G, K, C/G] -> [G, M/G, K C/G].
+  Value wk =
+      reshape(transpose(reshape(w, {g, mg, cg, positions}), {0, 1, 3, 2}),
+              {g, mg, positions * cg});
+  Value y = cols && wk ? resultOf(make<MatMulOp>({wk, cols})) : Value();
+  SmallVector<int64_t> yShape{n, m};
+  yShape.append(out);
+  y = reshape(y, yShape);
+  if (y && bias) {
+    SmallVector<int64_t> bShape(dims + 1, 1);
+    bShape[0] = m;
+    y = resultOf(make<AddOp>({y, reshape(bias, bShape)}));
+  }
+  return bindValue(y);
+}
+
 ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
@@ -351,7 +495,8 @@ ArrayRef<OpRule> compositeRules() {
       {"Mean", kMinOpset, kMaxOpset, &Importer::importMean},
       {"PRelu", kMinOpset, kMaxOpset, &Importer::importPRelu},
       {"Mod", kMinOpset, kMaxOpset, &Importer::importMod},
-      {"Einsum", kMinOpset, kMaxOpset, &Importer::importEinsum}};
+      {"Einsum", kMinOpset, kMaxOpset, &Importer::importEinsum},
+      {"Conv", kMinOpset, kMaxOpset, &Importer::importConv}};
   return rules;
 }
 

@@ -162,6 +162,7 @@ public:
   LogicalResult importPRelu();
   LogicalResult importMod();
   LogicalResult importEinsum();
+  LogicalResult importConv();
   /// Binds the node's output to the op that made `v` (null: failed).
   LogicalResult bindValue(Value v) {
     return v ? bind(v.getDefiningOp()) : failure();

@@ -85,6 +85,11 @@ def main():
     save(loss_model([helper.make_node("Einsum", ["x"], ["y"], name="diag_1",
                                       equation="ii->i")], x_shape=(4, 4)),
          "einsum_diagonal.onnx")
+    wc = helper.make_tensor("wc", F, [4, 2, 3], [0.0] * 24)
+    save(loss_model([helper.make_node("Conv", ["x", "wc"], ["y"], name="conv_1",
+                                      group=3)], x_shape=(1, 4, 8),
+                    extra_inits=[wc]),
+         "conv_bad_group.onnx")
     save(loss_model([helper.make_node("Mod", ["x", "x"], ["y"], name="mod_1")]),
          "mod_floats.onnx")
     save(loss_model([helper.make_node("Relu", ["x"], ["y"], name="custom_1",

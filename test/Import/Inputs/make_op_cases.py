@@ -290,6 +290,20 @@ for name, eq, shapes in [
     case("Einsum", name, [(f"x{i}", f(*sh), "data") for i, sh in enumerate(shapes)],
          {"equation": eq})
 
+# Conv as strided slices and a batched MatMul per group.
+case("Conv", "depthwise_causal_1d", [("x", f(2, 4, 7), "data"),
+                                     ("w", f(4, 1, 3), "data"),
+                                     ("b", f(4), "data")],
+     {"group": 4, "pads": [2, 0]})
+case("Conv", "2d_stride_dilation_pads", [("x", f(2, 3, 7, 6), "data"),
+                                         ("w", f(4, 3, 3, 2), "data")],
+     {"strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 1, 2]})
+case("Conv", "2d_groups_same_upper", [("x", f(1, 4, 5, 5), "data"),
+                                      ("w", f(6, 2, 3, 3), "data"),
+                                      ("b", f(6), "data")],
+     {"group": 2, "auto_pad": "SAME_UPPER", "strides": [2, 2]})
+case("Conv", "1x1", [("x", f(2, 3, 4, 4), "data"), ("w", f(5, 3, 1, 1), "data")])
+
 
 def split_case(opset):
     if opset >= 18:

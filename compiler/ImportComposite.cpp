@@ -473,6 +473,202 @@ LogicalResult Importer::importConv() {
   return bindValue(y);
 }
 
+//===----------------------------------------------------------------------===//
+// Normalizations: (x - mean) / sqrt(var + eps) over some axes, then a scale
+// and a bias per channel (dim 1).
+//===----------------------------------------------------------------------===//
+
+Value Importer::reduceOf(StringRef kind, Value v, ArrayRef<int64_t> axes) {
+  if (!v)
+    return v;
+  SmallVector<NamedAttribute> attrs{named("axes", b.getDenseI64ArrayAttr(axes)),
+                                    named("keepdims", b.getUnitAttr())};
+  if (kind == "mean")
+    return resultOf(make<ReduceMeanOp>({v}, attrs));
+  return resultOf(make<ReduceSumOp>({v}, attrs));
+}
+
+Value Importer::normalized(Value x, ArrayRef<int64_t> axes, double eps) {
+  Value m = reduceOf("mean", x, axes);
+  Value d = m ? resultOf(make<SubOp>({x, m})) : m;
+  Value var = d ? reduceOf("mean", resultOf(make<MulOp>({d, d})), axes) : d;
+  Value sd = var ? resultOf(make<SqrtOp>(
+                       {resultOf(make<AddOp>({var, scalarLike(var, eps)}))}))
+                 : var;
+  return sd ? resultOf(make<DivOp>({d, sd})) : sd;
+}
+
+Value Importer::reshaped(Value v, ArrayRef<int64_t> shape) {
+  if (!v || typeOf(v).getShape() == shape)
+    return v;
+  FailureOr<Value> s = intConst(shape);
+  if (failed(s))
+    return Value();
+  return resultOf(makeTyped<ReshapeOp>(
+      {v, *s}, {}, {RankedTensorType::get(shape, typeOf(v).getElementType())}));
+}
+
+/// v [C] as [C, 1, ...] against x [N, C, spatial...]: a value per channel.
+Value Importer::perChannel(Value v, Value x) {
+  SmallVector<int64_t> shape(typeOf(x).getRank() - 1, 1);
+  shape[0] = typeOf(v).getNumElements();
+  return reshaped(v, shape);
+}
+
+/// y * scale + bias, each [C] broadcast per channel of y (null: none).
+Value Importer::scaleShift(Value y, Value scale, Value bias) {
+  if (y && scale)
+    y = resultOf(make<MulOp>({y, perChannel(scale, y)}));
+  if (y && bias)
+    y = resultOf(make<AddOp>({y, perChannel(bias, y)}));
+  return y;
+}
+
+/// The spatial dims of x [N, C, spatial...].
+static SmallVector<int64_t> spatialAxes(int64_t rank) {
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < rank; ++d)
+    axes.push_back(d);
+  return axes;
+}
+
+/// InstanceNormalization: each channel of each sample over its spatial
+/// dims.
+LogicalResult Importer::importInstanceNormalization() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto eps = attrFloat("epsilon", 1e-5f);
+  if (failed(eps))
+    return failure();
+  Value x = in(0);
+  if (typeOf(x).getRank() < 3)
+    return nodeError() << "InstanceNormalization needs [N, C, spatial...]";
+  return bindValue(scaleShift(
+      normalized(x, spatialAxes(typeOf(x).getRank()), *eps), in(1), in(2)));
+}
+
+/// GroupNormalization: each group of channels of each sample, then a scale
+/// and a bias per channel (opset 21; opset 18's form, with them per group,
+/// is deprecated and not read).
+LogicalResult Importer::importGroupNormalization() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto eps = attrFloat("epsilon", 1e-5f);
+  auto groups = attrInt("num_groups", std::nullopt);
+  if (failed(eps) || failed(groups))
+    return failure();
+  Value x = in(0);
+  ArrayRef<int64_t> xs = typeOf(x).getShape();
+  int64_t g = *groups, c = xs.size() > 1 ? xs[1] : 0;
+  if (xs.size() < 2 || g < 1 || c % g)
+    return nodeError() << "num_groups " << g << " does not divide the " << c
+                       << " channels";
+  int64_t rest = typeOf(x).getNumElements() / (xs[0] * g);
+  Value y = normalized(reshaped(x, {xs[0], g, rest}), {2}, *eps);
+  return bindValue(scaleShift(reshaped(y, xs), in(1), in(2)));
+}
+
+/// BatchNormalization: by the running statistics (inference), or in
+/// training_mode by the batch's over every dim but the channels, with the
+/// running statistics updated as its outputs 1 and 2 (r momentum + batch
+/// (1 - momentum), the population variance).
+LogicalResult Importer::importBatchNormalization() {
+  if (failed(needInputs(5, 5)))
+    return failure();
+  auto eps = attrFloat("epsilon", 1e-5f);
+  auto momentum = attrFloat("momentum", 0.9f);
+  auto training = attrInt("training_mode", 0);
+  if (failed(eps) || failed(momentum) || failed(training))
+    return failure();
+  Value x = in(0);
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2)
+    return nodeError() << "BatchNormalization needs [N, C, ...]";
+  Value mean = perChannel(in(3), x), var = perChannel(in(4), x);
+  SmallVector<int64_t> axes{0};
+  axes.append(spatialAxes(rank));
+  if (*training) {
+    mean = reduceOf("mean", x, axes);
+    Value d = mean ? resultOf(make<SubOp>({x, mean})) : mean;
+    var = d ? reduceOf("mean", resultOf(make<MulOp>({d, d})), axes) : d;
+  }
+  Value d = mean ? resultOf(make<SubOp>({x, mean})) : mean;
+  Value sd = var ? resultOf(make<SqrtOp>(
+                       {resultOf(make<AddOp>({var, scalarLike(var, *eps)}))}))
+                 : var;
+  Value y = d && sd ? resultOf(make<DivOp>({d, sd})) : Value();
+  y = scaleShift(y, in(1), in(2));
+  if (!y)
+    return failure();
+  if (!*training)
+    return bindValue(y);
+  // Three outputs, from three ops.
+  values[node->output(0)] = y;
+  for (int i = 1; i <= 2; ++i) {
+    if (i >= node->output_size() || node->output(i).empty())
+      continue;
+    Value running = in(2 + i), batch = i == 1 ? mean : var;
+    batch = reshaped(batch, typeOf(running).getShape());
+    Value kept =
+        resultOf(make<MulOp>({running, scalarLike(running, *momentum)}));
+    Value added =
+        batch
+            ? resultOf(make<MulOp>({batch, scalarLike(batch, 1.0 - *momentum)}))
+            : batch;
+    Value updated =
+        kept && added ? resultOf(make<AddOp>({kept, added})) : Value();
+    if (!updated)
+      return failure();
+    values[node->output(i)] = updated;
+  }
+  return success();
+}
+
+/// LpNormalization: x over its L1 or L2 norm along an axis.
+LogicalResult Importer::importLpNormalization() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  auto axis = attrInt("axis", -1), p = attrInt("p", 2);
+  if (failed(axis) || failed(p))
+    return failure();
+  if (*p != 1 && *p != 2)
+    return nodeError() << "p=" << *p << " is not 1 or 2";
+  Value x = in(0);
+  Value f =
+      *p == 1 ? resultOf(make<AbsOp>({x})) : resultOf(make<MulOp>({x, x}));
+  Value norm = reduceOf("sum", f, {*axis});
+  if (norm && *p == 2)
+    norm = resultOf(make<SqrtOp>({norm}));
+  // A zero norm is a line of zeros, which stays 0 (ONNX's reference): the
+  // division is by 1 there, so that no NaN reaches a gradient either.
+  Value zero = norm ? resultOf(make<EqualOp>({norm, scalarLike(norm, 0.0)}))
+                    : norm;
+  Value safe = zero ? resultOf(make<WhereOp>({zero, scalarLike(norm, 1.0),
+                                              norm}))
+                    : zero;
+  return bindValue(safe ? resultOf(make<DivOp>({x, safe})) : safe);
+}
+
+/// MeanVarianceNormalization: (x - mean) / (sqrt(mean(x^2) - mean^2) +
+/// 1e-9) over `axes` (default 0, 2, 3), as ONNX's function body.
+LogicalResult Importer::importMeanVarianceNormalization() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  SmallVector<int64_t> axes =
+      attrInts("axes").value_or(SmallVector<int64_t>{0, 2, 3});
+  Value x = in(0);
+  Value m = reduceOf("mean", x, axes);
+  Value sq = reduceOf("mean", resultOf(make<MulOp>({x, x})), axes);
+  Value var = m && sq
+                  ? resultOf(make<SubOp>({sq, resultOf(make<MulOp>({m, m}))}))
+                  : Value();
+  Value sd = var ? resultOf(make<AddOp>(
+                       {resultOf(make<SqrtOp>({var})), scalarLike(var, 1e-9)}))
+                 : var;
+  Value d = sd ? resultOf(make<SubOp>({x, m})) : sd;
+  return bindValue(d ? resultOf(make<DivOp>({d, sd})) : d);
+}
+
 ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
@@ -496,7 +692,17 @@ ArrayRef<OpRule> compositeRules() {
       {"PRelu", kMinOpset, kMaxOpset, &Importer::importPRelu},
       {"Mod", kMinOpset, kMaxOpset, &Importer::importMod},
       {"Einsum", kMinOpset, kMaxOpset, &Importer::importEinsum},
-      {"Conv", kMinOpset, kMaxOpset, &Importer::importConv}};
+      {"Conv", kMinOpset, kMaxOpset, &Importer::importConv},
+      {"InstanceNormalization", kMinOpset, kMaxOpset,
+       &Importer::importInstanceNormalization},
+      {"GroupNormalization", 21, kMaxOpset,
+       &Importer::importGroupNormalization},
+      {"BatchNormalization", kMinOpset, kMaxOpset,
+       &Importer::importBatchNormalization},
+      {"LpNormalization", kMinOpset, kMaxOpset,
+       &Importer::importLpNormalization},
+      {"MeanVarianceNormalization", kMinOpset, kMaxOpset,
+       &Importer::importMeanVarianceNormalization}};
   return rules;
 }
 

@@ -163,6 +163,21 @@ public:
   LogicalResult importMod();
   LogicalResult importEinsum();
   LogicalResult importConv();
+  LogicalResult importInstanceNormalization();
+  LogicalResult importGroupNormalization();
+  LogicalResult importBatchNormalization();
+  LogicalResult importLpNormalization();
+  LogicalResult importMeanVarianceNormalization();
+  /// ReduceMean ("mean") or ReduceSum of v over axes, dims kept.
+  Value reduceOf(StringRef kind, Value v, ArrayRef<int64_t> axes);
+  /// (x - mean) / sqrt(var + eps) over axes.
+  Value normalized(Value x, ArrayRef<int64_t> axes, double eps);
+  /// v reshaped (a constant shape).
+  Value reshaped(Value v, ArrayRef<int64_t> shape);
+  /// v [C] as [C, 1, ...] against x [N, C, ...].
+  Value perChannel(Value v, Value x);
+  /// y * scale + bias per channel (a null scale or bias: none).
+  Value scaleShift(Value y, Value scale, Value bias);
   /// Binds the node's output to the op that made `v` (null: failed).
   LogicalResult bindValue(Value v) {
     return v ? bind(v.getDefiningOp()) : failure();

@@ -304,6 +304,28 @@ case("Conv", "2d_groups_same_upper", [("x", f(1, 4, 5, 5), "data"),
      {"group": 2, "auto_pad": "SAME_UPPER", "strides": [2, 2]})
 case("Conv", "1x1", [("x", f(2, 3, 4, 4), "data"), ("w", f(5, 3, 1, 1), "data")])
 
+# Normalizations as their formulas: per channel, per group, per instance,
+# by batch statistics (training mode) or running ones, Lp and MVN.
+x4 = f(2, 4, 3, 3)
+case("InstanceNormalization", "spatial_2d",
+     [("x", x4, "data"), ("s", f(4), "data"), ("b", f(4), "data")],
+     {"epsilon": 1e-3})
+case("GroupNormalization", "per_channel",
+     [("x", x4, "data"), ("s", f(4), "data"), ("b", f(4), "data")],
+     {"num_groups": 2})
+case("BatchNormalization", "running_stats",
+     [("x", x4, "data"), ("s", f(4), "data"), ("b", f(4), "data"),
+      ("m", f(4), "data"), ("v", pos(4), "data")])
+case("BatchNormalization", "training_batch_stats",
+     [("x", x4, "data"), ("s", f(4), "data"), ("b", f(4), "data"),
+      ("m", f(4), "const"), ("v", pos(4), "const")], {"training_mode": 1},
+     outputs=3)
+case("LpNormalization", "l2_last", [("x", X, "data")])
+case("LpNormalization", "l1_axis1", [("x", X, "data")], {"axis": 1, "p": 1})
+case("MeanVarianceNormalization", "default_axes", [("x", x4, "data")])
+case("MeanVarianceNormalization", "last_axis", [("x", X, "data")],
+     {"axes": [-1]})
+
 
 def split_case(opset):
     if opset >= 18:
@@ -333,7 +355,8 @@ def since(op, at):
 # are [14, 23].
 ROWS = {"ReduceMean": [(14, 17), (18, 23)], "ReduceMax": [(14, 17), (18, 23)],
         **{op: [(14, 17), (18, 23)] for op in COMPOSITE_REDUCTIONS},
-        "RMSNormalization": [(23, 23)], "Attention": [(23, 23)]}
+        "RMSNormalization": [(23, 23)], "Attention": [(23, 23)],
+        "GroupNormalization": [(21, 23)]}
 LAST = 23
 
 
@@ -368,11 +391,17 @@ def build(c, opset, mode):
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", opset)],
         ir_version=10 if opset <= 21 else 11)
-    # The op's outputs typed as ONNX's shape inference types them.
+    # The op's outputs typed as ONNX's shape inference types them (where it
+    # cannot, as the first input is: the normalizations').
     inferred = {v.name: v for v in
                 onnx.shape_inference.infer_shapes(model).graph.value_info}
     for o in outs:
-        model.graph.output.append(inferred[o])
+        v = inferred.get(o)
+        if v is None or not v.type.tensor_type.HasField("shape"):
+            x = inputs[0][1]
+            v = helper.make_tensor_value_info(
+                o, helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+        model.graph.output.append(v)
     onnx.checker.check_model(model)
     sess = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"])

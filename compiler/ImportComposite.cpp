@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Importer.h"
 
+#include <cmath>
+
 namespace mt::importer {
 
 using namespace mlir;
@@ -641,11 +643,11 @@ LogicalResult Importer::importLpNormalization() {
     norm = resultOf(make<SqrtOp>({norm}));
   // A zero norm is a line of zeros, which stays 0 (ONNX's reference): the
   // division is by 1 there, so that no NaN reaches a gradient either.
-  Value zero = norm ? resultOf(make<EqualOp>({norm, scalarLike(norm, 0.0)}))
-                    : norm;
-  Value safe = zero ? resultOf(make<WhereOp>({zero, scalarLike(norm, 1.0),
-                                              norm}))
-                    : zero;
+  Value zero =
+      norm ? resultOf(make<EqualOp>({norm, scalarLike(norm, 0.0)})) : norm;
+  Value safe =
+      zero ? resultOf(make<WhereOp>({zero, scalarLike(norm, 1.0), norm}))
+           : zero;
   return bindValue(safe ? resultOf(make<DivOp>({x, safe})) : safe);
 }
 
@@ -667,6 +669,158 @@ LogicalResult Importer::importMeanVarianceNormalization() {
                  : var;
   Value d = sd ? resultOf(make<SubOp>({x, m})) : sd;
   return bindValue(d ? resultOf(make<DivOp>({d, sd})) : d);
+}
+
+//===----------------------------------------------------------------------===//
+// Masks and one-hot tensors
+//===----------------------------------------------------------------------===//
+
+/// A constant of `shape` and element type `t` with value f(i) at the flat
+/// index i.
+Value Importer::constantOf(ArrayRef<int64_t> shape, Type t,
+                           llvm::function_ref<double(int64_t)> f) {
+  auto type = RankedTensorType::get(shape, t);
+  SmallVector<Attribute> elements;
+  for (int64_t i = 0; i < type.getNumElements(); ++i)
+    elements.push_back(isa<FloatType>(t)
+                           ? Attribute(b.getFloatAttr(t, f(i)))
+                           : Attribute(b.getIntegerAttr(t, int64_t(f(i)))));
+  auto attr = DenseElementsAttr::get(type, elements);
+  auto c = b.create<ConstantOp>(loc, cast<ElementsAttr>(attr));
+  known[c] = attr;
+  return c;
+}
+
+/// IsInf: x equal to +inf (detect_positive), or to -inf (detect_negative).
+LogicalResult Importer::importIsInf() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  auto pos = attrInt("detect_positive", 1), neg = attrInt("detect_negative", 1);
+  if (failed(pos) || failed(neg))
+    return failure();
+  Value x = in(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError() << "IsInf of " << typeOf(x).getElementType()
+                       << " (floats only)";
+  auto equal = [&](double v) {
+    return resultOf(make<EqualOp>({x, scalarLike(x, v)}));
+  };
+  Value up = *pos ? equal(INFINITY) : Value(),
+        down = *neg ? equal(-INFINITY) : Value();
+  if (*pos && *neg)
+    return bindValue(up && down ? resultOf(make<OrOp>({up, down})) : Value());
+  if (*pos || *neg)
+    return bindValue(*pos ? up : down);
+  // Neither: false everywhere.
+  return bindValue(resultOf(make<EqualOp>({x, scalarLike(x, NAN)})));
+}
+
+/// EyeLike: a constant of the input's shape (2-D), ones on diagonal k.
+LogicalResult Importer::importEyeLike() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  auto k = attrInt("k", 0);
+  auto dtype = attrInt("dtype", -1);
+  if (failed(k) || failed(dtype))
+    return failure();
+  ArrayRef<int64_t> shape = typeOf(in(0)).getShape();
+  Type t =
+      *dtype < 0 ? typeOf(in(0)).getElementType() : elementTypeOf(ctx, *dtype);
+  if (shape.size() != 2 || !t)
+    return nodeError() << "EyeLike needs a 2-D input and a known dtype";
+  int64_t cols = shape[1];
+  return bindValue(constantOf(shape, t, [&](int64_t i) {
+    return i % cols - i / cols == *k ? 1.0 : 0.0;
+  }));
+}
+
+/// `axis` of a rank-`rank` result, negative from the end.
+static int64_t axisOf(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The float iota 0 .. n-1 along `axis` of a rank-`rank` tensor (size 1 in
+/// the other dims).
+Value Importer::iotaAlong(int64_t n, int64_t axis, int64_t rank) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = n;
+  return constantOf(shape, b.getF32Type(), [](int64_t i) { return double(i); });
+}
+
+/// OneHot: the indices (negative from the end of depth) unsqueezed at axis
+/// and compared in floats with 0 .. depth-1, then the mask chooses between
+/// values[1] (on) and values[0] (off).
+LogicalResult Importer::importOneHot() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto axisAttr = attrInt("axis", -1);
+  if (failed(axisAttr))
+    return failure();
+  auto depthValues = getIntValues(known.lookup(in(1)));
+  std::optional<SmallVector<double>> depthFloats;
+  if (!depthValues)
+    depthFloats = getFloatValues(known.lookup(in(1)));
+  if ((!depthValues || depthValues->size() != 1) &&
+      (!depthFloats || depthFloats->size() != 1))
+    return nodeError() << "OneHot's depth must be a constant scalar";
+  int64_t depth = depthValues ? (*depthValues)[0] : int64_t((*depthFloats)[0]);
+  Value idx = in(0), values = in(2);
+  int64_t rank = typeOf(idx).getRank() + 1, axis = axisOf(*axisAttr, rank);
+  if (depth < 1 || axis < 0 || axis >= rank ||
+      typeOf(values).getNumElements() != 2)
+    return nodeError() << "OneHot needs a depth >= 1, an axis inside rank "
+                       << rank << " and two values";
+  Value f = resultOf(
+      make<CastOp>({idx}, {named("to", TypeAttr::get(b.getF32Type()))}));
+  Value neg = f ? resultOf(make<LessOp>({f, scalarLike(f, 0.0)})) : f;
+  Value wrapped =
+      neg ? resultOf(make<AddOp>({f, scalarLike(f, double(depth))})) : neg;
+  Value pos = wrapped ? resultOf(make<WhereOp>({neg, wrapped, f})) : wrapped;
+  Value un = pos ? resultOf(make<UnsqueezeOp>(
+                       {pos}, {named("axes", b.getDenseI64ArrayAttr({axis}))}))
+                 : pos;
+  Value mask =
+      un ? resultOf(make<EqualOp>({un, iotaAlong(depth, axis, rank)})) : un;
+  auto pick = [&](int64_t i) {
+    FailureOr<Value> at = intConst({i});
+    Value flat = reshaped(values, {2});
+    return succeeded(at) && flat
+               ? resultOf(make<GatherOp>(
+                     {flat, *at}, {named("axis", b.getI64IntegerAttr(0))}))
+               : Value();
+  };
+  Value on = mask ? pick(1) : mask, off = on ? pick(0) : on;
+  return bindValue(off ? resultOf(make<WhereOp>({mask, on, off})) : off);
+}
+
+/// Hardmax: 1 at the first maximum along the axis, 0 elsewhere (TopK of
+/// one's index compared with the axis' positions).
+LogicalResult Importer::importHardmax() {
+  if (failed(needInputs(1, 1)))
+    return failure();
+  auto axisAttr = attrInt("axis", -1);
+  if (failed(axisAttr))
+    return failure();
+  Value x = in(0);
+  int64_t rank = typeOf(x).getRank(), axis = axisOf(*axisAttr, rank);
+  if (axis < 0 || axis >= rank || !isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError() << "Hardmax needs floats and an axis inside rank "
+                       << rank;
+  FailureOr<Operation *> top =
+      make<TopKOp>({x}, {named("k", b.getI64IntegerAttr(1)),
+                         named("axis", b.getI64IntegerAttr(axis))});
+  if (failed(top))
+    return failure();
+  Value idx = resultOf(make<CastOp>(
+      {(*top)->getResult(1)}, {named("to", TypeAttr::get(b.getF32Type()))}));
+  int64_t n = typeOf(x).getShape()[axis];
+  Value mask =
+      idx ? resultOf(make<EqualOp>({idx, iotaAlong(n, axis, rank)})) : idx;
+  return bindValue(
+      mask ? resultOf(make<CastOp>(
+                 {mask},
+                 {named("to", TypeAttr::get(typeOf(x).getElementType()))}))
+           : mask);
 }
 
 ArrayRef<OpRule> compositeRules() {
@@ -702,7 +856,11 @@ ArrayRef<OpRule> compositeRules() {
       {"LpNormalization", kMinOpset, kMaxOpset,
        &Importer::importLpNormalization},
       {"MeanVarianceNormalization", kMinOpset, kMaxOpset,
-       &Importer::importMeanVarianceNormalization}};
+       &Importer::importMeanVarianceNormalization},
+      {"IsInf", kMinOpset, kMaxOpset, &Importer::importIsInf},
+      {"EyeLike", kMinOpset, kMaxOpset, &Importer::importEyeLike},
+      {"OneHot", kMinOpset, kMaxOpset, &Importer::importOneHot},
+      {"Hardmax", kMinOpset, kMaxOpset, &Importer::importHardmax}};
   return rules;
 }
 

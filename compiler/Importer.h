@@ -168,6 +168,15 @@ public:
   LogicalResult importBatchNormalization();
   LogicalResult importLpNormalization();
   LogicalResult importMeanVarianceNormalization();
+  LogicalResult importIsInf();
+  LogicalResult importEyeLike();
+  LogicalResult importOneHot();
+  LogicalResult importHardmax();
+  /// A constant of `shape` and element type t, f(i) at flat index i.
+  Value constantOf(ArrayRef<int64_t> shape, Type t,
+                   llvm::function_ref<double(int64_t)> f);
+  /// The f32 iota 0 .. n-1 along `axis` of a rank-`rank` tensor.
+  Value iotaAlong(int64_t n, int64_t axis, int64_t rank);
   /// ReduceMean ("mean") or ReduceSum of v over axes, dims kept.
   Value reduceOf(StringRef kind, Value v, ArrayRef<int64_t> axes);
   /// (x - mean) / sqrt(var + eps) over axes.

@@ -118,6 +118,8 @@ def case_json(case, inputs, outputs):
     feeds = []
     names = [i.name for i in graph.input]
     for name, value in zip(names, inputs):
+        if isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
         if value is None or isinstance(value, (list, dict)):
             return None, "an input that is not a tensor (a sequence or an optional)"
         a = np.asarray(value)
@@ -151,6 +153,8 @@ def case_json(case, inputs, outputs):
     graph.output.insert(0, loss)
     outs = []
     for value in outputs:
+        if isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
         t = tensor(value) if not isinstance(value, (list, dict)) else None
         if t is None:
             return None, "an output that is not a tensor"

@@ -510,6 +510,23 @@ private:
       t.shape = outShape();
       return {t};
     }
+    if (isa<CastOp>(op) && from && to) {
+      // Between integers (booleans: 0 or 1) and floats, as the COPY kernel
+      // converts: floats to integers toward zero, anything to a boolean by
+      // being nonzero.
+      const Tensor &a = in(0);
+      Tensor t;
+      t.shape = outShape();
+      bool fromFloat = isa<FloatType>(from);
+      for (size_t i = 0; i < (fromFloat ? a.f.size() : a.i.size()); ++i) {
+        double v = fromFloat ? double(a.f[i]) : double(a.i[i]);
+        if (isa<FloatType>(to))
+          t.f.push_back(float(v));
+        else
+          t.i.push_back(to.isInteger(1) ? int64_t(v != 0) : int64_t(v));
+      }
+      return {t};
+    }
     if (auto g = dyn_cast<EmbeddingGradOp>(op)) {
       Tensor t = floats();
       k::embeddingBackward(in(0).f.data(), in(1).i.data(), in(1).i.size(),

@@ -44,7 +44,9 @@ Tensor tensorOf(const nlohmann::json &j) {
   for (int64_t d : j["shape"])
     t.shape.push_back(d);
   for (const auto &v : j["data"]) {
-    if (j["type"] == "float")
+    if (j["type"] == "float" && v.is_string()) // "inf" or "-inf"
+      t.f.push_back(v == "inf" ? INFINITY : -INFINITY);
+    else if (j["type"] == "float")
       t.f.push_back(v.is_null() ? NAN : v.get<float>());
     else
       t.i.push_back(v.get<int64_t>());
@@ -95,6 +97,10 @@ TEST_P(OpReference, MatchesOnnxRuntime) {
       for (size_t i = 0; i < w.f.size(); ++i) {
         if (std::isnan(w.f[i])) {
           EXPECT_TRUE(std::isnan(g.f[i])) << "output " << o << "[" << i << "]";
+          continue;
+        }
+        if (std::isinf(w.f[i])) {
+          EXPECT_EQ(g.f[i], w.f[i]) << "output " << o << "[" << i << "]";
           continue;
         }
         EXPECT_NEAR(g.f[i], w.f[i], 2e-6f * std::max(1.0f, std::abs(w.f[i])))

@@ -326,6 +326,22 @@ case("MeanVarianceNormalization", "default_axes", [("x", x4, "data")])
 case("MeanVarianceNormalization", "last_axis", [("x", X, "data")],
      {"axes": [-1]})
 
+# Masks and one-hot tensors: IsInf, EyeLike, OneHot, Hardmax.
+inf = X.copy()
+inf[0, 1, 2], inf[1, 0, 3], inf[1, 2, 1] = np.inf, -np.inf, np.nan
+case("IsInf", "both_signs", [("x", inf, "data")])
+case("IsInf", "negative_only", [("x", inf, "data")], {"detect_positive": 0})
+case("EyeLike", "offset_diagonal", [("x", f(3, 5), "data")], {"k": 1})
+case("OneHot", "labels_last_axis",
+     [("i", i64([[1, 0, -1], [3, 2, 0]]), "const"), ("d", i64(4), "const"),
+      ("v", np.array([0.0, 1.0], np.float32), "const")])
+case("OneHot", "axis0_values", [("i", i64([2, -3, 0]), "const"),
+                                ("d", i64([3]), "const"),
+                                ("v", np.array([-1.0, 5.0], np.float32), "const")],
+     {"axis": 0})
+case("Hardmax", "ties_last_axis", [("x", np.round(X), "data")])
+case("Hardmax", "axis1", [("x", X, "data")], {"axis": 1})
+
 
 def split_case(opset):
     if opset >= 18:
@@ -413,7 +429,10 @@ def build(c, opset, mode):
             "int" if np.issubdtype(v.dtype, np.integer) else "float")
         data = v.astype(np.float64 if kind == "float" else np.int64).ravel()
         return {"shape": list(v.shape), "type": kind,
-                "data": [None if np.isnan(x) else float(x) for x in data]
+                # JSON has no NaN or infinity: null, "inf" and "-inf".
+                "data": [None if np.isnan(x) else
+                         ("inf" if x > 0 else "-inf") if np.isinf(x) else
+                         float(x) for x in data]
                 if kind == "float" else [int(x) for x in data]}
 
     return {"name": f"{op}.{c['name']}.opset{opset}.{mode}", "op": op,

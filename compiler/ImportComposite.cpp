@@ -823,6 +823,89 @@ LogicalResult Importer::importHardmax() {
            : mask);
 }
 
+/// NegativeLogLikelihoodLoss: -input[n, target[n, ...], ...] times the
+/// target's class weight (1 without one), 0 where the target is
+/// ignore_index; reduction none, sum, or mean (over the weights of the
+/// targets not ignored). The targets are compared and masked in floats, so
+/// that every step has a device kernel.
+LogicalResult Importer::importNegativeLogLikelihoodLoss() {
+  if (failed(needInputs(2, 3)))
+    return failure();
+  auto reduction = attrString("reduction", "mean");
+  if (failed(reduction))
+    return failure();
+  if (*reduction != "mean" && *reduction != "sum" && *reduction != "none")
+    return nodeError() << "reduction '" << *reduction
+                       << "' is not mean, sum or none";
+  Value x = in(0), target = in(1), weight = in(2);
+  if (typeOf(x).getRank() < 2 ||
+      typeOf(target).getRank() != typeOf(x).getRank() - 1)
+    return nodeError() << "NegativeLogLikelihoodLoss needs input [N, C, "
+                          "...] and target [N, ...]";
+  Type f32 = b.getF32Type();
+  auto castTo = [&](Value v, Type t) {
+    return v ? resultOf(make<CastOp>({v}, {named("to", TypeAttr::get(t))})) : v;
+  };
+  Value tf = castTo(target, f32);
+  // 1 where the target counts, 0 where it is ignore_index.
+  Value keep;
+  if (attr("ignore_index")) {
+    auto index = attrInt("ignore_index", std::nullopt);
+    if (failed(index))
+      return failure();
+    Value same =
+        tf ? resultOf(make<EqualOp>({tf, scalarLike(tf, double(*index))})) : tf;
+    Value counts = same ? resultOf(make<NotOp>({same})) : same;
+    keep = castTo(counts, f32);
+  } else {
+    keep = tf ? resultOf(make<AddOp>(
+                    {resultOf(make<MulOp>({tf, scalarLike(tf, 0.0)})),
+                     scalarLike(tf, 1.0)}))
+              : tf;
+  }
+  // An ignored target reads class 0 (then weighs 0).
+  Value safe = keep ? castTo(resultOf(make<MulOp>({tf, keep})),
+                             typeOf(target).getElementType())
+                    : keep;
+  Value at = safe ? resultOf(make<UnsqueezeOp>(
+                        {safe}, {named("axes", b.getDenseI64ArrayAttr({1}))}))
+                  : safe;
+  Value picked = at ? resultOf(make<GatherElementsOp>(
+                          {x, at}, {named("axis", b.getI64IntegerAttr(1))}))
+                    : at;
+  picked = picked ? resultOf(make<SqueezeOp>(
+                        {picked}, {named("axes", b.getDenseI64ArrayAttr({1}))}))
+                  : picked;
+  Value w = keep;
+  if (w && weight) {
+    Value classW = resultOf(make<GatherOp>(
+        {weight, safe}, {named("axis", b.getI64IntegerAttr(0))}));
+    w = classW ? resultOf(make<MulOp>(
+                     {classW, castTo(keep, typeOf(classW).getElementType())}))
+               : classW;
+  }
+  if (!picked || !w)
+    return failure();
+  if (typeOf(w).getElementType() != typeOf(picked).getElementType())
+    w = castTo(w, typeOf(picked).getElementType());
+  Value loss =
+      w ? resultOf(make<NegOp>({resultOf(make<MulOp>({picked, w}))})) : w;
+  if (!loss || *reduction == "none")
+    return bindValue(loss);
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < typeOf(loss).getRank(); ++d)
+    all.push_back(d);
+  auto total = [&](Value v) {
+    return resultOf(
+        make<ReduceSumOp>({v}, {named("axes", b.getDenseI64ArrayAttr(all))}));
+  };
+  Value sum = total(loss);
+  if (!sum || *reduction == "sum")
+    return bindValue(sum);
+  Value count = total(w);
+  return bindValue(count ? resultOf(make<DivOp>({sum, count})) : count);
+}
+
 ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
@@ -860,7 +943,9 @@ ArrayRef<OpRule> compositeRules() {
       {"IsInf", kMinOpset, kMaxOpset, &Importer::importIsInf},
       {"EyeLike", kMinOpset, kMaxOpset, &Importer::importEyeLike},
       {"OneHot", kMinOpset, kMaxOpset, &Importer::importOneHot},
-      {"Hardmax", kMinOpset, kMaxOpset, &Importer::importHardmax}};
+      {"Hardmax", kMinOpset, kMaxOpset, &Importer::importHardmax},
+      {"NegativeLogLikelihoodLoss", kMinOpset, kMaxOpset,
+       &Importer::importNegativeLogLikelihoodLoss}};
   return rules;
 }
 

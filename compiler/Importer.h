@@ -172,6 +172,7 @@ public:
   LogicalResult importEyeLike();
   LogicalResult importOneHot();
   LogicalResult importHardmax();
+  LogicalResult importNegativeLogLikelihoodLoss();
   /// A constant of `shape` and element type t, f(i) at flat index i.
   Value constantOf(ArrayRef<int64_t> shape, Type t,
                    llvm::function_ref<double(int64_t)> f);

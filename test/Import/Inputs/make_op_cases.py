@@ -342,6 +342,19 @@ case("OneHot", "axis0_values", [("i", i64([2, -3, 0]), "const"),
 case("Hardmax", "ties_last_axis", [("x", np.round(X), "data")])
 case("Hardmax", "axis1", [("x", X, "data")], {"axis": 1})
 
+# NegativeLogLikelihoodLoss: gathered, weighted, ignored, reduced.
+lp = np.log(np.abs(f(3, 4, 2)) + 0.1).astype(np.float32)
+tgt = i64([[1, 3], [-100, 0], [2, 2]])
+case("NegativeLogLikelihoodLoss", "mean_ignore_weights",
+     [("x", lp, "data"), ("t", tgt, "const"), ("w", pos(4), "data")],
+     {"ignore_index": -100})
+case("NegativeLogLikelihoodLoss", "sum_no_weights",
+     [("x", lp, "data"), ("t", i64([[1, 3], [0, 0], [2, 1]]), "const")],
+     {"reduction": "sum"})
+case("NegativeLogLikelihoodLoss", "none_2d",
+     [("x", lp[:, :, 0], "data"), ("t", i64([3, 0, -1]), "const")],
+     {"reduction": "none", "ignore_index": -1})
+
 
 def split_case(opset):
     if opset >= 18:

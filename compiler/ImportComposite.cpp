@@ -37,23 +37,17 @@ Value Importer::scalarLike(Value v, double x) {
 /// ReduceMin: a ReduceSum (or ReduceMax) of an elementwise function of the
 /// input. With noop_with_empty_axes and no axes, the function alone.
 template <bool axesInput> LogicalResult Importer::importReduceComposite() {
-  if (failed(needInputs(1, 2)))
+  FailureOr<ReduceArgs> args = reduceArgs<axesInput>();
+  if (failed(args))
     return failure();
-  auto axes = axesInput
-                  ? axesFrom("axes", 1, false)
-                  : FailureOr<SmallVector<int64_t>>(
-                        attrInts("axes").value_or(SmallVector<int64_t>{}));
-  auto keep = attrInt("keepdims", 1);
-  auto noop = attrInt("noop_with_empty_axes", 0);
-  if (failed(axes) || failed(keep) || failed(noop))
-    return failure();
-  bool reduce = !(axes->empty() && *noop);
+  const SmallVector<int64_t> &axes = args->axes;
+  bool keep = args->keep, reduce = !(axes.empty() && args->noop);
   auto sum = [&](auto tag, Value v, bool keepdims) -> Value {
     using OpTy = decltype(tag);
     if (!v || !reduce)
       return v;
     SmallVector<NamedAttribute> attrs{
-        named("axes", b.getDenseI64ArrayAttr(*axes))};
+        named("axes", b.getDenseI64ArrayAttr(axes))};
     if (keepdims)
       attrs.push_back(named("keepdims", b.getUnitAttr()));
     return resultOf(make<OpTy>({v}, attrs));
@@ -65,26 +59,26 @@ template <bool axesInput> LogicalResult Importer::importReduceComposite() {
   Value x = in(0), out;
   StringRef op = opType();
   if (op == "ReduceL1") {
-    out = sum(ReduceSumOp(), unary(AbsOp(), x), *keep);
+    out = sum(ReduceSumOp(), unary(AbsOp(), x), keep);
   } else if (op == "ReduceL2" || op == "ReduceSumSquare") {
-    out = sum(ReduceSumOp(), resultOf(make<MulOp>({x, x})), *keep);
+    out = sum(ReduceSumOp(), resultOf(make<MulOp>({x, x})), keep);
     if (op == "ReduceL2")
       out = unary(SqrtOp(), out);
   } else if (op == "ReduceLogSum") {
-    out = unary(LogOp(), sum(ReduceSumOp(), x, *keep));
+    out = unary(LogOp(), sum(ReduceSumOp(), x, keep));
   } else if (op == "ReduceLogSumExp") {
     // max + log(sum(exp(x - max))): no exp overflows, and the gradients
     // through the two maxima cancel.
     Value m = sum(ReduceMaxOp(), x, true);
     Value d = m ? resultOf(make<SubOp>({x, m})) : m;
-    Value l = unary(LogOp(), sum(ReduceSumOp(), unary(ExpOp(), d), *keep));
-    Value top = l ? sum(ReduceMaxOp(), x, *keep) : l;
+    Value l = unary(LogOp(), sum(ReduceSumOp(), unary(ExpOp(), d), keep));
+    Value top = l ? sum(ReduceMaxOp(), x, keep) : l;
     out = top ? resultOf(make<AddOp>({l, top})) : top;
   } else if (typeOf(x).getElementType().isInteger(1)) { // ReduceMin of
     // booleans: all, not(any(not x))
-    out = unary(NotOp(), sum(ReduceMaxOp(), unary(NotOp(), x), *keep));
+    out = unary(NotOp(), sum(ReduceMaxOp(), unary(NotOp(), x), keep));
   } else { // ReduceMin: -max(-x)
-    out = unary(NegOp(), sum(ReduceMaxOp(), unary(NegOp(), x), *keep));
+    out = unary(NegOp(), sum(ReduceMaxOp(), unary(NegOp(), x), keep));
   }
   return bindValue(out);
 }
@@ -231,7 +225,6 @@ LogicalResult Importer::importEinsum() {
     llvm::sort(once);
     out += once;
   }
-  Type element = typeOf(in(0)).getElementType();
   auto shapeOf = [&](Value v) { return typeOf(v).getShape(); };
   auto transpose = [&](Labeled x, StringRef order) -> Labeled {
     if (!x.v || x.labels == order)
@@ -239,18 +232,7 @@ LogicalResult Importer::importEinsum() {
     SmallVector<int64_t> perm;
     for (char c : order)
       perm.push_back(int64_t(x.labels.find(c)));
-    return {resultOf(make<TransposeOp>(
-                {x.v}, {named("perm", b.getDenseI64ArrayAttr(perm))})),
-            order.str()};
-  };
-  auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
-    if (!v || shapeOf(v) == shape)
-      return v;
-    FailureOr<Value> s = intConst(shape);
-    if (failed(s))
-      return Value();
-    return resultOf(makeTyped<ReshapeOp>(
-        {v, *s}, {}, {RankedTensorType::get(shape, element)}));
+    return {transposed(x.v, perm), order.str()};
   };
   // Sums out of x the labels that `keep` lacks.
   auto sumOut = [&](Labeled x, StringRef keep) -> Labeled {
@@ -319,9 +301,9 @@ LogicalResult Importer::importEinsum() {
       n *= size(c, l), rShape.push_back(size(c, l));
     aShape.append({m, k});
     cShape.append({k, n});
-    Value p =
-        resultOf(make<MatMulOp>({reshape(a.v, aShape), reshape(c.v, cShape)}));
-    acc = {reshape(p, rShape), batch + left + right};
+    Value p = resultOf(
+        make<MatMulOp>({reshaped(a.v, aShape), reshaped(c.v, cShape)}));
+    acc = {reshaped(p, rShape), batch + left + right};
   }
   acc = transpose(sumOut(acc, out), out);
   if (!acc.v)
@@ -390,18 +372,6 @@ LogicalResult Importer::importConv() {
     out.push_back((padded - span) / strides[d] + 1);
   }
   Type element = typeOf(x).getElementType();
-  auto reshape = [&](Value v, ArrayRef<int64_t> shape) -> Value {
-    FailureOr<Value> s = v ? intConst(shape) : FailureOr<Value>(failure());
-    return succeeded(s)
-               ? resultOf(makeTyped<ReshapeOp>(
-                     {v, *s}, {}, {RankedTensorType::get(shape, element)}))
-               : Value();
-  };
-  auto transpose = [&](Value v, ArrayRef<int64_t> perm) -> Value {
-    return v ? resultOf(make<TransposeOp>(
-                   {v}, {named("perm", b.getDenseI64ArrayAttr(perm))}))
-             : v;
-  };
   // Zeros around the spatial dims.
   if (llvm::any_of(pads, [](int64_t p) { return p != 0; })) {
     SmallVector<int64_t> all(2 * (dims + 2), 0), shape(xs);
@@ -456,21 +426,21 @@ LogicalResult Importer::importConv() {
   for (int64_t o : out)
     flat *= o;
   int64_t cg = c / g, mg = m / g;
-  cols = reshape(
-      transpose(reshape(cols, {n, positions, g, cg, flat}), {0, 2, 1, 3, 4}),
+  cols = reshaped(
+      transposed(reshaped(cols, {n, positions, g, cg, flat}), {0, 2, 1, 3, 4}),
       {n, g, positions * cg, flat});
   // [M, C/G, K] -> [G, M/G, C/G, K] -> [G, M/G, K, C/G] -> [G, M/G, K C/G].
   Value wk =
-      reshape(transpose(reshape(w, {g, mg, cg, positions}), {0, 1, 3, 2}),
-              {g, mg, positions * cg});
+      reshaped(transposed(reshaped(w, {g, mg, cg, positions}), {0, 1, 3, 2}),
+               {g, mg, positions * cg});
   Value y = cols && wk ? resultOf(make<MatMulOp>({wk, cols})) : Value();
   SmallVector<int64_t> yShape{n, m};
   yShape.append(out);
-  y = reshape(y, yShape);
+  y = reshaped(y, yShape);
   if (y && bias) {
     SmallVector<int64_t> bShape(dims + 1, 1);
     bShape[0] = m;
-    y = resultOf(make<AddOp>({y, reshape(bias, bShape)}));
+    y = resultOf(make<AddOp>({y, reshaped(bias, bShape)}));
   }
   return bindValue(y);
 }
@@ -508,6 +478,12 @@ Value Importer::reshaped(Value v, ArrayRef<int64_t> shape) {
     return Value();
   return resultOf(makeTyped<ReshapeOp>(
       {v, *s}, {}, {RankedTensorType::get(shape, typeOf(v).getElementType())}));
+}
+
+Value Importer::transposed(Value v, ArrayRef<int64_t> perm) {
+  return v ? resultOf(make<TransposeOp>(
+                 {v}, {named("perm", b.getDenseI64ArrayAttr(perm))}))
+           : v;
 }
 
 /// v [C] as [C, 1, ...] against x [N, C, spatial...]: a value per channel.

@@ -99,9 +99,13 @@ public:
       acc = make<OpTy>({(*acc)->getResult(0), in(i)});
     return bind(acc);
   }
-  /// The reductions, with `axes` an attribute or (from the opset that made
-  /// it so) an input.
-  template <typename OpTy, bool axesInput> LogicalResult importReduce() {
+  /// A reduction's axes (an attribute, or from the opset that made it so an
+  /// input), keepdims and noop_with_empty_axes.
+  struct ReduceArgs {
+    SmallVector<int64_t> axes;
+    bool keep, noop;
+  };
+  template <bool axesInput> FailureOr<ReduceArgs> reduceArgs() {
     if (failed(needInputs(1, 2)))
       return failure();
     auto axes = axesInput
@@ -112,11 +116,18 @@ public:
     auto noop = attrInt("noop_with_empty_axes", 0);
     if (failed(axes) || failed(keep) || failed(noop))
       return failure();
-    if (axes->empty() && *noop)
+    return ReduceArgs{*axes, *keep != 0, *noop != 0};
+  }
+  /// The reductions that are a train op.
+  template <typename OpTy, bool axesInput> LogicalResult importReduce() {
+    FailureOr<ReduceArgs> r = reduceArgs<axesInput>();
+    if (failed(r))
+      return failure();
+    if (r->axes.empty() && r->noop)
       return bind(make<IdentityOp>({in(0)}));
     SmallVector<NamedAttribute> attrs{
-        named("axes", b.getDenseI64ArrayAttr(*axes))};
-    if (*keep)
+        named("axes", b.getDenseI64ArrayAttr(r->axes))};
+    if (r->keep)
       attrs.push_back(named("keepdims", b.getUnitAttr()));
     return bind(make<OpTy>({in(0)}, attrs));
   }
@@ -184,6 +195,8 @@ public:
   Value normalized(Value x, ArrayRef<int64_t> axes, double eps);
   /// v reshaped (a constant shape).
   Value reshaped(Value v, ArrayRef<int64_t> shape);
+  /// v's dims permuted.
+  Value transposed(Value v, ArrayRef<int64_t> perm);
   /// v [C] as [C, 1, ...] against x [N, C, ...].
   Value perChannel(Value v, Value x);
   /// y * scale + bias per channel (a null scale or bias: none).

@@ -10,7 +10,7 @@
 #include "compiler/OnnxImporter.h"
 #include "dialects/Train/IR/TrainDialect.h"
 #include "dialects/Train/Transforms/Passes.h"
-#include "test/unit/evaluator.h"
+#include "test/unit/onnx_case.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -28,22 +28,9 @@ namespace {
 
 using namespace mlir;
 using mt::test::Evaluator;
+using mt::test::expectOutputs;
 using mt::test::Tensor;
-
-Tensor tensorOf(const nlohmann::json &j) {
-  Tensor t;
-  for (int64_t d : j["shape"])
-    t.shape.push_back(d);
-  for (const auto &v : j["data"]) {
-    if (j["type"] == "float" && v.is_string()) // "inf" or "-inf"
-      t.f.push_back(v == "inf" ? INFINITY : -INFINITY);
-    else if (j["type"] == "float")
-      t.f.push_back(v.is_null() ? NAN : v.get<float>());
-    else
-      t.i.push_back(v.get<int64_t>());
-  }
-  return t;
-}
+using mt::test::tensorOf;
 
 void refuse(const std::string &why) {
   std::printf("REFUSED: %s\n", why.c_str());
@@ -91,37 +78,9 @@ TEST(Conformance, Case) {
     inputs.push_back(tensorOf(t));
   Evaluator eval;
   std::vector<Tensor> got = eval.call(fn, inputs);
-  const auto &want = c["outputs"];
-  ASSERT_EQ(got.size(), want.size() + 1) << "the loss, then the outputs";
   double rtol = c["rtol"], atol = c["atol"];
-  for (size_t o = 0; o < want.size(); ++o) {
-    Tensor w = tensorOf(want[o]);
-    const Tensor &g = got[o + 1];
-    ASSERT_EQ(g.shape, w.shape) << "output " << o;
-    if (want[o]["type"] == "float") {
-      ASSERT_EQ(g.f.size(), w.f.size()) << "output " << o;
-      for (size_t i = 0; i < w.f.size(); ++i) {
-        if (std::isnan(w.f[i])) {
-          EXPECT_TRUE(std::isnan(g.f[i])) << "output " << o << "[" << i << "]";
-          continue;
-        }
-        if (std::isinf(w.f[i])) {
-          EXPECT_EQ(g.f[i], w.f[i]) << "output " << o << "[" << i << "]";
-          continue;
-        }
-        EXPECT_LE(std::abs(double(g.f[i]) - w.f[i]),
-                  atol + rtol * std::abs(double(w.f[i])))
-            << "output " << o << "[" << i << "]: " << g.f[i] << " vs "
-            << w.f[i];
-      }
-    } else {
-      ASSERT_EQ(g.i.size(), w.i.size()) << "output " << o;
-      for (size_t i = 0; i < w.i.size(); ++i) {
-        int64_t gv = want[o]["type"] == "bool" ? g.i[i] != 0 : g.i[i];
-        EXPECT_EQ(gv, w.i[i]) << "output " << o << "[" << i << "]";
-      }
-    }
-  }
+  expectOutputs(got, c["outputs"],
+                [&](double w) { return atol + rtol * std::abs(w); });
 }
 
 } // namespace

@@ -10,7 +10,7 @@
 #include "compiler/OnnxImporter.h"
 #include "dialects/Train/IR/TrainDialect.h"
 #include "dialects/Train/Transforms/Passes.h"
-#include "test/unit/evaluator.h"
+#include "test/unit/onnx_case.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -28,7 +28,9 @@ namespace {
 
 using namespace mlir;
 using mt::test::Evaluator;
+using mt::test::expectOutputs;
 using mt::test::Tensor;
+using mt::test::tensorOf;
 
 const nlohmann::json &cases() {
   static const nlohmann::json all = [] {
@@ -37,21 +39,6 @@ const nlohmann::json &cases() {
     return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   }();
   return all;
-}
-
-Tensor tensorOf(const nlohmann::json &j) {
-  Tensor t;
-  for (int64_t d : j["shape"])
-    t.shape.push_back(d);
-  for (const auto &v : j["data"]) {
-    if (j["type"] == "float" && v.is_string()) // "inf" or "-inf"
-      t.f.push_back(v == "inf" ? INFINITY : -INFINITY);
-    else if (j["type"] == "float")
-      t.f.push_back(v.is_null() ? NAN : v.get<float>());
-    else
-      t.i.push_back(v.get<int64_t>());
-  }
-  return t;
 }
 
 class OpReference : public ::testing::TestWithParam<size_t> {};
@@ -86,36 +73,10 @@ TEST_P(OpReference, MatchesOnnxRuntime) {
     inputs.push_back(tensorOf(in));
   Evaluator eval;
   std::vector<Tensor> got = eval.call(model, inputs);
-  const auto &want = c["outputs"];
-  ASSERT_EQ(got.size(), want.size() + 1) << "the loss, then the op's outputs";
-  for (size_t o = 0; o < want.size(); ++o) {
-    Tensor w = tensorOf(want[o]);
-    const Tensor &g = got[o + 1];
-    EXPECT_EQ(g.shape, w.shape) << "output " << o;
-    if (want[o]["type"] == "float") {
-      ASSERT_EQ(g.f.size(), w.f.size()) << "output " << o;
-      for (size_t i = 0; i < w.f.size(); ++i) {
-        if (std::isnan(w.f[i])) {
-          EXPECT_TRUE(std::isnan(g.f[i])) << "output " << o << "[" << i << "]";
-          continue;
-        }
-        if (std::isinf(w.f[i])) {
-          EXPECT_EQ(g.f[i], w.f[i]) << "output " << o << "[" << i << "]";
-          continue;
-        }
-        EXPECT_NEAR(g.f[i], w.f[i], 2e-6f * std::max(1.0f, std::abs(w.f[i])))
-            << "output " << o << "[" << i << "]";
-      }
-    } else {
-      ASSERT_EQ(g.i.size(), w.i.size()) << "output " << o;
-      for (size_t i = 0; i < w.i.size(); ++i) {
-        int64_t gv = g.i[i];
-        if (want[o]["type"] == "bool")
-          gv = gv != 0;
-        EXPECT_EQ(gv, w.i[i]) << "output " << o << "[" << i << "]";
-      }
-    }
-  }
+  // The bound EXPECT_NEAR had: 2e-6 relative (at least absolute), in float.
+  expectOutputs(got, c["outputs"], [](double w) {
+    return double(2e-6f * std::max(1.0f, std::abs(float(w))));
+  });
   std::remove(path.c_str());
 }
 

@@ -13,6 +13,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Threading.h"
@@ -56,15 +57,17 @@ mlir::OwningOpRef<mlir::ModuleOp> fuseModel(mlir::MLIRContext &context,
 
 /// The rest of the front end on a copy of the fused model: its layers
 /// outlined but the last `keepLast` (none with -1), and the training step
-/// derived where `what` needs it.
+/// (the forward step, when `forward`) derived where `what` needs it.
 mlir::OwningOpRef<mlir::ModuleOp> outline(mlir::ModuleOp fused, Emit what,
-                                          int64_t keepLast,
+                                          int64_t keepLast, bool forward,
                                           mlir::TimingScope &timing) {
   mlir::OwningOpRef<mlir::ModuleOp> module = fused.clone();
   bool step = what == Emit::Step || what == Emit::Sched || what == Emit::Plan;
   if (failed(runPasses(*module, timing, [&](mlir::PassManager &pm) {
         train::buildOutlinePipeline(pm, keepLast);
-        if (step)
+        if (step && forward)
+          pm.addPass(train::createDeriveForwardStepPass());
+        else if (step)
           pm.addPass(train::createDeriveTrainingStepPass());
       })))
     return nullptr;
@@ -155,6 +158,46 @@ mlir::LogicalResult printModule(Driver &compiler, const ImportOptions &import,
   return mlir::success();
 }
 
+/// The forward-only plan of `r` (mtc --forward): the schedule the flags
+/// describe, compiled with every check, its peaks proved within the
+/// budgets and its time predicted; nothing to search, as no update or
+/// optimizer state is there to place.
+mlir::LogicalResult planForward(Driver &compiler, const Request &r,
+                                const mt::plan::Target &target,
+                                const planner::Budgets &budgets) {
+  const planner::Schedule &s = r.chosen;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      compiler.compile(r.import, Emit::Plan, s, /*verify=*/true);
+  mt::plan::Plan plan;
+  if (!module || failed(mt::emitPlan(*module, plan)))
+    return mlir::failure();
+  *plan.mutable_target() = target;
+  mt::plan::Budgets &b = *plan.mutable_budgets();
+  b.set_device_bytes(uint64_t(budgets.device));
+  b.set_pinned_bytes(uint64_t(budgets.pinned));
+  b.set_host_bytes(uint64_t(budgets.host));
+  b.set_disk_bytes(uint64_t(budgets.disk));
+  std::string why;
+  if (!planner::fits(plan, budgets, s, /*diskGiven=*/false, why))
+    return fail("the forward plan does not fit: " + why);
+  runtime::Prediction p = runtime::simulate(plan, target);
+  plan.set_predicted_step_seconds(p.stepSeconds);
+  if (r.explain) {
+    planner::TierBytes need = planner::tierBytes(plan);
+    outs() << llvm::formatv(
+        "forward plan on {0}: {1:F6} s predicted; device {2} of {3} bytes, "
+        "host {4} of {5} bytes\n",
+        target.name(), p.stepSeconds, need.device, budgets.device, need.host,
+        budgets.host);
+  }
+  if (r.outputPath == "-")
+    return r.explain ? mlir::success()
+                     : fail("a plan needs an output file: -o PLAN.mtp");
+  if (mt::runtime::Status st = mt::runtime::savePlan(plan, r.outputPath); !st)
+    return fail(st.message());
+  return mlir::success();
+}
+
 } // namespace
 
 mlir::ModuleOp Driver::step(const ImportOptions &import, int64_t keepLast) {
@@ -166,7 +209,7 @@ mlir::ModuleOp Driver::step(const ImportOptions &import, int64_t keepLast) {
     if (!model)
       return nullptr;
     mlir::OwningOpRef<mlir::ModuleOp> step =
-        outline(model, Emit::Step, keepLast, timing_);
+        outline(model, Emit::Step, keepLast, import.forward, timing_);
     if (!step)
       return nullptr; // not kept: the next try says it again
     it = steps_.emplace(key, std::move(step)).first;
@@ -187,7 +230,7 @@ mlir::OwningOpRef<mlir::ModuleOp> Driver::compile(const ImportOptions &import,
     mlir::ModuleOp model = fused(import);
     if (!model)
       return nullptr;
-    return outline(model, what, keptOf(s), timing_);
+    return outline(model, what, keptOf(s), import.forward, timing_);
   }
   mlir::ModuleOp trainStep = step(import, keptOf(s));
   if (!trainStep)
@@ -253,6 +296,8 @@ mlir::LogicalResult compile(mlir::MLIRContext &context, const Request &r) {
                 "' has no network_bytes_per_s and network_latency_s; measure "
                 "them with mpirun -np 2 mtrun --calibrate FILE on the ranks' "
                 "machines");
+  if (import.forward)
+    return planForward(compiler, r, target, budgets);
   planner::Constraints c = r.constraints;
   // The model itself must compile (with the user's batch): its errors are
   // reported as such, not as refused candidates.

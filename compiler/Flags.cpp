@@ -293,6 +293,15 @@ struct Flags {
                "writing a plan): time per stream, bytes per link, memory per "
                "tier against its budget, the bottleneck"),
       cl::init(false), cl::cat(category)};
+  cl::opt<bool> forward{
+      "forward",
+      cl::desc("Plan the model's forward alone: its graph outputs as they "
+               "are (no loss added), every weight frozen, no gradient, "
+               "update or optimizer state. mtrun PLAN --inputs IN.safetensors "
+               "--outputs OUT.safetensors runs it on the tensors given by "
+               "input name and writes the outputs by name; --emit=step shows "
+               "the forward step"),
+      cl::init(false), cl::cat(category)};
   ChoiceOpt<mt::sched::MomentFormat> optimizerStates{
       "optimizer-states",
       cl::desc("AdamW moments: fp32 (default, exact), bf16 (LOSSY: half the "
@@ -438,6 +447,18 @@ bool readFlags(Request &r) {
   import.frozenRegex = f.frozenRe;
   import.batch = f.batch;
   import.seq = f.seqLen;
+  import.forward = f.forward;
+  // What only a training step has: a forward plan refuses it, by name.
+  if (f.forward)
+    for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+             &f.trainableRe, &f.gradAccum, &f.ranks, &f.microBatchOrder,
+             &f.recompute, &f.keepLayers, &f.weightLink, &f.offloadActivations,
+             &f.offloadFraction, &f.momentsHome, &f.diskDir, &f.suggest,
+             &f.clipping, &f.optimizerStates, &f.optimizerOverlap})
+      if (given(*o))
+        return fail("--" + o->ArgStr +
+                    " is about training; a forward plan (--forward) has no "
+                    "gradient, update or optimizer state");
   if (given(f.keepLayers) && (f.recompute == Recompute::None ||
                               f.keepLayers < 0 || f.keepLayers > kMaxDim))
     return fail("--keep-layers takes a count of layers from 0 (and "

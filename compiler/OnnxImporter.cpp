@@ -1284,7 +1284,7 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
     results.push_back(v);
     types.push_back(v.getType());
     auto type = dyn_cast<RankedTensorType>(v.getType());
-    bool isLoss = !haveLoss && type && type.getRank() == 0 &&
+    bool isLoss = !opts.forward && !haveLoss && type && type.getRank() == 0 &&
                   isa<FloatType>(type.getElementType());
     haveLoss |= isLoss;
     SmallVector<NamedAttribute> a{
@@ -1293,7 +1293,8 @@ LogicalResult Importer::importOutputs(func::FuncOp func) {
       a.push_back(named("train.loss", b.getUnitAttr()));
     attrs.push_back(b.getDictionaryAttr(a));
   }
-  if (!haveLoss && failed(addCausalLmLoss(func, results, types, attrs)))
+  if (!haveLoss && !opts.forward &&
+      failed(addCausalLmLoss(func, results, types, attrs)))
     return failure();
   b.create<func::ReturnOp>(fileLoc, results);
   func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), types));

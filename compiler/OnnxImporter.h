@@ -19,6 +19,9 @@ struct ImportOptions {
   std::string trainableRegex, frozenRegex;
   /// Values for symbolic batch (dim 0) and sequence (dim 1) input dims.
   int64_t batch = 0, seq = 0;
+  /// The graph's outputs as they are (mtc --forward): no output is taken
+  /// for the loss and none is added.
+  bool forward = false;
 };
 
 /// Imports an ONNX model (IR 7-11, opset 14-23) into a module with one

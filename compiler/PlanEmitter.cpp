@@ -194,6 +194,7 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
   shapes->set_vocab(int64_t(program.getVocab()));
   if (int64_t(program.getRanks()) > 1)
     out.set_ranks(uint32_t(program.getRanks()));
+  out.set_forward_only(program.getForwardOnly());
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
   // Each dialect enum has the plan value of its name (PlanEnums.h); one
   // without is a schema that lags the dialect.
@@ -336,6 +337,10 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
       }
       if (l.getMicroBatch() == 0)
         out.set_loss(buffers[l.getBuffer()]);
+    } else if (auto o = dyn_cast<OutputOp>(op)) {
+      auto *po = out.add_outputs();
+      po->set_name(o.getName().str());
+      po->set_buffer(buffers[o.getBuffer()]);
     } else if (auto phase = dyn_cast<PhaseOp>(op)) {
       auto *pp = out.add_phases();
       auto kind = toPlan(phase.getKind());

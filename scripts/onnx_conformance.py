@@ -2,10 +2,11 @@
 """ONNX's own node test cases (onnx.backend.test.case.node) through mt: the
 operators in scope are the standard domain's at opsets up to 23 (onnx.defs)
 less docs/onnx-operators.md's table of exclusions; every case of an operator
-in scope is imported, run through the front end and evaluated with the CPU
-kernels by test/unit/conformance_case.cpp, and compared with the suite's
-outputs at its tolerances. A case counts as passed, failed, or refused (the
-importer or the front end said why).
+in scope is compiled as `mtc --forward --fuse none` compiles it into a
+forward-only plan and run on the CPU backend as `mtrun --inputs` runs it, by
+test/unit/conformance_case.cpp, and its outputs are compared with the suite's
+at its tolerances. A case counts as passed, failed, or refused (mtc said
+why).
 
   python onnx_conformance.py --runner BUILD/bin/mt_conformance_case \\
       [--json FILE] [--report FILE.md] [--jobs N] [--filter SUBSTRING]
@@ -115,7 +116,7 @@ def case_json(case, inputs, outputs):
         return None, (f"opset {opset}: its form differs at opset {MAX_OPSET} "
                       "and ONNX's version converter cannot convert it")
     graph = model.graph
-    feeds = []
+    feeds, fed = [], []
     names = [i.name for i in graph.input]
     for name, value in zip(names, inputs):
         if isinstance(value, onnx.TensorProto):
@@ -136,21 +137,7 @@ def case_json(case, inputs, outputs):
         if t is None:
             return None, f"input of dtype {a.dtype}"
         feeds.append(t)
-    # A scalar float first output: what the importer takes for the loss
-    # (the sum of the first float input, or of a constant one); the case's
-    # outputs follow it.
-    anchor = next((i.name for i in graph.input
-                   if i.type.tensor_type.elem_type == onnx.TensorProto.FLOAT),
-                  None)
-    if anchor is None:
-        graph.initializer.append(
-            numpy_helper.from_array(np.float32(1.0), "mt_one"))
-        anchor = "mt_one"
-    graph.node.append(onnx.helper.make_node(
-        "ReduceSum", [anchor], ["mt_loss"], keepdims=0, name="mt_loss"))
-    loss = onnx.helper.make_tensor_value_info(
-        "mt_loss", onnx.TensorProto.FLOAT, [])
-    graph.output.insert(0, loss)
+        fed.append(name)
     outs = []
     for value in outputs:
         if isinstance(value, onnx.TensorProto):
@@ -161,7 +148,7 @@ def case_json(case, inputs, outputs):
         outs.append(t)
     return {"name": case.name,
             "model": base64.b64encode(model.SerializeToString()).decode(),
-            "inputs": feeds, "outputs": outs,
+            "inputs": feeds, "input_names": fed, "outputs": outs,
             "rtol": float(case.rtol), "atol": float(case.atol)}, None
 
 
@@ -182,7 +169,11 @@ def run_case(runner, workdir, index, payload):
     if p.returncode == 0 and refused:
         # The node and the reason, without the case's file or the list of
         # supported operators.
-        why = refused.group(1).split("; supported:")[0]
+        why = refused.group(1)
+        said = re.search(r"^mtc: error: (.*)$", out, re.M)
+        if why == "mtc refused it" and said:  # said on stderr, not diagnosed
+            why = said.group(1)
+        why = why.split("; supported:")[0]
         return "refused", why.replace(path + ".onnx: ", "").strip()
     if p.returncode == 0:
         return "passed", ""
@@ -275,9 +266,9 @@ def write_report(path, table, reasons, totals, ops_all_pass, ops_no_case,
         "",
         f"Written by `scripts/onnx-conformance.sh --report` (onnx {onnx.__version__}): each "
         "case of ONNX's node test suite for an operator in scope "
-        "([onnx-operators.md](onnx-operators.md)) imported, run through the "
-        "front end and evaluated with the CPU kernels, at the suite's "
-        "tolerances.",
+        "([onnx-operators.md](onnx-operators.md)) compiled as `mtc --forward "
+        "--fuse none` compiles it and run on the CPU backend as `mtrun "
+        "--inputs` runs the plan, at the suite's tolerances.",
         "",
         f"**{totals['passed']} cases passed, {totals['failed']} failed, "
         f"{totals['refused']} refused**; {ops_all_pass} of {scope} operators "

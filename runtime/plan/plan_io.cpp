@@ -67,7 +67,20 @@ public:
                   std::to_string(plan::VERSION_CURRENT) +
                   "); recompile the model with this mtc");
     const auto &s = p.shapes();
-    if (s.batch() <= 0 || s.seq() <= 0 || s.grad_accum() <= 0 || s.vocab() <= 0)
+    // A forward-only plan runs once per call; without token ids it has no
+    // batch, seq or vocab (0).
+    bool forward = p.forward_only();
+    bool ids = std::any_of(
+        p.inputs().begin(), p.inputs().end(), [](const plan::Input &in) {
+          return in.role() == plan::TOKENS || in.role() == plan::LABELS ||
+                 in.role() == plan::TARGETS;
+        });
+    if (forward && (s.grad_accum() != 1 || s.layer_major() || p.ranks() > 1))
+      return fail("shapes: a forward-only plan has one micro-batch and one "
+                  "rank");
+    if (forward && !ids ? s.batch() < 0 || s.seq() < 0 || s.vocab() < 0
+                        : s.batch() <= 0 || s.seq() <= 0 ||
+                              s.grad_accum() <= 0 || s.vocab() <= 0)
       return fail("shapes: batch, seq, grad_accum and vocab must be positive");
     if (p.compute_dtype() != plan::F32 && p.compute_dtype() != plan::BF16)
       return fail("compute_dtype must be F32 or BF16");
@@ -135,7 +148,15 @@ public:
       if (!plan::Role_IsValid(in.role()) || in.role() == plan::ROLE_UNSPECIFIED)
         return fail(w + ": unknown role");
       const plan::Buffer *b = buffer(in.buffer());
-      if (in.role() == plan::LOSS_SCALE) {
+      if (in.role() == plan::DATA && !forward)
+        return fail(w + ": a given tensor (DATA) is an input of forward-only "
+                        "plans alone");
+      if (in.role() == plan::LOSS_SCALE && forward)
+        return fail(w + ": a forward-only plan has no loss scale");
+      if (in.role() == plan::DATA) {
+        if (!b || onDisk(*b))
+          return fail(w + ": a given tensor needs a buffer in memory");
+      } else if (in.role() == plan::LOSS_SCALE) {
         if (!b || b->dtype() != plan::F32 || elementsOf(b->shape()) != 1 ||
             onDisk(*b))
           return fail(w + ": a loss scale needs an F32 scalar buffer in "
@@ -157,7 +178,9 @@ public:
       return fail("losses: a layer-major plan has one loss per micro-batch "
                   "(the first is `loss`), any other plan none");
     std::vector<uint32_t> losses(p.losses().begin(), p.losses().end());
-    if (losses.empty())
+    if (!forward && !p.has_loss())
+      return fail("loss: a training plan needs one");
+    if (losses.empty() && p.has_loss())
       losses.push_back(p.loss());
     for (uint32_t l : losses) {
       const plan::Buffer *loss = buffer(l);
@@ -165,6 +188,8 @@ public:
           elementsOf(loss->shape()) != 1 || onDisk(*loss))
         return fail("loss: needs an F32 scalar buffer in memory");
     }
+    if (Status st = checkOutputs(); !st)
+      return st;
     for (int i = 0; i < p.streams_size(); ++i)
       if (!plan::StreamKind_IsValid(p.streams(i).kind()) ||
           p.streams(i).kind() == plan::STREAM_KIND_UNSPECIFIED)
@@ -187,6 +212,33 @@ private:
   }
   const plan::Buffer *buffer(uint32_t i) const {
     return i < uint32_t(p.buffers_size()) ? &p.buffers(int(i)) : nullptr;
+  }
+
+  /// A forward-only plan's results: named once each, in memory, and
+  /// nothing trainable (no update runs); a training plan has none.
+  Status checkOutputs() const {
+    if (!p.forward_only()) {
+      if (p.outputs_size())
+        return fail("outputs: only a forward-only plan has them");
+      return Status::ok();
+    }
+    if (!p.outputs_size() && !p.has_loss())
+      return fail("a forward-only plan needs an output or a loss");
+    std::set<std::string> names;
+    for (int i = 0; i < p.outputs_size(); ++i) {
+      const auto &o = p.outputs(i);
+      std::string w = where("output", i, o.name());
+      if (o.name().empty() || !names.insert(o.name()).second)
+        return fail(w + ": needs a name of its own");
+      const plan::Buffer *b = buffer(o.buffer());
+      if (!b || onDisk(*b))
+        return fail(w + ": needs a buffer in memory");
+    }
+    for (int i = 0; i < p.parameters_size(); ++i)
+      if (p.parameters(i).trainable())
+        return fail(where("parameter", i, p.parameters(i).name()) +
+                    ": is trainable in a forward-only plan");
+    return Status::ok();
   }
 
   Status checkBuffer(int i) {

@@ -134,6 +134,13 @@ Status Session::open(const SessionOptions &o, SessionObserver &observer,
   s->leader_ = !o.comm || o.comm->rank() == 0;
   if (Status st = readPlan(o.plan, s->plan_); !st)
     return st;
+  if (s->plan_.forward_only())
+    return Status::error(o.plan +
+                         " is a forward-only plan (mtc --forward): it trains "
+                         "nothing; run it on tensors with mtrun " +
+                         o.plan +
+                         " --inputs IN.safetensors --outputs "
+                         "OUT.safetensors");
   if (Status st = checkRanks(s->plan_, o.plan, o.comm); !st)
     return st;
   if (std::string lossy = lossyMoments(s->plan_); !lossy.empty())

@@ -31,16 +31,16 @@ inline Tensor tensorOf(const nlohmann::json &j) {
   return t;
 }
 
-/// got (the loss, then the outputs) against want: shapes equal, NaN and
+/// got (the outputs) against want: shapes equal, NaN and
 /// infinities exactly, other floats within tolerance(want) of it,
 /// integers equal and booleans equal as 0 or 1.
 inline void expectOutputs(const std::vector<Tensor> &got,
                           const nlohmann::json &want,
                           const std::function<double(double)> &tolerance) {
-  ASSERT_EQ(got.size(), want.size() + 1) << "the loss, then the outputs";
+  ASSERT_EQ(got.size(), want.size()) << "the outputs";
   for (size_t o = 0; o < want.size(); ++o) {
     Tensor w = tensorOf(want[o]);
-    const Tensor &g = got[o + 1];
+    const Tensor &g = got[o];
     ASSERT_EQ(g.shape, w.shape) << "output " << o;
     if (want[o]["type"] == "float") {
       ASSERT_EQ(g.f.size(), w.f.size()) << "output " << o;

@@ -35,6 +35,76 @@ TEST(PlanIo, ValidPlanRoundTrips) {
   EXPECT_EQ(back.SerializeAsString(), p.SerializeAsString());
 }
 
+/// A forward-only plan (mtc --forward): a given tensor, a frozen weight
+/// and an output, no tokens (no batch, seq or vocab).
+Plan forwardPlan() {
+  using namespace mt::plan;
+  Plan p;
+  p.set_version(VERSION_CURRENT);
+  p.set_forward_only(true);
+  p.mutable_shapes()->set_grad_accum(1);
+  p.set_compute_dtype(F32);
+  auto *dev = p.add_arenas();
+  dev->set_name("device");
+  dev->set_tier(DEVICE);
+  dev->set_size_bytes(128);
+  uint32_t x = addBuffer(p, "x", 0, 0, F32, {2, 4});
+  uint32_t y = addBuffer(p, "y", 0, 64, F32, {2, 4});
+  auto *in = p.add_inputs();
+  in->set_name("x");
+  in->set_role(DATA);
+  in->set_buffer(x);
+  auto *out = p.add_outputs();
+  out->set_name("y");
+  out->set_buffer(y);
+  auto *compute = p.add_streams();
+  compute->set_name("compute");
+  compute->set_kind(COMPUTE);
+  p.add_phases()->set_kind(MICRO_BATCH);
+  return p;
+}
+
+TEST(PlanIo, AForwardPlanIsValidAndEachOfItsRulesIsSaid) {
+  Plan p = forwardPlan();
+  ASSERT_TRUE(validatePlan(p, "f").isOk()) << validatePlan(p, "f").message();
+  std::string path = tempPath("forward.mtp");
+  ASSERT_TRUE(writePlan(p, path).isOk());
+  Plan back;
+  ASSERT_TRUE(readPlan(path, back).isOk());
+  EXPECT_EQ(back.SerializeAsString(), p.SerializeAsString());
+  std::pair<std::function<void(Plan &)>, const char *> bad[] = {
+      {[](Plan &p) { p.mutable_shapes()->set_grad_accum(2); },
+       "a forward-only plan has one micro-batch and one rank"},
+      {[](Plan &p) { p.clear_outputs(); },
+       "a forward-only plan needs an output or a loss"},
+      {[](Plan &p) { *p.add_outputs() = p.outputs(0); },
+       "output 1 ('y'): needs a name of its own"},
+      {[](Plan &p) { p.mutable_outputs(0)->set_buffer(7); },
+       "output 0 ('y'): needs a buffer in memory"},
+      {[](Plan &p) { p.mutable_inputs(0)->set_role(mt::plan::LOSS_SCALE); },
+       "input 0 ('x'): a forward-only plan has no loss scale"},
+      {[](Plan &p) {
+         // A token input gives the plan a batch, which must be positive.
+         p.mutable_inputs(0)->set_role(mt::plan::TOKENS);
+       },
+       "must be positive"},
+      {[](Plan &p) {
+         auto *w = p.add_parameters();
+         w->set_name("w");
+         w->set_trainable(true);
+         w->set_master(0);
+       },
+       "parameter 0 ('w')"},
+  };
+  for (auto &[mutate, expect] : bad) {
+    Plan q = forwardPlan();
+    mutate(q);
+    Status st = validatePlan(q, "f.mtp");
+    ASSERT_FALSE(st.isOk()) << expect;
+    EXPECT_NE(st.message().find(expect), std::string::npos) << st.message();
+  }
+}
+
 struct BadCase {
   const char *name;
   std::function<void(Plan &)> mutate;
@@ -56,8 +126,22 @@ TEST_P(PlanIo, AnInvalidFieldIsRefusedWithItsName) {
 INSTANTIATE_TEST_SUITE_P(
     Fields, PlanIo,
     ::testing::Values(
-        BadCase{"version", [](Plan &p) { p.set_version(10); },
-                "version 10 is not supported"},
+        BadCase{"version",
+                [](Plan &p) { p.set_version(mt::plan::VERSION_CURRENT + 1); },
+                "is not supported (this runtime reads version"},
+        BadCase{"no_loss", [](Plan &p) { p.clear_loss(); },
+                "loss: a training plan needs one"},
+        BadCase{"data_input",
+                [](Plan &p) { p.mutable_inputs(0)->set_role(mt::plan::DATA); },
+                "input 0 ('input_ids'): a given tensor (DATA) is an input of "
+                "forward-only plans alone"},
+        BadCase{"outputs",
+                [](Plan &p) {
+                  auto *o = p.add_outputs();
+                  o->set_name("y");
+                  o->set_buffer(5);
+                },
+                "outputs: only a forward-only plan has them"},
         BadCase{"constant_size",
                 [](Plan &p) {
                   auto *c = p.add_constants();

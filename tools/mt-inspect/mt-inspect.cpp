@@ -191,12 +191,26 @@ int main(int argc, char **argv) {
   const auto &s = p.shapes();
   std::printf("plan %s (version %u) of %s\n", path.c_str(), p.version(),
               p.model().c_str());
-  std::printf(
-      "batch %lld x seq %lld, %lld micro-batch(es) per step%s, "
-      "vocab %lld, compute %s\n",
-      (long long)s.batch(), (long long)s.seq(), (long long)s.grad_accum(),
-      s.layer_major() ? " (layer-major: each layer over all of them)" : "",
-      (long long)s.vocab(), plan::DType_Name(p.compute_dtype()).c_str());
+  if (p.forward_only()) {
+    // What mtrun --inputs gives it and --outputs writes.
+    std::string inputs, outputs;
+    for (const auto &in : p.inputs())
+      inputs += (inputs.empty() ? "" : ", ") + in.name();
+    for (const auto &out : p.outputs())
+      outputs += (outputs.empty() ? "" : ", ") + out.name();
+    std::printf("forward-only: inputs %s; outputs %s%s; compute %s\n",
+                inputs.empty() ? "(none)" : inputs.c_str(),
+                outputs.empty() ? "(none)" : outputs.c_str(),
+                p.has_loss() ? " and the loss" : "",
+                plan::DType_Name(p.compute_dtype()).c_str());
+  } else {
+    std::printf(
+        "batch %lld x seq %lld, %lld micro-batch(es) per step%s, "
+        "vocab %lld, compute %s\n",
+        (long long)s.batch(), (long long)s.seq(), (long long)s.grad_accum(),
+        s.layer_major() ? " (layer-major: each layer over all of them)" : "",
+        (long long)s.vocab(), plan::DType_Name(p.compute_dtype()).c_str());
+  }
   int trainable = 0;
   int64_t params = 0;
   for (const auto &prm : p.parameters()) {
@@ -211,14 +225,15 @@ int main(int argc, char **argv) {
   if (std::string lossy = mt::runtime::lossyMoments(p); !lossy.empty())
     std::printf("LOSSY: AdamW moments stored in %s\n", lossy.c_str());
   std::printf("%s\n", mt::runtime::describeCrossings(p).c_str());
-  std::printf("optimizer: AdamW %s\n",
-              p.optimizer_overlap() == plan::BACKWARD
-                  ? "during the backward (each weight when its gradient is "
-                    "complete)"
-              : p.optimizer_overlap() == plan::NEXT_FORWARD
-                  ? "during the next step's forward (each weight before its "
-                    "copy to the device)"
-                  : "after the backward");
+  if (!p.forward_only())
+    std::printf("optimizer: AdamW %s\n",
+                p.optimizer_overlap() == plan::BACKWARD
+                    ? "during the backward (each weight when its gradient is "
+                      "complete)"
+                : p.optimizer_overlap() == plan::NEXT_FORWARD
+                    ? "during the next step's forward (each weight before its "
+                      "copy to the device)"
+                    : "after the backward");
   std::printf("parameters: %d trainable (%lld elements), %d frozen\n",
               trainable, (long long)params, p.parameters_size() - trainable);
   if (uint32_t ranks = mt::runtime::planRanks(p); ranks > 1) {

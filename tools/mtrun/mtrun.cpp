@@ -1,9 +1,13 @@
-// mtrun PLAN.mtp --data TOKENS --steps N ...: train with a plan of mtc.
+// mtrun PLAN.mtp --data TOKENS --steps N ...: train with a plan of mtc;
+// mtrun PLAN.mtp --inputs IN --outputs OUT: run a forward-only plan once.
 // Flags and printing: the run is a Session (runtime/train/session.h), the
-// stop on SIGINT and SIGTERM a StopWatch.
+// stop on SIGINT and SIGTERM a StopWatch; a forward run is runForward
+// (runtime/train/forward.h).
 #include "kernels/cpu/parallel.h"
 #include "runtime/hal/backends.h"
+#include "runtime/io/safetensors.h"
 #include "runtime/train/calibrate.h"
+#include "runtime/train/forward.h"
 #include "runtime/train/session.h"
 #include "tools/mtrun/stop_watch.h"
 
@@ -28,6 +32,8 @@ struct Options {
   }
   std::string dataDtype = "u16", device = "auto", schedule = "constant",
               init = "none", calibrate;
+  /// A forward-only plan's inputs and where its outputs go (safetensors).
+  std::string inputs, outputs;
   double stopTimeout = -1; ///< seconds; < 0: StopWatch chooses
 };
 
@@ -92,6 +98,62 @@ private:
   StopWatch &stopWatch_;
   const bool leader_;
 };
+
+/// The tensors of a safetensors file, each read whole (their sizes were
+/// checked against the file by the header's reader).
+Status readTensors(const std::string &path, std::vector<NamedTensor> &out) {
+  SafetensorsHeader header;
+  if (Status st = readSafetensorsHeader(path, header); !st)
+    return st;
+  for (const SafetensorsEntry &e : header.entries) {
+    NamedTensor t{e.name, e.dtype, e.shape, {}};
+    if (Status st = readSafetensorsData(header, e, t.data); !st)
+      return st;
+    out.push_back(std::move(t));
+  }
+  return Status::ok();
+}
+
+/// mtrun PLAN --inputs IN --outputs OUT: the forward-only plan run once on
+/// IN's tensors (by input name), its outputs written to OUT by name, its
+/// loss, if it has one, said.
+int runForwardPlan(const Options &o, bool cuda) {
+  mt::plan::Plan plan;
+  if (Status st = readPlan(o.run.plan, plan); !st)
+    return fail(st.message());
+  if (!plan.forward_only())
+    return fail(o.run.plan +
+                " is a training plan: --inputs and --outputs run a "
+                "forward-only plan (mtc --forward); train this one with "
+                "--data");
+  std::vector<NamedTensor> inputs, outputs;
+  if (Status st = readTensors(o.inputs, inputs); !st)
+    return fail(st.message());
+  std::unique_ptr<Backend> backend = makeBackend(cuda, o.run.threads, "");
+  for (const std::string &note : backend->notes())
+    std::fprintf(stderr, "mtrun: %s\n", note.c_str());
+  if (Status st = backend->allocate(plan); !st)
+    return fail(st.message());
+  int initialised = 0;
+  WeightSource weights = o.run.weights;
+  weights.planPath = o.run.plan;
+  weights.threads = o.run.threads;
+  if (Status st = loadParameters(plan, *backend, weights, /*trainable=*/false,
+                                 initialised);
+      !st)
+    return fail(st.message());
+  std::optional<double> loss;
+  if (Status st = runForward(plan, *backend, inputs, outputs, loss); !st)
+    return fail(o.inputs + ": " + st.message());
+  std::vector<TensorView> views;
+  for (const NamedTensor &t : outputs)
+    views.push_back({t.name, t.shape, t.data.data(), t.dtype});
+  if (Status st = writeSafetensors(o.outputs, views); !st)
+    return fail(st.message());
+  if (loss)
+    std::fprintf(stderr, "mtrun: loss %.6f\n", *loss);
+  return 0;
+}
 
 } // namespace
 
@@ -202,6 +264,15 @@ int main(int argc, char **argv) {
                  "CUDA events around each op) and write the times summed by "
                  "kernel beside the plan's target's prediction for the same "
                  "ops, as a Markdown table");
+  app.add_option("--inputs", o.inputs,
+                 "Run a forward-only plan (mtc --forward) once: its inputs "
+                 "are this safetensors file's tensors, by input name (floats "
+                 "are rounded to the plan's compute dtype; integers and "
+                 "booleans are ids and masks); needs --outputs");
+  app.add_option("--outputs", o.outputs,
+                 "Where a forward-only plan's outputs go: a safetensors file "
+                 "of its graph outputs by name, in the plan's dtypes "
+                 "(booleans as U8)");
   app.add_option("--stop-timeout", o.stopTimeout,
                  "After SIGINT or SIGTERM, wait this many seconds for the "
                  "step to end before stopping without a checkpoint, naming "
@@ -261,6 +332,22 @@ int main(int argc, char **argv) {
     for (const std::string &line : describe(c, got))
       std::fprintf(stderr, "%s\n", line.c_str());
     return 0;
+  }
+  if (!o.inputs.empty() || !o.outputs.empty()) {
+    if (o.inputs.empty() || o.outputs.empty() || o.run.plan.empty())
+      return fail("a forward run needs a plan, --inputs and --outputs "
+                  "(mtrun PLAN.mtp --inputs IN.safetensors --outputs "
+                  "OUT.safetensors)");
+    for (const char *training :
+         {"--data", "--steps", "--save", "--resume", "--metrics", "--trace",
+          "--op-times", "--init"})
+      if (app.count(training))
+        return fail(std::string(training) +
+                    " is about training; a forward run takes --inputs and "
+                    "--outputs");
+    if (comm)
+      return fail("a forward run is one process; run it without mpirun");
+    return runForwardPlan(o, cuda);
   }
   if (o.run.plan.empty() || o.run.data.empty())
     return fail("a plan and --data are required (mtrun PLAN.mtp --data "

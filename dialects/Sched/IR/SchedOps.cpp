@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -33,9 +34,17 @@ void SchedDialect::initialize() {
 }
 
 LogicalResult ProgramOp::verify() {
-  if (int64_t(getBatch()) <= 0 || int64_t(getSeq()) <= 0 ||
-      int64_t(getGradAccum()) <= 0 || int64_t(getVocab()) <= 0)
-    return emitOpError("batch, seq, grad_accum and vocab must be positive");
+  // A forward-only program without a tokens input has no batch, seq or
+  // vocab (0); it runs once per call, as one micro-batch.
+  bool forward = getForwardOnly();
+  int64_t least = forward ? 0 : 1;
+  if (int64_t(getBatch()) < least || int64_t(getSeq()) < least ||
+      int64_t(getGradAccum()) <= 0 || int64_t(getVocab()) < least)
+    return emitOpError("batch, seq, grad_accum and vocab must be positive")
+           << (forward ? " (or 0, but grad_accum, without a tokens input)"
+                       : "");
+  if (forward && (getGradAccum() != 1 || getLayerMajor()))
+    return emitOpError("a forward-only program has one micro-batch");
   Type dt = getComputeDtype();
   if (!dt.isF32() && !dt.isBF16())
     return emitOpError("compute_dtype must be f32 or bf16, got ") << dt;
@@ -63,6 +72,19 @@ LogicalResult ProgramOp::verify() {
   for (int64_t m = 0; m < k; ++m)
     if (losses[m] > 1 || (getLayerMajor() && losses[m] != 1))
       return emitOpError("needs one loss for micro-batch ") << m;
+  // A training program's results are its loss and its updates; a forward
+  // program's its outputs and its loss, if any.
+  llvm::StringSet<> outputs;
+  for (auto out : getBody().front().getOps<OutputOp>()) {
+    if (!forward)
+      return out.emitOpError("is in a training program; only a forward-only "
+                             "program has outputs");
+    if (out.getName().empty() || !outputs.insert(out.getName()).second)
+      return out.emitOpError("needs a name of its own, got '")
+             << out.getName() << "'";
+  }
+  if (forward && outputs.empty() && !losses[0])
+    return emitOpError("a forward-only program needs an output or a loss");
   return success();
 }
 

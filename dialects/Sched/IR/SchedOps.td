@@ -97,14 +97,9 @@ def Sched_OptimizerOverlap : I32EnumAttr<"OptimizerOverlap", "when weights are u
 }
 def Sched_OptimizerOverlapAttr : EnumAttr<Sched_Dialect, Sched_OptimizerOverlap, "overlap">;
 
-def Sched_Role : I32EnumAttr<"Role", "what an input carries", [
-    I32EnumAttrCase<"LossScale", 4, "loss_scale">,
-    I32EnumAttrCase<"Tokens", 1, "tokens">,
-    I32EnumAttrCase<"Labels", 2, "labels">,
-    I32EnumAttrCase<"Targets", 3, "targets">]> {
-  let cppNamespace = "::mt::sched";
-  let genSpecializedAttr = 0;
-}
+// What an input carries: plan.proto's enum Role, read from it at configure
+// time (dialects/Sched/IR/CMakeLists.txt).
+include "SchedRoles.td"
 def Sched_RoleAttr : EnumAttr<Sched_Dialect, Sched_Role, "role">;
 
 // The kernels of a plan: plan.proto's enum Kernel, read from it at
@@ -117,6 +112,10 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
     SingleBlock]> {
   let summary = "One training step: arenas, streams, buffers and phases";
   let description = [{
+    A `forward_only` program is a model's forward alone (mtc --forward): no
+    gradient, no update; its inputs are given tensors and its results are
+    read back (`sched.output`). Without a tokens input its batch, seq and
+    vocab are 0.
     ```mlir
     sched.program {batch = 2 : i64, seq = 16 : i64, grad_accum = 1 : i64,
                    vocab = 256 : i64, compute_dtype = f32, model = "m.onnx"} {
@@ -130,7 +129,8 @@ def Sched_ProgramOp : Sched_Op<"program", [SymbolTable, NoTerminator,
                    DefaultValuedAttr<Sched_OptimizerOverlapAttr,
                        "::mt::sched::OptimizerOverlap::After">:$optimizer_overlap,
                    DefaultValuedAttr<BoolAttr, "false">:$layer_major,
-                   DefaultValuedAttr<I64Attr, "1">:$ranks);
+                   DefaultValuedAttr<I64Attr, "1">:$ranks,
+                   DefaultValuedAttr<BoolAttr, "false">:$forward_only);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
@@ -212,6 +212,16 @@ def Sched_LossOp : Sched_Op<"loss", [HasParent<"ProgramOp">]> {
   let arguments = (ins Sched_BufferType:$buffer,
                    DefaultValuedAttr<I64Attr, "0">:$micro_batch);
   let assemblyFormat = "`(` $buffer `)` attr-dict `:` type($buffer)";
+}
+
+def Sched_OutputOp : Sched_Op<"output", [HasParent<"ProgramOp">]> {
+  let summary = "A result of a forward-only program, read back after it runs";
+  let description = [{
+    `sched.output "logits" (%y) : !sched.buffer<tensor<2x16x256xf32>>`: the
+    buffer holds the graph output of that name when the program has run.
+  }];
+  let arguments = (ins StrAttr:$name, Sched_BufferType:$buffer);
+  let assemblyFormat = "$name `(` $buffer `)` attr-dict `:` type($buffer)";
 }
 
 def Sched_PhaseOp : Sched_Op<"phase", [HasParent<"ProgramOp">, NoTerminator,

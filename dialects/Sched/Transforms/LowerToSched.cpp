@@ -42,9 +42,20 @@ struct LowerToSched
     resetState();
     ModuleOp module = getOperation();
     params.emplace(module);
+    // The training step, or else the forward step of a forward-only plan.
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
+    forwardOnly = !step;
+    if (forwardOnly)
+      step = module.lookupSymbol<func::FuncOp>("forward_step");
     if (!step) {
-      module.emitError("no @train_step: run mt-derive-training-step first");
+      module.emitError("no @train_step or @forward_step: run "
+                       "mt-derive-training-step or mt-derive-forward-step "
+                       "first");
+      return signalPassFailure();
+    }
+    if (forwardOnly && gradAccum != 1) {
+      module.emitError("a forward step runs one micro-batch: grad-accum must "
+                       "be 1");
       return signalPassFailure();
     }
     if (gradAccum < 1) {
@@ -95,7 +106,9 @@ struct LowerToSched
     step.walk([&](train::EmbeddingOp e) {
       vocab = std::max(vocab, tensorOf(e.getTable()).getDimSize(0));
     });
-    if (!batch || !vocab)
+    // A forward step may take no tokens at all (any graph evaluated to its
+    // outputs); then it has no batch, seq or vocab.
+    if ((!batch || !vocab) && !(forwardOnly && !batch))
       return step.emitError("the step needs a [batch, seq] tokens input and "
                             "an embedding");
     auto modelAttr = module->getAttrOfType<StringAttr>("train.model");
@@ -105,7 +118,8 @@ struct LowerToSched
         TypeAttr::get(compute),
         b.getStringAttr(modelAttr ? modelAttr.getValue() : ""),
         OptimizerOverlapAttr::get(ctx, optimizerOverlap),
-        b.getBoolAttr(layerMajor));
+        b.getBoolAttr(layerMajor), b.getI64IntegerAttr(1),
+        b.getBoolAttr(forwardOnly));
     Block *body = new Block();
     program.getBody().push_back(body);
     b.setInsertionPointToEnd(body);
@@ -124,7 +138,7 @@ struct LowerToSched
     begin = addPhase(b, PhaseKind::StepBegin);
     micro = addPhase(b, PhaseKind::MicroBatch);
     end = addPhase(b, PhaseKind::StepEnd);
-    if (optimizerOverlap == OptimizerOverlap::NextForward)
+    if (optimizerOverlap == OptimizerOverlap::NextForward && !forwardOnly)
       finish = addPhase(b, PhaseKind::Finish);
     this->compute = compute;
 
@@ -140,12 +154,18 @@ struct LowerToSched
           return step.emitError("input ")
                  << i << " has no role (tokens, labels or targets)";
         std::string label = name ? name.getValue().str() : "input";
-        Value buf = buffer(microPrefix(k) + label, "device", tensorOf(arg));
+        // A given tensor is stored as the ops that read it compute (the
+        // runtime converts what it is given); ids and the loss scale as
+        // they are.
+        bool given = role.getValue() == train::InputRole::Data;
+        Value buf = buffer(microPrefix(k) + label, "device",
+                           given ? deviceType(tensorOf(arg)) : tensorOf(arg));
         Role r = role.getValue() == train::InputRole::Tokens   ? Role::Tokens
                  : role.getValue() == train::InputRole::Labels ? Role::Labels
                  : role.getValue() == train::InputRole::LossScale
                      ? Role::LossScale
-                     : Role::Targets;
+                 : given ? Role::Data
+                         : Role::Targets;
         OpBuilder(begin).create<InputOp>(loc, label, r, buf, int64_t(k));
         bufs[arg] = buf;
       }
@@ -643,11 +663,23 @@ struct LowerToSched
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     OpBuilder b(begin);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      // A forward step's loss is an output too.
       if (step.getResultAttr(i, "train.loss")) {
         for (auto [k, bufs] : llvm::enumerate(buffers))
           b.create<LossOp>(step.getLoc(), bufs.lookup(v), int64_t(k));
+      }
+      if (step.getResultAttr(i, "train.output")) {
+        auto name = step.getResultAttrOfType<StringAttr>(i, "train.name");
+        Value buf = buffers[0].lookup(v);
+        if (!buf)
+          return step.emitError("output ") << i << " has no buffer";
+        b.create<OutputOp>(
+            step.getLoc(),
+            name ? name.getValue().str() : "output" + std::to_string(i), buf);
         continue;
       }
+      if (step.getResultAttr(i, "train.loss"))
+        continue;
       auto of = step.getResultAttrOfType<StringAttr>(i, "train.grad_of");
       if (!of)
         continue;
@@ -807,6 +839,7 @@ struct LowerToSched
 
   void resetState() {
     params.reset();
+    forwardOnly = false;
     program = {};
     begin = micro = end = finish = {};
     loweredMicroBatch = 0;
@@ -822,6 +855,7 @@ struct LowerToSched
   }
 
   // The state of one run (resetState).
+  bool forwardOnly = false; ///< lowering @forward_step
   ProgramOp program;
   PhaseOp begin, micro, end, finish;
   int64_t loweredMicroBatch =

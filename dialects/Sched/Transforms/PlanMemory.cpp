@@ -125,7 +125,8 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
     // Live range of each buffer in the one phase that touches it, by op
     // index. Buffers that several phases touch, that ops of only the first
     // or last micro-batch share with ops of every micro-batch, constants,
-    // inputs and the loss live throughout and are packed first.
+    // inputs, the loss and the outputs live throughout and are packed
+    // first.
     DenseMap<Value, std::pair<int64_t, int64_t>> range;
     DenseMap<Value, int> phaseOf;
     DenseMap<Value, unsigned> repeats; ///< bits: every, first, last
@@ -173,6 +174,8 @@ struct PlanMemory : public mt::sched::impl::PlanMemoryPassBase<PlanMemory> {
       wholeStep.insert(input.getBuffer());
     for (auto loss : program.getOps<LossOp>())
       wholeStep.insert(loss.getBuffer());
+    for (auto output : program.getOps<OutputOp>())
+      wholeStep.insert(output.getBuffer());
 
     // Buffers of one phase share bytes by liveness; everything else
     // (parameters, constants, inputs, what several phases touch) has bytes

@@ -87,7 +87,8 @@ def Train_InputRole : I32EnumAttr<"InputRole", "what a graph input carries", [
     I32EnumAttrCase<"Labels", 1, "labels">,
     I32EnumAttrCase<"Targets", 2, "targets">,
     I32EnumAttrCase<"Other", 3, "other">,
-    I32EnumAttrCase<"LossScale", 4, "loss_scale">]> {
+    I32EnumAttrCase<"LossScale", 4, "loss_scale">,
+    I32EnumAttrCase<"Data", 5, "data">]> {
   let cppNamespace = "::mt::train";
   let genSpecializedAttr = 0;
 }

@@ -133,6 +133,25 @@ def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {
   ];
 }
 
+def DeriveForwardStepPass : Pass<"mt-derive-forward-step", "mlir::ModuleOp"> {
+  let summary = "The forward step: the model's forward alone, every weight frozen";
+  let description = [{
+    Creates `@forward_step`, the outlined model's forward with its inputs
+    and results: what a forward-only plan runs (mtc --forward; the
+    evaluation of a model). Every weight of the module becomes frozen (no
+    gradient, no optimizer state), each input without a role becomes a
+    given tensor (`data`), and each result, the loss too, is an output
+    (`train.output`). Nothing is differentiated, so any op with a kernel
+    may be on the way to a result.
+
+    After:
+    ```mlir
+    func.func @forward_step(%x: tensor<2x3xf32> {train.name = "x", train.role = #train<role data>})
+        -> (tensor<2x3xf32> {train.name = "y", train.output}) { ... }
+    ```
+  }];
+}
+
 def DeriveTrainingStepPass : Pass<"mt-derive-training-step", "mlir::ModuleOp"> {
   let summary = "Derive the backward pass: one backward per layer template and the training step";
   let description = [{

@@ -1,6 +1,6 @@
 // RUN: mt-opt --split-input-file --mt-lower-to-sched --verify-diagnostics %s -o /dev/null
 
-// expected-error @+1 {{no @train_step: run mt-derive-training-step first}}
+// expected-error @+1 {{no @train_step or @forward_step: run mt-derive-training-step or mt-derive-forward-step first}}
 module {
 }
 

@@ -95,6 +95,34 @@ LogicalResult Importer::importMean() {
   return bind(make<DivOp>({acc, scalarLike(acc, double(node->input_size()))}));
 }
 
+/// MatMul as numpy's matmul: a 1-D operand is a matrix of one row (the
+/// first) or one column (the second) for the product, and that dimension
+/// is dropped from the result.
+LogicalResult Importer::importMatMul() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  Value a = in(0), b = in(1);
+  if (!a || !b)
+    return failure();
+  ArrayRef<int64_t> as = typeOf(a).getShape(), bs = typeOf(b).getShape();
+  if (as.empty() || bs.empty())
+    return nodeError() << "MatMul of a scalar (rank 0) operand; the standard "
+                          "needs rank 1 or more";
+  if (as.size() >= 2 && bs.size() >= 2)
+    return bind(make<MatMulOp>({a, b}));
+  Value lhs = as.size() == 1 ? reshaped(a, {1, as[0]}) : a;
+  Value rhs = bs.size() == 1 ? reshaped(b, {bs[0], 1}) : b;
+  Value product = resultOf(make<MatMulOp>({lhs, rhs}));
+  if (!product)
+    return failure();
+  SmallVector<int64_t> shape(typeOf(product).getShape());
+  if (bs.size() == 1)
+    shape.pop_back();
+  if (as.size() == 1)
+    shape.erase(shape.end() - (bs.size() == 1 ? 1 : 2));
+  return bindValue(reshaped(product, shape));
+}
+
 /// PRelu: x < 0 ? slope x : x, the slope broadcast to x.
 LogicalResult Importer::importPRelu() {
   if (failed(needInputs(2, 2)))
@@ -884,6 +912,7 @@ LogicalResult Importer::importNegativeLogLikelihoodLoss() {
 
 ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
+      {"MatMul", kMinOpset, kMaxOpset, &Importer::importMatMul},
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
       {"ReduceL1", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceL2", kMinOpset, 17, &Importer::importReduceComposite<false>},

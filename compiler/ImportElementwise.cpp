@@ -100,7 +100,6 @@ ArrayRef<OpRule> elementwiseRules() {
       {"Greater", kMinOpset, kMaxOpset, &Importer::importBinary<GreaterOp>},
       {"GreaterOrEqual", kMinOpset, kMaxOpset,
        &Importer::importBinary<GreaterOrEqualOp>},
-      {"MatMul", kMinOpset, kMaxOpset, &Importer::importBinary<MatMulOp>},
       {"Max", kMinOpset, kMaxOpset, &Importer::importVariadic<MaxOp>},
       {"Min", kMinOpset, kMaxOpset, &Importer::importVariadic<MinOp>},
       {"Neg", kMinOpset, kMaxOpset, &Importer::importUnary<NegOp>},

@@ -170,6 +170,7 @@ public:
   // Compositions (ImportComposite.cpp).
   template <bool axesInput> LogicalResult importReduceComposite();
   LogicalResult importMean();
+  LogicalResult importMatMul();
   LogicalResult importPRelu();
   LogicalResult importMod();
   LogicalResult importEinsum();

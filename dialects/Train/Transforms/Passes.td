@@ -133,6 +133,33 @@ def OutlineLayersPass : Pass<"mt-outline-layers", "mlir::ModuleOp"> {
   ];
 }
 
+def DecomposeOpsPass : Pass<"mt-decompose-ops", "mlir::ModuleOp"> {
+  let summary = "ONNX-form ops that fusion left, as the primitives they are made of";
+  let description = [{
+    Runs after mt-fuse-ops: an op of ONNX's form that has no kernel of its
+    own and that no fused op took becomes the primitive ops it is defined
+    by, so that it still trains (only slower) instead of being refused at
+    scheduling. Gemm (an activation times an activation, or with transA,
+    alpha or beta):
+
+    Before:
+    ```mlir
+    %y = train.gemm %a, %b, %c {transB, alpha = 2.0 : f32} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    ```
+    After:
+    ```mlir
+    %t = train.transpose %b {perm = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+    %p = train.matmul %a, %t : (tensor<2x4xf32>, tensor<4x3xf32>) -> tensor<2x3xf32>
+    %s = train.mul %p, %alpha : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+    %y = train.add %s, %c : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+    ```
+  }];
+  let dependentDialects = ["::mt::train::TrainDialect"];
+  let statistics = [
+    Statistic<"numDecomposed", "decomposed", "ops replaced by their primitives">,
+  ];
+}
+
 def DeriveForwardStepPass : Pass<"mt-derive-forward-step", "mlir::ModuleOp"> {
   let summary = "The forward step: the model's forward alone, every weight frozen";
   let description = [{

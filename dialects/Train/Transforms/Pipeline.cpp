@@ -11,6 +11,7 @@ void mt::train::buildFusionPipeline(mlir::OpPassManager &pm, bool explainFusion,
   options.explain = explainFusion;
   options.onlyOneToOne = !fusePatterns;
   pm.addPass(createFuseOpsPass(options));
+  pm.addPass(createDecomposeOpsPass());
   // Fusion leaves layout ops that cancel (transpose pairs, reshapes) and
   // equal ops of the layers' fused shapes. The stock cleanups may erase any
   // dead op: the parameters are symbols, not values. CSE first, so that the

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Writes small graphs of forms a fused op does not take, each to run
+forward-only, as OUT/NAME/model.onnx with OUT/NAME/in.safetensors and the
+outputs numpy computes as OUT/NAME/want.json:
+
+  matmul_1d_3d, matmul_3d_1d, matmul_1d_1d  numpy's matmul of 1-D operands
+  gemm_activations                          Gemm of two activations, with
+                                            transA, transB, alpha and beta
+
+  make_forward_ops.py OUT_DIR
+"""
+import json
+import os
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from safetensors_file import write_safetensors
+
+rng = np.random.RandomState(5)
+
+
+def case(name, nodes, inputs, outputs, want):
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape))
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s))
+         for n, s in outputs.items()])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 17)])
+    out = os.path.join(sys.argv[1], name)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "model.onnx"), "wb") as f:
+        f.write(model.SerializeToString())
+    write_safetensors(os.path.join(out, "in.safetensors"), inputs)
+    with open(os.path.join(out, "want.json"), "w") as f:
+        json.dump({n: {"shape": list(np.shape(v)),
+                       "data": np.asarray(v, np.float64).reshape(-1).tolist()}
+                   for n, v in want.items()}, f)
+
+
+def f32(*shape):
+    return rng.randn(*shape).astype(np.float32)
+
+
+for name, a, b in [("matmul_1d_3d", f32(4), f32(2, 4, 3)),
+                   ("matmul_3d_1d", f32(2, 3, 4), f32(4)),
+                   ("matmul_1d_1d", f32(4), f32(4))]:
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    case(name, [helper.make_node("MatMul", ["a", "b"], ["y"])],
+         {"a": a, "b": b}, {"y": want.shape}, {"y": want})
+
+a, b, c = f32(4, 2), f32(3, 4), f32(3)
+want = 0.25 * (a.T.astype(np.float64) @ b.T) + 3.0 * c
+case("gemm_activations",
+     [helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1,
+                       alpha=0.25, beta=3.0)],
+     {"a": a, "b": b, "c": c}, {"y": want.shape}, {"y": want})

@@ -41,7 +41,14 @@ using namespace mt::train;
 
 constexpr int64_t kMinOpset = 14, kMaxOpset = 23;
 
-/// Element type of an ONNX TensorProto data type, or null.
+/// The element type an ONNX TensorProto data type is stored in, or null.
+Type storedTypeOf(MLIRContext &ctx, int dtype);
+
+/// The element type values of an ONNX data type have in the train dialect,
+/// or null: the stored type, but integers narrower than 64 bits (int8 to
+/// int32, uint8 to uint32) are widened to i64, the one integer type the
+/// kernels and plans compute in. The values are the same; only an
+/// overflow that would wrap in the narrower type does not.
 Type elementTypeOf(MLIRContext &ctx, int dtype);
 
 class Importer {

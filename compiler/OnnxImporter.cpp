@@ -68,6 +68,13 @@ std::string supportedOps() {
 
 /// Element type of an ONNX TensorProto data type, or null.
 Type elementTypeOf(MLIRContext &ctx, int dtype) {
+  Type stored = storedTypeOf(ctx, dtype);
+  if (stored && stored.isInteger() && !stored.isInteger(1))
+    return IntegerType::get(&ctx, 64);
+  return stored;
+}
+
+Type storedTypeOf(MLIRContext &ctx, int dtype) {
   using T = onnx::TensorProto;
   switch (dtype) {
   case T::FLOAT:
@@ -88,6 +95,10 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
     return IntegerType::get(&ctx, 8);
   case T::UINT8:
     return IntegerType::get(&ctx, 8, IntegerType::Unsigned);
+  case T::UINT16:
+    return IntegerType::get(&ctx, 16, IntegerType::Unsigned);
+  case T::UINT32:
+    return IntegerType::get(&ctx, 32, IntegerType::Unsigned);
   case T::BOOL:
     return IntegerType::get(&ctx, 1);
   default:
@@ -205,7 +216,12 @@ LogicalResult Importer::checkVersions() {
            failure();
   if (!opts.trainableRegex.empty())
     trainableRe.emplace(opts.trainableRegex);
-  if (!opts.frozenRegex.empty())
+  // A forward graph trains nothing: every initializer is frozen from the
+  // start, so that each is read as frozen weights are (a small one's value
+  // kept, typed-field data included).
+  if (opts.forward)
+    frozenRe.emplace(".*");
+  else if (!opts.frozenRegex.empty())
     frozenRe.emplace(opts.frozenRegex);
   return success();
 }
@@ -622,7 +638,9 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
   auto type = tensorTypeOf(t, what);
   if (failed(type))
     return failure();
-  Type et = type->getElementType();
+  // Read at the width the tensor is stored in; a narrower integer is
+  // widened to its value type (elementTypeOf) below.
+  Type et = storedTypeOf(ctx, t.data_type());
   int64_t n = type->getNumElements(), width = elementBytes(et);
   std::string bytes;
   auto bad = [&](const Twine &why) {
@@ -688,6 +706,17 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
   if (int64_t(bytes.size()) != n * width)
     return bad("holds " + std::to_string(bytes.size()) + " bytes, expected " +
                std::to_string(n * width));
+  if (et != type->getElementType()) { // sign- or zero-extended to i64
+    SmallVector<int64_t> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, bytes.data() + i * width, width);
+      unsigned shift = unsigned(64 - 8 * width);
+      v[i] = et.isUnsignedInteger() ? int64_t(bits)
+                                    : int64_t(bits << shift) >> shift;
+    }
+    return DenseElementsAttr::get(*type, ArrayRef<int64_t>(v));
+  }
   if (et.isInteger(1)) {
     SmallVector<bool> v;
     for (char c : bytes)

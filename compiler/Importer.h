@@ -318,6 +318,7 @@ public:
                                    ArrayRef<NamedAttribute> attrs,
                                    TypeRange types);
   FailureOr<Operation *> verifyNew(Operation *op);
+  void noteKnown(Operation *op);
   LogicalResult bind(FailureOr<Operation *> op);
   NamedAttribute named(StringRef name, Attribute a) {
     return b.getNamedAttr(name, a);

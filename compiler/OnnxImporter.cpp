@@ -1143,7 +1143,26 @@ FailureOr<Operation *> Importer::verifyNew(Operation *op) {
     op->erase();
     return nodeError() << why, failure();
   }
+  noteKnown(op);
   return op;
+}
+
+/// The value of `op`'s one result when its operands' values are known:
+/// every op made, the steps of a composition too, so that a shape chain
+/// through one folds.
+void Importer::noteKnown(Operation *op) {
+  if (op->getNumResults() != 1 || known.count(op->getResult(0)))
+    return;
+  SmallVector<Attribute> operands;
+  for (Value v : op->getOperands())
+    operands.push_back(known.lookup(v));
+  SmallVector<OpFoldResult> results;
+  if (succeeded(op->fold(operands, results)) && results.size() == 1) {
+    if (auto a = dyn_cast<Attribute>(results[0]))
+      known[op->getResult(0)] = a;
+    else if (Attribute a = known.lookup(cast<Value>(results[0])))
+      known[op->getResult(0)] = a;
+  }
 }
 
 /// Maps the node's outputs to the op's results and records constant values.
@@ -1161,18 +1180,7 @@ LogicalResult Importer::bind(FailureOr<Operation *> maybeOp) {
              failure();
     values[node->output(i)] = op->getResult(i);
   }
-  if (op->getNumResults() != 1)
-    return success();
-  SmallVector<Attribute> operands;
-  for (Value v : op->getOperands())
-    operands.push_back(known.lookup(v));
-  SmallVector<OpFoldResult> results;
-  if (succeeded(op->fold(operands, results)) && results.size() == 1) {
-    if (auto a = dyn_cast<Attribute>(results[0]))
-      known[op->getResult(0)] = a;
-    else if (Attribute a = known.lookup(cast<Value>(results[0])))
-      known[op->getResult(0)] = a;
-  }
+  noteKnown(op);
   return success();
 }
 

@@ -403,7 +403,10 @@ MT_INFER(SqueezeOp) {
 
 MT_INFER(FlattenOp) {
   auto in = rankedType(a.getInput());
-  int64_t axis = a.getAxis() < 0 ? a.getAxis() + in.getRank() : a.getAxis();
+  // I64Attr's accessor is unsigned: a negative axis counts from the end.
+  int64_t axis = int64_t(a.getAxis());
+  if (axis < 0)
+    axis += in.getRank();
   if (axis < 0 || axis > in.getRank())
     return fail(loc, "flatten axis out of range");
   return push(types,

@@ -58,21 +58,62 @@ LogicalResult Importer::importSoftmax() {
                                     : make<LogSoftmaxOp>({in(0)}, attrs));
 }
 
+/// LayerNormalization over the last dim with a 1-D scale and bias, and no
+/// output but Y, is one op (which the norm's pattern fuses); any other form
+/// (over several dims, a scale of their shape, the Mean and InvStdDev
+/// outputs asked for) is its formula: Mean and InvStdDev over the dims from
+/// `axis` on, kept, then (x - Mean) InvStdDev scale + bias.
 LogicalResult Importer::importLayerNormalization() {
   if (failed(needInputs(2, 3)))
     return failure();
-  unsupportedOutput(1, "the Mean output of LayerNormalization");
-  unsupportedOutput(2, "the InvStdDev output of LayerNormalization");
   auto axis = attrInt("axis", -1);
   auto eps = attrFloat("epsilon", 1e-5f);
   if (failed(axis) || failed(eps))
     return failure();
-  SmallVector<Value> operands{in(0), in(1)};
-  if (Value bias = in(2))
-    operands.push_back(bias);
-  return bind(make<LayerNormalizationOp>(
-      operands, {named("axis", b.getI64IntegerAttr(*axis)),
-                 named("epsilon", b.getF32FloatAttr(*eps))}));
+  Value x = in(0), scale = in(1), bias = in(2);
+  if (!x || !scale)
+    return failure();
+  int64_t rank = typeOf(x).getRank();
+  int64_t from = *axis < 0 ? *axis + rank : *axis;
+  if (from < 0 || from >= rank)
+    return nodeError() << "axis " << *axis << " is outside the input's rank "
+                       << rank;
+  ArrayRef<int64_t> last = typeOf(x).getShape().take_back();
+  auto used = [&](int i) {
+    return node->output_size() > i && !node->output(i).empty();
+  };
+  bool oneOp = from == rank - 1 && typeOf(scale).getShape() == last &&
+               (!bias || typeOf(bias).getShape() == last) && !used(1) &&
+               !used(2);
+  if (oneOp) {
+    SmallVector<Value> operands{x, scale};
+    if (bias)
+      operands.push_back(bias);
+    return bind(make<LayerNormalizationOp>(
+        operands, {named("axis", b.getI64IntegerAttr(from)),
+                   named("epsilon", b.getF32FloatAttr(*eps))}));
+  }
+  SmallVector<int64_t> axes;
+  for (int64_t d = from; d < rank; ++d)
+    axes.push_back(d);
+  Value mean = reduceOf("mean", x, axes);
+  Value d = mean ? resultOf(make<SubOp>({x, mean})) : mean;
+  Value var = d ? reduceOf("mean", resultOf(make<MulOp>({d, d})), axes) : d;
+  Value sd = var ? resultOf(make<SqrtOp>(
+                       {resultOf(make<AddOp>({var, scalarLike(var, *eps)}))}))
+                 : var;
+  Value inv = sd ? resultOf(make<ReciprocalOp>({sd})) : sd;
+  Value y = inv ? resultOf(make<MulOp>({d, inv})) : inv;
+  y = y ? resultOf(make<MulOp>({y, scale})) : y;
+  if (y && bias)
+    y = resultOf(make<AddOp>({y, bias}));
+  if (!y)
+    return failure();
+  Value outputs[] = {y, mean, inv};
+  for (int i = 0; i < 3; ++i)
+    if (used(i))
+      values[node->output(i)] = outputs[i];
+  return success();
 }
 
 /// RMSNormalization (opset 23) in the primitives exporters spell it with

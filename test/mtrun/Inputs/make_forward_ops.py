@@ -6,6 +6,8 @@ outputs numpy computes as OUT/NAME/want.json:
   matmul_1d_3d, matmul_3d_1d, matmul_1d_1d  numpy's matmul of 1-D operands
   gemm_activations                          Gemm of two activations, with
                                             transA, transB, alpha and beta
+  layer_norm_axis1                          LayerNormalization over the dims
+                                            from 1, with Mean and InvStdDev
 
   make_forward_ops.py OUT_DIR
 """
@@ -58,3 +60,14 @@ case("gemm_activations",
      [helper.make_node("Gemm", ["a", "b", "c"], ["y"], transA=1, transB=1,
                        alpha=0.25, beta=3.0)],
      {"a": a, "b": b, "c": c}, {"y": want.shape}, {"y": want})
+
+x, scale, bias = f32(2, 3, 4), f32(3, 4), f32(3, 4)
+xd = x.astype(np.float64)
+mean = xd.mean(axis=(1, 2), keepdims=True)
+inv = 1 / np.sqrt(((xd - mean) ** 2).mean(axis=(1, 2), keepdims=True) + 1e-5)
+case("layer_norm_axis1",
+     [helper.make_node("LayerNormalization", ["x", "scale", "bias"],
+                       ["y", "mean", "inv"], axis=1)],
+     {"x": x, "scale": scale, "bias": bias},
+     {"y": x.shape, "mean": mean.shape, "inv": inv.shape},
+     {"y": (xd - mean) * inv * scale + bias, "mean": mean, "inv": inv})

@@ -827,38 +827,25 @@ LogicalResult Importer::importHardmax() {
            : mask);
 }
 
-/// NegativeLogLikelihoodLoss: -input[n, target[n, ...], ...] times the
-/// target's class weight (1 without one), 0 where the target is
-/// ignore_index; reduction none, sum, or mean (over the weights of the
-/// targets not ignored). The targets are compared and masked in floats, so
-/// that every step has a device kernel.
-LogicalResult Importer::importNegativeLogLikelihoodLoss() {
-  if (failed(needInputs(2, 3)))
-    return failure();
-  auto reduction = attrString("reduction", "mean");
-  if (failed(reduction))
-    return failure();
-  if (*reduction != "mean" && *reduction != "sum" && *reduction != "none")
-    return nodeError() << "reduction '" << *reduction
-                       << "' is not mean, sum or none";
-  Value x = in(0), target = in(1), weight = in(2);
-  if (typeOf(x).getRank() < 2 ||
-      typeOf(target).getRank() != typeOf(x).getRank() - 1)
-    return nodeError() << "NegativeLogLikelihoodLoss needs input [N, C, "
-                          "...] and target [N, ...]";
+/// The negative log-likelihood of `logProb` [N, C, ...] at `target` [N,
+/// ...]: -logProb[n, target[n, ...], ...] times the target's class weight
+/// (1 without `weight`), 0 where the target is `ignore`; reduction none,
+/// sum, or mean (over the weights of the targets not ignored). The targets
+/// are compared and masked in floats, so that every step has a device
+/// kernel. Null (said) when a step fails.
+Value Importer::nllLoss(Value logProb, Value target, Value weight,
+                        std::optional<int64_t> ignore, StringRef reduction) {
   Type f32 = b.getF32Type();
   auto castTo = [&](Value v, Type t) {
     return v ? resultOf(make<CastOp>({v}, {named("to", TypeAttr::get(t))})) : v;
   };
   Value tf = castTo(target, f32);
-  // 1 where the target counts, 0 where it is ignore_index.
+  // 1 where the target counts, 0 where it is ignored.
   Value keep;
-  if (attr("ignore_index")) {
-    auto index = attrInt("ignore_index", std::nullopt);
-    if (failed(index))
-      return failure();
+  if (ignore) {
     Value same =
-        tf ? resultOf(make<EqualOp>({tf, scalarLike(tf, double(*index))})) : tf;
+        tf ? resultOf(make<EqualOp>({tf, scalarLike(tf, double(*ignore))}))
+           : tf;
     Value counts = same ? resultOf(make<NotOp>({same})) : same;
     keep = castTo(counts, f32);
   } else {
@@ -874,9 +861,10 @@ LogicalResult Importer::importNegativeLogLikelihoodLoss() {
   Value at = safe ? resultOf(make<UnsqueezeOp>(
                         {safe}, {named("axes", b.getDenseI64ArrayAttr({1}))}))
                   : safe;
-  Value picked = at ? resultOf(make<GatherElementsOp>(
-                          {x, at}, {named("axis", b.getI64IntegerAttr(1))}))
-                    : at;
+  Value picked =
+      at ? resultOf(make<GatherElementsOp>(
+               {logProb, at}, {named("axis", b.getI64IntegerAttr(1))}))
+         : at;
   picked = picked ? resultOf(make<SqueezeOp>(
                         {picked}, {named("axes", b.getDenseI64ArrayAttr({1}))}))
                   : picked;
@@ -889,13 +877,13 @@ LogicalResult Importer::importNegativeLogLikelihoodLoss() {
                : classW;
   }
   if (!picked || !w)
-    return failure();
+    return Value();
   if (typeOf(w).getElementType() != typeOf(picked).getElementType())
     w = castTo(w, typeOf(picked).getElementType());
   Value loss =
       w ? resultOf(make<NegOp>({resultOf(make<MulOp>({picked, w}))})) : w;
-  if (!loss || *reduction == "none")
-    return bindValue(loss);
+  if (!loss || reduction == "none")
+    return loss;
   SmallVector<int64_t> all;
   for (int64_t d = 0; d < typeOf(loss).getRank(); ++d)
     all.push_back(d);
@@ -904,10 +892,83 @@ LogicalResult Importer::importNegativeLogLikelihoodLoss() {
         make<ReduceSumOp>({v}, {named("axes", b.getDenseI64ArrayAttr(all))}));
   };
   Value sum = total(loss);
-  if (!sum || *reduction == "sum")
-    return bindValue(sum);
+  if (!sum || reduction == "sum")
+    return sum;
   Value count = total(w);
-  return bindValue(count ? resultOf(make<DivOp>({sum, count})) : count);
+  return count ? resultOf(make<DivOp>({sum, count})) : count;
+}
+
+/// The ignore_index attribute, when the node has one.
+FailureOr<std::optional<int64_t>> Importer::ignoreIndex() {
+  if (!attr("ignore_index"))
+    return std::optional<int64_t>();
+  auto index = attrInt("ignore_index", std::nullopt);
+  if (failed(index))
+    return failure();
+  return std::optional<int64_t>(*index);
+}
+
+/// The reduction attribute: mean (the default), sum or none.
+FailureOr<std::string> Importer::lossReduction() {
+  auto reduction = attrString("reduction", "mean");
+  if (failed(reduction))
+    return failure();
+  if (*reduction != "mean" && *reduction != "sum" && *reduction != "none")
+    return nodeError() << "reduction '" << *reduction
+                       << "' is not mean, sum or none";
+  return *reduction;
+}
+
+/// NegativeLogLikelihoodLoss: nllLoss of its input.
+LogicalResult Importer::importNegativeLogLikelihoodLoss() {
+  if (failed(needInputs(2, 3)))
+    return failure();
+  auto reduction = lossReduction();
+  auto ignore = ignoreIndex();
+  if (failed(reduction) || failed(ignore))
+    return failure();
+  Value x = in(0), target = in(1);
+  if (typeOf(x).getRank() < 2 ||
+      typeOf(target).getRank() != typeOf(x).getRank() - 1)
+    return nodeError() << "NegativeLogLikelihoodLoss needs input [N, C, "
+                          "...] and target [N, ...]";
+  return bindValue(nllLoss(x, target, in(2), *ignore, *reduction));
+}
+
+/// SoftmaxCrossEntropyLoss: the one op in the form the fused cross-entropy
+/// takes (a mean over [N, C] or [N, C, d] scores, no class weights, no
+/// log_prob output); otherwise its formula, nllLoss of LogSoftmax over the
+/// classes (dim 1), with log_prob bound when it is asked for.
+LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
+  if (failed(needInputs(2, 3)))
+    return failure();
+  auto reduction = lossReduction();
+  auto ignore = ignoreIndex();
+  if (failed(reduction) || failed(ignore))
+    return failure();
+  Value scores = in(0), labels = in(1), weight = in(2);
+  int64_t rank = typeOf(scores).getRank();
+  if (rank < 2 || typeOf(labels).getRank() != rank - 1)
+    return nodeError() << "SoftmaxCrossEntropyLoss needs scores [N, C, ...] "
+                          "and labels [N, ...]";
+  bool logProbUsed = node->output_size() > 1 && !node->output(1).empty();
+  if (*reduction == "mean" && !weight && !logProbUsed && rank <= 3) {
+    SmallVector<NamedAttribute> attrs{
+        named("reduction", ReductionAttr::get(&ctx, Reduction::Mean))};
+    if (*ignore)
+      attrs.push_back(named("ignore_index", b.getI64IntegerAttr(**ignore)));
+    return bind(make<SoftmaxCrossEntropyLossOp>({scores, labels}, attrs));
+  }
+  Value logProb = resultOf(
+      make<LogSoftmaxOp>({scores}, {named("axis", b.getI64IntegerAttr(1))}));
+  Value loss =
+      logProb ? nllLoss(logProb, labels, weight, *ignore, *reduction) : logProb;
+  if (!loss)
+    return failure();
+  values[node->output(0)] = loss;
+  if (logProbUsed)
+    values[node->output(1)] = logProb;
+  return success();
 }
 
 ArrayRef<OpRule> compositeRules() {
@@ -950,7 +1011,9 @@ ArrayRef<OpRule> compositeRules() {
       {"OneHot", kMinOpset, kMaxOpset, &Importer::importOneHot},
       {"Hardmax", kMinOpset, kMaxOpset, &Importer::importHardmax},
       {"NegativeLogLikelihoodLoss", kMinOpset, kMaxOpset,
-       &Importer::importNegativeLogLikelihoodLoss}};
+       &Importer::importNegativeLogLikelihoodLoss},
+      {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,
+       &Importer::importSoftmaxCrossEntropyLoss}};
   return rules;
 }
 

@@ -406,31 +406,6 @@ LogicalResult Importer::importTrilu() {
   return bind(make<TriluOp>({in(0)}, attrs));
 }
 
-LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
-  if (failed(needInputs(2, 3)))
-    return failure();
-  if (in(2))
-    return nodeError() << "class weights are not supported", failure();
-  unsupportedOutput(1, "the log_prob output of SoftmaxCrossEntropyLoss");
-  auto red = attrString("reduction", "mean");
-  if (failed(red))
-    return failure();
-  std::optional<Reduction> reduction = symbolizeReduction(*red);
-  if (!reduction)
-    return nodeError() << "reduction must be mean, sum or none, got '" << *red
-                       << "'",
-           failure();
-  SmallVector<NamedAttribute> attrs{
-      named("reduction", ReductionAttr::get(&ctx, *reduction))};
-  if (attr("ignore_index")) {
-    auto ii = attrInt("ignore_index", 0);
-    if (failed(ii))
-      return failure();
-    attrs.push_back(named("ignore_index", b.getI64IntegerAttr(*ii)));
-  }
-  return bind(make<SoftmaxCrossEntropyLossOp>({in(0), in(1)}, attrs));
-}
-
 ArrayRef<OpRule> nnRules() {
   static const OpRule rules[] = {
       {"Gelu", kMinOpset, kMaxOpset, &Importer::importGelu},
@@ -446,9 +421,7 @@ ArrayRef<OpRule> nnRules() {
       {"ArgMin", kMinOpset, kMaxOpset, &Importer::importArgExtreme},
       {"Clip", kMinOpset, kMaxOpset, &Importer::importClip},
       {"CumSum", kMinOpset, kMaxOpset, &Importer::importCumSum},
-      {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu},
-      {"SoftmaxCrossEntropyLoss", kMinOpset, kMaxOpset,
-       &Importer::importSoftmaxCrossEntropyLoss}};
+      {"Trilu", kMinOpset, kMaxOpset, &Importer::importTrilu}};
   return rules;
 }
 

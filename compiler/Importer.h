@@ -192,6 +192,10 @@ public:
   LogicalResult importOneHot();
   LogicalResult importHardmax();
   LogicalResult importNegativeLogLikelihoodLoss();
+  Value nllLoss(Value logProb, Value target, Value weight,
+                std::optional<int64_t> ignore, StringRef reduction);
+  FailureOr<std::optional<int64_t>> ignoreIndex();
+  FailureOr<std::string> lossReduction();
   /// A constant of `shape` and element type t, f(i) at flat index i.
   Value constantOf(ArrayRef<int64_t> shape, Type t,
                    llvm::function_ref<double(int64_t)> f);

@@ -8,6 +8,9 @@ outputs numpy computes as OUT/NAME/want.json:
                                             transA, transB, alpha and beta
   layer_norm_axis1                          LayerNormalization over the dims
                                             from 1, with Mean and InvStdDev
+  sce_weighted                              SoftmaxCrossEntropyLoss with class
+                                            weights, an ignored label (data)
+                                            and its log_prob output
 
   make_forward_ops.py OUT_DIR
 """
@@ -26,8 +29,9 @@ rng = np.random.RandomState(5)
 def case(name, nodes, inputs, outputs, want):
     graph = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape))
-         for n, a in inputs.items()],
+        [helper.make_tensor_value_info(
+            n, TensorProto.INT64 if a.dtype == np.int64 else TensorProto.FLOAT,
+            list(a.shape)) for n, a in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s))
          for n, s in outputs.items()])
     model = helper.make_model(graph,
@@ -71,3 +75,17 @@ case("layer_norm_axis1",
      {"x": x, "scale": scale, "bias": bias},
      {"y": x.shape, "mean": mean.shape, "inv": inv.shape},
      {"y": (xd - mean) * inv * scale + bias, "mean": mean, "inv": inv})
+
+scores, weights = f32(4, 5), np.abs(f32(5)) + 0.5
+labels = np.array([1, -1, 4, 0], np.int64)
+logp = scores.astype(np.float64) - np.log(
+    np.exp(scores.astype(np.float64)).sum(1, keepdims=True))
+kept = labels != -1
+w = np.where(kept, weights[np.where(kept, labels, 0)], 0)
+picked = logp[np.arange(4), np.where(kept, labels, 0)]
+case("sce_weighted",
+     [helper.make_node("SoftmaxCrossEntropyLoss", ["scores", "labels", "w"],
+                       ["loss", "log_prob"], ignore_index=-1)],
+     {"scores": scores, "labels": labels, "w": weights},
+     {"loss": (), "log_prob": scores.shape},
+     {"loss": -(picked * w).sum() / w.sum(), "log_prob": logp})

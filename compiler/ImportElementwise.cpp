@@ -50,7 +50,43 @@ LogicalResult Importer::importCast() {
   Type et = elementTypeOf(ctx, *to);
   if (!et)
     return nodeError() << "cannot cast to data type " << *to, failure();
-  return bind(make<CastOp>({in(0)}, {named("to", TypeAttr::get(et))}));
+  Value cast =
+      resultOf(make<CastOp>({in(0)}, {named("to", TypeAttr::get(et))}));
+  return bindValue(cast ? roundedTo(cast, *to) : cast);
+}
+
+/// CastLike: a cast to the type of its second input, which rounds as a
+/// Cast does when the model declares that input float16 or bfloat16.
+LogicalResult Importer::importCastLike() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  Value cast = resultOf(make<CastLikeOp>({in(0), in(1)}));
+  return bindValue(cast ? roundedTo(cast, declaredType(node->input(1))) : cast);
+}
+
+/// The ONNX element type the model declares for the value `name` (a graph
+/// input or output, an initializer, a value_info), or 0.
+int Importer::declaredType(const std::string &name) const {
+  const auto &g = model.graph();
+  for (const auto *list : {&g.input(), &g.output(), &g.value_info()})
+    for (const auto &vi : *list)
+      if (vi.name() == name)
+        return vi.type().tensor_type().elem_type();
+  for (const auto &init : g.initializer())
+    if (init.name() == name)
+      return init.data_type();
+  return 0;
+}
+
+/// `v` (f32) rounded to the precision of the ONNX float type `dtype` when
+/// that is float16 or bfloat16: what a cast to it does to the values.
+Value Importer::roundedTo(Value v, int dtype) {
+  Type stored = storedTypeOf(ctx, dtype);
+  if (stored && stored.isBF16())
+    return resultOf(make<RoundBf16Op>({v}));
+  if (stored && stored.isF16())
+    return resultOf(make<RoundF16Op>({v}));
+  return v;
 }
 
 LogicalResult Importer::importDropout() {
@@ -118,7 +154,7 @@ ArrayRef<OpRule> elementwiseRules() {
        &Importer::importReduce<ReduceSumOp, /*axesInput=*/true>},
       {"Constant", kMinOpset, kMaxOpset, &Importer::importConstant},
       {"Cast", kMinOpset, kMaxOpset, &Importer::importCast},
-      {"CastLike", kMinOpset, kMaxOpset, &Importer::importBinary<CastLikeOp>},
+      {"CastLike", kMinOpset, kMaxOpset, &Importer::importCastLike},
       {"Dropout", kMinOpset, kMaxOpset, &Importer::importDropout},
       {"Where", kMinOpset, kMaxOpset, &Importer::importWhere}};
   return rules;
@@ -129,8 +165,10 @@ template <typename... OpTys> std::vector<OpRule> pointwiseRows() {
   auto one = [&](auto *tag) {
     using OpTy = std::remove_pointer_t<decltype(tag)>;
     if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
-      rows.push_back({OpTy::kOnnxName, kMinOpset, kMaxOpset,
-                      &Importer::importPointwise<OpTy>});
+      // A rounding has no ONNX operator of its own, so no rule.
+      if (*OpTy::kOnnxName)
+        rows.push_back({OpTy::kOnnxName, kMinOpset, kMaxOpset,
+                        &Importer::importPointwise<OpTy>});
   };
   (one(static_cast<OpTys *>(nullptr)), ...);
   return rows;

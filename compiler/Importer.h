@@ -46,9 +46,12 @@ Type storedTypeOf(MLIRContext &ctx, int dtype);
 
 /// The element type values of an ONNX data type have in the train dialect,
 /// or null: the stored type, but integers narrower than 64 bits (int8 to
-/// int32, uint8 to uint32) are widened to i64, the one integer type the
-/// kernels and plans compute in. The values are the same; only an
-/// overflow that would wrap in the narrower type does not.
+/// int32, uint8 to uint32) are i64 and floats of any width (float16,
+/// bfloat16, float64) are f32, the types the kernels and plans compute in
+/// (bf16 compute is a schedule's choice, not the graph's). The values are
+/// the same, but for an overflow that would wrap in a narrower integer and
+/// a float64 rounded to float32; a Cast to float16 or bfloat16 rounds to
+/// that type's precision (train.round_f16, train.round_bf16).
 Type elementTypeOf(MLIRContext &ctx, int dtype);
 
 class Importer {
@@ -323,6 +326,9 @@ public:
                                    TypeRange types);
   FailureOr<Operation *> verifyNew(Operation *op);
   void noteKnown(Operation *op);
+  Value roundedTo(Value v, int dtype);
+  LogicalResult importCastLike();
+  int declaredType(const std::string &name) const;
   LogicalResult bind(FailureOr<Operation *> op);
   NamedAttribute named(StringRef name, Attribute a) {
     return b.getNamedAttr(name, a);

@@ -71,6 +71,8 @@ Type elementTypeOf(MLIRContext &ctx, int dtype) {
   Type stored = storedTypeOf(ctx, dtype);
   if (stored && stored.isInteger() && !stored.isInteger(1))
     return IntegerType::get(&ctx, 64);
+  if (stored && isa<FloatType>(stored))
+    return Float32Type::get(&ctx);
   return stored;
 }
 
@@ -706,6 +708,19 @@ FailureOr<DenseElementsAttr> Importer::readTensor(const onnx::TensorProto &t,
   if (int64_t(bytes.size()) != n * width)
     return bad("holds " + std::to_string(bytes.size()) + " bytes, expected " +
                std::to_string(n * width));
+  if (isa<FloatType>(et) && !et.isF32()) { // f16, bf16 or f64 as f32
+    const auto &semantics = cast<FloatType>(et).getFloatSemantics();
+    SmallVector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, bytes.data() + i * width, width);
+      APFloat f(semantics, APInt(unsigned(8 * width), bits));
+      bool lost = false;
+      f.convert(APFloat::IEEEsingle(), APFloat::rmNearestTiesToEven, &lost);
+      v[i] = f.convertToFloat();
+    }
+    return DenseElementsAttr::get(*type, ArrayRef<float>(v));
+  }
   if (et != type->getElementType()) { // sign- or zero-extended to i64
     SmallVector<int64_t> v(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -936,6 +951,23 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     attrs.push_back(named("value", *value));
     return success();
   };
+  // The model's own bytes of a weight stored in bfloat16 or float16 are
+  // converted to the fp32 master when loaded; float64 ones only fold (a
+  // small frozen buffer's value), as the runtime reads no float64.
+  auto storedDtype = [&]() -> LogicalResult {
+    Type stored = storedTypeOf(ctx, dataInit.data_type());
+    if (stored.isBF16() || stored.isF16())
+      attrs.push_back(named("data_dtype",
+                            b.getStringAttr(stored.isBF16() ? "BF16" : "F16")));
+    if (!stored.isF64() || (!trainable && !transposed &&
+                            storageBytes(type) <= kMaxFrozenValueBytes))
+      return success();
+    return fileError() << "initializer '" << dataInit.name()
+                       << "' is float64; mt reads weights stored in float32, "
+                          "bfloat16 or float16: export the model in one of "
+                          "them",
+           failure();
+  };
   bool sharded = StringRef(opts.weightsPath).ends_with(".json");
   // The tensors a checkpoint stores it in, when it is split (each expert of
   // a fused parameter), and where --weights has each of them.
@@ -981,6 +1013,8 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     if (entry->dtype != "F32")
       attrs.push_back(named("data_dtype", b.getStringAttr(entry->dtype)));
   } else if (dataInit.data_location() == onnx::TensorProto::EXTERNAL) {
+    if (failed(storedDtype()))
+      return failure();
     source = WeightSource::External;
     auto ref = externalData(dataInit, storageBytes(type), "initializer");
     if (failed(ref))
@@ -989,6 +1023,8 @@ FailureOr<Value> Importer::makeWeight(const onnx::TensorProto &dataInit,
     if (failed(attachFrozenValue()))
       return failure();
   } else {
+    if (failed(storedDtype()))
+      return failure();
     attrs.push_back(named("file", b.getStringAttr(absolute(file))));
     if (!inlineOffsets)
       inlineOffsets = rawDataOffsets(file);

@@ -8,6 +8,8 @@
 #include "kernels/shapes.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 // The CUDA kernels call the same functions on the device.
 #ifdef __CUDACC__
@@ -24,6 +26,35 @@ MT_HOST_DEVICE inline float softplus(float x) {
 }
 MT_HOST_DEVICE inline float sigmoidOf(float x) {
   return 1.0f / (1.0f + expf(-x));
+}
+
+/// x rounded to bfloat16 (the upper half of its fp32 bits, to nearest,
+/// halves to even), kept in fp32; a NaN stays a NaN.
+MT_HOST_DEVICE inline float roundToBf16(float x) {
+  if (x != x)
+    return x;
+  uint32_t bits;
+  memcpy(&bits, &x, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  memcpy(&x, &bits, 4);
+  return x;
+}
+
+/// x rounded to IEEE half (10 fraction bits, exponents -14 to 15, to
+/// nearest, halves to even; 65520 and above are infinite), kept in fp32.
+MT_HOST_DEVICE inline float roundToF16(float x) {
+  float a = fabsf(x);
+  if (!(a < INFINITY)) // an infinity or a NaN
+    return x;
+  if (a >= 65520.0f)
+    return copysignf(INFINITY, x);
+  int e;
+  frexpf(a, &e); // a = m 2^e, m in [0.5, 1)
+  // The spacing of halves near a: 2^(e - 11) for a normal half, 2^-24 below
+  // the smallest normal (2^-14).
+  int quantum = e - 1 < -14 ? -24 : e - 11;
+  return copysignf(ldexpf(rintf(ldexpf(a, -quantum)), quantum), x);
 }
 
 /// The function p.fn of x (plan.proto's UnaryFn says what each is, and
@@ -105,6 +136,10 @@ MT_HOST_DEVICE inline float applyUnary(const UnaryParams &p, float x) {
     return rintf(x); // the default rounding: halves to even, as ONNX's
   case Unary::Sign:
     return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+  case Unary::RoundBf16:
+    return roundToBf16(x);
+  case Unary::RoundF16:
+    return roundToF16(x);
   }
   return x;
 }
@@ -196,8 +231,31 @@ MT_HOST_DEVICE inline float applyUnaryGrad(const UnaryParams &p, float x,
   case Unary::Round:
   case Unary::Sign:
     return 0.0f;
+  case Unary::RoundBf16: // a cast's: the gradient goes back as it came
+  case Unary::RoundF16:
+    return dy;
   }
   return 0.0f;
+}
+
+/// What a function's derivative is, for the tests that check it: its slope
+/// (finite differences tell it), zero wherever it is defined (steps: Floor,
+/// Sign, ...; nothing to tell), or the gradient passed as it came (a cast's
+/// rounding, which steps too finely for differences).
+enum class Slope { Smooth, Flat, Passed };
+inline Slope unarySlope(Unary f) {
+  switch (f) {
+  case Unary::Floor:
+  case Unary::Ceil:
+  case Unary::Round:
+  case Unary::Sign:
+    return Slope::Flat;
+  case Unary::RoundBf16:
+  case Unary::RoundF16:
+    return Slope::Passed;
+  default:
+    return Slope::Smooth;
+  }
 }
 
 /// Where the function is defined and smooth enough for a finite-difference

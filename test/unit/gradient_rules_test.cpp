@@ -429,7 +429,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto &info) { return std::string(info.param.name); });
 
 /// One case per pointwise function (Train_PointwiseOp, from ODS's op list)
-/// whose derivative is not zero everywhere: its operand is a weight mapped
+/// with a slope (unarySlope): its operand is a weight mapped
 /// into the function's domain (lo + (hi - lo) (1 + tanh(a)) / 2), its result
 /// times a second weight, so that the generic rule (UNARY_GRAD) is checked
 /// for every function it serves.
@@ -441,9 +441,11 @@ template <typename... OpTys> std::vector<RuleCase> pointwiseCases() {
     if constexpr (OpTy::template hasTrait<
                       mt::train::PointwiseOpInterface::Trait>()) {
       auto fn = mt::kernels::Unary(int(OpTy::kFn));
-      if (fn == mt::kernels::Unary::Floor || fn == mt::kernels::Unary::Ceil ||
-          fn == mt::kernels::Unary::Round || fn == mt::kernels::Unary::Sign)
-        return; // flat: a zero gradient, which differences cannot tell
+      // Flat: a zero gradient, which differences cannot tell; passed (a
+      // rounding): steps finer than differences see, checked in
+      // primitive_ops_test.
+      if (mt::kernels::unarySlope(fn) != mt::kernels::Slope::Smooth)
+        return;
       mt::kernels::UnaryDomain d = mt::kernels::unaryDomain(fn);
       // Inside the domain by a margin (its ends may be singular).
       float mid = (d.lo + d.hi) / 2, half = (d.hi - d.lo) * 0.45f;

@@ -11,6 +11,7 @@
 
 using namespace mt::kernels::cpu;
 using mt::kernels::kUnaryFns;
+using mt::kernels::Slope;
 using mt::kernels::unaryName;
 
 TEST(PrimitiveOps, BinaryBroadcastsBothWays) {
@@ -192,6 +193,11 @@ double worstSlopeError(const UnaryParams &p, Grad grad) {
 TEST(PrimitiveOps, PointwiseDerivativesMatchFiniteDifferences) {
   for (Unary f : kUnaryFns) {
     UnaryParams p{f, 0.3f, 0.6f};
+    if (unarySlope(f) == Slope::Passed) { // a cast's: dy as it came
+      for (float x : {-3.0f, 0.1f, 70000.0f})
+        EXPECT_EQ(applyUnaryGrad(p, x, -0.75f), -0.75f) << unaryName(f);
+      continue;
+    }
     if (f == Unary::HardSigmoid)
       p = {f, 0.2f, 0.5f};
     double err =
@@ -201,9 +207,7 @@ TEST(PrimitiveOps, PointwiseDerivativesMatchFiniteDifferences) {
     EXPECT_FLOAT_EQ(applyUnaryGrad(p, 0.7f * unaryDomain(f).hi, 2.0f),
                     2.0f * applyUnaryGrad(p, 0.7f * unaryDomain(f).hi, 1.0f))
         << unaryName(f);
-    bool flat = f == Unary::Floor || f == Unary::Ceil || f == Unary::Round ||
-                f == Unary::Sign;
-    if (flat)
+    if (unarySlope(f) == Slope::Flat)
       continue; // a derivative of 0 has no 1% to be off by
     double mutated = worstSlopeError(
         p, [&](float x) { return 1.01 * applyUnaryGrad(p, x, 1.0f); });
@@ -418,6 +422,42 @@ TEST(PrimitiveOps, Bf16RoundsToNearestEven) {
   EXPECT_EQ(fromBf16(toBf16(1.0f + 3.0f / 256)), 1.0f + 1.0f / 64);
   EXPECT_TRUE(std::isnan(fromBf16(toBf16(std::nanf("")))));
   EXPECT_EQ(fromBf16(toBf16(-INFINITY)), -INFINITY);
+}
+
+/// RoundF16 and RoundBf16 (what a Cast to those types does to the values)
+/// are the conversions there and back, bit for bit, over fp32 values of
+/// every exponent (subnormals of both, past the largest half, NaN).
+TEST(PrimitiveOps, CastRoundingsAreTheConversions) {
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           65504.0f,
+                           65519.0f,
+                           65520.0f,
+                           -70000.0f,
+                           INFINITY,
+                           -INFINITY,
+                           std::ldexp(1.0f, -25),
+                           std::ldexp(3.0f, -25),
+                           std::ldexp(1.0f, -140),
+                           3.0e38f};
+  uint32_t state = 12345;
+  for (int i = 0; i < 20000; ++i) { // random bits: every exponent
+    state = state * 1664525u + 1013904223u;
+    float x;
+    std::memcpy(&x, &state, 4);
+    xs.push_back(x);
+  }
+  for (float x : xs) {
+    float f16 = applyUnary({Unary::RoundF16}, x),
+          bf16 = applyUnary({Unary::RoundBf16}, x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(f16) && std::isnan(bf16));
+      continue;
+    }
+    float wantF16 = fromF16(toF16(x)), wantBf16 = fromBf16(toBf16(x));
+    ASSERT_EQ(std::memcmp(&f16, &wantF16, 4), 0) << x;
+    ASSERT_EQ(std::memcmp(&bf16, &wantBf16, 4), 0) << x;
+  }
 }
 
 /// The float of a half's bits by its definition, to check fromF16 against.

@@ -198,7 +198,7 @@ class Train_PointwiseOp<string mnemonic, string fn, string s, string onnx,
                         string betaDefault = "0.0">
     : Train_InferOp<mnemonic, [Train_PointwiseOpInterface]> {
   let summary = s;
-  let description = "ONNX " # onnx # ", elementwise. `%y = train." #
+  let description = !if(!empty(onnx), "Elementwise", "ONNX " # onnx # ", elementwise") # ". `%y = train." #
                     mnemonic # " %x : (tensor<4xf32>) -> tensor<4xf32>`" #
                     !if(!empty(alphaName), "",
                         "; its " # alphaName # " is `alpha`") #
@@ -289,6 +289,12 @@ def Train_CeilOp : Train_PointwiseOp<"ceil", "Ceil", "Round up", "Ceil", 1>;
 def Train_RoundOp : Train_PointwiseOp<"round", "Round",
     "Round to the nearest integer, halves to even", "Round", 1>;
 def Train_SignOp : Train_PointwiseOp<"sign", "Sign", "-1, 0 or 1", "Sign", 2>;
+// No ONNX operator of their own: what a Cast to bfloat16 or float16 does to
+// the values (the importer keeps every float in float32).
+def Train_RoundBf16Op : Train_PointwiseOp<"round_bf16", "RoundBf16",
+    "Round to bfloat16's precision, kept in float32", "", 2>;
+def Train_RoundF16Op : Train_PointwiseOp<"round_f16", "RoundF16",
+    "Round to float16's precision and range, kept in float32", "", 6>;
 
 def Train_IsNaNOp : Train_InferOp<"is_nan"> {
   let summary = "True where x is NaN (no gradient)";

@@ -12,11 +12,18 @@ DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64",
 
 
 def write_safetensors(path, tensors):
+    """tensors: {name: numpy array, or ("BF16", float32 array)}"""
     header, blobs, offset = {}, [], 0
     for name, a in tensors.items():
+        dtype = None
+        if isinstance(a, tuple):  # ("BF16", float32 values): the upper halves
+            dtype, a = a
+            a = (np.asarray(a, np.float32).view(np.uint32) >> 16).astype(
+                np.uint16)
         a = np.ascontiguousarray(a)
         data = a.tobytes()
-        header[name] = {"dtype": DTYPES[a.dtype], "shape": list(a.shape),
+        header[name] = {"dtype": dtype or DTYPES[a.dtype],
+                        "shape": list(a.shape),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

@@ -66,6 +66,8 @@ def op_of(case, ops):
 
 def tensor(value):
     a = np.asarray(value)
+    if a.dtype.name == "bfloat16":  # ml_dtypes': its values are float32's
+        a = a.astype(np.float32)
     if a.dtype == np.bool_:
         kind, data = "bool", a.astype(np.int64).reshape(-1).tolist()
     elif np.issubdtype(a.dtype, np.integer):

@@ -123,6 +123,22 @@ LogicalResult Importer::importMatMul() {
   return bindValue(reshaped(product, shape));
 }
 
+/// Pow of a float by an integer exponent: the exponent as the base's float
+/// type (it folds when constant), since the kernel computes in floats. An
+/// integer base is as it is (its values fold, or the kernel refuses them).
+LogicalResult Importer::importPow() {
+  if (failed(needInputs(2, 2)))
+    return failure();
+  Value base = in(0), exponent = in(1);
+  if (!base || !exponent)
+    return failure();
+  Type bt = typeOf(base).getElementType();
+  if (isa<FloatType>(bt) && !isa<FloatType>(typeOf(exponent).getElementType()))
+    exponent =
+        resultOf(make<CastOp>({exponent}, {named("to", TypeAttr::get(bt))}));
+  return exponent ? bind(make<PowOp>({base, exponent})) : failure();
+}
+
 /// PRelu: x < 0 ? slope x : x, the slope broadcast to x.
 LogicalResult Importer::importPRelu() {
   if (failed(needInputs(2, 2)))
@@ -974,6 +990,7 @@ LogicalResult Importer::importSoftmaxCrossEntropyLoss() {
 ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
       {"MatMul", kMinOpset, kMaxOpset, &Importer::importMatMul},
+      {"Pow", kMinOpset, kMaxOpset, &Importer::importPow},
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
       {"ReduceL1", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceL2", kMinOpset, 17, &Importer::importReduceComposite<false>},

@@ -125,7 +125,6 @@ ArrayRef<OpRule> elementwiseRules() {
       {"Sub", kMinOpset, kMaxOpset, &Importer::importBinary<SubOp>},
       {"Mul", kMinOpset, kMaxOpset, &Importer::importBinary<MulOp>},
       {"Div", kMinOpset, kMaxOpset, &Importer::importBinary<DivOp>},
-      {"Pow", kMinOpset, kMaxOpset, &Importer::importBinary<PowOp>},
       {"And", kMinOpset, kMaxOpset, &Importer::importBinary<AndOp>},
       {"Or", kMinOpset, kMaxOpset, &Importer::importBinary<OrOp>},
       {"Xor", kMinOpset, kMaxOpset, &Importer::importBinary<XorOp>},

@@ -181,6 +181,7 @@ public:
   template <bool axesInput> LogicalResult importReduceComposite();
   LogicalResult importMean();
   LogicalResult importMatMul();
+  LogicalResult importPow();
   LogicalResult importPRelu();
   LogicalResult importMod();
   LogicalResult importEinsum();

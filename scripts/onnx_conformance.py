@@ -140,6 +140,13 @@ def case_json(case, inputs, outputs):
             return None, f"input of dtype {a.dtype}"
         feeds.append(t)
         fed.append(name)
+        # mt plans static shapes: a dim the case leaves open is the one its
+        # input has (as mtc's --batch and --seq would set it).
+        for i in graph.input:
+            if i.name == name:
+                for d, n in zip(i.type.tensor_type.shape.dim, a.shape):
+                    if not d.HasField("dim_value"):
+                        d.dim_value = n
     outs = []
     for value in outputs:
         if isinstance(value, onnx.TensorProto):

@@ -8,6 +8,7 @@ outputs numpy computes as OUT/NAME/want.json:
                                             transA, transB, alpha and beta
   layer_norm_axis1                          LayerNormalization over the dims
                                             from 1, with Mean and InvStdDev
+  pow_int_exponent                          Pow of a float by int64 exponents
   sce_weighted                              SoftmaxCrossEntropyLoss with class
                                             weights, an ignored label (data)
                                             and its log_prob output
@@ -26,14 +27,14 @@ from safetensors_file import write_safetensors
 rng = np.random.RandomState(5)
 
 
-def case(name, nodes, inputs, outputs, want):
+def case(name, nodes, inputs, outputs, want, initializers=()):
     graph = helper.make_graph(
         nodes, name,
         [helper.make_tensor_value_info(
             n, TensorProto.INT64 if a.dtype == np.int64 else TensorProto.FLOAT,
             list(a.shape)) for n, a in inputs.items()],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s))
-         for n, s in outputs.items()])
+         for n, s in outputs.items()], list(initializers))
     model = helper.make_model(graph,
                               opset_imports=[helper.make_opsetid("", 17)])
     out = os.path.join(sys.argv[1], name)
@@ -89,3 +90,8 @@ case("sce_weighted",
      {"scores": scores, "labels": labels, "w": weights},
      {"loss": (), "log_prob": scores.shape},
      {"loss": -(picked * w).sum() / w.sum(), "log_prob": logp})
+
+x, e = f32(2, 3), np.array([1, 2, 3], np.int64)
+case("pow_int_exponent", [helper.make_node("Pow", ["x", "e"], ["y"])],
+     {"x": x}, {"y": x.shape}, {"y": x.astype(np.float64) ** e},
+     [helper.make_tensor("e", TensorProto.INT64, [3], e.tolist())])

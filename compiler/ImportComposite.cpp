@@ -139,6 +139,98 @@ LogicalResult Importer::importPow() {
   return exponent ? bind(make<PowOp>({base, exponent})) : failure();
 }
 
+/// ScatterND with constant indices (a slice or element assignment, as an
+/// export of `x[..., i] = y` or index_put_ has it): every position of the
+/// output reads the update written there, else the data. Where positions
+/// are written several times, the k-th write of each is one more layer:
+/// reduction none keeps the last, add, mul, max and min combine them with
+/// the data. Each layer is a Gather of the flattened updates at a constant
+/// index map and a Where on a constant mask, so that the updates and the
+/// data get their gradients by the rules of those.
+LogicalResult Importer::importScatterND() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto reduction = attrString("reduction", "none");
+  if (failed(reduction))
+    return failure();
+  Value data = in(0), indices = in(1), updates = in(2);
+  if (!data || !indices || !updates)
+    return failure();
+  auto idx = constInts(indices, "input 'indices'");
+  if (failed(idx))
+    return failure();
+  ArrayRef<int64_t> shape = typeOf(data).getShape(),
+                    ishape = typeOf(indices).getShape();
+  int64_t k = ishape.empty() ? 0 : ishape.back();
+  if (ishape.empty() || k < 1 || k > int64_t(shape.size()))
+    return nodeError() << "ScatterND needs indices [..., k] with 1 <= k <= "
+                          "the data's rank";
+  // Elements of one slice (the dims past k), and the data's strides.
+  int64_t slice = 1;
+  for (int64_t d = k; d < int64_t(shape.size()); ++d)
+    slice *= shape[d];
+  int64_t tuples = int64_t(idx->size()) / k, n = typeOf(data).getNumElements();
+  if (typeOf(updates).getNumElements() != tuples * slice)
+    return nodeError() << "updates hold " << typeOf(updates).getNumElements()
+                       << " elements; " << tuples
+                       << " index tuples of slices of " << slice << " need "
+                       << tuples * slice;
+  // layers[j][p]: the update element of the j-th write to position p, or -1.
+  SmallVector<SmallVector<int64_t>> layers;
+  SmallVector<int64_t> writes(n, 0);
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = (*idx)[t * k + d];
+      if (i < -shape[d] || i >= shape[d])
+        return nodeError() << "index " << i << " of tuple " << t
+                           << " is outside dim " << d << " of size "
+                           << shape[d];
+      at = at * shape[d] + (i < 0 ? i + shape[d] : i);
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      int64_t p = at * slice + e;
+      int64_t layer = *reduction == "none" ? 0 : writes[p]++;
+      if (layer == int64_t(layers.size()))
+        layers.emplace_back(n, -1);
+      layers[layer][p] = t * slice + e; // none: the last write stays
+    }
+  }
+  if (*reduction != "none" && *reduction != "add" && *reduction != "mul" &&
+      *reduction != "max" && *reduction != "min")
+    return nodeError() << "reduction '" << *reduction
+                       << "' is not none, add, mul, max or min";
+  Value flat = reshaped(updates, {typeOf(updates).getNumElements()});
+  Type i64 = b.getIntegerType(64);
+  Value out = data;
+  for (const SmallVector<int64_t> &layer : layers) {
+    Value at = constantOf(shape, i64, [&](int64_t p) {
+      return double(std::max<int64_t>(layer[p], 0));
+    });
+    Value written = constantOf(shape, b.getI1Type(), [&](int64_t p) {
+      return layer[p] >= 0 ? 1.0 : 0.0;
+    });
+    Value picked =
+        flat ? resultOf(make<GatherOp>({flat, at},
+                                       {named("axis", b.getI64IntegerAttr(0))}))
+             : flat;
+    Value combined = picked;
+    if (picked && *reduction == "add")
+      combined = resultOf(make<AddOp>({out, picked}));
+    else if (picked && *reduction == "mul")
+      combined = resultOf(make<MulOp>({out, picked}));
+    else if (picked && *reduction == "max")
+      combined = resultOf(make<MaxOp>({out, picked}));
+    else if (picked && *reduction == "min")
+      combined = resultOf(make<MinOp>({out, picked}));
+    out =
+        combined ? resultOf(make<WhereOp>({written, combined, out})) : combined;
+    if (!out)
+      return failure();
+  }
+  return bindValue(out);
+}
+
 /// PRelu: x < 0 ? slope x : x, the slope broadcast to x.
 LogicalResult Importer::importPRelu() {
   if (failed(needInputs(2, 2)))
@@ -991,6 +1083,7 @@ ArrayRef<OpRule> compositeRules() {
   static const OpRule rules[] = {
       {"MatMul", kMinOpset, kMaxOpset, &Importer::importMatMul},
       {"Pow", kMinOpset, kMaxOpset, &Importer::importPow},
+      {"ScatterND", kMinOpset, kMaxOpset, &Importer::importScatterND},
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
       {"ReduceL1", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceL2", kMinOpset, 17, &Importer::importReduceComposite<false>},

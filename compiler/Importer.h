@@ -182,6 +182,7 @@ public:
   LogicalResult importMean();
   LogicalResult importMatMul();
   LogicalResult importPow();
+  LogicalResult importScatterND();
   LogicalResult importPRelu();
   LogicalResult importMod();
   LogicalResult importEinsum();

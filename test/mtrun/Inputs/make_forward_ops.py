@@ -9,6 +9,9 @@ outputs numpy computes as OUT/NAME/want.json:
   layer_norm_axis1                          LayerNormalization over the dims
                                             from 1, with Mean and InvStdDev
   pow_int_exponent                          Pow of a float by int64 exponents
+  scatter_nd, scatter_nd_add                ScatterND of rows (the last write
+                                            kept) and of elements written
+                                            twice (added)
   sce_weighted                              SoftmaxCrossEntropyLoss with class
                                             weights, an ignored label (data)
                                             and its log_prob output
@@ -95,3 +98,23 @@ x, e = f32(2, 3), np.array([1, 2, 3], np.int64)
 case("pow_int_exponent", [helper.make_node("Pow", ["x", "e"], ["y"])],
      {"x": x}, {"y": x.shape}, {"y": x.astype(np.float64) ** e},
      [helper.make_tensor("e", TensorProto.INT64, [3], e.tolist())])
+
+data, rows = f32(4, 3), f32(3, 3)
+at = np.array([[2], [0], [2]], np.int64)
+want = data.astype(np.float64).copy()
+for t, r in enumerate(at[:, 0]):
+    want[r] = rows[t]
+case("scatter_nd", [helper.make_node("ScatterND", ["data", "at", "rows"], ["y"])],
+     {"data": data, "rows": rows}, {"y": data.shape}, {"y": want},
+     [helper.make_tensor("at", TensorProto.INT64, [3, 1], at.reshape(-1).tolist())])
+
+elems = f32(4)
+at2 = np.array([[1, 2], [3, 0], [1, 2], [0, 0]], np.int64)
+want = data.astype(np.float64).copy()
+for t, (i, j) in enumerate(at2):
+    want[i, j] += elems[t]
+case("scatter_nd_add",
+     [helper.make_node("ScatterND", ["data", "at", "elems"], ["y"],
+                       reduction="add")],
+     {"data": data, "elems": elems}, {"y": data.shape}, {"y": want},
+     [helper.make_tensor("at", TensorProto.INT64, [4, 2], at2.reshape(-1).tolist())])

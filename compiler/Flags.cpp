@@ -66,7 +66,9 @@ struct Flags {
       "emit", cl::desc("What to print"), cl::init(Emit::Summary),
       cl::values(clEnumValN(Emit::Summary, "summary",
                             "JSON: parameters, trainable/frozen names, layers, "
-                            "templates, inputs, fused and primitive op counts"),
+                            "templates, inputs, fused and primitive op counts, "
+                            "and the forward's FLOPs in fused ops and in "
+                            "primitive ones (fused_share)"),
                  clEnumValN(Emit::Import, "import",
                             "the train dialect right after import"),
                  clEnumValN(Emit::Mlir, "mlir",

@@ -1,11 +1,13 @@
 //===- Summary.cpp - what the compiler understood of a model --------------===//
 #include "compiler/Summary.h"
 
+#include "dialects/Sched/IR/SchedOps.h"
 #include "dialects/Train/IR/TrainOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -73,6 +75,39 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
     }
   }
 
+  // The forward's FLOPs (one micro-batch), in fused ops and in primitive
+  // ones, from each op's kernel (a layer template's once per call).
+  llvm::DenseMap<Operation *, std::pair<double, double>> perFunction;
+  std::function<std::pair<double, double>(func::FuncOp)> flopsOf =
+      [&](func::FuncOp fn) {
+        auto [it, fresh] = perFunction.try_emplace(fn, 0.0, 0.0);
+        if (!fresh)
+          return it->second;
+        std::pair<double, double> sum{0.0, 0.0};
+        fn.walk([&](Operation *op) {
+          if (auto call = dyn_cast<func::CallOp>(op)) {
+            if (auto callee =
+                    module.lookupSymbol<func::FuncOp>(call.getCallee())) {
+              auto [f, p] = flopsOf(callee);
+              sum.first += f;
+              sum.second += p;
+            }
+            return;
+          }
+          if (auto k = dyn_cast<mt::sched::KernelOpInterface>(op))
+            (op->hasTrait<FusedOp>() ? sum.first : sum.second) += k.getFlops();
+        });
+        return perFunction[fn] = sum;
+      };
+  llvm::json::Object flops;
+  if (auto model = module.lookupSymbol<func::FuncOp>("model")) {
+    auto [inFused, inPrimitive] = flopsOf(model);
+    double total = inFused + inPrimitive;
+    flops["fused"] = inFused;
+    flops["primitive"] = inPrimitive;
+    flops["fused_share"] = total > 0 ? inFused / total : 0.0;
+  }
+
   auto counts = [](const std::map<std::string, int64_t> &m) {
     llvm::json::Object o;
     for (const auto &[k, v] : m)
@@ -89,6 +124,7 @@ void mt::printSummary(ModuleOp module, llvm::raw_ostream &os) {
       {"loss", std::move(loss)},
       {"fused", counts(fused)},
       {"primitive", counts(primitive)},
+      {"forward_flops", std::move(flops)},
   };
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(summary))) << "\n";
 }

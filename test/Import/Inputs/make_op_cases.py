@@ -355,6 +355,14 @@ case("NegativeLogLikelihoodLoss", "none_2d",
      [("x", lp[:, :, 0], "data"), ("t", i64([3, 0, -1]), "const")],
      {"reduction": "none", "ignore_index": -1})
 
+# ScatterND of constant indices: rows (one written twice, the last kept) and
+# single elements.
+case("ScatterND", "rows", [("x", X, "data"), ("i", i64([[1], [0]]), "const"),
+                           ("u", f(2, 3, 4), "data")])
+case("ScatterND", "elements", [("x", X, "data"),
+                               ("i", i64([[0, 1, 2], [1, 2, 3], [1, 0, 0]]), "const"),
+                               ("u", f(3), "data")])
+
 
 def split_case(opset):
     if opset >= 18:

@@ -21,6 +21,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Debug.h"
 
+#include <array>
+#include <tuple>
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -562,6 +565,53 @@ struct Fusion {
       return nullptr;
     return pad.getInput();
   }
+
+  /// The constant starts, ends, axes and steps of a slice of one axis.
+  static std::optional<std::array<int64_t, 4>> oneAxisSlice(SliceOp sl) {
+    Attribute st, en, ax, sp;
+    if (!sl || !matchPattern(sl.getStarts(), m_Constant(&st)) ||
+        !matchPattern(sl.getEnds(), m_Constant(&en)) ||
+        !matchPattern(sl.getAxes(), m_Constant(&ax)) ||
+        !matchPattern(sl.getSteps(), m_Constant(&sp)))
+      return std::nullopt;
+    auto starts = getIntValues(st), ends = getIntValues(en),
+         axes = getIntValues(ax), steps = getIntValues(sp);
+    if (!starts || !ends || !axes || !steps || starts->size() != 1 ||
+        ends->size() != 1 || axes->size() != 1 || steps->size() != 1)
+      return std::nullopt;
+    int64_t rank = typeOf(sl.getInput()).getRank(), axis = (*axes)[0];
+    return std::array<int64_t, 4>{(*starts)[0], (*ends)[0],
+                                  axis < 0 ? axis + rank : axis, (*steps)[0]};
+  }
+
+  /// The classic shift written out (nanoGPT's and most hand-written LMs'
+  /// `cross_entropy(logits[:, :-1], labels[:, 1:])`): logits [B, S, V]
+  /// without their last position and labels [B, S] without their first
+  /// are the shifted cross-entropy of the whole of both (row t predicts
+  /// label t + 1, the last row counts nothing): the raw logits and labels,
+  /// or none.
+  std::optional<std::pair<Value, Value>> matchDroppedEnds(Value logits,
+                                                          Value labels) {
+    auto lab = def<SliceOp>(labels);
+    auto ls = oneAxisSlice(lab);
+    if (!ls || typeOf(lab.getInput()).getRank() != 2)
+      return std::nullopt;
+    int64_t seq = typeOf(lab.getInput()).getDimSize(1);
+    auto [start, end, axis, step] = *ls;
+    if (start != 1 || end < seq || axis != 1 || step != 1)
+      return std::nullopt;
+    auto lg = def<SliceOp>(logits);
+    auto gs = oneAxisSlice(lg);
+    if (!gs || typeOf(lg.getInput()).getRank() != 3 ||
+        typeOf(lg.getInput()).getShape().take_front(2) !=
+            typeOf(lab.getInput()).getShape())
+      return std::nullopt;
+    auto [gStart, gEnd, gAxis, gStep] = *gs;
+    if (gStart != 0 || (gEnd != seq - 1 && gEnd != -1) || gAxis != 1 ||
+        gStep != 1)
+      return std::nullopt;
+    return std::make_pair(lg.getInput(), lab.getInput());
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -968,6 +1018,9 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
     bool shift = false;
     if (Value raw = f.matchLabelShift(labels, ignore)) {
       labels = raw;
+      shift = true;
+    } else if (auto whole = f.matchDroppedEnds(logits, labels)) {
+      std::tie(logits, labels) = *whole;
       shift = true;
     }
     auto fused = b.create<CrossEntropyOp>(ce.getLoc(), logits, labels,

@@ -139,14 +139,69 @@ LogicalResult Importer::importPow() {
   return exponent ? bind(make<PowOp>({base, exponent})) : failure();
 }
 
+/// `data` with update element u of `updates` written at the flat position
+/// `at[u]` of the data, positions known when mtc compiles: each output
+/// position reads the update written there, else the data. Where a
+/// position is written several times, the k-th write of each is one more
+/// layer: reduction none keeps the last, add, mul, max and min combine the
+/// writes with the data in their order. Each layer is a Gather of the
+/// flattened updates at a constant index map and a Where on a constant
+/// mask, so that the data and the updates get their gradients by the rules
+/// of those. Its cost: two constants of the data's size per layer (8 + 1
+/// bytes an element), fine for masks and small tables, heavy for an
+/// activation-sized scatter.
+Value Importer::scatteredAt(Value data, Value updates, ArrayRef<int64_t> at,
+                            StringRef reduction) {
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return nodeError() << "reduction '" << reduction
+                       << "' is not none, add, mul, max or min",
+           Value();
+  ArrayRef<int64_t> shape = typeOf(data).getShape();
+  int64_t n = typeOf(data).getNumElements();
+  // layers[j][p]: the update element of the j-th write to position p, or -1.
+  SmallVector<SmallVector<int64_t>> layers;
+  SmallVector<int64_t> writes(n, 0);
+  for (auto [u, p] : llvm::enumerate(at)) {
+    int64_t layer = reduction == "none" ? 0 : writes[p]++;
+    if (layer == int64_t(layers.size()))
+      layers.emplace_back(n, -1);
+    layers[layer][p] = int64_t(u); // none: the last write stays
+  }
+  Value flat = reshaped(updates, {typeOf(updates).getNumElements()});
+  Type i64 = b.getIntegerType(64);
+  Value out = data;
+  for (const SmallVector<int64_t> &layer : layers) {
+    Value from = constantOf(shape, i64, [&](int64_t p) {
+      return double(std::max<int64_t>(layer[p], 0));
+    });
+    Value written = constantOf(shape, b.getI1Type(), [&](int64_t p) {
+      return layer[p] >= 0 ? 1.0 : 0.0;
+    });
+    Value picked =
+        flat ? resultOf(make<GatherOp>({flat, from},
+                                       {named("axis", b.getI64IntegerAttr(0))}))
+             : flat;
+    Value combined = picked;
+    if (picked && reduction == "add")
+      combined = resultOf(make<AddOp>({out, picked}));
+    else if (picked && reduction == "mul")
+      combined = resultOf(make<MulOp>({out, picked}));
+    else if (picked && reduction == "max")
+      combined = resultOf(make<MaxOp>({out, picked}));
+    else if (picked && reduction == "min")
+      combined = resultOf(make<MinOp>({out, picked}));
+    out =
+        combined ? resultOf(make<WhereOp>({written, combined, out})) : combined;
+    if (!out)
+      return Value();
+  }
+  return out;
+}
+
 /// ScatterND with constant indices (a slice or element assignment, as an
-/// export of `x[..., i] = y` or index_put_ has it): every position of the
-/// output reads the update written there, else the data. Where positions
-/// are written several times, the k-th write of each is one more layer:
-/// reduction none keeps the last, add, mul, max and min combine them with
-/// the data. Each layer is a Gather of the flattened updates at a constant
-/// index map and a Where on a constant mask, so that the updates and the
-/// data get their gradients by the rules of those.
+/// export of `x[idx] = y` or index_put_ has it): scatteredAt the flat
+/// positions of its index tuples' slices.
 LogicalResult Importer::importScatterND() {
   if (failed(needInputs(3, 3)))
     return failure();
@@ -165,70 +220,83 @@ LogicalResult Importer::importScatterND() {
   if (ishape.empty() || k < 1 || k > int64_t(shape.size()))
     return nodeError() << "ScatterND needs indices [..., k] with 1 <= k <= "
                           "the data's rank";
-  // Elements of one slice (the dims past k), and the data's strides.
+  // Elements of one slice (the dims past k).
   int64_t slice = 1;
   for (int64_t d = k; d < int64_t(shape.size()); ++d)
     slice *= shape[d];
-  int64_t tuples = int64_t(idx->size()) / k, n = typeOf(data).getNumElements();
+  int64_t tuples = int64_t(idx->size()) / k;
   if (typeOf(updates).getNumElements() != tuples * slice)
     return nodeError() << "updates hold " << typeOf(updates).getNumElements()
                        << " elements; " << tuples
                        << " index tuples of slices of " << slice << " need "
                        << tuples * slice;
-  // layers[j][p]: the update element of the j-th write to position p, or -1.
-  SmallVector<SmallVector<int64_t>> layers;
-  SmallVector<int64_t> writes(n, 0);
+  SmallVector<int64_t> at;
   for (int64_t t = 0; t < tuples; ++t) {
-    int64_t at = 0;
+    int64_t start = 0;
     for (int64_t d = 0; d < k; ++d) {
       int64_t i = (*idx)[t * k + d];
       if (i < -shape[d] || i >= shape[d])
         return nodeError() << "index " << i << " of tuple " << t
                            << " is outside dim " << d << " of size "
                            << shape[d];
-      at = at * shape[d] + (i < 0 ? i + shape[d] : i);
+      start = start * shape[d] + (i < 0 ? i + shape[d] : i);
     }
-    for (int64_t e = 0; e < slice; ++e) {
-      int64_t p = at * slice + e;
-      int64_t layer = *reduction == "none" ? 0 : writes[p]++;
-      if (layer == int64_t(layers.size()))
-        layers.emplace_back(n, -1);
-      layers[layer][p] = t * slice + e; // none: the last write stays
+    for (int64_t e = 0; e < slice; ++e)
+      at.push_back(start * slice + e);
+  }
+  return bindValue(scatteredAt(data, updates, at, *reduction));
+}
+
+/// ScatterElements with a reduction (add, mul, max, min: scatter_add_ and
+/// index_add_ export so) and constant indices: scatteredAt each update's
+/// position, its own with the axis's coordinate its index. Reduction none
+/// is the SCATTER_ELEMENTS kernel's, indices data or not.
+LogicalResult Importer::importScatterElements() {
+  if (failed(needInputs(3, 3)))
+    return failure();
+  auto axis = attrInt("axis", 0);
+  auto reduction = attrString("reduction", "none");
+  if (failed(axis) || failed(reduction))
+    return failure();
+  Value data = in(0), indices = in(1), updates = in(2);
+  if (!data || !indices || !updates)
+    return failure();
+  if (*reduction == "none")
+    return bind(make<ScatterElementsOp>(
+        {data, indices, updates}, {named("axis", b.getI64IntegerAttr(*axis))}));
+  auto idx = constInts(indices, "input 'indices' of a ScatterElements with "
+                                "reduction '" +
+                                    *reduction + "'");
+  if (failed(idx))
+    return failure();
+  ArrayRef<int64_t> shape = typeOf(data).getShape(),
+                    ushape = typeOf(indices).getShape();
+  int64_t rank = int64_t(shape.size());
+  int64_t ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank || int64_t(ushape.size()) != rank ||
+      typeOf(updates).getShape() != ushape)
+    return nodeError() << "ScatterElements needs indices and updates of one "
+                          "shape, of the data's rank, and an axis inside it";
+  SmallVector<int64_t> at(idx->size());
+  for (int64_t u = 0; u < int64_t(idx->size()); ++u) {
+    // u's coordinates in the updates, the axis's replaced by its index.
+    int64_t rest = u, flatAt = 0, stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t c = rest % ushape[d];
+      rest /= ushape[d];
+      if (d == ax) {
+        int64_t i = (*idx)[u];
+        if (i < -shape[d] || i >= shape[d])
+          return nodeError() << "index " << i << " is outside dim " << d
+                             << " of size " << shape[d];
+        c = i < 0 ? i + shape[d] : i;
+      }
+      flatAt += c * stride;
+      stride *= shape[d];
     }
+    at[u] = flatAt;
   }
-  if (*reduction != "none" && *reduction != "add" && *reduction != "mul" &&
-      *reduction != "max" && *reduction != "min")
-    return nodeError() << "reduction '" << *reduction
-                       << "' is not none, add, mul, max or min";
-  Value flat = reshaped(updates, {typeOf(updates).getNumElements()});
-  Type i64 = b.getIntegerType(64);
-  Value out = data;
-  for (const SmallVector<int64_t> &layer : layers) {
-    Value at = constantOf(shape, i64, [&](int64_t p) {
-      return double(std::max<int64_t>(layer[p], 0));
-    });
-    Value written = constantOf(shape, b.getI1Type(), [&](int64_t p) {
-      return layer[p] >= 0 ? 1.0 : 0.0;
-    });
-    Value picked =
-        flat ? resultOf(make<GatherOp>({flat, at},
-                                       {named("axis", b.getI64IntegerAttr(0))}))
-             : flat;
-    Value combined = picked;
-    if (picked && *reduction == "add")
-      combined = resultOf(make<AddOp>({out, picked}));
-    else if (picked && *reduction == "mul")
-      combined = resultOf(make<MulOp>({out, picked}));
-    else if (picked && *reduction == "max")
-      combined = resultOf(make<MaxOp>({out, picked}));
-    else if (picked && *reduction == "min")
-      combined = resultOf(make<MinOp>({out, picked}));
-    out =
-        combined ? resultOf(make<WhereOp>({written, combined, out})) : combined;
-    if (!out)
-      return failure();
-  }
-  return bindValue(out);
+  return bindValue(scatteredAt(data, updates, at, *reduction));
 }
 
 /// PRelu: x < 0 ? slope x : x, the slope broadcast to x.
@@ -1084,6 +1152,8 @@ ArrayRef<OpRule> compositeRules() {
       {"MatMul", kMinOpset, kMaxOpset, &Importer::importMatMul},
       {"Pow", kMinOpset, kMaxOpset, &Importer::importPow},
       {"ScatterND", kMinOpset, kMaxOpset, &Importer::importScatterND},
+      {"ScatterElements", kMinOpset, kMaxOpset,
+       &Importer::importScatterElements},
       {"ReduceL1", kMinOpset, 17, &Importer::importReduceComposite<false>},
       {"ReduceL1", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceL2", kMinOpset, 17, &Importer::importReduceComposite<false>},

@@ -154,21 +154,6 @@ LogicalResult Importer::importGatherElements() {
       {in(0), in(1)}, {named("axis", b.getI64IntegerAttr(*axis))}));
 }
 
-LogicalResult Importer::importScatterElements() {
-  if (failed(needInputs(3, 3)))
-    return failure();
-  auto axis = attrInt("axis", 0);
-  auto reduction = attrString("reduction", "none");
-  if (failed(axis) || failed(reduction))
-    return failure();
-  if (*reduction != "none")
-    return nodeError() << "only reduction 'none' is supported, got '"
-                       << *reduction << "'",
-           failure();
-  return bind(make<ScatterElementsOp>(
-      {in(0), in(1), in(2)}, {named("axis", b.getI64IntegerAttr(*axis))}));
-}
-
 LogicalResult Importer::importShape() {
   if (failed(needInputs(1, 1)))
     return failure();
@@ -381,8 +366,6 @@ ArrayRef<OpRule> shapeRules() {
       {"Gather", kMinOpset, kMaxOpset, &Importer::importGather},
       {"GatherND", kMinOpset, kMaxOpset, &Importer::importGatherND},
       {"GatherElements", kMinOpset, kMaxOpset, &Importer::importGatherElements},
-      {"ScatterElements", kMinOpset, kMaxOpset,
-       &Importer::importScatterElements},
       {"Shape", kMinOpset, kMaxOpset, &Importer::importShape},
       {"Size", kMinOpset, kMaxOpset, &Importer::importUnary<SizeOp>},
       {"Reshape", kMinOpset, kMaxOpset, &Importer::importReshape},

@@ -183,6 +183,8 @@ public:
   LogicalResult importMatMul();
   LogicalResult importPow();
   LogicalResult importScatterND();
+  Value scatteredAt(Value data, Value updates, ArrayRef<int64_t> at,
+                    StringRef reduction);
   LogicalResult importPRelu();
   LogicalResult importMod();
   LogicalResult importEinsum();

@@ -12,6 +12,8 @@ outputs numpy computes as OUT/NAME/want.json:
   scatter_nd, scatter_nd_add                ScatterND of rows (the last write
                                             kept) and of elements written
                                             twice (added)
+  scatter_elements_add                      ScatterElements along axis 1,
+                                            reduction add, a place twice
   sce_weighted                              SoftmaxCrossEntropyLoss with class
                                             weights, an ignored label (data)
                                             and its log_prob output
@@ -118,3 +120,15 @@ case("scatter_nd_add",
                        reduction="add")],
      {"data": data, "elems": elems}, {"y": data.shape}, {"y": want},
      [helper.make_tensor("at", TensorProto.INT64, [4, 2], at2.reshape(-1).tolist())])
+
+upd = f32(4, 2)
+at3 = np.array([[0, 2], [1, 1], [2, 0], [0, 2]], np.int64)
+want = data.astype(np.float64).copy()
+for r in range(4):
+    for c in range(2):
+        want[r, at3[r, c]] += upd[r, c]
+case("scatter_elements_add",
+     [helper.make_node("ScatterElements", ["data", "at", "upd"], ["y"], axis=1,
+                       reduction="add")],
+     {"data": data, "upd": upd}, {"y": data.shape}, {"y": want},
+     [helper.make_tensor("at", TensorProto.INT64, [4, 2], at3.reshape(-1).tolist())])

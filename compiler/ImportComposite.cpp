@@ -36,6 +36,56 @@ Value Importer::scalarLike(Value v, double x) {
 /// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum, ReduceLogSumExp and
 /// ReduceMin: a ReduceSum (or ReduceMax) of an elementwise function of the
 /// input. With noop_with_empty_axes and no axes, the function alone.
+/// The product of x over `axes` (all when empty), kept as dims of 1 or
+/// dropped: along each axis, the first half times the second (an odd
+/// length padded with a one) until one is left, log2 of its length Muls of
+/// Slices, so that the gradient is every other factor's product exactly,
+/// zeros included (no logarithm).
+Value Importer::productOver(Value x, ArrayRef<int64_t> axes, bool keep) {
+  int64_t rank = typeOf(x).getRank();
+  SmallVector<int64_t> all;
+  for (int64_t d = 0; d < rank; ++d)
+    if (axes.empty() || llvm::is_contained(axes, d) ||
+        llvm::is_contained(axes, d - rank))
+      all.push_back(d);
+  auto slice = [&](Value v, int64_t axis, int64_t from, int64_t to) -> Value {
+    FailureOr<Value> st = intConst({from}), en = intConst({to}),
+                     ax = intConst({axis}), sp = intConst({1});
+    if (failed(st) || failed(en) || failed(ax) || failed(sp))
+      return Value();
+    SmallVector<int64_t> shape(typeOf(v).getShape());
+    shape[axis] = to - from;
+    return resultOf(makeTyped<SliceOp>(
+        {v, *st, *en, *ax, *sp}, {},
+        {RankedTensorType::get(shape, typeOf(v).getElementType())}));
+  };
+  Value v = x;
+  for (int64_t axis : all) {
+    while (v && typeOf(v).getDimSize(axis) > 1) {
+      int64_t n = typeOf(v).getDimSize(axis);
+      if (n % 2) { // a one at the end
+        SmallVector<int64_t> shape(typeOf(v).getShape());
+        shape[axis] = 1;
+        Value one = constantOf(shape, typeOf(v).getElementType(),
+                               [](int64_t) { return 1.0; });
+        v = resultOf(make<ConcatOp>(
+            {v, one}, {named("axis", b.getI64IntegerAttr(axis))}));
+        ++n;
+      }
+      Value lo = v ? slice(v, axis, 0, n / 2) : v;
+      Value hi = lo ? slice(v, axis, n / 2, n) : lo;
+      v = hi ? resultOf(make<MulOp>({lo, hi})) : hi;
+    }
+  }
+  if (!v || keep)
+    return v;
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!llvm::is_contained(all, d))
+      shape.push_back(typeOf(v).getDimSize(d));
+  return reshaped(v, shape);
+}
+
 template <bool axesInput> LogicalResult Importer::importReduceComposite() {
   FailureOr<ReduceArgs> args = reduceArgs<axesInput>();
   if (failed(args))
@@ -74,6 +124,8 @@ template <bool axesInput> LogicalResult Importer::importReduceComposite() {
     Value l = unary(LogOp(), sum(ReduceSumOp(), unary(ExpOp(), d), keep));
     Value top = l ? sum(ReduceMaxOp(), x, keep) : l;
     out = top ? resultOf(make<AddOp>({l, top})) : top;
+  } else if (op == "ReduceProd") {
+    out = reduce ? productOver(x, axes, keep) : x;
   } else if (typeOf(x).getElementType().isInteger(1)) { // ReduceMin of
     // booleans: all, not(any(not x))
     out = unary(NotOp(), sum(ReduceMaxOp(), unary(NotOp(), x), keep));
@@ -1162,6 +1214,8 @@ ArrayRef<OpRule> compositeRules() {
        &Importer::importReduceComposite<false>},
       {"ReduceSumSquare", 18, kMaxOpset,
        &Importer::importReduceComposite<true>},
+      {"ReduceProd", kMinOpset, 17, &Importer::importReduceComposite<false>},
+      {"ReduceProd", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceLogSum", kMinOpset, 17, &Importer::importReduceComposite<false>},
       {"ReduceLogSum", 18, kMaxOpset, &Importer::importReduceComposite<true>},
       {"ReduceLogSumExp", kMinOpset, 17,

@@ -182,6 +182,7 @@ public:
   LogicalResult importMean();
   LogicalResult importMatMul();
   LogicalResult importPow();
+  Value productOver(Value x, ArrayRef<int64_t> axes, bool keep);
   LogicalResult importScatterND();
   Value scatteredAt(Value data, Value updates, ArrayRef<int64_t> at,
                     StringRef reduction);

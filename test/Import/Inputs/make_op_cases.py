@@ -47,7 +47,7 @@ def b(values):
 # or "const" (an initializer, frozen, in both modes; integers are constants
 # anyway), the node's attributes, its number of outputs and the modes.
 BOTH, FROZEN = ("input", "frozen"), ("frozen",)
-COMPOSITE_REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceSumSquare",
+COMPOSITE_REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                         "ReduceLogSum", "ReduceLogSumExp", "ReduceMin")
 X = f(2, 3, 4)
 CASES = []

@@ -158,6 +158,17 @@ mlir::LogicalResult printModule(Driver &compiler, const ImportOptions &import,
   return mlir::success();
 }
 
+/// The target a plan was made for and the budgets it was planned within.
+void stampTarget(mt::plan::Plan &plan, const mt::plan::Target &target,
+                 const planner::Budgets &budgets) {
+  *plan.mutable_target() = target;
+  mt::plan::Budgets &b = *plan.mutable_budgets();
+  b.set_device_bytes(uint64_t(budgets.device));
+  b.set_pinned_bytes(uint64_t(budgets.pinned));
+  b.set_host_bytes(uint64_t(budgets.host));
+  b.set_disk_bytes(uint64_t(budgets.disk));
+}
+
 /// The forward-only plan of `r` (mtc --forward): the schedule the flags
 /// describe, compiled with every check, its peaks proved within the
 /// budgets and its time predicted; nothing to search, as no update or
@@ -171,12 +182,7 @@ mlir::LogicalResult planForward(Driver &compiler, const Request &r,
   mt::plan::Plan plan;
   if (!module || failed(mt::emitPlan(*module, plan)))
     return mlir::failure();
-  *plan.mutable_target() = target;
-  mt::plan::Budgets &b = *plan.mutable_budgets();
-  b.set_device_bytes(uint64_t(budgets.device));
-  b.set_pinned_bytes(uint64_t(budgets.pinned));
-  b.set_host_bytes(uint64_t(budgets.host));
-  b.set_disk_bytes(uint64_t(budgets.disk));
+  stampTarget(plan, target, budgets);
   std::string why;
   if (!planner::fits(plan, budgets, s, /*diskGiven=*/false, why))
     return fail("the forward plan does not fit: " + why);
@@ -340,12 +346,7 @@ mlir::LogicalResult compile(mlir::MLIRContext &context, const Request &r) {
         error = "the back end refused it";
       return false;
     }
-    *plan.mutable_target() = target;
-    mt::plan::Budgets &b = *plan.mutable_budgets();
-    b.set_device_bytes(uint64_t(budgets.device));
-    b.set_pinned_bytes(uint64_t(budgets.pinned));
-    b.set_host_bytes(uint64_t(budgets.host));
-    b.set_disk_bytes(uint64_t(budgets.disk));
+    stampTarget(plan, target, budgets);
     if (s.momentsOnDisk)
       plan.set_disk_dir(diskPath.str().str());
     return true;

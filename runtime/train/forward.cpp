@@ -1,6 +1,7 @@
 #include "runtime/train/forward.h"
 
 #include "kernels/cpu/primitive_ops.h"
+#include "runtime/io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
@@ -11,17 +12,14 @@ namespace {
 
 namespace k = mt::kernels::cpu;
 
-/// Bytes of an element of a given tensor's dtype; 0 for one not read.
-int givenBytes(const std::string &dtype) {
-  if (dtype == "F64" || dtype == "I64")
-    return 8;
-  if (dtype == "F32" || dtype == "I32")
-    return 4;
-  if (dtype == "BF16" || dtype == "F16" || dtype == "I16")
-    return 2;
-  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL")
-    return 1;
-  return 0;
+/// Whether a given tensor's dtype is one runForward reads (floatAt,
+/// intAt); its width is safetensors'.
+bool readable(const std::string &dtype) {
+  for (const char *d :
+       {"F64", "F32", "BF16", "F16", "I64", "I32", "I16", "I8", "U8", "BOOL"})
+    if (dtype == d)
+      return true;
+  return false;
 }
 
 bool isFloat(const std::string &dtype) {
@@ -36,7 +34,7 @@ template <typename T> T load(const char *p) {
 
 /// Element `i` of a floating tensor.
 double floatAt(const NamedTensor &t, size_t i) {
-  const char *p = t.data.data() + i * size_t(givenBytes(t.dtype));
+  const char *p = t.data.data() + i * size_t(safetensorsDtypeBytes(t.dtype));
   if (t.dtype == "F64")
     return load<double>(p);
   if (t.dtype == "F32")
@@ -48,7 +46,7 @@ double floatAt(const NamedTensor &t, size_t i) {
 
 /// Element `i` of an integer or bool tensor.
 int64_t intAt(const NamedTensor &t, size_t i) {
-  const char *p = t.data.data() + i * size_t(givenBytes(t.dtype));
+  const char *p = t.data.data() + i * size_t(safetensorsDtypeBytes(t.dtype));
   if (t.dtype == "I64")
     return load<int64_t>(p);
   if (t.dtype == "I32")
@@ -75,8 +73,8 @@ Status convert(const NamedTensor &t, const mt::plan::Buffer &buffer,
   if (t.shape != shape)
     return Status::error(where + ": given of shape " + shapeText(t.shape) +
                          ", the plan's is " + shapeText(shape));
-  int width = givenBytes(t.dtype);
-  if (!width)
+  int width = safetensorsDtypeBytes(t.dtype);
+  if (!readable(t.dtype))
     return Status::error(where + ": dtype '" + t.dtype +
                          "' is not one a plan's input is given in");
   size_t n = 1;
@@ -100,7 +98,7 @@ Status convert(const NamedTensor &t, const mt::plan::Buffer &buffer,
     return Status::error(where + ": given as " + t.dtype +
                          ", the plan holds it as " + want + "; give it as " +
                          (floating ? "a float tensor" : "an integer tensor"));
-  out.resize(n * size_t(givenBytes(want)));
+  out.resize(n * size_t(safetensorsDtypeBytes(want)));
   for (size_t i = 0; i < n; ++i) {
     switch (buffer.dtype()) {
     case mt::plan::F32: {
@@ -197,7 +195,7 @@ Status runForward(const mt::plan::Plan &plan, Backend &backend,
     size_t n = 1;
     for (int64_t d : t.shape)
       n *= size_t(d);
-    t.data.resize(n * size_t(givenBytes(t.dtype)));
+    t.data.resize(n * size_t(safetensorsDtypeBytes(t.dtype)));
     if (Status st = backend.read(o.buffer(), t.data.data(), t.data.size()); !st)
       return st;
     outputs.push_back(std::move(t));

@@ -1002,8 +1002,15 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
     int64_t ignore = ce.getIgnoreIndex() ? *ce.getIgnoreIndex() : -100;
     Value logits, labels;
     if (rank == 3) {
-      logits = b.create<TransposeOp>(ce.getLoc(), ce.getScores(),
-                                     b.getDenseI64ArrayAttr({0, 2, 1}));
+      // The classes second: back last, through the export's own transpose
+      // when there is one (logits.transpose(1, 2)), so that what it
+      // transposed is seen (a shift's slice).
+      auto tr = def<TransposeOp>(ce.getScores());
+      logits = tr && tr.getPerm() == ArrayRef<int64_t>{0, 2, 1}
+                   ? tr.getInput()
+                   : b.create<TransposeOp>(ce.getLoc(), ce.getScores(),
+                                           b.getDenseI64ArrayAttr({0, 2, 1}))
+                         .getResult();
       labels = ce.getLabels();
     } else {
       logits = f.throughReshapes(ce.getScores());

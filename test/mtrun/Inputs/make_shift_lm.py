@@ -3,9 +3,12 @@
 as nanoGPT-style code has it (cross_entropy(logits[:, :-1], labels[:, 1:])):
 Slice the logits' last position and the labels' first, Reshape both, and
 SoftmaxCrossEntropyLoss; as OUT/model.onnx, with OUT/ref.json: its input
-ids and the first step's loss by numpy (labels = input ids).
+ids and the first step's loss by numpy (labels = input ids). With
+--classes-second the sliced logits are transposed to [B, V, S - 1] instead
+(`cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:])`), no
+reshapes.
 
-  make_shift_lm.py OUT_DIR
+  make_shift_lm.py OUT_DIR [--classes-second]
 """
 import os
 import sys
@@ -26,16 +29,21 @@ def ints(name, values):
     return numpy_helper.from_array(np.array(values, np.int64), name)
 
 
+classes_second = "--classes-second" in sys.argv[2:]
+if classes_second:
+    shape = [helper.make_node("Transpose", ["kept"], ["scores"], perm=[0, 2, 1]),
+             helper.make_node("Identity", ["next"], ["targets"])]
+else:
+    shape = [helper.make_node("Reshape", ["kept", "rows_by_vocab"], ["scores"]),
+             helper.make_node("Reshape", ["next", "rows"], ["targets"])]
 graph = helper.make_graph(
     [helper.make_node("Gather", ["embed", "input_ids"], ["h"], axis=0),
      helper.make_node("MatMul", ["h", "head"], ["logits"]),
      helper.make_node("Slice", ["logits", "zero", "minus_one", "one", "one"],
                       ["kept"]),
      helper.make_node("Slice", ["labels", "one", "end", "one", "one"],
-                      ["next"]),
-     helper.make_node("Reshape", ["kept", "rows_by_vocab"], ["scores"]),
-     helper.make_node("Reshape", ["next", "rows"], ["targets"]),
-     helper.make_node("SoftmaxCrossEntropyLoss", ["scores", "targets"],
+                      ["next"])] + shape +
+    [helper.make_node("SoftmaxCrossEntropyLoss", ["scores", "targets"],
                       ["loss"])],
     "shift_lm",
     [helper.make_tensor_value_info("input_ids", TensorProto.INT64,

@@ -3,8 +3,10 @@
 // The KernelOpInterface of the train ops that reach the schedule, attached
 // as external models (the train dialect knows nothing of plans). Each op
 // states its kernel in one `kernelOf` overload below; the few whose kernel
-// reads fewer operands, takes attributes other than the op's or does
-// arithmetic worth counting add an `operandsOf`, `attrsOf` or `flopsOf`.
+// reads fewer operands or takes attributes other than the op's add an
+// `operandsOf` or `attrsOf`. Its FLOPs are declared with the op
+// (Train_Flops) or, where no count per element fits, a `flopsOf` formula;
+// an op with a kernel and neither does not build.
 // The pointwise functions (Train_PointwiseOp) share one of each, read from
 // their descriptions. Every op of the dialect with a `kernelOf` gets the
 // interface (registerTrainKernels); one without has no kernel: lowering it
@@ -18,6 +20,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectRegistry.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mt::train;
@@ -245,16 +250,36 @@ DictionaryAttr attrsOf(TopKOp t) {
 }
 
 //===----------------------------------------------------------------------===//
-// FLOPs: the ops whose time is arithmetic (a multiply-add counts 2).
+// FLOPs (a multiply-add counts 2): per element, as the op's ODS definition
+// declares them (Train_Flops), or by a formula below.
 //===----------------------------------------------------------------------===//
 
-double flopsOf(Operation *) { return 0.0; }
-
+/// Whether the op declares its FLOPs per element (Train_Flops).
+template <typename OpTy, typename = void>
+struct DeclaresFlops : std::false_type {};
 template <typename OpTy>
-std::enable_if_t<OpTy::template hasTrait<PointwiseOpInterface::Trait>(), double>
-flopsOf(OpTy op) {
-  return OpTy::kFlopsPerElement * elements(op);
+struct DeclaresFlops<OpTy, std::void_t<decltype(OpTy::kFlopsPerElement)>>
+    : std::true_type {};
+
+/// Elements of the op's largest operand or result: a reduction's input, a
+/// broadcast's result, a gradient's table.
+double largestElements(Operation *op) {
+  double most = 0.0;
+  auto consider = [&](Type type) {
+    if (auto tensor = dyn_cast<RankedTensorType>(type))
+      most = std::max(most, double(tensor.getNumElements()));
+  };
+  for (Type t : op->getOperandTypes())
+    consider(t);
+  for (Type t : op->getResultTypes())
+    consider(t);
+  return most;
 }
+template <typename OpTy>
+std::enable_if_t<DeclaresFlops<OpTy>::value, double> flopsOf(OpTy op) {
+  return OpTy::kFlopsPerElement * largestElements(op);
+}
+
 /// The FLOPs per element of the pointwise op of function `fn`, from the
 /// ops' descriptions.
 template <typename... OpTys> double flopsPerElement(UnaryFn fn) {
@@ -275,6 +300,42 @@ double flopsOf(UnaryGradOp g) {
 #include "dialects/Train/IR/TrainOps.cpp.inc"
       >(g.getFn());
   return (perElement + 1.0) * elements(g);
+}
+// An MLP activation, from the functions it is made of.
+double perElement(Activation act) {
+  switch (act) {
+  case Activation::Gelu: // x/2 (1 + erf(x/√2))
+    return ErfOp::kFlopsPerElement + 4.0;
+  case Activation::GeluTanh: // x/2 (1 + tanh(√(2/π) (x + 0.044715 x³)))
+    return TanhOp::kFlopsPerElement + 7.0;
+  case Activation::Silu: // x σ(x)
+    return SigmoidOp::kFlopsPerElement + 1.0;
+  case Activation::Relu:
+    return ReluOp::kFlopsPerElement;
+  }
+  llvm_unreachable("an activation without its FLOPs");
+}
+// The backward recomputes the function for its derivative and multiplies
+// by dy; a gated one also multiplies by up (forward) and by both (backward).
+double flopsOf(ActivationOp a) { return perElement(a.getAct()) * elements(a); }
+double flopsOf(ActivationGradOp a) {
+  return (perElement(a.getAct()) + 2.0) * elements(a);
+}
+double flopsOf(GatedActivationOp a) {
+  return (perElement(a.getAct()) + 1.0) * elements(a);
+}
+double flopsOf(GatedActivationGradOp a) {
+  return (perElement(a.getAct()) + 4.0) * elements(a.getGate());
+}
+// A selection of k along the axis: about log2(k) comparisons per element.
+double flopsOf(TopKOp t) {
+  ArrayRef<int64_t> shape = tensorOf(t.getValues()).getShape();
+  // I64Attr's getter is unsigned: the axis may be negative.
+  int64_t axis = int64_t(t.getAxis());
+  if (axis < 0)
+    axis += int64_t(shape.size());
+  double k = double(shape[axis]);
+  return std::max(1.0, std::ceil(std::log2(k))) * elements(t.getInput());
 }
 // A GEMM of x [rows, in] into `out`, and its two gradient GEMMs. An expert
 // linear's rows are the routed ones only: each row through one expert (k
@@ -356,9 +417,20 @@ template <typename OpTy>
 struct HasKernel<OpTy, std::void_t<decltype(kernelOf(std::declval<OpTy>()))>>
     : std::true_type {};
 
+/// Whether the op's FLOPs are declared or have a formula.
+template <typename OpTy, typename = void> struct HasFlops : std::false_type {};
+template <typename OpTy>
+struct HasFlops<OpTy, std::void_t<decltype(flopsOf(std::declval<OpTy>()))>>
+    : std::true_type {};
+
 template <typename OpTy> void attachOne(MLIRContext *context) {
-  if constexpr (HasKernel<OpTy>::value)
+  if constexpr (HasKernel<OpTy>::value) {
+    static_assert(HasFlops<OpTy>::value,
+                  "an op with a plan kernel states its FLOPs: Train_Flops<N> "
+                  "in its definition (TrainOps.td), or a flopsOf formula in "
+                  "TrainKernels.cpp");
     OpTy::template attachInterface<Model<OpTy>>(*context);
+  }
 }
 template <typename... OpTys> void attach(MLIRContext *context) {
   (attachOne<OpTys>(context), ...);

@@ -11,6 +11,16 @@ namespace mt::train {
 /// Marks the fused ops (TrainOps.td's Train_Fused).
 template <typename ConcreteType>
 class FusedOp : public mlir::OpTrait::TraitBase<ConcreteType, FusedOp> {};
+
+/// The FLOPs per element of an op's kernel (TrainOps.td's Train_Flops).
+template <int N> struct FlopsPerElement {
+  static_assert(N >= 0, "an op's FLOPs are not negative");
+  template <typename ConcreteType>
+  class Impl : public mlir::OpTrait::TraitBase<ConcreteType, Impl> {
+  public:
+    static constexpr double kFlopsPerElement = N;
+  };
+};
 } // namespace mt::train
 
 #include "dialects/Train/IR/TrainOpInterfaces.h.inc"

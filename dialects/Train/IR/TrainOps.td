@@ -22,6 +22,18 @@ def Train_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
 // says nothing of it.
 def Train_Fused : NativeOpTrait<"FusedOp"> { let cppNamespace = "::mt::train"; }
 
+// The arithmetic of the op's plan kernel: FLOPs per element of its largest
+// operand or result (a multiply-add counts 2; 0: the kernel only moves
+// data), what the cost model and the summary's fused share count. Every op
+// with a kernel declares it here, or, when its FLOPs are no multiple of one
+// tensor's size (a GEMM, attention, an activation chosen by attribute),
+// has a formula (`flopsOf` in dialects/Sched/Transforms/TrainKernels.cpp);
+// an op with neither does not build.
+class Train_Flops<int n>
+    : ParamNativeOpTrait<"FlopsPerElement", !cast<string>(n)> {
+  let cppNamespace = "::mt::train";
+}
+
 // Most ops print as `train.op %a, %b {attrs} : (types) -> types`.
 class Train_PureOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat([Pure], traits)> {
@@ -130,8 +142,8 @@ def Train_ConstantOp : Train_Op<"constant", [Pure, ConstantLike, InferTypeOpAdap
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class Train_UnaryOp<string mnemonic, string s, Type T = Train_Tensor>
-    : Train_InferOp<mnemonic> {
+class Train_UnaryOp<string mnemonic, string s, int flops, Type T = Train_Tensor>
+    : Train_InferOp<mnemonic, [Train_Flops<flops>]> {
   let summary = s;
   let description = "Elementwise, ONNX semantics. `%y = train." # mnemonic #
                     " %x : (tensor<4xf32>) -> tensor<4xf32>`";
@@ -152,9 +164,9 @@ class Train_UnaryOp<string mnemonic, string s, Type T = Train_Tensor>
   }];
 }
 
-def Train_NegOp : Train_UnaryOp<"neg", "-x">;
-def Train_NotOp : Train_UnaryOp<"not", "Logical not", TensorOf<[I1]>>;
-def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)">;
+def Train_NegOp : Train_UnaryOp<"neg", "-x", 1>;
+def Train_NotOp : Train_UnaryOp<"not", "Logical not", 1, TensorOf<[I1]>>;
+def Train_IdentityOp : Train_UnaryOp<"identity", "Identity (removed by folding)", 0>;
 
 //===----------------------------------------------------------------------===//
 // Pointwise functions: one description each
@@ -196,7 +208,7 @@ class Train_PointwiseOp<string mnemonic, string fn, string s, string onnx,
                         int flops, string alphaName = "",
                         string alphaDefault = "0.0", string betaName = "",
                         string betaDefault = "0.0">
-    : Train_InferOp<mnemonic, [Train_PointwiseOpInterface]> {
+    : Train_InferOp<mnemonic, [Train_PointwiseOpInterface, Train_Flops<flops>]> {
   let summary = s;
   let description = !if(!empty(onnx), "Elementwise", "ONNX " # onnx # ", elementwise") # ". `%y = train." #
                     mnemonic # " %x : (tensor<4xf32>) -> tensor<4xf32>`" #
@@ -219,7 +231,6 @@ class Train_PointwiseOp<string mnemonic, string fn, string s, string onnx,
     static constexpr const char *kOnnxName = "}] # onnx # [{";
     static constexpr const char *kOnnxAlpha = "}] # alphaName # [{";
     static constexpr const char *kOnnxBeta = "}] # betaName # [{";
-    static constexpr double kFlopsPerElement = }] # flops # [{;
   }];
   let extraClassDefinition = [{
     ::mlir::LogicalResult $cppClass::inferReturnTypes(
@@ -296,7 +307,7 @@ def Train_RoundBf16Op : Train_PointwiseOp<"round_bf16", "RoundBf16",
 def Train_RoundF16Op : Train_PointwiseOp<"round_f16", "RoundF16",
     "Round to float16's precision and range, kept in float32", "", 6>;
 
-def Train_IsNaNOp : Train_InferOp<"is_nan"> {
+def Train_IsNaNOp : Train_InferOp<"is_nan", [Train_Flops<1>]> {
   let summary = "True where x is NaN (no gradient)";
   let description = "Elementwise, ONNX semantics. `%y = train.is_nan %x : "
                     "(tensor<4xf32>) -> tensor<4xi1>`";
@@ -312,8 +323,8 @@ def Train_GeluOp : Train_InferOp<"gelu"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-class Train_BinaryOp<string mnemonic, string s, bit compare = 0>
-    : Train_InferOp<mnemonic> {
+class Train_BinaryOp<string mnemonic, string s, bit compare = 0, int flops = 1>
+    : Train_InferOp<mnemonic, [Train_Flops<flops>]> {
   let summary = s;
   let description = "Elementwise with multidirectional broadcasting. "
       "`%z = train." # mnemonic # " %a, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4x" #
@@ -327,7 +338,8 @@ def Train_AddOp : Train_BinaryOp<"add", "a + b">;
 def Train_SubOp : Train_BinaryOp<"sub", "a - b">;
 def Train_MulOp : Train_BinaryOp<"mul", "a * b">;
 def Train_DivOp : Train_BinaryOp<"div", "a / b (integer division truncates)">;
-def Train_PowOp : Train_BinaryOp<"pow", "a ^ b (result has the type of a)">;
+// e^(b log a): a logarithm and an exponential (Train_LogOp's, Train_ExpOp's).
+def Train_PowOp : Train_BinaryOp<"pow", "a ^ b (result has the type of a)", 0, 17>;
 def Train_MaxOp : Train_BinaryOp<"max", "Elementwise maximum">;
 def Train_MinOp : Train_BinaryOp<"min", "Elementwise minimum">;
 def Train_AndOp : Train_BinaryOp<"and", "Logical and">;
@@ -339,7 +351,7 @@ def Train_LessOrEqualOp : Train_BinaryOp<"less_or_equal", "a <= b", 1>;
 def Train_GreaterOp : Train_BinaryOp<"greater", "a > b", 1>;
 def Train_GreaterOrEqualOp : Train_BinaryOp<"greater_or_equal", "a >= b", 1>;
 
-def Train_WhereOp : Train_InferOp<"where"> {
+def Train_WhereOp : Train_InferOp<"where", [Train_Flops<1>]> {
   let summary = "cond ? x : y, with broadcasting";
   let description = "`%r = train.where %c, %x, %y : (tensor<4xi1>, tensor<4xf32>, tensor<f32>) -> tensor<4xf32>`";
   let arguments = (ins TensorOf<[I1]>:$condition, Train_Tensor:$x, Train_Tensor:$y);
@@ -347,7 +359,7 @@ def Train_WhereOp : Train_InferOp<"where"> {
   let hasFolder = 1;
 }
 
-def Train_CastOp : Train_InferOp<"cast"> {
+def Train_CastOp : Train_InferOp<"cast", [Train_Flops<0>]> {
   let summary = "Convert the element type";
   let description = "`%y = train.cast %x {to = i64} : (tensor<4xf32>) -> tensor<4xi64>`";
   let arguments = (ins Train_Tensor:$input, TypeAttr:$to);
@@ -355,7 +367,7 @@ def Train_CastOp : Train_InferOp<"cast"> {
   let hasFolder = 1;
 }
 
-def Train_CastLikeOp : Train_InferOp<"cast_like"> {
+def Train_CastLikeOp : Train_InferOp<"cast_like", [Train_Flops<0>]> {
   let summary = "Convert to the element type of a second tensor";
   let description = "`%y = train.cast_like %x, %t : (tensor<4xf32>, tensor<i64>) -> tensor<4xi64>`";
   let arguments = (ins Train_Tensor:$input, Train_Tensor:$target);
@@ -393,7 +405,9 @@ def Train_GemmOp : Train_InferOp<"gemm"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-class Train_AxisOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
+// A max, a difference, an exponential (8), a sum and a division per element.
+class Train_AxisOp<string mnemonic, string s>
+    : Train_InferOp<mnemonic, [Train_Flops<12>]> {
   let summary = s;
   let description = "`%y = train." # mnemonic # " %x {axis = -1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>`";
   let arguments = (ins Train_FloatTensor:$input, I64Attr:$axis);
@@ -410,7 +424,8 @@ def Train_LayerNormalizationOp : Train_InferOp<"layer_normalization"> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-class Train_ReduceOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
+class Train_ReduceOp<string mnemonic, string s>
+    : Train_InferOp<mnemonic, [Train_Flops<1>]> {
   let summary = s;
   let description = "Axes are an attribute here (ONNX moved them to an input in opsets 13/18). "
       "`%m = train." # mnemonic # " %x {axes = array<i64: -1>, keepdims} : (tensor<2x4xf32>) -> tensor<2x1xf32>`";
@@ -422,7 +437,7 @@ def Train_ReduceMeanOp : Train_ReduceOp<"reduce_mean", "Mean over axes (all when
 def Train_ReduceSumOp : Train_ReduceOp<"reduce_sum", "Sum over axes (all when empty)">;
 def Train_ReduceMaxOp : Train_ReduceOp<"reduce_max", "Maximum over axes (all when empty)">;
 
-def Train_CumSumOp : Train_InferOp<"cumsum"> {
+def Train_CumSumOp : Train_InferOp<"cumsum", [Train_Flops<1>]> {
   let summary = "Cumulative sum along an axis";
   let description = "`%y = train.cumsum %x {axis = 1 : i64} : (tensor<2x4xi64>) -> tensor<2x4xi64>`";
   let arguments = (ins Train_Tensor:$input, I64Attr:$axis, UnitAttr:$exclusive, UnitAttr:$reverse);
@@ -430,7 +445,7 @@ def Train_CumSumOp : Train_InferOp<"cumsum"> {
   let hasFolder = 1;
 }
 
-def Train_TriluOp : Train_InferOp<"trilu"> {
+def Train_TriluOp : Train_InferOp<"trilu", [Train_Flops<0>]> {
   let summary = "Keep the upper or lower triangle of the last two dims";
   let description = "`%y = train.trilu %x {upper, k = 1 : i64} : (tensor<4x4xf32>) -> tensor<4x4xf32>`";
   let arguments = (ins Train_Tensor:$input, UnitAttr:$upper, I64Attr:$k);
@@ -464,7 +479,7 @@ def Train_SoftmaxCrossEntropyLossOp : Train_InferOp<"softmax_cross_entropy_loss"
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Train_TransposeOp : Train_InferOp<"transpose"> {
+def Train_TransposeOp : Train_InferOp<"transpose", [Train_Flops<0>]> {
   let summary = "Permute dimensions";
   let description = "`%y = train.transpose %x {perm = array<i64: 1, 0>} : (tensor<2x4xf32>) -> tensor<4x2xf32>`";
   let arguments = (ins Train_Tensor:$input, DenseI64ArrayAttr:$perm);
@@ -472,7 +487,7 @@ def Train_TransposeOp : Train_InferOp<"transpose"> {
   let hasFolder = 1;
 }
 
-def Train_ReshapeOp : Train_ValueShapedOp<"reshape"> {
+def Train_ReshapeOp : Train_ValueShapedOp<"reshape", [Train_Flops<0>]> {
   let summary = "ONNX Reshape: 0 copies a dim (unless allowzero), -1 is inferred";
   let description = "`%y = train.reshape %x, %s : (tensor<2x8xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$shape, UnitAttr:$allowzero);
@@ -480,7 +495,8 @@ def Train_ReshapeOp : Train_ValueShapedOp<"reshape"> {
   let hasFolder = 1;
 }
 
-class Train_AxesShapeOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
+class Train_AxesShapeOp<string mnemonic, string s>
+    : Train_InferOp<mnemonic, [Train_Flops<0>]> {
   let summary = s;
   let description = "`%y = train." # mnemonic # " %x {axes = array<i64: 0>} : (...) -> ...`";
   let arguments = (ins Train_Tensor:$input, DenseI64ArrayAttr:$axes);
@@ -490,7 +506,7 @@ class Train_AxesShapeOp<string mnemonic, string s> : Train_InferOp<mnemonic> {
 def Train_UnsqueezeOp : Train_AxesShapeOp<"unsqueeze", "Insert size-1 dims at the given output axes">;
 def Train_SqueezeOp : Train_AxesShapeOp<"squeeze", "Remove the given size-1 dims (all size-1 dims when empty)">;
 
-def Train_FlattenOp : Train_InferOp<"flatten"> {
+def Train_FlattenOp : Train_InferOp<"flatten", [Train_Flops<0>]> {
   let summary = "Flatten to 2-D at `axis`";
   let description = "`%y = train.flatten %x {axis = 1 : i64} : (tensor<2x3x4xf32>) -> tensor<2x12xf32>`";
   let arguments = (ins Train_Tensor:$input, I64Attr:$axis);
@@ -498,7 +514,7 @@ def Train_FlattenOp : Train_InferOp<"flatten"> {
   let hasFolder = 1;
 }
 
-def Train_ConcatOp : Train_InferOp<"concat"> {
+def Train_ConcatOp : Train_InferOp<"concat", [Train_Flops<0>]> {
   let summary = "Concatenate along an axis";
   let description = "`%y = train.concat %a, %b {axis = 0 : i64} : (tensor<2xi64>, tensor<1xi64>) -> tensor<3xi64>`";
   let arguments = (ins Variadic<Train_Tensor>:$inputs, I64Attr:$axis);
@@ -507,7 +523,7 @@ def Train_ConcatOp : Train_InferOp<"concat"> {
   let hasCanonicalizer = 1;
 }
 
-def Train_SplitOp : Train_InferOp<"split"> {
+def Train_SplitOp : Train_InferOp<"split", [Train_Flops<0>]> {
   let summary = "Split along an axis into parts of the given sizes";
   let description = "`%a, %b = train.split %x {axis = 1 : i64, sizes = array<i64: 2, 2>} : (tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)`";
   let arguments = (ins Train_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
@@ -529,7 +545,7 @@ def Train_SequenceAtOp : Train_InferOp<"sequence_at"> {
   let results = (outs Train_Tensor:$result);
 }
 
-def Train_SliceOp : Train_ValueShapedOp<"slice"> {
+def Train_SliceOp : Train_ValueShapedOp<"slice", [Train_Flops<0>]> {
   let summary = "ONNX Slice with starts, ends, axes and steps as operands";
   let description = "`%y = train.slice %x, %st, %en, %ax, %sp : (tensor<16xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<8xf32>`";
   let arguments = (ins Train_Tensor:$input, Train_IntTensor:$starts, Train_IntTensor:$ends,
@@ -539,7 +555,7 @@ def Train_SliceOp : Train_ValueShapedOp<"slice"> {
   let hasCanonicalizer = 1;
 }
 
-def Train_GatherOp : Train_InferOp<"gather"> {
+def Train_GatherOp : Train_InferOp<"gather", [Train_Flops<0>]> {
   let summary = "Gather slices along an axis by index";
   let description = "`%y = train.gather %t, %i {axis = 0 : i64} : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>`";
   let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices, I64Attr:$axis);
@@ -547,7 +563,7 @@ def Train_GatherOp : Train_InferOp<"gather"> {
   let hasFolder = 1;
 }
 
-def Train_GatherElementsOp : Train_InferOp<"gather_elements"> {
+def Train_GatherElementsOp : Train_InferOp<"gather_elements", [Train_Flops<0>]> {
   let summary = "ONNX GatherElements: the elements of each line along an axis that its indices name";
   let description = [{
     `y[.., j, ..] = data[.., indices[.., j, ..], ..]` along `axis` (an index
@@ -562,7 +578,7 @@ def Train_GatherElementsOp : Train_InferOp<"gather_elements"> {
   let hasFolder = 1;
 }
 
-def Train_ScatterElementsOp : Train_InferOp<"scatter_elements"> {
+def Train_ScatterElementsOp : Train_InferOp<"scatter_elements", [Train_Flops<1>]> {
   let summary = "ONNX ScatterElements (reduction none): data with updates written at the places the indices name along an axis";
   let description = [{
     `y = data`, then `y[.., indices[.., j, ..], ..] = updates[.., j, ..]`
@@ -579,7 +595,7 @@ def Train_ScatterElementsOp : Train_InferOp<"scatter_elements"> {
   let hasFolder = 1;
 }
 
-def Train_GatherNDOp : Train_InferOp<"gather_nd"> {
+def Train_GatherNDOp : Train_InferOp<"gather_nd", [Train_Flops<0>]> {
   let summary = "ONNX GatherND";
   let description = "`%y = train.gather_nd %d, %i {batch_dims = 0 : i64} : (...) -> ...`";
   let arguments = (ins Train_Tensor:$data, Train_IntTensor:$indices, I64Attr:$batch_dims);
@@ -587,7 +603,7 @@ def Train_GatherNDOp : Train_InferOp<"gather_nd"> {
   let hasFolder = 1;
 }
 
-def Train_ExpandOp : Train_ValueShapedOp<"expand"> {
+def Train_ExpandOp : Train_ValueShapedOp<"expand", [Train_Flops<0>]> {
   let summary = "Broadcast to a shape (ONNX Expand)";
   let description = "`%y = train.expand %x, %s : (tensor<1x4xf32>, tensor<2xi64>) -> tensor<3x4xf32>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$shape);
@@ -595,7 +611,7 @@ def Train_ExpandOp : Train_ValueShapedOp<"expand"> {
   let hasFolder = 1;
 }
 
-def Train_TileOp : Train_ValueShapedOp<"tile"> {
+def Train_TileOp : Train_ValueShapedOp<"tile", [Train_Flops<0>]> {
   let summary = "Repeat along each dim";
   let description = "`%y = train.tile %x, %r : (tensor<2xf32>, tensor<1xi64>) -> tensor<6xf32>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$repeats);
@@ -603,7 +619,7 @@ def Train_TileOp : Train_ValueShapedOp<"tile"> {
   let hasFolder = 1;
 }
 
-def Train_PadOp : Train_ValueShapedOp<"pad"> {
+def Train_PadOp : Train_ValueShapedOp<"pad", [Train_Flops<0>]> {
   let summary = "Constant padding; pads cover every dim (begins then ends)";
   let description = "`%y = train.pad %x, %p, %v : (tensor<2x16xi64>, tensor<4xi64>, tensor<i64>) -> tensor<2x17xi64>`";
   let arguments = (ins Train_Tensor:$input, TensorOf<[I64]>:$pads, Train_Tensor:$value);
@@ -647,7 +663,7 @@ def Train_SizeOp : Train_InferOp<"size"> {
 // Fused ops
 //===----------------------------------------------------------------------===//
 
-def Train_EmbeddingOp : Train_InferOp<"embedding", [Train_Fused]> {
+def Train_EmbeddingOp : Train_InferOp<"embedding", [Train_Fused, Train_Flops<0>]> {
   let summary = "Rows of an embedding table by token id";
   let description = [{
     `table[ids]`: ids [d...] of integers, table [V, D], result [d..., D].
@@ -690,7 +706,7 @@ def Train_ExpertLinearOp : Train_InferOp<"expert_linear", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_RmsNormOp : Train_InferOp<"rms_norm", [Train_Fused]> {
+def Train_RmsNormOp : Train_InferOp<"rms_norm", [Train_Fused, Train_Flops<4>]> {
   let summary = "x / sqrt(mean(x^2) + eps) * w, over the last dim";
   let description = [{
     With `plus_one` the scale is (1 + w) (Gemma's form).
@@ -703,7 +719,7 @@ def Train_RmsNormOp : Train_InferOp<"rms_norm", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_LayerNormOp : Train_InferOp<"layer_norm", [Train_Fused]> {
+def Train_LayerNormOp : Train_InferOp<"layer_norm", [Train_Fused, Train_Flops<7>]> {
   let summary = "(x - mean) / sqrt(var + eps) * w + b, over the last dim";
   let description = [{
     ```mlir
@@ -715,7 +731,7 @@ def Train_LayerNormOp : Train_InferOp<"layer_norm", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_RotaryOp : Train_InferOp<"rotary", [Train_Fused]> {
+def Train_RotaryOp : Train_InferOp<"rotary", [Train_Fused, Train_Flops<3>]> {
   let summary = "Rotary position embedding applied to packed heads";
   let description = [{
     x [B, S, H * head_dim]; cos and sin [S, head_dim] or [B, S, head_dim]
@@ -763,7 +779,7 @@ def Train_GatedActivationOp : Train_InferOp<"gated_activation", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_CrossEntropyOp : Train_InferOp<"cross_entropy", [Train_Fused]> {
+def Train_CrossEntropyOp : Train_InferOp<"cross_entropy", [Train_Fused, Train_Flops<11>]> {
   let summary = "Mean token cross-entropy of logits against labels (fp32 scalar)";
   let description = [{
     logits [B, S, V] or [N, V]; labels with the leading shape. Tokens whose
@@ -785,7 +801,8 @@ def Train_CrossEntropyOp : Train_InferOp<"cross_entropy", [Train_Fused]> {
 //===----------------------------------------------------------------------===//
 
 // Gradient ops state their result types; the verifier checks them.
-class Train_GradOp<string mnemonic, string s> : Train_PureOp<mnemonic> {
+class Train_GradOp<string mnemonic, list<Trait> traits, string s>
+    : Train_PureOp<mnemonic, traits> {
   let summary = s;
   let hasVerifier = 1;
 }
@@ -806,14 +823,14 @@ def Train_UnaryGradOp : Train_InferOp<"unary_grad"> {
   let hasVerifier = 1;
 }
 
-def Train_EmbeddingGradOp : Train_GradOp<"embedding_grad",
+def Train_EmbeddingGradOp : Train_GradOp<"embedding_grad", [Train_Flops<1>],
     "Gradient of an embedding table: rows of dOut scatter-added by id"> {
   let description = "`%dt = train.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>`";
   let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids);
   let results = (outs Train_FloatTensor:$table_grad);
 }
 
-def Train_LinearGradOp : Train_GradOp<"linear_grad",
+def Train_LinearGradOp : Train_GradOp<"linear_grad", [],
     "Gradients of linear with respect to its input and weight"> {
   let description = "`%dx, %dw = train.linear_grad %x, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<2x16x64xf32>, tensor<128x64xf32>)`. The bias gradient is a reduce_sum of dy.";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
@@ -821,7 +838,7 @@ def Train_LinearGradOp : Train_GradOp<"linear_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_ExpertLinearGradOp : Train_GradOp<"expert_linear_grad",
+def Train_ExpertLinearGradOp : Train_GradOp<"expert_linear_grad", [],
     "Gradients of expert_linear with respect to its input and weight"> {
   let description = "`%dx, %dw = train.expert_linear_grad %x, %ids, %w, %dy {layout = #train<layout out_in>} : (...) -> (tensor<64x32xf32>, tensor<4x96x32xf32>)`: each expert's weight gradient from the rows routed to it (zero for an expert no row chose).";
   let arguments = (ins Train_FloatTensor:$input, TensorOf<[I64]>:$ids,
@@ -830,7 +847,7 @@ def Train_ExpertLinearGradOp : Train_GradOp<"expert_linear_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad",
+def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad", [Train_Flops<8>],
     "Gradients of rms_norm with respect to its input and weight"> {
   let description = "`%dx, %dw = train.rms_norm_grad %x, %w, %dy {eps = 1.0e-06 : f32} : (...) -> (...)`";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
@@ -838,7 +855,7 @@ def Train_RmsNormGradOp : Train_GradOp<"rms_norm_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
+def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad", [Train_Flops<10>],
     "Gradients of layer_norm with respect to its input and weight"> {
   let description = "`%dx, %dw = train.layer_norm_grad %x, %w, %dy {eps = 1.0e-05 : f32} : (...) -> (...)`. The bias gradient is a reduce_sum of dy.";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
@@ -846,7 +863,7 @@ def Train_LayerNormGradOp : Train_GradOp<"layer_norm_grad",
   let results = (outs Train_FloatTensor:$input_grad, Train_FloatTensor:$weight_grad);
 }
 
-def Train_GatherGradOp : Train_GradOp<"gather_grad",
+def Train_GatherGradOp : Train_GradOp<"gather_grad", [Train_Flops<1>],
     "Gradient of a Gather of activations: dy summed into the places its indices name"> {
   let description = "Zeros of the data's shape, then `dx[.., indices[i], ..] += dy[.., i, ..]` "
       "along `axis`, in index order. `%dx = train.gather_grad %dy, %i {axis = 1 : i64} : "
@@ -855,7 +872,7 @@ def Train_GatherGradOp : Train_GradOp<"gather_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad",
+def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad", [Train_Flops<1>],
     "Gradient of a GatherND of activations: dy summed into the slices its index tuples name"> {
   let description = "Zeros of the data's shape, then `dx[indices[t]] += dy[t]` for each index "
       "tuple t (batch_dims 0), in tuple order. `%dx = train.gather_nd_grad %dy, %i : "
@@ -864,7 +881,7 @@ def Train_GatherNDGradOp : Train_GradOp<"gather_nd_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_GatherElementsGradOp : Train_GradOp<"gather_elements_grad",
+def Train_GatherElementsGradOp : Train_GradOp<"gather_elements_grad", [Train_Flops<1>],
     "Gradient of a GatherElements: dy summed into the places its indices name"> {
   let description = "Zeros of the data's shape, then `dx[.., indices[.., j, ..], ..] += "
       "dy[.., j, ..]` along `axis` (negative indices from the end), in index order. "
@@ -874,7 +891,7 @@ def Train_GatherElementsGradOp : Train_GradOp<"gather_elements_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_TopKGradOp : Train_GradOp<"topk_grad",
+def Train_TopKGradOp : Train_GradOp<"topk_grad", [Train_Flops<0>],
     "Gradient of a TopK: dy at the places its indices name, zeros elsewhere"> {
   let description = "`dx[.., indices[j], ..] = dy[.., j, ..]` along `axis` (the indices of a "
       "line are distinct). `%dx = train.topk_grad %dy, %i {axis = 1 : i64} : "
@@ -883,7 +900,7 @@ def Train_TopKGradOp : Train_GradOp<"topk_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_SliceGradOp : Train_GradOp<"slice_grad",
+def Train_SliceGradOp : Train_GradOp<"slice_grad", [Train_Flops<0>],
     "Gradient of a Slice: zeros of the input's shape with dy at the places the slice read"> {
   let description = "Dim d of dy's element i is dx's element `starts[d] + i * steps[d]` "
       "(steps may be negative). `%dx = train.slice_grad %dy {starts = array<i64: 0, 3>, "
@@ -893,7 +910,7 @@ def Train_SliceGradOp : Train_GradOp<"slice_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_RotaryGradOp : Train_GradOp<"rotary_grad",
+def Train_RotaryGradOp : Train_GradOp<"rotary_grad", [Train_Flops<3>],
     "Gradient of rotary: the transposed rotation of dy"> {
   let description = "`%dx = train.rotary_grad %dy, %cos, %sin {head_dim = 16 : i64} : (...) -> tensor<2x16x64xf32>`";
   let arguments = (ins Train_FloatTensor:$grad, Train_FloatTensor:$cos,
@@ -901,7 +918,7 @@ def Train_RotaryGradOp : Train_GradOp<"rotary_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_AttentionGradOp : Train_GradOp<"attention_grad",
+def Train_AttentionGradOp : Train_GradOp<"attention_grad", [],
     "Gradients of attention with respect to q, k and v"> {
   let description = "`%dq, %dk, %dv = train.attention_grad %q, %k, %v, %dy {...} : (...) -> (...)`; the mask, when present, comes before dy and gets no gradient.";
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
@@ -912,7 +929,7 @@ def Train_AttentionGradOp : Train_GradOp<"attention_grad",
                       Train_FloatTensor:$v_grad);
 }
 
-def Train_ActivationGradOp : Train_GradOp<"activation_grad",
+def Train_ActivationGradOp : Train_GradOp<"activation_grad", [],
     "Gradient of a plain activation"> {
   let description = "`%dx = train.activation_grad %x, %dy {act = #train<act gelu>} : (...) -> tensor<...>`";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$grad,
@@ -920,7 +937,7 @@ def Train_ActivationGradOp : Train_GradOp<"activation_grad",
   let results = (outs Train_FloatTensor:$input_grad);
 }
 
-def Train_GatedActivationGradOp : Train_GradOp<"gated_activation_grad",
+def Train_GatedActivationGradOp : Train_GradOp<"gated_activation_grad", [],
     "Gradients of a gated activation with respect to gate and up"> {
   let description = "`%dg, %du = train.gated_activation_grad %g, %u, %dy {act = #train<act silu>} : (...) -> (...)`";
   let arguments = (ins Train_FloatTensor:$gate, Train_FloatTensor:$up,
@@ -928,7 +945,7 @@ def Train_GatedActivationGradOp : Train_GradOp<"gated_activation_grad",
   let results = (outs Train_FloatTensor:$gate_grad, Train_FloatTensor:$up_grad);
 }
 
-def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad",
+def Train_CrossEntropyGradOp : Train_GradOp<"cross_entropy_grad", [Train_Flops<13>],
     "Gradient of the mean cross-entropy with respect to the logits"> {
   let description = "`%dl = train.cross_entropy_grad %logits, %labels, %dloss {ignore_index = -100 : i64, shift} : (...) -> tensor<2x16x256xf32>`";
   let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
@@ -955,7 +972,7 @@ def Train_HeadCrossEntropyOp : Train_InferOp<"head_cross_entropy", [Train_Fused]
   let results = (outs TensorOf<[F32]>:$result);
 }
 
-def Train_HeadCrossEntropyGradOp : Train_GradOp<"head_cross_entropy_grad",
+def Train_HeadCrossEntropyGradOp : Train_GradOp<"head_cross_entropy_grad", [],
     "Gradients of head_cross_entropy with respect to its input and weight"> {
   let description = [{
     `%dx, %dw = train.head_cross_entropy_grad %h, %w, %labels, %dloss {...}`:
@@ -991,7 +1008,7 @@ def Train_GatedMlpOp : Train_InferOp<"gated_mlp", [Train_Fused]> {
   let results = (outs Train_FloatTensor:$result);
 }
 
-def Train_GatedMlpGradOp : Train_GradOp<"gated_mlp_grad",
+def Train_GatedMlpGradOp : Train_GradOp<"gated_mlp_grad", [],
     "Gradients of gated_mlp with respect to its input and three weights"> {
   let description = [{
     `%dx, %dwg, %dwu, %dwd = train.gated_mlp_grad %x, %wg, %wu, %wd, %dy {...}`:

@@ -206,8 +206,14 @@ void Decider::findParameters() {
 }
 
 /// A name of the model's module tree that a parameter placeholder or a
-/// --weights tensor has (node names of the FX graph have no dots).
+/// --weights tensor has: what the exported program's signature says, or,
+/// where it says nothing, a dotted name (node names of the FX graph have
+/// no dots; a parameter of the root module has none either).
 bool Decider::isParameterName(const std::string &name) const {
+  if (!in.signature.empty()) {
+    auto it = in.signature.find(name);
+    return it != in.signature.end() && it->second == StateKind::Parameter;
+  }
   if (name.find('.') == std::string::npos)
     return false;
   if (placeholders.count(mangledName(name)))

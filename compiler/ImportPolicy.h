@@ -52,6 +52,14 @@ struct InitializerInfo {
   std::vector<std::string> foldedFrom;
 };
 
+/// What the exported program's signature says a lifted tensor is.
+enum class StateKind {
+  Parameter,
+  Buffer,   ///< persistent: save_pretrained stores it
+  Scratch,  ///< a buffer registered with persistent=False
+  Constant, ///< a tensor torch.export lifted from the code
+};
+
 /// A tensor of the user's --weights.
 struct WeightTensor {
   std::string name;
@@ -87,6 +95,12 @@ struct PolicyInput {
   std::string hfRoot;
   /// Names that mark a buffer when the export has no metadata.
   std::function<bool(const std::string &)> isKnownBuffer;
+  /// The module state the exported program lifted into inputs, by its
+  /// name in the exported module (`pkg.torch.export.ExportedProgram.
+  /// graph_signature` of torch's exporter: `p_w: PARAMETER target='w'`);
+  /// empty when the export does not say. It decides what a parameter is
+  /// where names cannot (a parameter of the root module has no dot).
+  std::map<std::string, StateKind> signature;
   bool haveWeights = false;
   std::vector<WeightTensor> weights;
   /// The tensor save_pretrained writes for a module parameter, where the

@@ -287,6 +287,37 @@ std::vector<std::string> pythonStrings(StringRef text) {
   return out;
 }
 
+/// The lifted tensors of the exported program's signature (GraphProto
+/// field 16's `pkg.torch.export.ExportedProgram.graph_signature`), one per
+/// line: `p_w: PARAMETER target='w'`, `b_m: BUFFER target='m'
+/// persistent=False`, `c_t: CONSTANT_TENSOR target='t'`.
+std::map<std::string, StateKind> signatureOf(const onnx::GraphProto &graph) {
+  std::map<std::string, StateKind> out;
+  auto meta = metadataOf(graph, 16);
+  auto it = meta.find("pkg.torch.export.ExportedProgram.graph_signature");
+  if (it == meta.end())
+    return out;
+  static const llvm::Regex line(
+      "^[A-Za-z0-9_]+: ([A-Z_]+) target='([^']*)'( persistent=(True|False))?");
+  SmallVector<StringRef> lines;
+  StringRef(it->second).split(lines, '\n');
+  for (StringRef text : lines) {
+    SmallVector<StringRef> m;
+    if (!line.match(text.trim(), &m))
+      continue;
+    std::optional<StateKind> kind;
+    if (m[1] == "PARAMETER")
+      kind = StateKind::Parameter;
+    else if (m[1] == "BUFFER")
+      kind = m[4] == "False" ? StateKind::Scratch : StateKind::Buffer;
+    else if (m[1] == "CONSTANT_TENSOR")
+      kind = StateKind::Constant;
+    if (kind)
+      out[m[2].str()] = *kind;
+  }
+  return out;
+}
+
 /// What the policy needs of a use: the innermost module (name_scopes ends
 /// with the node's own name), the FX target and its `%p_` arguments.
 InitializerUse useOf(const onnx::NodeProto &n, int input,
@@ -462,6 +493,7 @@ LogicalResult Importer::readCheckpointNames(PolicyInput &in) {
 LogicalResult Importer::decideParameters() {
   PolicyInput in;
   in.isKnownBuffer = isKnownBuffer;
+  in.signature = signatureOf(model.graph());
   in.haveWeights = haveWeightsFile;
   if (failed(readCheckpointNames(in)))
     return failure();

@@ -526,4 +526,44 @@ TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
 }
 
+TEST(ImportPolicy, TheSignatureSaysWhatARootParameterIs) {
+  // `scale` of the root module (no dot), expanded and folded: the exported
+  // program's signature, not the name, makes it a parameter, never a
+  // silently frozen constant. Without it the dotless name reads as an FX
+  // node's, as `val_1` is.
+  PolicyInput in;
+  in.initializers = {{"expand",
+                      {2, 3},
+                      {use("Mul", 1, "", "aten.mul.Tensor", {})},
+                      {"scale", "val_1"}}};
+  in.signature = {{"scale", mt::StateKind::Parameter},
+                  {"pb", mt::StateKind::Buffer}};
+  in.haveWeights = true;
+  in.weights = {{"scale", {3}}};
+  Values v;
+  v.of["scale"] = [](int64_t i) { return 1.5f + float(i); };
+  v.of["expand"] = [](int64_t i) { return 1.5f + float(i % 3); };
+  in.sampleWeight = v.sampler({"scale"});
+  in.sampleInitializer = v.sampler({"expand"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].name, "scale");
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.roles[0].broadcastAxes, (std::vector<int64_t>{1}));
+  // Folded from a buffer: a constant of the model.
+  in.initializers[0].foldedFrom = {"pb", "val_1"};
+  in.weights.clear();
+  in.haveWeights = false;
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].parameter, -1);
+  // Without --weights, a parameter's fold cannot be undone: refused, not
+  // frozen.
+  in.initializers[0].foldedFrom = {"scale", "val_1"};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("'scale'"), std::string::npos);
+}
+
 } // namespace

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""A tiny LM whose parameter `scale`, of the root module, the exporter's
+optimizer (torch.onnx.export's default optimize=True) folds into a new
+initializer: broadcast to the activations' shape (`expand`, `repeat`) or
+plus a constant (`plus`). With the weights save_pretrained-style
+(model.safetensors, the module's state_dict) and PyTorch's losses over 5
+AdamW steps (ref.json, the settings of make_hf_fixture.py) of the
+next-token loss mtc adds to a logits graph.
+
+  make_folded_lm.py OUT_DIR expand|repeat|plus
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+VOCAB, DIM, BATCH, SEQ = 32, 8, 2, 6
+
+
+class FoldedLM(torch.nn.Module):
+    def __init__(self, form):
+        super().__init__()
+        self.form = form
+        self.embed = torch.nn.Embedding(VOCAB, DIM)
+        self.scale = torch.nn.Parameter(1 + 0.3 * torch.randn(DIM))
+        self.head = torch.nn.Linear(DIM, VOCAB, bias=False)
+
+    def forward(self, input_ids):
+        h = self.embed(input_ids)
+        if self.form == "expand":
+            h = h * self.scale.expand(BATCH, SEQ, DIM)
+        elif self.form == "repeat":
+            h = h * self.scale.repeat(BATCH, SEQ, 1)
+        else:
+            h = h * (self.scale + 1)
+        return self.head(h)
+
+
+def main(out, form):
+    torch.manual_seed(0)
+    os.makedirs(out, exist_ok=True)
+    model = FoldedLM(form)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ))
+    torch.onnx.export(model, (ids,), os.path.join(out, "model.onnx"),
+                      dynamo=True, input_names=["input_ids"],
+                      output_names=["logits"], verbose=False)
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
+              os.path.join(out, "model.safetensors"))
+    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
+    losses = []
+    for _ in range(5):
+        logits = model(ids)
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
+                               ids[:, 1:].reshape(-1))
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with open(os.path.join(out, "ref.json"), "w") as f:
+        json.dump({"tokens": ids.flatten().tolist(), "adamw_losses": losses}, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -37,6 +37,30 @@ mlir::LogicalResult runPasses(mlir::ModuleOp module, mlir::TimingScope &timing,
   return pm.run(module);
 }
 
+/// Says which tensors of the user's weights the plan does not train and
+/// its checkpoints copy unchanged (the importer's `train.kept`), once.
+void noteKept(mlir::ModuleOp module, const std::string &weights) {
+  auto kept = module->getAttrOfType<mlir::ArrayAttr>("train.kept");
+  if (!kept)
+    return;
+  std::string list;
+  size_t shown = 0;
+  for (auto k : kept.getAsRange<mlir::DictionaryAttr>()) {
+    if (++shown > 8) {
+      list += ", ...";
+      break;
+    }
+    list += (list.empty() ? "'" : ", '") +
+            k.getAs<mlir::StringAttr>("name").str() + "' (" +
+            k.getAs<mlir::StringAttr>("why").str() + ")";
+  }
+  llvm::errs() << "mtc: note: " << kept.size() << " tensor"
+               << (kept.size() > 1 ? "s" : "") << " of " << weights
+               << " not trained, copied into every checkpoint as "
+               << (kept.size() > 1 ? "they are" : "it is") << ": " << list
+               << "\n";
+}
+
 /// The model imported, folded and fused: the front end before the layers
 /// are outlined.
 mlir::OwningOpRef<mlir::ModuleOp> fuseModel(mlir::MLIRContext &context,
@@ -48,6 +72,8 @@ mlir::OwningOpRef<mlir::ModuleOp> fuseModel(mlir::MLIRContext &context,
     mlir::TimingScope importTiming = timing.nest("Import");
     module = importOnnxModel(context, import);
   }
+  if (module)
+    noteKept(*module, import.weightsPath);
   if (!module || failed(runPasses(*module, timing, [&](mlir::PassManager &pm) {
         train::buildFusionPipeline(pm, o.explainFusion, o.fusePatterns);
       })))

@@ -88,6 +88,8 @@ private:
   broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
                 const std::vector<int64_t> &initShape) const;
   void checkLayouts(int p);
+  std::optional<StateKind> stateOf(const std::string &name) const;
+  bool checkKeptValues(int weight, const std::string &name);
   void chooseSavedNames();
   std::optional<std::vector<float>> parameterSample(int init, Layout layout,
                                                     int64_t n);
@@ -593,6 +595,12 @@ void Decider::matchWeights() {
     }
     if (found.empty() && foldedWeights.count(int(k)))
       continue; // said by matchFoldedForms
+    if (found.empty())
+      if (std::optional<StateKind> kind = stateOf(name)) {
+        if (checkKeptValues(int(k), name))
+          out.kept.push_back({int(k), *kind});
+        continue;
+      }
     if (found.size() != 1) {
       out.errors.push_back(
           {int(k), found.empty()
@@ -627,6 +635,7 @@ void Decider::matchWeights() {
     if (matches[p].empty())
       continue;
     param.weight = matches[p][0];
+    param.weights = matches[p];
     // Under the names the user's weights had; a module name that
     // save_pretrained renames by default (--weights written with
     // save_original_format=False) goes back under the saved name.
@@ -655,6 +664,42 @@ void Decider::matchWeights() {
     }
     checkLayouts(int(p));
   }
+}
+
+/// What the exported program's signature says the --weights tensor of
+/// module name `name` (without hfRoot) is, if anything.
+std::optional<StateKind> Decider::stateOf(const std::string &name) const {
+  auto it =
+      in.signature.find(in.hfRoot.empty() ? name : in.hfRoot + "." + name);
+  if (it == in.signature.end())
+    return std::nullopt;
+  return it->second;
+}
+
+/// A kept tensor that the graph also holds as an initializer of its name
+/// (a buffer it reads) must hold the same values, or training would use
+/// the export's and the checkpoint the user's.
+bool Decider::checkKeptValues(int weight, const std::string &name) {
+  std::string graphName = in.hfRoot.empty() ? name : in.hfRoot + "." + name;
+  for (size_t i = 0; i < in.initializers.size(); ++i) {
+    const InitializerInfo &init = in.initializers[i];
+    if (init.name != graphName || !in.sampleWeight || !in.sampleInitializer)
+      continue;
+    std::vector<int64_t> at = sampleIndices(elementsOf(init.shape));
+    auto mine = in.sampleWeight(weight, at);
+    auto theirs = in.sampleInitializer(int(i), at);
+    if (init.shape != in.weights[size_t(weight)].shape ||
+        (mine && theirs && !sameBits(*mine, *theirs))) {
+      out.errors.push_back(
+          {weight, "tensor '" + in.weights[size_t(weight)].name +
+                       "' is module state the graph holds as initializer '" +
+                       init.name +
+                       "' with another shape or other values; "
+                       "export the graph from these weights"});
+      return false;
+    }
+  }
+  return true;
 }
 
 /// A square folded weight's layout cannot be told by its shape: when the

@@ -135,6 +135,9 @@ struct Parameter {
   /// them (`weight` is then -1); empty otherwise.
   std::vector<int> partWeights;
 
+  /// Every --weights tensor that is it (a tied weight's two names).
+  std::vector<int> weights;
+
   /// Whether --weights gives its values (whole or in parts).
   bool fromWeights() const { return weight >= 0 || !partWeights.empty(); }
 };
@@ -166,9 +169,18 @@ struct PolicyError {
   std::string message;
 };
 
+/// A --weights tensor that is no parameter of the graph but module state
+/// the exported program's signature names: a buffer save_pretrained
+/// stores, or a parameter the graph does not use. It is kept as it was.
+struct KeptWeight {
+  int weight = -1;
+  StateKind kind = StateKind::Buffer;
+};
+
 struct PolicyResult {
   std::vector<Parameter> parameters;
   std::vector<InitializerRole> roles; ///< one per PolicyInput::initializers
+  std::vector<KeptWeight> kept;
   std::vector<PolicyError> errors;
 };
 

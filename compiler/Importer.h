@@ -249,6 +249,11 @@ public:
   LogicalResult decideParameters();
   std::optional<std::vector<float>>
   sampleInitializer(const onnx::TensorProto &t, const std::vector<int64_t> &at);
+  /// Whether parameter `p` trains, --trainable and --frozen applied.
+  bool trains(const Parameter &p) const;
+  /// The --weights tensors that no trainable parameter is saved from, as
+  /// the module's `train.kept` (see plan.proto's KeptTensor).
+  void attachKept(ModuleOp module);
   /// The weight op of a floating initializer that is (a form of) a
   /// parameter or a frozen buffer.
   FailureOr<Value> weightValue(const onnx::TensorProto &init,

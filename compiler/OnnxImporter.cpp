@@ -859,14 +859,62 @@ LogicalResult Importer::importInitializers() {
   return success();
 }
 
+bool Importer::trains(const Parameter &p) const {
+  bool trainable = p.trainable;
+  if (trainableRe && trainableRe->match(p.name))
+    trainable = true;
+  if (frozenRe && frozenRe->match(p.name))
+    trainable = false;
+  return trainable;
+}
+
+void Importer::attachKept(ModuleOp module) {
+  // Why each is kept: what the exported program says it is, or frozen.
+  std::map<int, std::string> kept;
+  for (const KeptWeight &k : policy.kept)
+    kept[k.weight] = k.kind == StateKind::Parameter
+                         ? "a parameter the graph does not use"
+                         : "a buffer";
+  for (const Parameter &p : policy.parameters) {
+    if (trains(p))
+      continue;
+    for (int k : p.weights)
+      kept[k] = "frozen";
+    for (int k : p.partWeights)
+      kept[k] = "frozen";
+  }
+  if (kept.empty())
+    return;
+  bool sharded = StringRef(opts.weightsPath).ends_with(".json");
+  SmallVector<Attribute> entries;
+  for (const auto &[k, why] : kept) {
+    const auto &[entry, path] = weightEntries[size_t(k)];
+    SmallString<256> abs(path);
+    llvm::sys::fs::make_absolute(abs);
+    SmallVector<NamedAttribute> fields{
+        b.getNamedAttr("name", b.getStringAttr(entry->name)),
+        b.getNamedAttr("why", b.getStringAttr(why)),
+        b.getNamedAttr("file", b.getStringAttr(abs)),
+        b.getNamedAttr("offset", b.getI64IntegerAttr(int64_t(entry->offset))),
+        b.getNamedAttr("length", b.getI64IntegerAttr(int64_t(entry->length))),
+        b.getNamedAttr("dtype", b.getStringAttr(entry->dtype)),
+        b.getNamedAttr("shape", b.getDenseI64ArrayAttr(entry->shape))};
+    if (sharded)
+      fields.push_back(b.getNamedAttr(
+          "saved_file", b.getStringAttr(llvm::sys::path::filename(path))));
+    entries.push_back(b.getDictionaryAttr(fields));
+  }
+  module->setAttr("train.kept", b.getArrayAttr(entries));
+}
+
 FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
                                        RankedTensorType type) {
   const InitializerRole &role = policy.roles[policyIndex.lookup(init.name())];
   const Parameter *param =
       role.parameter >= 0 ? &policy.parameters[role.parameter] : nullptr;
   std::string name = param ? param->name : init.name();
-  bool trainable = param && param->trainable;
-  if (trainableRe && trainableRe->match(name))
+  bool trainable = param && trains(*param);
+  if (!param && trainableRe && trainableRe->match(name))
     trainable = true;
   if (frozenRe && frozenRe->match(name))
     trainable = false;
@@ -1441,6 +1489,9 @@ OwningOpRef<ModuleOp> Importer::run() {
   b.setInsertionPointToEnd(body);
   if (failed(importInitializers()))
     return nullptr;
+  // A forward plan saves no checkpoint.
+  if (!opts.forward)
+    attachKept(*module);
   for (const auto &n : model.graph().node())
     if (failed(importNode(n)))
       return nullptr;

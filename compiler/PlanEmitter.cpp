@@ -196,6 +196,28 @@ LogicalResult emitPlan(ModuleOp module, plan::Plan &out) {
     out.set_ranks(uint32_t(program.getRanks()));
   out.set_forward_only(program.getForwardOnly());
   out.set_compute_dtype(*dtypeOf(program.getComputeDtype()));
+  // The user's tensors that checkpoints copy unchanged (the importer's).
+  if (auto kept = module->getAttrOfType<ArrayAttr>("train.kept"))
+    for (auto k : kept.getAsRange<DictionaryAttr>()) {
+      auto str = [&](StringRef key) {
+        auto a = k.getAs<StringAttr>(key);
+        return a ? a.str() : std::string();
+      };
+      auto integer = [&](StringRef key) {
+        auto a = k.getAs<IntegerAttr>(key);
+        return a ? uint64_t(a.getInt()) : uint64_t(0);
+      };
+      auto *pk = out.add_kept();
+      pk->set_name(str("name"));
+      pk->set_dtype(str("dtype"));
+      pk->set_saved_file(str("saved_file"));
+      pk->mutable_data()->set_file(str("file"));
+      pk->mutable_data()->set_offset(integer("offset"));
+      pk->mutable_data()->set_length(integer("length"));
+      if (auto shape = k.getAs<DenseI64ArrayAttr>("shape"))
+        for (int64_t d : shape.asArrayRef())
+          pk->add_shape(d);
+    }
   // Each dialect enum has the plan value of its name (PlanEnums.h); one
   // without is a schema that lags the dialect.
   auto noValue = [](Operation *op, auto value) {

@@ -22,6 +22,10 @@ inline std::string gibText(double bytes) {
   return bytesText(bytes, ByteUnit::GiB, ByteUnit::GiB);
 }
 
+/// Bytes per element of a safetensors dtype ("F32", "BF16", "I64",
+/// "BOOL", ...), or 0 when unknown.
+int safetensorsDtypeBytes(const std::string &dtype);
+
 } // namespace mt::runtime
 
 #endif // MT_RUNTIME_BASE_BYTES_H

@@ -3,6 +3,7 @@
 #ifndef MT_RUNTIME_IO_SAFETENSORS_H
 #define MT_RUNTIME_IO_SAFETENSORS_H
 
+#include "runtime/base/bytes.h" // safetensorsDtypeBytes
 #include "runtime/base/status.h"
 
 #include <cstdint>
@@ -24,9 +25,6 @@ struct SafetensorsHeader {
   std::string path;
   std::vector<SafetensorsEntry> entries; ///< In file order of their offsets.
 };
-
-/// Bytes per element of a safetensors dtype, or 0 when unknown.
-int safetensorsDtypeBytes(const std::string &dtype);
 
 /// Parses and validates the header of `path`: sizes, offsets inside the
 /// file, lengths that match dtype x shape.

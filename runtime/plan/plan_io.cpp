@@ -1,6 +1,7 @@
 // Plan files: framing, validation, atomic writes (see plan_io.h).
 #include "runtime/plan/plan_io.h"
 
+#include "runtime/base/bytes.h"
 #include "runtime/base/data_path.h"
 #include "runtime/plan/kernel_table.h"
 #include "runtime/plan/op_desc.h"
@@ -121,6 +122,9 @@ public:
     }
     for (int i = 0; i < p.parameters_size(); ++i)
       if (Status st = checkParameter(i); !st)
+        return st;
+    for (int i = 0; i < p.kept_size(); ++i)
+      if (Status st = checkKept(i); !st)
         return st;
     for (int i = 0; i < p.constants_size(); ++i) {
       const auto &c = p.constants(i);
@@ -367,6 +371,41 @@ private:
     return Status::ok();
   }
 
+  /// A tensor every checkpoint copies from the user's weights: its bytes
+  /// are its shape's elements of a safetensors dtype, from a file inside
+  /// its data dir, and its name is no other tensor's of the checkpoint.
+  Status checkKept(int i) {
+    const auto &k = p.kept(i);
+    std::string w = where("kept tensor", i, k.name());
+    int width = safetensorsDtypeBytes(k.dtype());
+    if (!width)
+      return fail(w + ": dtype '" + k.dtype() + "' is not a safetensors dtype");
+    uint64_t n = 1;
+    for (int64_t d : k.shape()) {
+      if (d < 0 || (d > 0 && n > (uint64_t(1) << 50) / uint64_t(d)))
+        return fail(w + ": its shape has a negative or too large dimension");
+      n *= uint64_t(d);
+    }
+    const plan::DataRef &data = k.data();
+    if (data.dir() >= uint32_t(p.data_dirs_size()))
+      return fail(w + ": data dir " + std::to_string(data.dir()) +
+                  " does not exist (data_dirs has " +
+                  std::to_string(p.data_dirs_size()) + ")");
+    if (std::string why = whyNotInside(data.file()); !why.empty())
+      return fail(w + ": data file '" + data.file() + "' is refused: " + why +
+                  "; it must be a file inside its data dir");
+    if (data.length() != n * uint64_t(width))
+      return fail(w + ": data holds " + std::to_string(data.length()) +
+                  " bytes, " + std::to_string(n * uint64_t(width)) +
+                  " expected");
+    if (Status st = checkSavedFile(w, k.saved_file()); !st)
+      return st;
+    if (k.name().empty() || !writtenNames.insert(k.name()).second)
+      return fail(w + ": its name is empty or a trainable parameter's or "
+                      "another kept tensor's");
+    return Status::ok();
+  }
+
   Status checkParameter(int i) {
     const auto &prm = p.parameters(i);
     std::string w = where("parameter", i, prm.name());
@@ -400,10 +439,13 @@ private:
       names.push_back(part.name());
     if (names.empty())
       names.push_back(prm.name());
-    for (const std::string &name : names)
+    for (const std::string &name : names) {
       if (name.empty() || !savedNames.insert(name).second)
         return fail(w + ": saved name '" + name +
                     "' is empty or another parameter's");
+      if (prm.trainable())
+        writtenNames.insert(name);
+    }
     if (prm.has_compute()) {
       const plan::Buffer *c = buffer(prm.compute());
       if (!c || c->dtype() != plan::BF16 || onDisk(*c) ||
@@ -633,6 +675,8 @@ private:
   std::vector<uint64_t> bytes; ///< size of each buffer, by index
   /// The names checkpoints store parameters under, so far.
   std::set<std::string> savedNames;
+  /// The names a checkpoint writes: trainable parameters' and kept tensors'.
+  std::set<std::string> writtenNames;
 };
 
 } // namespace
@@ -817,6 +861,8 @@ void relocateData(plan::Plan &plan, const std::string &planPath) {
     for (auto &part : *p.mutable_parts())
       refs.push_back(part.mutable_data());
   }
+  for (auto &k : *plan.mutable_kept())
+    refs.push_back(k.mutable_data());
   for (plan::DataRef *d : refs) {
     if (d->file().empty())
       continue;

@@ -62,8 +62,12 @@ struct Item {
   std::string file = "model.safetensors";
   uint64_t first = 0;         ///< a part's first element in the buffer
   std::vector<int64_t> shape; ///< a part's shape; empty: the whole buffer
+  /// A tensor copied from the user's weights instead of a buffer.
+  const KeptFile *kept = nullptr;
 
   std::vector<int64_t> shapeIn(const plan::Plan &plan) const {
+    if (kept)
+      return kept->shape;
     if (!shape.empty())
       return shape;
     const auto &s = plan.buffers(int(buffer)).shape();
@@ -75,7 +79,31 @@ struct Item {
       n *= uint64_t(d);
     return n;
   }
+  /// Its bytes in the checkpoint.
+  uint64_t bytes(const plan::Plan &plan) const {
+    if (kept)
+      return kept->length;
+    return elements(plan) *
+           (saved ? 2
+                  : uint64_t(dtypeBytes(plan.buffers(int(buffer)).dtype())));
+  }
 };
+
+/// A kept tensor's bytes, read again from the file where the run found it.
+Status readKept(const KeptFile &k, void *out) {
+  std::ifstream in(k.path, std::ios::binary | std::ios::ate);
+  if (!in)
+    return Status::error(k.path + ": cannot open to copy '" + k.name +
+                         "' into the checkpoint");
+  uint64_t size = uint64_t(std::max<std::streamoff>(in.tellg(), 0));
+  if (k.offset > size || k.length > size - k.offset)
+    return Status::error(k.path + ": now too short for '" + k.name +
+                         "' (changed since the run started?)");
+  in.seekg(std::streamoff(k.offset));
+  if (!in.read(static_cast<char *>(out), std::streamsize(k.length)))
+    return Status::error(k.path + ": cannot read '" + k.name + "'");
+  return Status::ok();
+}
 
 constexpr const char *kOptimizerFile = "optimizer.safetensors";
 constexpr const char *kIndexFile = "model.safetensors.index.json";
@@ -96,8 +124,16 @@ bool savedAsF32(const plan::Parameter &p) {
 
 /// The tensors a checkpoint writes in model.safetensors (or the shards of
 /// the user's weights) and optimizer.safetensors.
-void itemsOf(const plan::Plan &plan, bool withGrads, std::vector<Item> &model,
+void itemsOf(const plan::Plan &plan, bool withGrads,
+             const std::vector<KeptFile> &kept, std::vector<Item> &model,
              std::vector<Item> &optimizer) {
+  for (const KeptFile &k : kept) {
+    Item item{k.name, 0};
+    item.kept = &k;
+    if (!k.savedFile.empty())
+      item.file = k.savedFile;
+    model.push_back(item);
+  }
   for (const auto &p : plan.parameters()) {
     if (!p.trainable())
       continue;
@@ -165,6 +201,12 @@ Status writeFile(const plan::Plan &plan, const Reader &read,
   };
   std::vector<TensorView> views;
   for (const Item &item : items) {
+    if (item.kept) {
+      const KeptFile *k = item.kept;
+      views.push_back({item.name, k->shape, nullptr, k->dtype,
+                       [k](void *out) { return readKept(*k, out); }});
+      continue;
+    }
     plan::DType dtype = plan.buffers(int(item.buffer)).dtype();
     uint64_t n = item.elements(plan);
     uint64_t bytes = n * uint64_t(dtypeBytes(dtype));
@@ -274,20 +316,22 @@ Status serveCheckpoint(const plan::Plan &plan, Backend &backend,
 }
 
 Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
-                         Backend &backend, const RunState &state, int keep);
+                         Backend &backend, const RunState &state, int keep,
+                         const std::vector<KeptFile> &kept);
 
 } // namespace
 
 Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
-                      Backend &backend, const RunState &state, int keep) {
+                      Backend &backend, const RunState &state, int keep,
+                      const std::vector<KeptFile> &kept) {
   Communicator *comm = backend.communicator();
   if (!comm || planRanks(plan) < 2)
-    return saveCheckpointAs0(root, plan, backend, state, keep);
+    return saveCheckpointAs0(root, plan, backend, state, keep, kept);
   if (comm->rank() != 0)
     return serveCheckpoint(plan, backend, *comm);
   // Rank 0 writes every file, asking each tensor of another rank's arenas
   // from its owner just before it is written.
-  Status st = saveCheckpointAs0(root, plan, backend, state, keep);
+  Status st = saveCheckpointAs0(root, plan, backend, state, keep, kept);
   int64_t done = kSaveDone;
   int32_t ok = st ? 1 : 0;
   if (Status sent = comm->broadcast(0, &done, sizeof done); !sent)
@@ -324,7 +368,8 @@ Status broadcastWeights(const plan::Plan &plan, Backend &backend) {
 
 namespace {
 Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
-                         Backend &backend, const RunState &state, int keep) {
+                         Backend &backend, const RunState &state, int keep,
+                         const std::vector<KeptFile> &kept) {
   std::error_code ec;
   fs::create_directories(root, ec);
   std::string final = root + "/" + stepName(state.step);
@@ -340,7 +385,7 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
         " not written, the previous ones are intact: " + st.message());
   };
   std::vector<Item> model, optimizer;
-  itemsOf(plan, state.pending, model, optimizer);
+  itemsOf(plan, state.pending, kept, model, optimizer);
   Communicator *comm = backend.communicator();
   Reader read = [&](uint32_t b, void *out, size_t bytes) -> Status {
     if (onRank(plan, b, backend.rank()))
@@ -367,11 +412,7 @@ Status saveCheckpointAs0(const std::string &root, const plan::Plan &plan,
     uint64_t total = 0;
     for (const Item &item : model) {
       map[item.name] = item.file;
-      total +=
-          item.elements(plan) *
-          (item.saved
-               ? 2
-               : uint64_t(dtypeBytes(plan.buffers(int(item.buffer)).dtype())));
+      total += item.bytes(plan);
     }
     std::string path = tmp + "/" + kIndexFile;
     std::ofstream out(path);

@@ -4,7 +4,9 @@
 //   model.safetensors      the trainable weights under the names and in the
 //                          dtypes of the user's weights (Parameter.
 //                          saved_names, saved_dtype: Hugging Face's, so
-//                          from_pretrained loads it);
+//                          from_pretrained loads it), and the user's
+//                          tensors it does not train as they were
+//                          (Plan.kept: buffers, frozen weights);
 //   optimizer.safetensors  the exact F32 master of a weight saved in 16 bits
 //                          ("<name>.master"), each weight's AdamW moments as
 //                          the plan stores them ("<name>.exp_avg",
@@ -47,13 +49,27 @@ struct RunState {
   StepConfig pendingConfig;
 };
 
+/// A tensor of the user's weights that every checkpoint copies unchanged
+/// (Plan.kept): its bytes at `offset` of `path`, found and checked when
+/// the run starts (locateKept in weights.h).
+struct KeptFile {
+  std::string name; ///< in the weights and the checkpoint
+  std::string path; ///< the weights file now holding it
+  uint64_t offset = 0, length = 0;
+  std::string dtype; ///< safetensors' ("F32", "I64", ...)
+  std::vector<int64_t> shape;
+  std::string savedFile; ///< the checkpoint file; empty: model.safetensors
+};
+
 /// Writes ROOT/step-NNNNNNNN atomically, then removes all but the newest
 /// `keep` checkpoints of ROOT (0: keep all). With several ranks every rank
 /// calls it: rank 0 writes the files (the same files as one process
 /// writes), asking each other rank for the tensors it owns as it needs
 /// them; every rank returns whether the checkpoint was written.
+/// `kept`: the tensors it copies from the user's weights as they were.
 Status saveCheckpoint(const std::string &root, const plan::Plan &plan,
-                      Backend &backend, const RunState &state, int keep);
+                      Backend &backend, const RunState &state, int keep,
+                      const std::vector<KeptFile> &kept = {});
 
 /// The checkpoint to resume from: `path` itself when it is one, else the
 /// newest complete step-* directory under it.

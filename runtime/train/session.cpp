@@ -251,6 +251,8 @@ Status Session::openBackend() {
                                  initialised);
       !st)
     return st;
+  if (Status st = locateKept(plan_, source, kept_); !st)
+    return st;
   if (initialised && leader_)
     observer_.say("initialised " + std::to_string(initialised) +
                   " weights from scratch (normal, std " +
@@ -275,7 +277,7 @@ Status Session::openBackend() {
 }
 
 Status Session::save() {
-  Status st = saveCheckpoint(o_.save, plan_, *backend_, state_, o_.keep);
+  Status st = saveCheckpoint(o_.save, plan_, *backend_, state_, o_.keep, kept_);
   if (st && leader_)
     observer_.say("saved step " + std::to_string(state_.step) + " to " +
                   o_.save);

@@ -123,6 +123,8 @@ private:
   SessionObserver &observer_;
   bool leader_ = true;
   mt::plan::Plan plan_;
+  /// The user's tensors each checkpoint copies (Plan.kept), found at open.
+  std::vector<KeptFile> kept_;
   TokenData data_;
   std::unique_ptr<Backend> backend_;
   RunState state_;

@@ -170,4 +170,41 @@ Status loadParameters(const mt::plan::Plan &plan, Backend &backend,
   return Status::ok();
 }
 
+Status locateKept(const mt::plan::Plan &plan, const WeightSource &o,
+                  std::vector<KeptFile> &out) {
+  out.clear();
+  for (const auto &k : plan.kept()) {
+    std::string file, why;
+    switch (locateData(plan, k.data(), o.planPath, o.modelDirs, file, why)) {
+    case DataFound::Refused:
+      return Status::error("kept tensor '" + k.name() + "': its data file " +
+                           why +
+                           "; a plan's data files stay inside their "
+                           "folders");
+    case DataFound::Missing:
+      return Status::error("the weights' tensor '" + k.name() +
+                           "', which every checkpoint copies: " + why +
+                           "; mtrun --model-dir DIR names where the model is "
+                           "now");
+    case DataFound::Found:
+      break;
+    }
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    uint64_t size = in ? uint64_t(std::max<std::streamoff>(in.tellg(), 0)) : 0;
+    if (!in || k.data().offset() > size ||
+        k.data().length() > size - k.data().offset())
+      return Status::error(file + ": cannot be opened or is too short for '" +
+                           k.name() + "' at offset " +
+                           std::to_string(k.data().offset()));
+    out.push_back({k.name(),
+                   file,
+                   k.data().offset(),
+                   k.data().length(),
+                   k.dtype(),
+                   {k.shape().begin(), k.shape().end()},
+                   k.saved_file()});
+  }
+  return Status::ok();
+}
+
 } // namespace mt::runtime

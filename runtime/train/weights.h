@@ -5,6 +5,7 @@
 #define MT_RUNTIME_TRAIN_WEIGHTS_H
 
 #include "runtime/exec/executor.h"
+#include "runtime/train/checkpoint.h"
 
 #include <string>
 #include <vector>
@@ -31,6 +32,13 @@ struct WeightSource {
 Status loadParameters(const plan::Plan &plan, Backend &backend,
                       const WeightSource &source, bool trainable,
                       int &initialised);
+
+/// Finds the file of each tensor the plan keeps from the user's weights
+/// (Plan.kept; where the plan says or in --model-dir folders) and checks
+/// that it holds the tensor's bytes, so that a checkpoint hours later does
+/// not fail for a file gone missing at the start.
+Status locateKept(const plan::Plan &plan, const WeightSource &source,
+                  std::vector<KeptFile> &out);
 
 } // namespace mt::runtime
 

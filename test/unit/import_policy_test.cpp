@@ -526,6 +526,48 @@ TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
 }
 
+TEST(ImportPolicy, ModuleStateTheGraphDoesNotTrainIsKept) {
+  // A buffer the graph reads (initializer `m.shift`) and a parameter it
+  // never reads, as the signature names them: kept, not refused. A tensor
+  // the signature does not know still matches nothing.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"m.w", {2, 2}, {use("MatMul", 1, "m", "aten.matmul", {"m_w"})}},
+      {"m.shift", {2}, {use("Add", 1, "m", "aten.add", {})}}};
+  in.signature = {{"m.w", mt::StateKind::Parameter},
+                  {"m.shift", mt::StateKind::Buffer},
+                  {"m.spare", mt::StateKind::Parameter}};
+  in.haveWeights = true;
+  in.weights = {{"w", {2, 2}}, {"shift", {2}}, {"spare", {3}}, {"typo", {1}}};
+  Values v;
+  v.of["shift"] = [](int64_t i) { return 0.5f * float(i); };
+  v.of["m.shift"] = v.of["shift"];
+  in.sampleWeight = v.sampler({"w", "shift", "spare", "typo"});
+  in.sampleInitializer = v.sampler({"m.w", "m.shift"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("tensor 'typo' matches no initializer"),
+            std::string::npos);
+  ASSERT_EQ(r.kept.size(), 2u);
+  EXPECT_EQ(r.kept[0].weight, 1);
+  EXPECT_EQ(r.kept[0].kind, mt::StateKind::Buffer);
+  EXPECT_EQ(r.kept[1].weight, 2);
+  EXPECT_EQ(r.kept[1].kind, mt::StateKind::Parameter);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].weights, std::vector<int>{0});
+  // The graph's copy of the buffer holds other values than the weights':
+  // training would use one and the checkpoint the other. Refused.
+  in.weights.pop_back();
+  v.of["m.shift"] = [](int64_t i) { return 1.0f + float(i); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("tensor 'shift' is module state the "
+                                     "graph holds as initializer 'm.shift' "
+                                     "with another shape or other values"),
+            std::string::npos);
+}
+
 TEST(ImportPolicy, TheSignatureSaysWhatARootParameterIs) {
   // `scale` of the root module (no dot), expanded and folded: the exported
   // program's signature, not the name, makes it a parameter, never a

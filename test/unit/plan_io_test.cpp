@@ -408,6 +408,47 @@ INSTANTIATE_TEST_SUITE_P(
                 "(not optimizer.safetensors)"}),
     [](const auto &info) { return std::string(info.param.name); });
 
+TEST(PlanIo, AKeptTensorIsCheckedLikeAParametersData) {
+  // A buffer of the user's weights that checkpoints copy: [3] I64.
+  auto withKept = [](std::function<void(mt::plan::KeptTensor &)> edit) {
+    Plan p = validPlan();
+    auto *k = p.add_kept();
+    k->set_name("counts");
+    k->set_dtype("I64");
+    k->add_shape(3);
+    k->mutable_data()->set_file("w.safetensors");
+    k->mutable_data()->set_offset(192);
+    k->mutable_data()->set_length(24);
+    edit(*k);
+    return validatePlan(p, "p");
+  };
+  Status ok = withKept([](mt::plan::KeptTensor &) {});
+  ASSERT_TRUE(ok.isOk()) << ok.message();
+  struct Bad {
+    std::function<void(mt::plan::KeptTensor &)> edit;
+    const char *expect;
+  };
+  for (const Bad &bad : std::vector<Bad>{
+           {[](auto &k) { k.set_dtype("Q4"); },
+            "kept tensor 0 ('counts'): dtype 'Q4' is not a safetensors dtype"},
+           {[](auto &k) { k.mutable_data()->set_length(23); },
+            "data holds 23 bytes, 24 expected"},
+           {[](auto &k) { k.add_shape(-1); }, "negative or too large"},
+           {[](auto &k) { k.mutable_data()->set_file("../w.safetensors"); },
+            "data file '../w.safetensors' is refused"},
+           {[](auto &k) { k.mutable_data()->set_dir(1); },
+            "data dir 1 does not exist"},
+           {[](auto &k) { k.set_saved_file("x/m.safetensors"); },
+            "must be a plain file name"},
+           // The trainable weight's name: the checkpoint would hold it twice.
+           {[](auto &k) { k.set_name("w"); }, "a trainable parameter's"},
+           {[](auto &k) { k.set_name(""); }, "its name is empty"}}) {
+    Status st = withKept(bad.edit);
+    ASSERT_FALSE(st.isOk()) << bad.expect;
+    EXPECT_NE(st.message().find(bad.expect), std::string::npos) << st.message();
+  }
+}
+
 /// Parameter 0's 32 elements as two parts of [4, 4] from `second` on, read
 /// from the weights file when `located`.
 void splitInTwo(Plan &p, uint64_t second, bool located) {

@@ -152,6 +152,13 @@ int main(int argc, char **argv) {
       streams[p.streams(i).name()] = prediction.streamBusySeconds[i];
     // The largest buffer by elements (the first of equals): what a long
     // sequence would show first if anything grew as S x S.
+    // The user's tensors each checkpoint copies as they were.
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto &k : p.kept())
+      kept.push_back({{"name", k.name()},
+                      {"dtype", k.dtype()},
+                      {"shape", std::vector<int64_t>(k.shape().begin(),
+                                                     k.shape().end())}});
     nlohmann::json largest = nullptr;
     int64_t most = -1;
     for (int i = 0; i < p.buffers_size(); ++i) {
@@ -184,7 +191,8 @@ int main(int argc, char **argv) {
         {"ranks", mt::runtime::planRanks(p)},
         {"network_bytes", prediction.networkBytes},
         {"bottleneck", p.streams(prediction.bottleneckStream).name()},
-        {"largest_buffer", largest}};
+        {"largest_buffer", largest},
+        {"kept", kept}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
@@ -236,6 +244,13 @@ int main(int argc, char **argv) {
                     : "after the backward");
   std::printf("parameters: %d trainable (%lld elements), %d frozen\n",
               trainable, (long long)params, p.parameters_size() - trainable);
+  // The user's tensors each checkpoint copies as they were.
+  if (p.kept_size()) {
+    std::string names;
+    for (const auto &k : p.kept())
+      names += (names.empty() ? "" : ", ") + k.name() + " (" + k.dtype() + ")";
+    std::printf("kept in checkpoints as they were: %s\n", names.c_str());
+  }
   if (uint32_t ranks = mt::runtime::planRanks(p); ranks > 1) {
     // Each rank's own host state, in bytes and elements of weights owned.
     std::vector<uint64_t> bytes(ranks, 0);

@@ -2,12 +2,15 @@
 """A tiny LM whose parameter `scale`, of the root module, the exporter's
 optimizer (torch.onnx.export's default optimize=True) folds into a new
 initializer: broadcast to the activations' shape (`expand`, `repeat`) or
-plus a constant (`plus`). With the weights save_pretrained-style
+plus a constant (`plus`); or (`state`) used as it is, beside module state
+the graph does not train: a float buffer it adds (`shift`), an integer
+buffer and a parameter it never reads (`counts`, `spare`), and a buffer
+that is not saved (persistent=False). With the weights save_pretrained-style
 (model.safetensors, the module's state_dict) and PyTorch's losses over 5
 AdamW steps (ref.json, the settings of make_hf_fixture.py) of the
 next-token loss mtc adds to a logits graph.
 
-  make_folded_lm.py OUT_DIR expand|repeat|plus
+  make_folded_lm.py OUT_DIR expand|repeat|plus|state
 """
 import json
 import os
@@ -28,6 +31,11 @@ class FoldedLM(torch.nn.Module):
         self.embed = torch.nn.Embedding(VOCAB, DIM)
         self.scale = torch.nn.Parameter(1 + 0.3 * torch.randn(DIM))
         self.head = torch.nn.Linear(DIM, VOCAB, bias=False)
+        if form == "state":
+            self.register_buffer("shift", 0.1 * torch.randn(DIM))
+            self.register_buffer("counts", torch.arange(4, dtype=torch.int64))
+            self.spare = torch.nn.Parameter(torch.randn(3, 4))
+            self.register_buffer("scratch", torch.ones(DIM), persistent=False)
 
     def forward(self, input_ids):
         h = self.embed(input_ids)
@@ -35,6 +43,8 @@ class FoldedLM(torch.nn.Module):
             h = h * self.scale.expand(BATCH, SEQ, DIM)
         elif self.form == "repeat":
             h = h * self.scale.repeat(BATCH, SEQ, 1)
+        elif self.form == "state":
+            h = h * self.scale * self.scratch + self.shift
         else:
             h = h * (self.scale + 1)
         return self.head(h)

@@ -1147,7 +1147,10 @@ FailureOr<std::string> Importer::lossReduction() {
   return *reduction;
 }
 
-/// NegativeLogLikelihoodLoss: nllLoss of its input.
+/// NegativeLogLikelihoodLoss: nllLoss of its input; of a log-softmax over
+/// the classes (`nll_loss(log_softmax(logits))`, reshaped between or not),
+/// the softmax cross-entropy of the logits, which is the same number and
+/// the fused op's form when its mean is asked for.
 LogicalResult Importer::importNegativeLogLikelihoodLoss() {
   if (failed(needInputs(2, 3)))
     return failure();
@@ -1156,10 +1159,33 @@ LogicalResult Importer::importNegativeLogLikelihoodLoss() {
   if (failed(reduction) || failed(ignore))
     return failure();
   Value x = in(0), target = in(1);
-  if (typeOf(x).getRank() < 2 ||
-      typeOf(target).getRank() != typeOf(x).getRank() - 1)
+  int64_t rank = typeOf(x).getRank();
+  if (rank < 2 || typeOf(target).getRank() != rank - 1)
     return nodeError() << "NegativeLogLikelihoodLoss needs input [N, C, "
                           "...] and target [N, ...]";
+  Value logits;
+  Value v = x;
+  while (auto rs = v.getDefiningOp<ReshapeOp>())
+    v = rs.getInput();
+  if (auto ls = v.getDefiningOp<LogSoftmaxOp>(); ls && rank <= 3) {
+    int64_t lsRank = typeOf(ls).getRank(), axis = int64_t(ls.getAxis());
+    if (axis < 0)
+      axis += lsRank;
+    // The classes are the log-softmax's axis before and dim 1 after: the
+    // last of both when x is [N, C], or x is the log-softmax itself.
+    int64_t classes = typeOf(x).getDimSize(1);
+    if (v == x ? axis == 1
+               : rank == 2 && axis == lsRank - 1 &&
+                     typeOf(ls).getShape().back() == classes)
+      logits = reshaped(ls.getInput(), typeOf(x).getShape());
+  }
+  if (logits && *reduction == "mean" && !in(2)) {
+    SmallVector<NamedAttribute> attrs{
+        named("reduction", ReductionAttr::get(&ctx, Reduction::Mean))};
+    if (*ignore)
+      attrs.push_back(named("ignore_index", b.getI64IntegerAttr(**ignore)));
+    return bind(make<SoftmaxCrossEntropyLossOp>({logits, target}, attrs));
+  }
   return bindValue(nllLoss(x, target, in(2), *ignore, *reduction));
 }
 

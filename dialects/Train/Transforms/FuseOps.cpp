@@ -612,6 +612,86 @@ struct Fusion {
       return std::nullopt;
     return std::make_pair(lg.getInput(), lab.getInput());
   }
+
+  /// Whether integer input `v` is read as the classes of a loss: what it
+  /// becomes through slices, reshapes, casts and masking (the ignored
+  /// labels zeroed) is a GatherElements' indices into the log-probabilities
+  /// (`nll_loss`, `log_probs.gather(-1, labels)`) or a loss's labels. An
+  /// attention mask or position ids never are.
+  static bool readAsClasses(Value v) {
+    SmallVector<Value> work{v};
+    DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      for (OpOperand &use : x.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto g = dyn_cast<GatherElementsOp>(user);
+            g && use.get() == g.getIndices())
+          return true;
+        if (isa<SoftmaxCrossEntropyLossOp, CrossEntropyOp>(user) &&
+            use.getOperandNumber() == 1)
+          return true;
+        if (isa<SliceOp, ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp, CastOp,
+                PadOp, MulOp, WhereOp, IdentityOp>(user))
+          work.append(user->result_begin(), user->result_end());
+      }
+    }
+    return false;
+  }
+
+  /// Whether the graph shifts labels input `v` itself: it reads it from
+  /// position 1 on (`labels[:, 1:]`), or padded at the end and then so
+  /// (Hugging Face's shift).
+  static bool shiftedInGraph(Value v) {
+    int64_t seq = typeOf(v).getDimSize(1);
+    auto fromSecond = [&](Operation *user) {
+      auto ends = oneAxisSlice(dyn_cast<SliceOp>(user));
+      return ends && (*ends)[0] == 1 && (*ends)[1] >= seq && (*ends)[2] == 1 &&
+             (*ends)[3] == 1;
+    };
+    for (Operation *user : v.getUsers()) {
+      if (fromSecond(user))
+        return true;
+      if (auto pad = dyn_cast<PadOp>(user)) {
+        std::optional<PadLayout> layout = constantPad(pad);
+        if (layout && layout->begins == ArrayRef<int64_t>{0, 0} &&
+            layout->ends == ArrayRef<int64_t>{0, 1})
+          for (Operation *next : pad->getUsers()) {
+            auto ends = oneAxisSlice(dyn_cast<SliceOp>(next));
+            if (ends && (*ends)[0] == 1 && (*ends)[2] == 1 && (*ends)[3] == 1)
+              return true;
+          }
+      }
+    }
+    return false;
+  }
+
+  /// The roles fusion left unset, from how the graph reads each input
+  /// rather than from a fused pattern (so that --fuse none feeds a graph
+  /// the same data): an integer input of the tokens' shape that a loss
+  /// reads as its classes is the labels when the graph shifts it itself,
+  /// else the targets (the next tokens, read at the logits' positions).
+  void assignDataRoles(func::FuncOp func) {
+    std::optional<SmallVector<int64_t>> tokens;
+    for (BlockArgument arg : func.getArguments())
+      if (auto role = func.getArgAttrOfType<InputRoleAttr>(arg.getArgNumber(),
+                                                           "train.role");
+          role && role.getValue() == InputRole::Tokens)
+        tokens = llvm::to_vector(typeOf(arg).getShape());
+    if (!tokens || tokens->size() != 2)
+      return;
+    for (BlockArgument arg : func.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (func.getArgAttr(arg.getArgNumber(), "train.role") || !type ||
+          !type.getElementType().isInteger(64) ||
+          type.getShape() != ArrayRef<int64_t>(*tokens) || !readAsClasses(arg))
+        continue;
+      setRole(arg,
+              shiftedInGraph(arg) ? InputRole::Labels : InputRole::Targets);
+    }
+  }
 };
 
 //===----------------------------------------------------------------------===//
@@ -1170,6 +1250,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           }
         }
       }
+      f.assignDataRoles(func);
     }
     if (!explain)
       return;

@@ -6,9 +6,10 @@ SoftmaxCrossEntropyLoss; as OUT/model.onnx, with OUT/ref.json: its input
 ids and the first step's loss by numpy (labels = input ids). With
 --classes-second the sliced logits are transposed to [B, V, S - 1] instead
 (`cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:])`), no
-reshapes.
+reshapes. With --nll the loss is written as `nll_loss(log_softmax(...))`
+(LogSoftmax over the vocabulary, then NegativeLogLikelihoodLoss).
 
-  make_shift_lm.py OUT_DIR [--classes-second]
+  make_shift_lm.py OUT_DIR [--classes-second | --nll]
 """
 import os
 import sys
@@ -30,7 +31,13 @@ def ints(name, values):
 
 
 classes_second = "--classes-second" in sys.argv[2:]
-if classes_second:
+nll = "--nll" in sys.argv[2:]
+if nll:
+    shape = [helper.make_node("LogSoftmax", ["kept"], ["log_probs"], axis=-1),
+             helper.make_node("Reshape", ["log_probs", "rows_by_vocab"],
+                              ["scores"]),
+             helper.make_node("Reshape", ["next", "rows"], ["targets"])]
+elif classes_second:
     shape = [helper.make_node("Transpose", ["kept"], ["scores"], perm=[0, 2, 1]),
              helper.make_node("Identity", ["next"], ["targets"])]
 else:
@@ -43,7 +50,8 @@ graph = helper.make_graph(
                       ["kept"]),
      helper.make_node("Slice", ["labels", "one", "end", "one", "one"],
                       ["next"])] + shape +
-    [helper.make_node("SoftmaxCrossEntropyLoss", ["scores", "targets"],
+    [helper.make_node("NegativeLogLikelihoodLoss" if nll else
+                      "SoftmaxCrossEntropyLoss", ["scores", "targets"],
                       ["loss"])],
     "shift_lm",
     [helper.make_tensor_value_info("input_ids", TensorProto.INT64,

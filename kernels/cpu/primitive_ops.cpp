@@ -329,10 +329,25 @@ struct SliceIndex {
 };
 } // namespace
 
-void slice(const float *x, const Dims &dims, const std::vector<int64_t> &starts,
-           const std::vector<int64_t> &steps, float *out, const Dims &outDims) {
+namespace {
+template <typename T>
+void sliceOf(const T *x, const Dims &dims, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &steps, T *out, const Dims &outDims) {
   SliceIndex at(dims, starts, steps);
   forEach(outDims, [&](int64_t k, const Dims &idx) { out[k] = x[at(idx)]; });
+}
+} // namespace
+
+void slice(const float *x, const Dims &dims, const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, float *out, const Dims &outDims) {
+  sliceOf(x, dims, starts, steps, out, outDims);
+}
+
+void slice(const int64_t *x, const Dims &dims,
+           const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, int64_t *out,
+           const Dims &outDims) {
+  sliceOf(x, dims, starts, steps, out, outDims);
 }
 
 void sliceGrad(const float *dy, const Dims &dyDims,

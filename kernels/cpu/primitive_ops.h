@@ -233,6 +233,11 @@ void where(const uint8_t *cond, const Dims &condDims, const float *a,
 /// out[i...] = x[starts + i * steps...] (per dim; steps may be negative).
 void slice(const float *x, const Dims &dims, const std::vector<int64_t> &starts,
            const std::vector<int64_t> &steps, float *out, const Dims &outDims);
+/// The same of ids (labels read from position 1 on).
+void slice(const int64_t *x, const Dims &dims,
+           const std::vector<int64_t> &starts,
+           const std::vector<int64_t> &steps, int64_t *out,
+           const Dims &outDims);
 /// dx = zeros of dxDims with dx[starts + i * steps...] = dy[i...].
 void sliceGrad(const float *dy, const Dims &dyDims,
                const std::vector<int64_t> &starts,

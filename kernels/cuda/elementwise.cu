@@ -275,6 +275,16 @@ __global__ void sliceKernel(Load from, Store to, Index ix, int64_t base,
   }
 }
 
+/// sliceKernel's gather of ids: element `i` of the slice from the whole.
+__global__ void sliceIdsKernel(const int64_t *x, int64_t *y, Index ix,
+                               int64_t base, int64_t n) {
+  MT_GRID_STRIDE(i, n) {
+    int64_t off, unused;
+    offsets(ix, i, off, unused);
+    y[i] = x[base + off];
+  }
+}
+
 /// The dims of a pad's operand and result and where the operand begins.
 struct PadIndex {
   int rank = 0;
@@ -1074,6 +1084,21 @@ cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
   int64_t n = product(yDims);
   sliceKernel<<<blocksFor(n), kThreads, 0, stream>>>(load(x), store(y), ix,
                                                      base, n, false);
+  return cudaGetLastError();
+}
+
+cudaError_t sliceIds(const int64_t *x, const Dims &dims,
+                     const std::vector<int64_t> &starts,
+                     const std::vector<int64_t> &steps, int64_t *y,
+                     const Dims &yDims, cudaStream_t stream) {
+  Index ix;
+  int64_t base;
+  if (!x || !y || !sliceIndex(dims, yDims, starts, steps, ix, base))
+    return cudaErrorInvalidValue;
+  int64_t n = product(yDims);
+  if (n == 0)
+    return cudaSuccess;
+  sliceIdsKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, ix, base, n);
   return cudaGetLastError();
 }
 

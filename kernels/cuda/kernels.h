@@ -171,6 +171,11 @@ cudaError_t tile(Ref x, const Dims &dims, MutRef y, const Dims &yDims,
 cudaError_t slice(Ref x, const Dims &dims, const std::vector<int64_t> &starts,
                   const std::vector<int64_t> &steps, MutRef y,
                   const Dims &yDims, cudaStream_t stream);
+/// The same of ids (labels read from position 1 on), copied as they are.
+cudaError_t sliceIds(const int64_t *x, const Dims &dims,
+                     const std::vector<int64_t> &starts,
+                     const std::vector<int64_t> &steps, int64_t *y,
+                     const Dims &yDims, cudaStream_t stream);
 /// dx = zeros with dx[starts + i * steps...] = dy[i...].
 cudaError_t sliceGrad(Ref dy, const Dims &dyDims,
                       const std::vector<int64_t> &starts,

@@ -860,7 +860,10 @@ Status Describer::slice() {
   bool grad = op_.kernel() == Kernel::SLICE_GRAD;
   uint32_t whole = grad ? result(0) : operand(0),
            part = grad ? operand(0) : result(0);
-  if (Status st = floats({whole, part}); !st)
+  // A slice moves elements: of floats, or of ids (labels[:, 1:]) as they
+  // are; its gradient is of floats.
+  bool idSlice = !grad && buf(whole).dtype() == plan::I64;
+  if (Status st = idSlice ? ids(part) : floats({whole, part}); !st)
     return st;
   d_.a = dims(whole);
   d_.out = dims(part);

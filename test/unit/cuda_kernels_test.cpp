@@ -602,6 +602,17 @@ TEST_P(Kernels, Primitives) {
     cpu::sliceGrad(s.data(), sd, starts, steps, g.data(), xd);
     EXPECT_EQ(S.download(), rounded(s, t));
     EXPECT_EQ(G.download(), rounded(g, t));
+    // The same slice of ids (labels[:, 1:] is one), each copied exactly.
+    std::vector<int64_t> ids(60);
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = int64_t(i) * 1000003 - 100; // beyond a float's integers
+    Ids I(ids), Si(std::vector<int64_t>(12, 0));
+    CUDA_OK(kc::sliceIds(I.data, xd, starts, steps, Si.data, sd, nullptr));
+    std::vector<int64_t> want(12), got(12);
+    cpu::slice(ids.data(), xd, starts, steps, want.data(), sd);
+    cudaDeviceSynchronize();
+    cudaMemcpy(got.data(), Si.data, 12 * 8, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got, want);
   }
   // A pad by 0.5 that crops dim 1 and pads dims 0 and 2, and its gradient
   // (the pad back by the negated begins).

@@ -253,6 +253,20 @@ TEST(OpDesc, LayoutAxesAreNonNegative) {
   EXPECT_EQ(d.parts.size(), 2u);
 }
 
+TEST(OpDesc, ASliceOfIdsIsIds) {
+  // labels[:, 1:]: I64 in, I64 out.
+  OneOp o(SLICE);
+  for (int64_t v : {0, 1})
+    o.op->mutable_attrs()->mutable_slice()->add_starts(v);
+  for (int64_t v : {1, 1})
+    o.op->mutable_attrs()->mutable_slice()->add_steps(v);
+  o.in(o.buffer("labels", {2, 5}, I64)).out(o.buffer("y", {2, 4}, I64));
+  OpDesc d;
+  ASSERT_TRUE(o.describe(d).isOk()) << o.describe(d).message();
+  EXPECT_EQ(d.a, (Dims{2, 5}));
+  EXPECT_EQ(d.out, (Dims{2, 4}));
+}
+
 TEST(OpDesc, WhereAndIsNaNTakeBooleanBytes) {
   OneOp w(WHERE);
   w.in(w.buffer("c", {2, 1}, U8))
@@ -370,6 +384,18 @@ const Bad kRefused[] = {
           return o;
         },
         "dim 1: 3 elements from 1 by 2 leave [0, 5) of 'x' [2, 5]"},
+    Bad{"SliceOfIdsIntoFloats",
+        [] {
+          // Ids are sliced as they are, into ids.
+          OneOp o(SLICE);
+          for (int64_t v : {0, 1})
+            o.op->mutable_attrs()->mutable_slice()->add_starts(v);
+          for (int64_t v : {1, 1})
+            o.op->mutable_attrs()->mutable_slice()->add_steps(v);
+          o.in(o.buffer("labels", {2, 5}, I64)).out(o.buffer("y", {2, 4}));
+          return o;
+        },
+        "'y' holds ids or labels and must be I64, not F32"},
     Bad{"SliceGradOfHostileSteps",
         [] {
           OneOp o(SLICE_GRAD);

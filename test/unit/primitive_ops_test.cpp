@@ -497,3 +497,13 @@ TEST(PrimitiveOps, F16RoundsToNearestEven) {
   EXPECT_EQ(toF16(-2.0f), 0xc000);
   EXPECT_EQ(toF16(std::nanf("")) & 0x7e00, 0x7e00);
 }
+
+TEST(PrimitiveOps, ASliceOfIdsCopiesThemExactly) {
+  // labels[:, 1:] of [2, 4] ids, one beyond a float's integers (2^53 + 1)
+  // and one negative (an ignored label).
+  std::vector<int64_t> ids = {5, (int64_t(1) << 53) + 1, -100, 7, 1, 2, 3, 4};
+  std::vector<int64_t> out(6);
+  slice(ids.data(), {2, 4}, {0, 1}, {1, 1}, out.data(), {2, 3});
+  EXPECT_EQ(out,
+            (std::vector<int64_t>{(int64_t(1) << 53) + 1, -100, 7, 2, 3, 4}));
+}

@@ -100,8 +100,12 @@ K kernelOf(AndOp) { return Kernel::And; }
 K kernelOf(OrOp) { return Kernel::Or; }
 K kernelOf(XorOp) { return Kernel::Xor; }
 K kernelOf(WhereOp w) { return floats(w, Kernel::Where); }
+// Of floats, or of ids (labels[:, 1:] of a loss written out).
 K kernelOf(SliceOp s) {
-  return constantSlice(s) ? floats(s, Kernel::Slice) : std::nullopt;
+  if (!constantSlice(s))
+    return std::nullopt;
+  return tensorOf(s).getElementType().isInteger(64) ? Kernel::Slice
+                                                    : floats(s, Kernel::Slice);
 }
 K kernelOf(SliceGradOp) { return Kernel::SliceGrad; }
 K kernelOf(PadOp p) {

@@ -562,6 +562,12 @@ Status CpuBackend::where(const plan::Op &op, const OpDesc &d) {
 }
 
 Status CpuBackend::slice(const plan::Op &op, const OpDesc &d) {
+  if (plan_->buffers(int(op.operands(0))).dtype() == plan::I64 &&
+      op.kernel() == Kernel::SLICE) {
+    k::slice(ids(op.operands(0)), d.a, d.starts, d.steps,
+             static_cast<int64_t *>(ptr(op.results(0))), d.out);
+    return Status::ok();
+  }
   return fromFirst(op, [&](const float *x, float *y) {
     if (op.kernel() == Kernel::SLICE)
       k::slice(x, d.a, d.starts, d.steps, y, d.out);

@@ -1230,6 +1230,11 @@ Status CudaBackend::where(const plan::Op &op, const OpDesc &d,
 
 Status CudaBackend::slice(const plan::Op &op, const OpDesc &d,
                           const Launch &l) {
+  if (op.kernel() == Kernel::SLICE &&
+      plan_->buffers(int(op.operands(0))).dtype() == plan::I64)
+    return MT_CUDA(kc::sliceIds(ids(op.operands(0)), d.a, d.starts, d.steps,
+                                static_cast<int64_t *>(ptr(op.results(0))),
+                                d.out, l.stream));
   if (op.kernel() == Kernel::SLICE)
     return MT_CUDA(kc::slice(in(op.operands(0)), d.a, d.starts, d.steps,
                              out(op.results(0)), d.out, l.stream));

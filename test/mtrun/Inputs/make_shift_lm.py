@@ -7,9 +7,11 @@ ids and the first step's loss by numpy (labels = input ids). With
 --classes-second the sliced logits are transposed to [B, V, S - 1] instead
 (`cross_entropy(logits[:, :-1].transpose(1, 2), labels[:, 1:])`), no
 reshapes. With --nll the loss is written as `nll_loss(log_softmax(...))`
-(LogSoftmax over the vocabulary, then NegativeLogLikelihoodLoss).
+(LogSoftmax over the vocabulary, then NegativeLogLikelihoodLoss); with
+--gather as `-log_probs.gather(-1, labels[:, 1:, None]).mean()` (the
+labels' slice, an int64 one, runs as a kernel).
 
-  make_shift_lm.py OUT_DIR [--classes-second | --nll]
+  make_shift_lm.py OUT_DIR [--classes-second | --nll | --gather]
 """
 import os
 import sys
@@ -32,7 +34,15 @@ def ints(name, values):
 
 classes_second = "--classes-second" in sys.argv[2:]
 nll = "--nll" in sys.argv[2:]
-if nll:
+gather = "--gather" in sys.argv[2:]
+if gather:
+    shape = [helper.make_node("LogSoftmax", ["kept"], ["log_probs"], axis=-1),
+             helper.make_node("Unsqueeze", ["next", "two"], ["index"]),
+             helper.make_node("GatherElements", ["log_probs", "index"],
+                              ["picked"], axis=2),
+             helper.make_node("ReduceMean", ["picked"], ["mean"], keepdims=0),
+             helper.make_node("Neg", ["mean"], ["loss"])]
+elif nll:
     shape = [helper.make_node("LogSoftmax", ["kept"], ["log_probs"], axis=-1),
              helper.make_node("Reshape", ["log_probs", "rows_by_vocab"],
                               ["scores"]),
@@ -50,9 +60,10 @@ graph = helper.make_graph(
                       ["kept"]),
      helper.make_node("Slice", ["labels", "one", "end", "one", "one"],
                       ["next"])] + shape +
-    [helper.make_node("NegativeLogLikelihoodLoss" if nll else
-                      "SoftmaxCrossEntropyLoss", ["scores", "targets"],
-                      ["loss"])],
+    ([] if gather else
+     [helper.make_node("NegativeLogLikelihoodLoss" if nll else
+                       "SoftmaxCrossEntropyLoss", ["scores", "targets"],
+                       ["loss"])]),
     "shift_lm",
     [helper.make_tensor_value_info("input_ids", TensorProto.INT64,
                                    [batch, seq]),
@@ -62,7 +73,7 @@ graph = helper.make_graph(
      numpy_helper.from_array(head, "head"),
      ints("zero", [0]), ints("one", [1]), ints("minus_one", [-1]),
      ints("end", [2**63 - 1]), ints("rows_by_vocab", [-1, vocab]),
-     ints("rows", [-1])])
+     ints("rows", [-1]), ints("two", [2])])
 model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)

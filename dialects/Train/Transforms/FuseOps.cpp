@@ -969,8 +969,10 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
     Value scores = sm.getInput(), mask;
     bool causal = false;
     std::optional<int64_t> window;
-    // Mask: additive, or where(cond, scores, -inf) / where(cond, -inf,
-    // scores).
+    // Masks: a causal one (where(cond, scores, -inf), where(cond, -inf,
+    // scores) or an additive one of causal values), an additive one (a
+    // padding mask, ALiBi's per-head position bias), or a causal one over
+    // an additive one, as ALiBi models write it.
     if (auto w = def<WhereOp>(scores)) {
       auto fillX = splatValue(w.getX()), fillY = splatValue(w.getY());
       if (fillY && *fillY <= -1e9 &&
@@ -983,7 +985,8 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         return b.notifyMatchFailure(pv, "a Where mask that is not causal");
       }
       causal = true;
-    } else if (auto add = def<AddOp>(scores)) {
+    }
+    if (auto add = def<AddOp>(scores)) {
       auto ops = operandsWhere(add, [](Value v) {
         return def<MatMulOp>(v) || def<MulOp>(v) || def<DivOp>(v);
       });
@@ -991,10 +994,14 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         return b.notifyMatchFailure(pv, "an Add before the softmax that is "
                                         "not scores + mask");
       scores = ops->first;
-      if ((window = f.causalWindow(ops->second, std::nullopt)))
+      std::optional<int64_t> inAdd =
+          causal ? std::nullopt : f.causalWindow(ops->second, std::nullopt);
+      if (inAdd) {
+        window = inAdd;
         causal = true;
-      else
+      } else {
         mask = ops->second;
+      }
     }
     // Scale after QK^T.
     SmallVector<Value> factors;

@@ -292,6 +292,28 @@ func.func @attention_where_and_split_scale(%q: tensor<1x1x2x4xf32>, %k: tensor<1
 
 // -----
 
+// ALiBi: a per-head position bias added to the scores, then the causal
+// mask's Where: one attention, causal, with the bias as its mask operand.
+// CHECK-LABEL: func @attention_alibi
+// CHECK: %[[B:.+]] = train.constant dense<{{.*}}> : tensor<2x2x2xf32>
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
+func.func @attention_alibi(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %h = train.constant dense<0.5> : tensor<f32>
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %ss = train.mul %s, %h : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %bias = train.constant dense<[[[0.0, 0.5], [-0.5, 0.0]], [[0.0, 0.25], [-0.25, 0.0]]]> : tensor<2x2x2xf32>
+  %a = train.add %ss, %bias : (tensor<1x2x2x2xf32>, tensor<2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %cond = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %w = train.where %cond, %a, %ninf : (tensor<2x2xi1>, tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %w {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
 // PyTorch's decomposed sdpa (transformers' default attention): the scale's
 // square root on q and on k^T, k^T spelled over flattened heads
 // (reshape(transpose(reshape(repeated k, [B * H, S, D]), [0, 2, 1]))), a

@@ -87,6 +87,8 @@ private:
   std::optional<std::vector<int64_t>>
   broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
                 const std::vector<int64_t> &initShape) const;
+  bool isTransposeOf(int weight, const std::vector<int64_t> &shape, int init,
+                     const std::vector<int64_t> &initShape) const;
   void checkLayouts(int p);
   std::optional<StateKind> stateOf(const std::string &name) const;
   bool checkKeptValues(int weight, const std::string &name);
@@ -257,6 +259,13 @@ void Decider::matchFoldedForms() {
                                 ? in.weights[size_t(k)].name
                                 : in.hfRoot + "." + in.weights[size_t(k)].name;
     if (shape != init.shape) {
+      // The parameter transposed: a module's own x @ W.T (no aten.linear,
+      // whose metadata would have said so), its W.T folded.
+      if (isTransposeOf(k, shape, i, init.shape)) {
+        if (parameterFor(graphName, shape, i) >= 0)
+          out.roles[size_t(i)].layout = Layout::Transposed;
+        continue;
+      }
       // The first rows of the parameter (a table read at positions 0..n-1)?
       int64_t n = elementsOf(init.shape), total = elementsOf(shape),
               row = shape.empty() ? 1 : total / std::max<int64_t>(shape[0], 1);
@@ -303,15 +312,41 @@ void Decider::matchFoldedForms() {
         }
       }
     }
+    if (!offset && isTransposeOf(k, shape, i, init.shape)) {
+      // A square parameter transposed.
+      if (parameterFor(graphName, shape, i) >= 0)
+        out.roles[size_t(i)].layout = Layout::Transposed;
+      continue;
+    }
     if (!offset) {
       out.errors.push_back(
           {k, what + " in a form mtc cannot train through (not the parameter "
-                     "plus a constant); export with optimize=False"});
+                     "plus a constant, nor its transpose); export with "
+                     "optimize=False"});
       continue;
     }
     if (parameterFor(graphName, init.shape, i) >= 0)
       out.roles[size_t(i)].offset = *offset;
   }
+}
+
+/// Whether initializer `init` ([c, r]) holds --weights tensor `weight`
+/// ([r, c]) transposed, by values.
+bool Decider::isTransposeOf(int weight, const std::vector<int64_t> &shape,
+                            int init,
+                            const std::vector<int64_t> &initShape) const {
+  if (shape.size() != 2 || initShape.size() != 2 || shape[0] != initShape[1] ||
+      shape[1] != initShape[0])
+    return false;
+  std::vector<int64_t> at = sampleIndices(elementsOf(initShape)), from;
+  // init[i][j] = P[j][i]: element f of init is element (f % c) r + f / c of
+  // the parameter.
+  int64_t r = shape[0], c = shape[1];
+  for (int64_t f : at)
+    from.push_back((f % r) * c + f / r);
+  std::optional<std::vector<float>> v = in.sampleInitializer(init, at);
+  std::optional<std::vector<float>> p = in.sampleWeight(weight, from);
+  return v && p && sameBits(*p, *v);
 }
 
 /// The axes of `initShape` that are the dims of `shape`, when initializer

@@ -526,6 +526,48 @@ TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
 }
 
+TEST(ImportPolicy, AParametersFoldedTransposeIsFoundByValues) {
+  // Falcon's own linear (x @ W.T, no aten.linear): the optimizer folds W.T
+  // of `qkv.weight` [3, 2] into `permute` [2, 3], and of the square
+  // `dense.weight` into `permute_2`: each found by values, the parameter
+  // trained in its own layout.
+  PolicyInput in;
+  in.initializers = {{"permute",
+                      {2, 3},
+                      {use("MatMul", 1, "qkv", "aten.matmul", {})},
+                      {"qkv.weight"}},
+                     {"permute_2",
+                      {2, 2},
+                      {use("MatMul", 1, "dense", "aten.matmul", {})},
+                      {"dense.weight"}}};
+  in.signature = {{"qkv.weight", mt::StateKind::Parameter},
+                  {"dense.weight", mt::StateKind::Parameter}};
+  in.haveWeights = true;
+  in.weights = {{"qkv.weight", {3, 2}}, {"dense.weight", {2, 2}}};
+  Values v;
+  v.of["qkv.weight"] = [](int64_t i) { return 1.0f + float(i); };
+  // permute[i][j] = W[j][i]: element i * 3 + j is W's j * 2 + i.
+  v.of["permute"] = [](int64_t f) { return 1.0f + float((f % 3) * 2 + f / 3); };
+  v.of["dense.weight"] = [](int64_t i) { return 10.0f + float(i); };
+  v.of["permute_2"] = [](int64_t f) {
+    return 10.0f + float((f % 2) * 2 + f / 2);
+  };
+  in.sampleWeight = v.sampler({"qkv.weight", "dense.weight"});
+  in.sampleInitializer = v.sampler({"permute", "permute_2"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 2u);
+  EXPECT_EQ(r.parameters[0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(r.roles[0].layout, Layout::Transposed);
+  EXPECT_EQ(r.roles[1].layout, Layout::Transposed);
+  EXPECT_TRUE(r.parameters[0].trainable);
+  // Values that are no transpose of it: refused, naming the parameter.
+  v.of["permute"] = [](int64_t f) { return float(f * f); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("'qkv.weight'"), std::string::npos);
+}
+
 TEST(ImportPolicy, ModuleStateTheGraphDoesNotTrainIsKept) {
   // A buffer the graph reads (initializer `m.shift`) and a parameter it
   // never reads, as the signature names them: kept, not refused. A tensor

@@ -130,8 +130,12 @@ LogicalResult Importer::importGather() {
   auto axis = attrInt("axis", 0);
   if (failed(axis))
     return failure();
-  return bind(make<GatherOp>({in(0), in(1)},
-                             {named("axis", b.getI64IntegerAttr(*axis))}));
+  SmallVector<NamedAttribute> attrs{named("axis", b.getI64IntegerAttr(*axis))};
+  // torch's nn.Embedding(padding_idx=p): its row p gets no gradient, which
+  // only the exporter's metadata still says.
+  if (std::optional<int64_t> pad = embeddingPaddingIdx())
+    attrs.push_back(named(kPaddingIdx, b.getI64IntegerAttr(*pad)));
+  return bind(make<GatherOp>({in(0), in(1)}, attrs));
 }
 
 LogicalResult Importer::importGatherND() {

@@ -166,6 +166,9 @@ public:
   LogicalResult importSplit();
   LogicalResult importSequenceAt();
   LogicalResult importGather();
+  /// The padding_idx of the torch embedding the current node exports
+  /// (aten.embedding's third argument in its FX node), if it has one.
+  std::optional<int64_t> embeddingPaddingIdx() const;
   LogicalResult importGatherND();
   LogicalResult importGatherElements();
   LogicalResult importScatterElements();

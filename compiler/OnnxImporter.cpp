@@ -318,6 +318,25 @@ std::map<std::string, StateKind> signatureOf(const onnx::GraphProto &graph) {
   return out;
 }
 
+/// The padding_idx of an exported nn.Embedding: the third argument of
+/// aten.embedding in the node's FX text, `(%p_w, %input_ids, 3)`.
+std::optional<int64_t> paddingIdxOf(const onnx::NodeProto &n) {
+  auto meta = metadataOf(n, 9);
+  auto it = meta.find("pkg.torch.onnx.fx_node");
+  if (it == meta.end() ||
+      it->second.find("aten.embedding.default") == std::string::npos)
+    return std::nullopt;
+  static const llvm::Regex args(
+      "args = \\(%[A-Za-z0-9_]+, %[A-Za-z0-9_]+, (-?[0-9]+)[,)]");
+  SmallVector<StringRef> m;
+  int64_t pad = 0;
+  // aten's -1 (F.embedding's padding_idx=None) is none; torch makes a
+  // negative padding_idx of nn.Embedding nonnegative before it.
+  if (!args.match(it->second, &m) || m[1].getAsInteger(10, pad) || pad < 0)
+    return std::nullopt;
+  return pad;
+}
+
 /// What the policy needs of a use: the innermost module (name_scopes ends
 /// with the node's own name), the FX target and its `%p_` arguments.
 InitializerUse useOf(const onnx::NodeProto &n, int input,
@@ -857,6 +876,10 @@ LogicalResult Importer::importInitializers() {
     values[init.name()] = *value;
   }
   return success();
+}
+
+std::optional<int64_t> Importer::embeddingPaddingIdx() const {
+  return node ? paddingIdxOf(*node) : std::nullopt;
 }
 
 bool Importer::trains(const Parameter &p) const {

@@ -16,9 +16,9 @@ const KernelInfo *kernelInfo(plan::Kernel kernel) {
   // device scratch; the attributes.
   static const std::unordered_map<int, KernelInfo> table = {
       {K::EMBEDDING,
-       {2, 2, 1, 1, dev, D::Embedding, S::IndexFlag, A::KIND_NOT_SET}},
+       {2, 2, 1, 1, dev, D::Embedding, S::IndexFlag, A::kEmbedding}},
       {K::EMBEDDING_GRAD,
-       {2, 2, 1, 1, dev, D::Embedding, S::EmbeddingGrad, A::KIND_NOT_SET}},
+       {2, 2, 1, 1, dev, D::Embedding, S::EmbeddingGrad, A::kEmbedding}},
       {K::LINEAR,
        {2, 3, 1, 1, dev, D::Linear, S::None, A::kLinear}}, // + a bias
       {K::LINEAR_GRAD, {3, 3, 2, 2, dev, D::Linear, S::None, A::kLinear}},

@@ -228,6 +228,13 @@ Status Describer::embedding() {
                 " must be [vocab, dim]");
   auto &e = d_.embedding;
   e = {count(operand(1)), td[0], td[1]};
+  if (op_.attrs().embedding().has_padding_idx()) {
+    int64_t pad = op_.attrs().embedding().padding_idx();
+    if (pad < 0 || pad >= td[0])
+      return fail("padding_idx " + std::to_string(pad) +
+                  " is not a row of the table " + name(table) + " " + str(td));
+    e.paddingIdx = pad;
+  }
   return holds(rows, times(e.count, e.dim),
                std::to_string(e.count) + " ids of " + std::to_string(e.dim));
 }

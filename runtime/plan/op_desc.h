@@ -44,6 +44,8 @@ struct OpDesc {
   /// EMBEDDING, EMBEDDING_GRAD: `count` ids into a [vocab, dim] table.
   struct Embedding {
     int64_t count = 0, vocab = 0, dim = 0;
+    /// EMBEDDING_GRAD: the row left zero (padding_idx), or -1.
+    int64_t paddingIdx = -1;
   };
 
   plan::Kernel kernel = plan::KERNEL_UNSPECIFIED;

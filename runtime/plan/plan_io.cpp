@@ -26,6 +26,19 @@
 namespace mt::runtime {
 namespace {
 
+/// Whether every field of the attributes of `kind` may be absent (proto3
+/// `optional`), so that an op of that kernel may carry none at all.
+bool everyFieldOptional(plan::Attrs::KindCase kind) {
+  const auto *field = plan::Attrs::descriptor()->FindFieldByNumber(int(kind));
+  const auto *message = field ? field->message_type() : nullptr;
+  if (!message)
+    return false;
+  for (int i = 0; i < message->field_count(); ++i)
+    if (!message->field(i)->has_presence())
+      return false;
+  return true;
+}
+
 constexpr char kMagic[8] = {'M', 'T', 'P', 'L', 'A', 'N', '0', '1'};
 constexpr size_t kHeaderBytes = 8 + 8 + 4;
 
@@ -544,7 +557,9 @@ private:
           op.results_size() < a->minResults ||
           op.results_size() > a->maxResults)
         return fail(ow + ": wrong number of operands or results");
-      if (op.attrs().kind_case() != a->attrs)
+      if (op.attrs().kind_case() != a->attrs &&
+          !(op.attrs().kind_case() == plan::Attrs::KIND_NOT_SET &&
+            everyFieldOptional(a->attrs)))
         return fail(ow + ": carries " + attrsName(op.attrs().kind_case()) +
                     " attributes; the kernel takes " + attrsName(a->attrs));
       for (uint32_t b : op.operands())

@@ -384,6 +384,16 @@ const Bad kRefused[] = {
           return o;
         },
         "dim 1: 3 elements from 1 by 2 leave [0, 5) of 'x' [2, 5]"},
+    Bad{"EmbeddingPaddingOutsideTheTable",
+        [] {
+          OneOp o(EMBEDDING_GRAD);
+          o.op->mutable_attrs()->mutable_embedding()->set_padding_idx(8);
+          o.in(o.buffer("dy", {4, 2}))
+              .in(o.buffer("ids", {4}, I64))
+              .out(o.buffer("dt", {8, 2}));
+          return o;
+        },
+        "padding_idx 8 is not a row of the table 'dt' [8, 2]"},
     Bad{"SliceOfIdsIntoFloats",
         [] {
           // Ids are sliced as they are, into ids.

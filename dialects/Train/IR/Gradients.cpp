@@ -32,9 +32,9 @@ using G = GradientBuilder;
 //===----------------------------------------------------------------------===//
 
 LogicalResult gradient(EmbeddingOp e, G &g) {
-  g.accumulate(e.getTable(),
-               g.emit<EmbeddingGradOp>(e.getLoc(), e.getTable().getType(),
-                                       g.dy(e), e.getIds()));
+  g.accumulate(e.getTable(), g.emit<EmbeddingGradOp>(
+                                 e.getLoc(), e.getTable().getType(), g.dy(e),
+                                 e.getIds(), e.getPaddingIdxAttr()));
   return success();
 }
 

@@ -46,6 +46,10 @@ struct PadLayout {
 };
 std::optional<PadLayout> constantPad(PadOp op);
 
+/// The importer's mark on a Gather that exports torch's
+/// nn.Embedding(padding_idx=p): p, which the embedding fusion takes.
+inline constexpr llvm::StringLiteral kPaddingIdx = "train.padding_idx";
+
 /// Bytes of one element of `type` as stored (i1 takes a byte).
 int64_t elementBytes(mlir::Type type);
 

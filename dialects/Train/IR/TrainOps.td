@@ -667,11 +667,14 @@ def Train_EmbeddingOp : Train_InferOp<"embedding", [Train_Fused, Train_Flops<0>]
   let summary = "Rows of an embedding table by token id";
   let description = [{
     `table[ids]`: ids [d...] of integers, table [V, D], result [d..., D].
+    With `padding_idx` (torch's nn.Embedding(padding_idx=p)) row p gets no
+    gradient.
     ```mlir
     %h = train.embedding %table, %ids : (tensor<256x64xf32>, tensor<2x16xi64>) -> tensor<2x16x64xf32>
     ```
   }];
-  let arguments = (ins Train_FloatTensor:$table, Train_IntTensor:$ids);
+  let arguments = (ins Train_FloatTensor:$table, Train_IntTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Train_FloatTensor:$result);
 }
 
@@ -825,8 +828,9 @@ def Train_UnaryGradOp : Train_InferOp<"unary_grad"> {
 
 def Train_EmbeddingGradOp : Train_GradOp<"embedding_grad", [Train_Flops<1>],
     "Gradient of an embedding table: rows of dOut scatter-added by id"> {
-  let description = "`%dt = train.embedding_grad %dy, %ids : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>`";
-  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids);
+  let description = "`%dt = train.embedding_grad %dy, %ids {padding_idx = 0 : i64} : (tensor<2x16x64xf32>, tensor<2x16xi64>) -> tensor<256x64xf32>`: row `padding_idx`, when given, is zero";
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs Train_FloatTensor:$table_grad);
 }
 

@@ -808,8 +808,11 @@ struct EmbeddingFromGather : FusionPattern<GatherOp> {
         typeOf(g.getData()).getRank() != 2)
       return b.notifyMatchFailure(g, "not rows of a 2-D weight");
     f.setRole(g.getIndices(), InputRole::Tokens);
-    b.replaceOp(g,
-                b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices()));
+    // The row torch's nn.Embedding(padding_idx=p) never trains, as the
+    // importer read it from the exporter's metadata.
+    b.replaceOp(
+        g, b.create<EmbeddingOp>(g.getLoc(), g.getData(), g.getIndices(),
+                                 g->getAttrOfType<IntegerAttr>(kPaddingIdx)));
     return success();
   }
 };

@@ -311,6 +311,8 @@ Status CpuBackend::embedding(const plan::Op &op, const OpDesc &d) {
   if (op.kernel() == Kernel::EMBEDDING_GRAD) {
     k::embeddingBackward(x.data, ids(op.operands(1)), e.count, e.vocab, e.dim,
                          y.data);
+    if (e.paddingIdx >= 0) // torch's padding_idx: that row gets none
+      std::fill_n(y.data + e.paddingIdx * e.dim, e.dim, 0.0f);
   } else if (!k::embeddingForward(x.data, ids(op.operands(1)), e.count, e.vocab,
                                   e.dim, y.data)) {
     return Status::error("a token id is outside the vocabulary of " +

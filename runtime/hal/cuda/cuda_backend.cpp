@@ -1029,10 +1029,19 @@ Status CudaBackend::logic(const plan::Op &op, const OpDesc &d,
 Status CudaBackend::embedding(const plan::Op &op, const OpDesc &d,
                               const Launch &l) {
   const OpDesc::Embedding &e = d.embedding;
-  if (op.kernel() == Kernel::EMBEDDING_GRAD)
-    return MT_CUDA(kc::embeddingGrad(in(op.operands(0)), ids(op.operands(1)),
-                                     e.count, e.vocab, e.dim,
-                                     out(op.results(0)), l.scratch, l.stream));
+  if (op.kernel() == Kernel::EMBEDDING_GRAD) {
+    if (Status st = MT_CUDA(kc::embeddingGrad(
+            in(op.operands(0)), ids(op.operands(1)), e.count, e.vocab, e.dim,
+            out(op.results(0)), l.scratch, l.stream));
+        !st || e.paddingIdx < 0)
+      return st;
+    // torch's padding_idx: that row gets no gradient (zero bits are 0.0
+    // in F32 and BF16 alike).
+    size_t width = size_t(dtypeBytes(buf(op.results(0)).dtype()));
+    return MT_CUDA(cudaMemsetAsync(static_cast<char *>(ptr(op.results(0))) +
+                                       size_t(e.paddingIdx * e.dim) * width,
+                                   0, size_t(e.dim) * width, l.stream));
+  }
   int *bad = reinterpret_cast<int *>(l.scratch);
   if (Status st = MT_CUDA(cudaMemsetAsync(bad, 0, sizeof(int), l.stream)); !st)
     return st;

@@ -12,6 +12,9 @@
 // CHECK-SAME: %arg1: tensor<2x5xi64> {train.role = #train<role labels>}
 // CHECK-SAME: %arg2: tensor<2x5xi64> {train.role = #train<role targets>}
 // CHECK-SAME: %arg3: tensor<2x5xi64>)
+// The importer's mark of torch's padding_idx on the Gather becomes the
+// embedding's.
+// CHECK: train.embedding %{{.*}}, %arg0 {padding_idx = 2 : i64}
 train.param @table {source = #train<source inline>, file = "m.onnx", offset = 0 : i64, length = 256 : i64, trainable} : tensor<16x4xf32>
 func.func @nll(%ids: tensor<2x5xi64>, %labels: tensor<2x5xi64>, %targets: tensor<2x5xi64>, %mask: tensor<2x5xi64>) -> tensor<f32> {
   %table = train.param.load @table : tensor<16x4xf32>
@@ -19,7 +22,7 @@ func.func @nll(%ids: tensor<2x5xi64>, %labels: tensor<2x5xi64>, %targets: tensor
   %zero = train.constant dense<0> : tensor<1xi64>
   %four = train.constant dense<4> : tensor<1xi64>
   %max = train.constant dense<9223372036854775807> : tensor<1xi64>
-  %h = train.gather %table, %ids {axis = 0 : i64} : (tensor<16x4xf32>, tensor<2x5xi64>) -> tensor<2x5x4xf32>
+  %h = train.gather %table, %ids {axis = 0 : i64, train.padding_idx = 2 : i64} : (tensor<16x4xf32>, tensor<2x5xi64>) -> tensor<2x5x4xf32>
   %lp = train.log_softmax %h {axis = -1 : i64} : (tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
   %lp4 = train.slice %lp, %zero, %four, %one, %one : (tensor<2x5x4xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x4x4xf32>
   %next = train.slice %labels, %one, %max, %one, %one : (tensor<2x5xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x4xi64>

@@ -305,8 +305,10 @@ private:
     return Status::ok();
   }
 
-  /// Where `n` elements of a parameter are read from.
-  Status checkData(const std::string &w, const plan::DataRef &data, int64_t n) {
+  /// Where `bytes` of a weights file are read from: a file inside one of
+  /// the data dirs, holding exactly them.
+  Status checkPlace(const std::string &w, const plan::DataRef &data,
+                    uint64_t bytes) {
     if (data.dir() >= uint32_t(p.data_dirs_size()))
       return fail(w + ": data dir " + std::to_string(data.dir()) +
                   " does not exist (data_dirs has " +
@@ -314,14 +316,18 @@ private:
     if (std::string why = whyNotInside(data.file()); !why.empty())
       return fail(w + ": data file '" + data.file() + "' is refused: " + why +
                   "; it must be a file inside its data dir");
+    if (data.length() != bytes)
+      return fail(w + ": data holds " + std::to_string(data.length()) +
+                  " bytes, " + std::to_string(bytes) + " expected");
+    return Status::ok();
+  }
+
+  /// Where `n` elements of a parameter are read from.
+  Status checkData(const std::string &w, const plan::DataRef &data, int64_t n) {
     auto d = data.dtype();
     if (d != plan::F32 && d != plan::BF16 && d != plan::F16)
       return fail(w + ": data must be F32, BF16 or F16");
-    uint64_t want = uint64_t(n) * uint64_t(dtypeBytes(d));
-    if (data.length() != want)
-      return fail(w + ": data holds " + std::to_string(data.length()) +
-                  " bytes, " + std::to_string(want) + " expected");
-    return Status::ok();
+    return checkPlace(w, data, uint64_t(n) * uint64_t(dtypeBytes(d)));
   }
 
   Status checkSavedFile(const std::string &w, const std::string &f) {
@@ -399,18 +405,8 @@ private:
         return fail(w + ": its shape has a negative or too large dimension");
       n *= uint64_t(d);
     }
-    const plan::DataRef &data = k.data();
-    if (data.dir() >= uint32_t(p.data_dirs_size()))
-      return fail(w + ": data dir " + std::to_string(data.dir()) +
-                  " does not exist (data_dirs has " +
-                  std::to_string(p.data_dirs_size()) + ")");
-    if (std::string why = whyNotInside(data.file()); !why.empty())
-      return fail(w + ": data file '" + data.file() + "' is refused: " + why +
-                  "; it must be a file inside its data dir");
-    if (data.length() != n * uint64_t(width))
-      return fail(w + ": data holds " + std::to_string(data.length()) +
-                  " bytes, " + std::to_string(n * uint64_t(width)) +
-                  " expected");
+    if (Status st = checkPlace(w, k.data(), n * uint64_t(width)); !st)
+      return st;
     if (Status st = checkSavedFile(w, k.saved_file()); !st)
       return st;
     if (k.name().empty() || !writtenNames.insert(k.name()).second)

@@ -33,6 +33,9 @@ struct AttentionShape {
   /// the softmax online over blocks, so that a task's scratch is at most
   /// 2 x 64 x keyBlock floats whatever the sequence.
   int64_t keyBlock = 0;
+  /// c > 0: each score s (scale q . k) becomes c tanh(s / c) before the
+  /// mask is added (softcapping); 0: none.
+  float softcap = 0.0f;
 };
 
 enum class Activation { Gelu, GeluTanh, Silu, Relu };

@@ -459,10 +459,11 @@ const float *maskRow(const float *mask, const AttentionShape &s, int64_t b,
   return mask + ((mb * s.maskHeads + mh) * s.seq + i) * s.seq;
 }
 
-/// Softmax probabilities of one query row over all keys.
+/// Softmax probabilities of one query row over all keys; `slope` (may be
+/// null) gets d cap(x) / dx of each score, 1 without softcapping.
 void scoresRow(const float *q, const float *k, const float *mask,
                const AttentionShape &s, int64_t b, int64_t h, int64_t i,
-               std::vector<double> &p) {
+               std::vector<double> &p, std::vector<double> *slope = nullptr) {
   int64_t d = s.headDim, g = h / (s.heads / s.kvHeads);
   const float *qi = q + (b * s.seq + i) * s.heads * d + h * d;
   const float *rowMask = maskRow(mask, s, b, h, i);
@@ -476,7 +477,15 @@ void scoresRow(const float *q, const float *k, const float *mask,
     double dot = 0;
     for (int64_t e = 0; e < d; ++e)
       dot += double(qi[e]) * kj[e];
-    p[j] = dot * s.scale + (mask ? rowMask[j] : 0.0);
+    double x = dot * s.scale, dx = 1.0;
+    if (s.softcap > 0.0f) {
+      double t = std::tanh(x / s.softcap);
+      x = s.softcap * t;
+      dx = 1.0 - t * t;
+    }
+    if (slope)
+      (*slope)[j] = dx;
+    p[j] = x + (mask ? rowMask[j] : 0.0);
     maxScore = std::max(maxScore, p[j]);
   }
   double sum = 0;
@@ -493,6 +502,25 @@ void scoresRow(const float *q, const float *k, const float *mask,
 /// block reads only the keys up to its last query.
 constexpr int64_t kQueryBlock = 64;
 
+/// Softcaps `n` rows of `w` scores `ld` apart in place, x -> c tanh(x / c),
+/// where the shape asks for it; `slope` (may be null; the same layout) gets
+/// the derivative 1 - tanh^2, which the backward multiplies into dS.
+void softcapRows(const AttentionShape &s, float *x, int64_t n, int64_t w,
+                 int64_t ld, float *slope) {
+  if (s.softcap <= 0.0f)
+    return;
+  float c = s.softcap, inv = 1.0f / c;
+  for (int64_t r = 0; r < n; ++r) {
+    float *row = x + r * ld;
+    for (int64_t j = 0; j < w; ++j) {
+      float t = std::tanh(row[j] * inv);
+      row[j] = c * t;
+      if (slope)
+        slope[r * ld + j] = 1.0f - t * t;
+    }
+  }
+}
+
 /// Keys a block of queries ending before `end` can attend to: under a
 /// causal mask, none after the block's last query.
 int64_t keysFor(const AttentionShape &s, int64_t end) {
@@ -500,15 +528,18 @@ int64_t keysFor(const AttentionShape &s, int64_t end) {
 }
 
 /// p[r, j] for the `n` query rows from i0 of head (b, h) and keys j below
-/// `keys`, rows `ld` apart: the softmax over j of scale q_i k_j + mask
-/// (masked keys 0; a row whose every key is masked is NaN, as PyTorch's).
+/// `keys`, rows `ld` apart: the softmax over j of cap(scale q_i k_j) + mask
+/// (masked keys 0; a row whose every key is masked is NaN, as PyTorch's);
+/// `slope` as softcapRows'.
 void probabilities(const float *q, const float *k, const float *mask,
                    const AttentionShape &s, int64_t b, int64_t h, int64_t i0,
-                   int64_t n, int64_t keys, float *p, int64_t ld) {
+                   int64_t n, int64_t keys, float *p, int64_t ld,
+                   float *slope = nullptr) {
   int64_t d = s.headDim, g = h / (s.heads / s.kvHeads);
   sgemm(false, true, n, keys, d, s.scale,
         q + (b * s.seq + i0) * s.heads * d + h * d, s.heads * d,
         k + b * s.seq * s.kvHeads * d + g * d, s.kvHeads * d, 0.0f, p, ld);
+  softcapRows(s, p, n, keys, ld, slope);
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < n; ++r) {
     int64_t i = i0 + r;
@@ -549,17 +580,19 @@ int64_t firstKeyFor(const AttentionShape &s, int64_t i0) {
   return s.window > 0 ? std::max<int64_t>(0, i0 - s.window + 1) : 0;
 }
 
-/// sc[r, j - j0] = scale q_i k_j + mask for the `n` query rows from i0 of
-/// head (b, h) and keys [j0, j1), -inf where the causal mask or the window
-/// removes the key; rows `ld` apart.
+/// sc[r, j - j0] = cap(scale q_i k_j) + mask for the `n` query rows from i0
+/// of head (b, h) and keys [j0, j1), -inf where the causal mask or the
+/// window removes the key; rows `ld` apart; `slope` as softcapRows'.
 void blockScores(const float *q, const float *k, const float *mask,
                  const AttentionShape &s, int64_t b, int64_t h, int64_t i0,
-                 int64_t n, int64_t j0, int64_t j1, float *sc, int64_t ld) {
+                 int64_t n, int64_t j0, int64_t j1, float *sc, int64_t ld,
+                 float *slope = nullptr) {
   int64_t d = s.headDim, g = h / (s.heads / s.kvHeads), w = j1 - j0;
   sgemm(false, true, n, w, d, s.scale,
         q + (b * s.seq + i0) * s.heads * d + h * d, s.heads * d,
         k + (b * s.seq + j0) * s.kvHeads * d + g * d, s.kvHeads * d, 0.0f, sc,
         ld);
+  softcapRows(s, sc, n, w, ld, slope);
   const float inf = std::numeric_limits<float>::infinity();
   for (int64_t r = 0; r < n; ++r) {
     int64_t i = i0 + r;
@@ -682,10 +715,13 @@ void attentionBackward(const float *q, const float *k, const float *v,
     }
     int64_t block = std::min(kQueryBlock, s.seq), width = std::min(s.seq, kb);
     std::vector<float> p(block * width), dp(block * width), m, acc;
+    // The softcap's derivative at each score (none without softcapping).
+    std::vector<float> slope(s.softcap > 0.0f ? block * width : 0);
+    float *sl = slope.empty() ? nullptr : slope.data();
     std::vector<double> l, rowDot = std::vector<double>(size_t(block));
-    // dS = P (dP - sum(P dP)) scale in place of dP, for `n` rows of `w`
-    // keys `ld` apart; then dq (+)= dS K, dk += dS^T Q, dv += P^T dO over
-    // the keys from j0.
+    // dS = P (dP - sum(P dP)) cap' scale in place of dP, for `n` rows of
+    // `w` keys `ld` apart; then dq (+)= dS K, dk += dS^T Q, dv += P^T dO
+    // over the keys from j0.
     auto gradients = [&](int64_t qOffset, int64_t qLd, int64_t n, int64_t j0,
                          int64_t w, int64_t ld, bool firstBlock) {
       for (int64_t r = 0; r < n; ++r) {
@@ -694,6 +730,9 @@ void attentionBackward(const float *q, const float *k, const float *v,
         double dot = rowDot[size_t(r)];
         for (int64_t j = 0; j < w; ++j)
           dr[j] = float(pr[j] * (dr[j] - dot) * s.scale);
+        if (sl)
+          for (int64_t j = 0; j < w; ++j)
+            dr[j] *= sl[r * ld + j];
       }
       int64_t kvAt = kvOffset + j0 * kvLd;
       sgemm(false, false, n, d, w, 1.0f, dp.data(), ld, k + kvAt, kvLd,
@@ -711,7 +750,7 @@ void attentionBackward(const float *q, const float *k, const float *v,
                 qLd = s.heads * d;
         if (keys <= kb) {
           // One block of keys from 0: the probabilities whole, dP = dO V^T.
-          probabilities(q, k, mask, s, b, h, i0, n, keys, p.data(), width);
+          probabilities(q, k, mask, s, b, h, i0, n, keys, p.data(), width, sl);
           sgemm(false, true, n, keys, d, 1.0f, dOut + qOffset, qLd,
                 v + kvOffset, kvLd, 0.0f, dp.data(), width);
           for (int64_t r = 0; r < n; ++r) {
@@ -741,7 +780,7 @@ void attentionBackward(const float *q, const float *k, const float *v,
         int64_t lo = firstKeyFor(s, i0);
         for (int64_t j0 = lo; j0 < keys; j0 += kb) {
           int64_t w = std::min(kb, keys - j0);
-          blockScores(q, k, mask, s, b, h, i0, n, j0, j0 + w, p.data(), kb);
+          blockScores(q, k, mask, s, b, h, i0, n, j0, j0 + w, p.data(), kb, sl);
           blockProbabilities(p.data(), n, w, kb, m, l);
           sgemm(false, true, n, w, d, 1.0f, dOut + qOffset, qLd,
                 v + kvOffset + j0 * kvLd, kvLd, 0.0f, dp.data(), kb);
@@ -790,13 +829,13 @@ void attentionBackward(const float *q, const float *k, const float *v,
   parallelFor(
       s.batch * s.kvHeads, double(group) * s.seq * s.seq * d, [&](int64_t bg) {
         int64_t b = bg / s.kvHeads, g = bg % s.kvHeads;
-        std::vector<double> p(s.seq), dp(s.seq);
+        std::vector<double> p(s.seq), dp(s.seq), slope(s.seq);
         for (int64_t h = g * group; h < (g + 1) * group; ++h) {
           for (int64_t i = 0; i < s.seq; ++i) {
-            scoresRow(q, k, mask, s, b, h, i, p);
+            scoresRow(q, k, mask, s, b, h, i, p, &slope);
             int64_t qRow = (b * s.seq + i) * s.heads * d + h * d;
             const float *doi = dOut + qRow;
-            // dP = dO V^T, dS = P (dP - sum(P dP)).
+            // dP = dO V^T, dS = P (dP - sum(P dP)) cap'.
             double rowDot = 0;
             for (int64_t j = 0; j < s.seq; ++j) {
               const float *vj = v + (b * s.seq + j) * s.kvHeads * d + g * d;
@@ -810,7 +849,7 @@ void attentionBackward(const float *q, const float *k, const float *v,
               if (p[j] == 0.0)
                 continue;
               int64_t kvRow = (b * s.seq + j) * s.kvHeads * d + g * d;
-              double ds = p[j] * (dp[j] - rowDot) * s.scale;
+              double ds = p[j] * (dp[j] - rowDot) * s.scale * slope[j];
               for (int64_t e = 0; e < d; ++e) {
                 dv[kvRow + e] += float(p[j] * doi[e]);
                 dq[qRow + e] += float(ds * k[kvRow + e]);

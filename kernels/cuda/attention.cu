@@ -50,20 +50,34 @@ struct Geometry {
                                             int64_t i) const {
     return (b * s.heads + h) * s.seq + i;
   }
+  /// The score of the product q . k: scaled, then softcapped (c tanh(x / c))
+  /// when the shape asks; `slope` gets the cap's derivative, which the
+  /// backward multiplies into dS (1 without a cap).
+  __device__ __forceinline__ float logit(float dot, float &slope) const {
+    float x = dot * s.scale;
+    slope = 1.0f;
+    if (s.softcap > 0.0f) {
+      float t = tanhf(x / s.softcap);
+      slope = 1.0f - t * t;
+      x = s.softcap * t;
+    }
+    return x;
+  }
 };
 
 /// The score of query row i (in `qi`, shared) against key row j (in `kj`,
-/// shared), -inf when masked.
+/// shared), -inf when masked; `slope` as Geometry::logit's.
 __device__ __forceinline__ float score(const Geometry &geo, Load mask,
                                        const float *qi, const float *kj,
                                        int64_t b, int64_t h, int64_t i,
-                                       int64_t j) {
+                                       int64_t j, float &slope) {
+  slope = 1.0f;
   if (j >= geo.s.seq || i >= geo.s.seq || geo.masked(i, j))
     return -INFINITY;
   float dot = 0.0f;
   for (int e = 0; e < geo.s.headDim; ++e)
     dot += qi[e] * kj[e];
-  float sc = dot * geo.s.scale;
+  float sc = geo.logit(dot, slope);
   if (geo.hasMask)
     sc += mask[geo.maskAt(b, h, i, j)];
   return sc;
@@ -114,7 +128,8 @@ __global__ void __launch_bounds__(kRows *kWarp)
     __syncthreads();
     if (!active)
       continue;
-    float sc = score(geo, mask, qi, ks + lane * ld, b, h, i, j0 + lane);
+    float slope;
+    float sc = score(geo, mask, qi, ks + lane * ld, b, h, i, j0 + lane, slope);
     float mNew = fmaxf(m, warpMax(sc));
     if (mNew == -INFINITY)
       continue; // the whole tile is masked for this row
@@ -157,7 +172,7 @@ __global__ void __launch_bounds__(kRows *kWarp)
   }
 }
 
-/// dQ by query rows: dS = P (dP - dO . O) scale, dQ = dS K.
+/// dQ by query rows: dS = P (dP - dO . O) cap' scale, dQ = dS K.
 template <int kPer>
 __global__ void __launch_bounds__(kRows *kWarp)
     dqKernel(Load q, Load k, Load v, Load mask, Geometry geo, Load dOut,
@@ -190,12 +205,13 @@ __global__ void __launch_bounds__(kRows *kWarp)
     __syncthreads();
     if (!active || rowLse == -INFINITY)
       continue;
-    float sc = score(geo, mask, qi, ks + lane * ld, b, h, i, j0 + lane);
+    float slope;
+    float sc = score(geo, mask, qi, ks + lane * ld, b, h, i, j0 + lane, slope);
     float p = sc == -INFINITY ? 0.0f : expf(sc - rowLse);
     float dp = 0.0f;
     for (int e = 0; e < d; ++e)
       dp += doi[e] * vs[lane * ld + e];
-    float ds = p * (dp - rowDot) * s.scale;
+    float ds = p * (dp - rowDot) * s.scale * slope;
     for (int r = 0; r < kTile; ++r) {
       float dr = __shfl_sync(0xffffffffu, ds, r);
       for (int t = 0; t < kPer; ++t) {
@@ -255,13 +271,14 @@ __global__ void __launch_bounds__(kRows *kWarp)
         continue;
       int64_t i = i0 + lane;
       float rowLse = stat[lane];
-      float sc = score(geo, mask, qs + lane * ld, kj, b, h, i, j);
+      float slope;
+      float sc = score(geo, mask, qs + lane * ld, kj, b, h, i, j, slope);
       float p =
           sc == -INFINITY || rowLse == -INFINITY ? 0.0f : expf(sc - rowLse);
       float dp = 0.0f;
       for (int e = 0; e < d; ++e)
         dp += dos[lane * ld + e] * vj[e];
-      float ds = p * (dp - stat[kTile + lane]) * s.scale;
+      float ds = p * (dp - stat[kTile + lane]) * s.scale * slope;
       for (int r = 0; r < kTile; ++r) {
         float pr = __shfl_sync(0xffffffffu, p, r);
         float dr = __shfl_sync(0xffffffffu, ds, r);
@@ -526,7 +543,8 @@ __global__ void __launch_bounds__(kTcWarps *kWarp)
         int64_t j = j0 + c;
         x[t] = -INFINITY;
         if (i < s.seq && j < s.seq && !geo.masked(i, j)) {
-          x[t] = ss[row * L::lds + c] * s.scale;
+          float slope;
+          x[t] = geo.logit(ss[row * L::lds + c], slope);
           if (geo.hasMask)
             x[t] += mask[geo.maskAt(b, h, i, j)];
         }
@@ -630,11 +648,12 @@ __global__ void __launch_bounds__(kTcWarps *kWarp)
         int64_t j = j0 + c;
         float ds = 0.0f;
         if (i < s.seq && j < s.seq && !geo.masked(i, j) && rl != -INFINITY) {
-          float x = ss[row * L::lds + c] * s.scale;
+          float slope;
+          float x = geo.logit(ss[row * L::lds + c], slope);
           if (geo.hasMask)
             x += mask[geo.maskAt(b, h, i, j)];
           float p = x == -INFINITY ? 0.0f : expf(x - rl);
-          ds = p * (dps[row * L::lds + c] - rowDot[row]) * s.scale;
+          ds = p * (dps[row * L::lds + c] - rowDot[row]) * s.scale * slope;
         }
         dsh[row * L::ldp + c] = __float2bfloat16_rn(ds);
       }
@@ -694,11 +713,12 @@ __global__ void __launch_bounds__(kTcWarps *kWarp)
           int64_t i = i0 + c;
           float cl = colLse[c], p = 0.0f, ds = 0.0f;
           if (i < s.seq && j < s.seq && !geo.masked(i, j) && cl != -INFINITY) {
-            float x = sts[row * L::lds + c] * s.scale;
+            float slope;
+            float x = geo.logit(sts[row * L::lds + c], slope);
             if (geo.hasMask)
               x += mask[geo.maskAt(b, h, i, j)];
             p = x == -INFINITY ? 0.0f : expf(x - cl);
-            ds = p * (dpts[row * L::lds + c] - colDot[c]) * s.scale;
+            ds = p * (dpts[row * L::lds + c] - colDot[c]) * s.scale * slope;
           }
           pth[row * L::ldp + c] = __float2bfloat16_rn(p);
           dsth[row * L::ldp + c] = __float2bfloat16_rn(ds);

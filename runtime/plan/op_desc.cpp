@@ -5,6 +5,7 @@
 #include "runtime/plan/plan_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -401,6 +402,10 @@ Status Describer::attention() {
        a.scale(),
        a.causal(),
        a.window()};
+  if (!(a.softcap() >= 0.0f) || std::isinf(a.softcap()))
+    return fail("attrs.attention.softcap " + std::to_string(a.softcap()) +
+                " must be finite and >= 0 (0: no softcapping)");
+  s.softcap = a.softcap();
   Dims kvd = {s.batch, s.seq, s.kvHeads * s.headDim};
   if (dims(kk) != kvd || dims(v) != kvd)
     return fail("the keys " + name(kk) + " " + str(dims(kk)) + " and values " +

@@ -162,13 +162,15 @@ struct AttentionCase {
   bool causal, mask;
   int64_t window;
   int64_t keyBlock = 0; ///< > 0: rows longer take the online softmax
+  float softcap = 0.0f;
 };
 
 // seq 150: three blocks of queries (64 + 64 + 22), the causal ones reading
 // fewer keys in their first. With key blocks of 32 or 40, rows longer than
 // a block take the online softmax over 2 to 5 blocks (a partial last one),
 // from the window's start when there is one, and the padded key of the
-// mask falls in the first block of its rows.
+// mask falls in the first block of its rows. Softcapped scores (a cap of
+// 0.5 bends most of them) take both paths too.
 TEST(CpuTwins, AttentionMatchesTheReferenceLoops) {
   for (const AttentionCase &c : std::vector<AttentionCase>{
            AttentionCase{2, 16, 4, 2, 8, true, false, 0},
@@ -179,17 +181,21 @@ TEST(CpuTwins, AttentionMatchesTheReferenceLoops) {
            AttentionCase{1, 150, 2, 1, 16, true, false, 0, 32},
            AttentionCase{2, 150, 4, 2, 8, false, true, 0, 40},
            AttentionCase{2, 150, 2, 2, 8, true, true, 0, 32},
-           AttentionCase{1, 150, 2, 1, 8, true, false, 50, 32}}) {
+           AttentionCase{1, 150, 2, 1, 8, true, false, 50, 32},
+           AttentionCase{2, 16, 4, 2, 8, true, true, 0, 0, 0.5f},
+           AttentionCase{2, 150, 4, 2, 8, true, true, 0, 40, 0.5f}}) {
     SCOPED_TRACE(
         "batch " + std::to_string(c.batch) + " seq " + std::to_string(c.seq) +
         " heads " + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads) +
         " dim " + std::to_string(c.headDim) + (c.causal ? " causal" : "") +
         (c.mask ? " mask" : "") + " window " + std::to_string(c.window) +
-        " key block " + std::to_string(c.keyBlock));
+        " key block " + std::to_string(c.keyBlock) + " softcap " +
+        std::to_string(c.softcap));
     AttentionShape s{c.batch,   c.seq,     c.heads,
                      c.kvHeads, c.headDim, 1.0f / std::sqrt(float(c.headDim)),
                      c.causal,  c.window};
     s.keyBlock = c.keyBlock;
+    s.softcap = c.softcap;
     int64_t qn = c.batch * c.seq * c.heads * c.headDim,
             kn = c.batch * c.seq * c.kvHeads * c.headDim;
     Vec q = randomVec(qn, 1), k = randomVec(kn, 2), v = randomVec(kn, 3),

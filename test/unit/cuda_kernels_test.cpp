@@ -230,19 +230,26 @@ struct AttentionCase {
   int64_t batch, seq, heads, kvHeads, headDim;
   bool causal, mask;
   int64_t window;
+  float softcap = 0.0f;
 };
 
+// Head dims 16, 64 and 128 take the tensor-core kernels in bf16 (and the
+// softcapped case with them); 40 and 256 the SIMT ones.
 TEST_P(Kernels, Attention) {
   kc::DType t = GetParam();
-  for (AttentionCase c : {AttentionCase{2, 70, 4, 2, 16, true, false, 0},
-                          AttentionCase{1, 129, 6, 2, 64, true, false, 0},
-                          AttentionCase{2, 64, 2, 1, 128, false, true, 0},
-                          AttentionCase{1, 96, 4, 4, 40, true, false, 24},
-                          AttentionCase{1, 40, 2, 1, 256, true, false, 0}}) {
+  for (AttentionCase c :
+       {AttentionCase{2, 70, 4, 2, 16, true, false, 0},
+        AttentionCase{1, 129, 6, 2, 64, true, false, 0},
+        AttentionCase{2, 64, 2, 1, 128, false, true, 0},
+        AttentionCase{1, 96, 4, 4, 40, true, false, 24},
+        AttentionCase{1, 40, 2, 1, 256, true, false, 0},
+        AttentionCase{2, 70, 4, 2, 16, true, true, 0, 0.5f},
+        AttentionCase{1, 40, 2, 2, 40, true, false, 0, 0.5f}}) {
     kc::AttentionShape s{c.batch,   c.seq,
                          c.heads,   c.kvHeads,
                          c.headDim, 1.0f / std::sqrt(float(c.headDim)),
                          c.causal,  c.window};
+    s.softcap = c.softcap;
     int64_t nq = c.batch * c.seq * c.heads * c.headDim;
     int64_t nk = c.batch * c.seq * c.kvHeads * c.headDim;
     Vec q = rounded(randomVec(nq), t), k = rounded(randomVec(nk), t);
@@ -262,12 +269,14 @@ TEST_P(Kernels, Attention) {
                               nullptr));
     cpu::AttentionShape cs{c.batch,   c.seq,   c.heads,  c.kvHeads,
                            c.headDim, s.scale, c.causal, c.window};
+    cs.softcap = c.softcap;
     Vec o(nq), dq(nq), dk(nk), dv(nk);
     const float *m = c.mask ? mask.data() : nullptr;
     cpu::attentionForward(q.data(), k.data(), v.data(), m, cs, o.data());
     cpu::attentionBackward(q.data(), k.data(), v.data(), m, dout.data(), cs,
                            dq.data(), dk.data(), dv.data());
-    std::string name = "head dim " + std::to_string(c.headDim);
+    std::string name = "head dim " + std::to_string(c.headDim) + " softcap " +
+                       std::to_string(c.softcap);
     EXPECT_LT(relError(O.download(), o), tolerance(t)) << name;
     EXPECT_LT(relError(DQ.download(), dq), tolerance(t, 2e-5)) << name;
     EXPECT_LT(relError(DK.download(), dk), tolerance(t, 2e-5)) << name;

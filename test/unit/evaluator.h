@@ -187,6 +187,7 @@ private:
                           a.getScale().convertToFloat(),
                           a.getCausal(),
                           int64_t(a.getWindow())};
+      s.softcap = a.getSoftcap().convertToFloat();
       const float *mask = nullptr;
       if (a.getMask()) {
         auto md = in(3).shape;
@@ -593,6 +594,7 @@ private:
                           a.getScale().convertToFloat(),
                           a.getCausal(),
                           int64_t(a.getWindow())};
+      s.softcap = a.getSoftcap().convertToFloat();
       const float *mask = nullptr;
       if (a.getMask()) {
         auto md = in(3).shape;

@@ -164,21 +164,27 @@ struct AttentionCase {
   bool causal, mask;
   int64_t window;
   bool maskPerBatchAndHead = false;
+  float softcap = 0.0f;
 };
 
 TEST(FusedOps, AttentionGradMatchesFiniteDifferences) {
-  for (const AttentionCase &c : {AttentionCase{2, 2, true, false, 0},
-                                 AttentionCase{4, 2, true, false, 0},
-                                 AttentionCase{2, 1, false, true, 0},
-                                 AttentionCase{2, 2, true, false, 2},
-                                 AttentionCase{4, 2, false, true, 0, true}}) {
+  for (const AttentionCase &c :
+       {AttentionCase{2, 2, true, false, 0},
+        AttentionCase{4, 2, true, false, 0},
+        AttentionCase{2, 1, false, true, 0},
+        AttentionCase{2, 2, true, false, 2},
+        AttentionCase{4, 2, false, true, 0, true},
+        AttentionCase{2, 2, true, true, 0, false, 0.4f},
+        AttentionCase{4, 2, false, false, 0, false, 0.4f}}) {
     SCOPED_TRACE("heads " + std::to_string(c.heads) + "/" +
                  std::to_string(c.kvHeads) + (c.causal ? " causal" : "") +
                  (c.mask ? " mask" : "") + " window " +
                  std::to_string(c.window) +
-                 (c.maskPerBatchAndHead ? " per batch and head" : ""));
+                 (c.maskPerBatchAndHead ? " per batch and head" : "") +
+                 " softcap " + std::to_string(c.softcap));
     std::mt19937 rng(5);
     AttentionShape s{2, 4, c.heads, c.kvHeads, 3, 0.5f, c.causal, c.window};
+    s.softcap = c.softcap;
     Vec q = randomVec(s.batch * s.seq * s.heads * s.headDim, rng),
         k = randomVec(s.batch * s.seq * s.kvHeads * s.headDim, rng),
         v = randomVec(k.size(), rng), dOut = randomVec(q.size(), rng),

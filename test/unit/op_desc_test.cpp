@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 using namespace mt::runtime;
@@ -181,6 +182,10 @@ TEST(OpDesc, AttentionTakesItsMaskBroadcast) {
   OneOp plain = attention({});
   ASSERT_TRUE(plain.describe(d).isOk());
   EXPECT_FALSE(d.hasMask);
+  EXPECT_EQ(d.attention.softcap, 0.0f);
+  plain.op->mutable_attrs()->mutable_attention()->set_softcap(50.0f);
+  ASSERT_TRUE(plain.describe(d).isOk());
+  EXPECT_EQ(d.attention.softcap, 50.0f);
 }
 
 TEST(OpDesc, HeadChunkIsClampedToTheRows) {
@@ -613,6 +618,20 @@ const Bad kRefused[] = {
           return attention({3, 1, 6, 6});
         },
         "does not broadcast"},
+    Bad{"NegativeSoftcap",
+        [] {
+          OneOp o = attention({});
+          o.op->mutable_attrs()->mutable_attention()->set_softcap(-1.0f);
+          return o;
+        },
+        "attrs.attention.softcap -1.000000 must be finite and >= 0"},
+    Bad{"NanSoftcap",
+        [] {
+          OneOp o = attention({});
+          o.op->mutable_attrs()->mutable_attention()->set_softcap(NAN);
+          return o;
+        },
+        "must be finite and >= 0 (0: no softcapping)"},
     Bad{"KeysOfAnotherWidth",
         [] {
           OneOp o = attention({});

@@ -97,7 +97,7 @@ LogicalResult gradient(AttentionOp a, G &g) {
       TypeRange{a.getQ().getType(), a.getK().getType(), a.getV().getType()},
       a.getQ(), a.getK(), a.getV(), a.getMask(), g.dy(a), a.getNumHeadsAttr(),
       a.getNumKvHeadsAttr(), a.getScaleAttr(), a.getCausalAttr(),
-      a.getWindowAttr());
+      a.getWindowAttr(), a.getSoftcapAttr());
   g.accumulate(a.getQ(), grad.getQGrad());
   g.accumulate(a.getK(), grad.getKGrad());
   g.accumulate(a.getV(), grad.getVGrad());
@@ -415,7 +415,7 @@ Value swapLastTwo(OpBuilder &b, Location loc, Value v) {
 
 /// d(A B) = (dY B^T, A^T dY), each summed back over the batch dims the
 /// operand broadcast (a product of two activations that no fused op took:
-/// attention with softcapped scores).
+/// attention under `--fuse none`).
 LogicalResult gradient(MatMulOp m, G &g) {
   OpBuilder &b = g.builder();
   Location loc = m.getLoc();

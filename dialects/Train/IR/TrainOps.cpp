@@ -7,6 +7,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mt::train;
 
@@ -707,6 +709,9 @@ MT_INFER(AttentionOp) {
   if (k.getShape() != ArrayRef<int64_t>(kv) ||
       v.getShape() != ArrayRef<int64_t>(kv))
     return fail(loc, "attention k and v must be ") << shapeStr(kv);
+  float cap = a.getSoftcap().convertToFloat();
+  if (!(cap >= 0.0f) || std::isinf(cap))
+    return fail(loc, "attention softcap must be finite and >= 0 (0: none)");
   if (a.getMask()) {
     Shape out;
     std::string err;

@@ -754,9 +754,11 @@ def Train_AttentionOp : Train_InferOp<"attention", [Train_Fused]> {
   let description = [{
     q [B, S, num_heads * D], k and v [B, S, num_kv_heads * D]; result
     [B, S, num_heads * D]. Query head h reads key/value head
-    h / (num_heads / num_kv_heads). `causal` masks j > i; `window` > 0 also
-    masks i - j >= window; an optional additive `mask` broadcastable to
-    [B, num_heads, S, S] is added to the scores (a frozen operand).
+    h / (num_heads / num_kv_heads). The scores are scale q . k, then, when
+    `softcap` c > 0, c tanh(score / c) (Gemma 2's and ONNX Attention's
+    softcapping); an optional additive `mask` broadcastable to
+    [B, num_heads, S, S] is added after (a frozen operand); `causal` masks
+    j > i; `window` > 0 also masks i - j >= window.
     ```mlir
     %o = train.attention %q, %k, %v {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.25 : f32, causal} : (tensor<2x16x64xf32>, tensor<2x16x32xf32>, tensor<2x16x32xf32>) -> tensor<2x16x64xf32>
     ```
@@ -764,7 +766,8 @@ def Train_AttentionOp : Train_InferOp<"attention", [Train_Fused]> {
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
                    Optional<Train_FloatTensor>:$mask, I64Attr:$num_heads,
                    I64Attr:$num_kv_heads, F32Attr:$scale, UnitAttr:$causal,
-                   DefaultValuedAttr<I64Attr, "0">:$window);
+                   DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Train_FloatTensor:$result);
 }
 
@@ -928,7 +931,8 @@ def Train_AttentionGradOp : Train_GradOp<"attention_grad", [],
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
                    Optional<Train_FloatTensor>:$mask, Train_FloatTensor:$grad,
                    I64Attr:$num_heads, I64Attr:$num_kv_heads, F32Attr:$scale,
-                   UnitAttr:$causal, DefaultValuedAttr<I64Attr, "0">:$window);
+                   UnitAttr:$causal, DefaultValuedAttr<I64Attr, "0">:$window,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Train_FloatTensor:$q_grad, Train_FloatTensor:$k_grad,
                       Train_FloatTensor:$v_grad);
 }

@@ -955,8 +955,9 @@ struct RotaryFromAdd : FusionPattern<AddOp> {
   }
 };
 
-/// softmax(q k^T * scale + mask) v, with GQA head repetition, causal and
-/// sliding-window masks recognised by their values.
+/// softmax(cap(q k^T * scale) + mask) v, with GQA head repetition, causal
+/// and sliding-window masks recognised by their values, and the scores
+/// optionally softcapped (cap(x) = c tanh(x / c)).
 struct AttentionFromMatMul : FusionPattern<MatMulOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(MatMulOp pv,
@@ -1005,6 +1006,21 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
       } else {
         mask = ops->second;
       }
+    }
+    // Softcapping, c tanh(x / c) of the scaled scores, under the masks (as
+    // Gemma 2 writes it and mtc imports ONNX Attention's softcap): the
+    // scale inside the tanh is then x's over c.
+    double softcap = 0.0;
+    if (auto capped = operandsWhere(def<MulOp>(scores), [](Value v) {
+          return def<TanhOp>(v) && v.hasOneUse();
+        })) {
+      auto c = splatValue(capped->second);
+      if (!c || !(*c > 0.0) || std::isinf(*c))
+        return b.notifyMatchFailure(pv, "a tanh of the scores times what is "
+                                        "not one positive constant");
+      softcap = *c;
+      scale = *c;
+      scores = def<TanhOp>(capped->first).getInput();
     }
     // Scale after QK^T.
     SmallVector<Value> factors;
@@ -1068,7 +1084,7 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         f.packHeads(b, loc, v), mask, b.getI64IntegerAttr(H),
         b.getI64IntegerAttr(Hkv), b.getF32FloatAttr(scale),
         causal ? b.getUnitAttr() : UnitAttr(),
-        b.getI64IntegerAttr(window.value_or(0)));
+        b.getI64IntegerAttr(window.value_or(0)), b.getF32FloatAttr(softcap));
     b.replaceOp(pv, f.unpackHeads(b, loc, attn, H));
     return success();
   }

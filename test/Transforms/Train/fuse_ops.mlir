@@ -314,6 +314,69 @@ func.func @attention_alibi(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v:
 
 // -----
 
+// Softcapping as Gemma 2 writes it: the scaled scores over c, tanh, times c,
+// then the causal mask added: one attention with softcap c, the scale the
+// one of the scores (0.5), not of the tanh's argument.
+// CHECK-LABEL: func @attention_softcap
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32, softcap = 2.000000e+00 : f32}
+// CHECK-NOT: train.tanh
+func.func @attention_softcap(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %h = train.constant dense<0.5> : tensor<f32>
+  %c = train.constant dense<2.0> : tensor<f32>
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %ss = train.mul %s, %h : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %d = train.div %ss, %c : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %t = train.tanh %d : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %capped = train.mul %t, %c : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %mask = train.constant dense<[[0.0, 0xFF800000], [0.0, 0.0]]> : tensor<2x2xf32>
+  %a = train.add %capped, %mask : (tensor<1x2x2x2xf32>, tensor<2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %a {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
+// The cap's division as a product by 1/c, c on the left of the tanh, under
+// a causal Where and no other scale: softcap 4, scale 1.
+// CHECK-LABEL: func @attention_softcap_reciprocal
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 1.000000e+00 : f32, softcap = 4.000000e+00 : f32}
+func.func @attention_softcap_reciprocal(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %r = train.constant dense<0.25> : tensor<f32>
+  %c = train.constant dense<4.0> : tensor<f32>
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %d = train.mul %s, %r : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %t = train.tanh %d : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %capped = train.mul %c, %t : (tensor<f32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %cond = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %w = train.where %cond, %capped, %ninf : (tensor<2x2xi1>, tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %w {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
+// A tanh of the scores times a tensor, not a constant, is no softcap: the
+// scores stay primitive.
+// CHECK-LABEL: func @attention_tanh_not_a_cap
+// CHECK-NOT: train.attention
+// CHECK: train.tanh
+func.func @attention_tanh_not_a_cap(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>, %g: tensor<1x2x2x2xf32>) -> tensor<1x2x2x4xf32> {
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %t = train.tanh %s : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %capped = train.mul %t, %g : (tensor<1x2x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %capped {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
 // PyTorch's decomposed sdpa (transformers' default attention): the scale's
 // square root on q and on k^T, k^T spelled over flattened heads
 // (reshape(transpose(reshape(repeated k, [B * H, S, D]), [0, 2, 1]))), a

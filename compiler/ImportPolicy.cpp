@@ -82,6 +82,10 @@ private:
   void attachSavedParts();
   void matchWeights();
   void matchParts(std::vector<std::vector<int>> &partMatches);
+  void bindByValue(std::vector<int> &unbound,
+                   std::vector<std::vector<int>> &matches);
+  std::optional<std::vector<float>> parameterAt(const Parameter &param,
+                                                std::vector<int64_t> at) const;
   bool isParameterName(const std::string &name) const;
   void matchFoldedForms();
   std::optional<std::vector<int64_t>>
@@ -575,6 +579,8 @@ void Decider::matchWeights() {
   std::map<std::string, std::string> moduleNameOf;
   for (const auto &[module, saved] : in.savedNameOf)
     moduleNameOf[saved] = module;
+  std::vector<int> unbound;
+  size_t firstError = out.errors.size();
   for (size_t k = 0; k < in.weights.size(); ++k) {
     const WeightTensor &w = in.weights[k];
     if (auto part = partOwner.find(w.name); part != partOwner.end()) {
@@ -636,15 +642,15 @@ void Decider::matchWeights() {
           out.kept.push_back({int(k), *kind});
         continue;
       }
+    if (found.empty()) {
+      unbound.push_back(int(k)); // values may bind it (bindByValue)
+      continue;
+    }
     if (found.size() != 1) {
       out.errors.push_back(
-          {int(k), found.empty()
-                       ? "tensor '" + w.name +
-                             "' matches no initializer (by name or by a unique "
-                             "suffix, or as a tied embedding)"
-                       : "tensor '" + w.name + "' matches " +
-                             std::to_string(found.size()) +
-                             " parameters; the suffix is ambiguous"});
+          {int(k), "tensor '" + w.name + "' matches " +
+                       std::to_string(found.size()) +
+                       " parameters; the suffix is ambiguous"});
       continue;
     }
     const Parameter &param = out.parameters[found[0]];
@@ -658,6 +664,19 @@ void Decider::matchWeights() {
     matches[found[0]].push_back(int(k));
   }
   matchParts(partMatches);
+  bindByValue(unbound, matches);
+  for (int k : unbound)
+    out.errors.push_back(
+        {k, "tensor '" + in.weights[size_t(k)].name +
+                "' matches no initializer (by name or by a unique suffix, as "
+                "a tied embedding, or by its values: no parameter that no "
+                "other tensor names holds them)"});
+  // In the order of the file's tensors, as the user reads them.
+  std::stable_sort(out.errors.begin() + std::ptrdiff_t(firstError),
+                   out.errors.end(),
+                   [](const PolicyError &a, const PolicyError &b) {
+                     return a.weight < b.weight;
+                   });
   for (size_t p = 0; p < out.parameters.size(); ++p) {
     Parameter &param = out.parameters[p];
     param.trainable = !matches[p].empty() || !param.partWeights.empty();
@@ -699,6 +718,196 @@ void Decider::matchWeights() {
     }
     checkLayouts(int(p));
   }
+}
+
+/// The parameter's elements at flat indices `at` of its model layout, read
+/// from its data initializer (whose layout may be the transpose).
+std::optional<std::vector<float>>
+Decider::parameterAt(const Parameter &param, std::vector<int64_t> at) const {
+  if (param.dataInitializer < 0 || !in.sampleInitializer)
+    return std::nullopt;
+  if (out.roles[param.dataInitializer].layout == Layout::Transposed) {
+    // [r, c] held as [c, r]: P[a][b] at b * r + a.
+    int64_t r = param.shape[0], c = param.shape[1];
+    for (int64_t &f : at)
+      f = (f % c) * r + f / c;
+  }
+  return in.sampleInitializer(param.dataInitializer, at);
+}
+
+namespace {
+/// How many leading dot-separated components two names share: which of
+/// several tensors of equal values is a parameter's (its layer's).
+size_t sharedPrefix(const std::string &a, const std::string &b) {
+  size_t shared = 0, i = 0;
+  for (; i < a.size() && i < b.size() && a[i] == b[i]; ++i)
+    if (a[i] == '.')
+      ++shared;
+  bool whole = (i == a.size() || a[i] == '.') && (i == b.size() || b[i] == '.');
+  return shared + (whole ? 1 : 0);
+}
+} // namespace
+
+/// Binds the --weights tensors no name matched to the parameters no tensor
+/// claimed, by values: the export holds each parameter's values, so when it
+/// was exported from these weights, a parameter saved under another name is
+/// one tensor of its values, and one saved in parts (each expert of a fused
+/// parameter) is tensors whose values, one after another, are all of its
+/// elements. Each parameter is tiled from its first element: the tensor
+/// whose first elements are the next ones, confirmed on kSamples evenly
+/// spaced elements. Equal values (weights never trained) are told apart by
+/// the names that share most, a tensor's with a parameter's, or refused.
+/// What binds leaves `unbound`.
+void Decider::bindByValue(std::vector<int> &unbound,
+                          std::vector<std::vector<int>> &matches) {
+  if (unbound.empty() || !in.sampleWeight || !in.sampleInitializer)
+    return;
+  // Each unbound tensor by the bits of its first (up to) kKey elements.
+  constexpr int64_t kKey = 4;
+  auto bitsOf = [](const std::vector<float> &v) {
+    std::vector<uint32_t> bits(v.size());
+    std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+    return bits;
+  };
+  auto firstIndices = [](int64_t from, int64_t n) {
+    std::vector<int64_t> at(static_cast<size_t>(n));
+    std::iota(at.begin(), at.end(), from);
+    return at;
+  };
+  std::map<std::vector<uint32_t>, std::vector<int>> byKey;
+  for (int k : unbound) {
+    int64_t n = elementsOf(in.weights[size_t(k)].shape);
+    if (n <= 0)
+      continue;
+    if (auto v = in.sampleWeight(k, firstIndices(0, std::min(n, kKey))))
+      byKey[bitsOf(*v)].push_back(k);
+  }
+  if (byKey.empty())
+    return;
+  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
+  // A parameter's name as a checkpoint would have it.
+  auto savedName = [&](int p) {
+    const std::string &name = out.parameters[size_t(p)].name;
+    return !root.empty() && name.compare(0, root.size(), root) == 0
+               ? name.substr(root.size())
+               : name;
+  };
+  auto nameOf = [&](int k) -> const std::string & {
+    return in.weights[size_t(k)].name;
+  };
+  struct Tiling {
+    int parameter;
+    std::vector<int> tensors;
+    std::vector<SavedPart> parts;
+  };
+  std::vector<Tiling> tilings;
+  // Tensors refused here, and said so: left out of the "matches no
+  // initializer" that follows for the unbound.
+  std::set<int> said;
+  for (size_t p = 0; p < out.parameters.size(); ++p) {
+    const Parameter &param = out.parameters[p];
+    if (!matches[p].empty() || !param.partWeights.empty() ||
+        param.dataInitializer < 0)
+      continue;
+    std::string name = savedName(int(p));
+    int64_t total = elementsOf(param.shape), at = 0;
+    Tiling t{int(p), {}, {}};
+    while (at < total) {
+      // Tensors whose first elements are the parameter's from `at`.
+      std::vector<int> same;
+      for (int64_t len = std::min(kKey, total - at); len > 0; --len) {
+        auto head = parameterAt(param, firstIndices(at, len));
+        auto it = head ? byKey.find(bitsOf(*head)) : byKey.end();
+        if (it == byKey.end())
+          continue;
+        for (int k : it->second) {
+          int64_t n = elementsOf(in.weights[size_t(k)].shape);
+          if (std::min(n, kKey) != len || at + n > total ||
+              std::find(t.tensors.begin(), t.tensors.end(), k) !=
+                  t.tensors.end())
+            continue;
+          std::vector<int64_t> mine = sampleIndices(n), theirs = mine;
+          for (int64_t &i : theirs)
+            i += at;
+          auto a = in.sampleWeight(k, mine);
+          auto b = parameterAt(param, theirs);
+          if (a && b && sameBits(*a, *b))
+            same.push_back(k);
+        }
+      }
+      if (same.empty())
+        break;
+      std::stable_sort(same.begin(), same.end(), [&](int x, int y) {
+        return sharedPrefix(nameOf(x), name) > sharedPrefix(nameOf(y), name);
+      });
+      if (same.size() > 1 && sharedPrefix(nameOf(same[0]), name) ==
+                                 sharedPrefix(nameOf(same[1]), name)) {
+        out.errors.push_back(
+            {same[0],
+             "tensors '" + nameOf(same[0]) + "' and '" + nameOf(same[1]) +
+                 "' hold the same values, which parameter '" + param.name +
+                 "' holds from element " + std::to_string(at) +
+                 "; names cannot tell which it is: export with "
+                 "scripts/export_hf.py, whose checkpoint_names.json "
+                 "says"});
+        said.insert(same.begin(), same.end());
+        break;
+      }
+      const WeightTensor &w = in.weights[size_t(same[0])];
+      t.tensors.push_back(same[0]);
+      t.parts.push_back({w.name, at, w.shape});
+      at += elementsOf(w.shape);
+    }
+    if (at == total && !t.tensors.empty())
+      tilings.push_back(std::move(t));
+  }
+  // A tensor in the tilings of several parameters (of equal values) goes to
+  // the one whose name it shares most of; a tie binds none of them.
+  std::map<int, std::vector<size_t>> claims;
+  for (size_t t = 0; t < tilings.size(); ++t)
+    for (int k : tilings[t].tensors)
+      claims[k].push_back(t);
+  std::vector<bool> dropped(tilings.size(), false);
+  for (auto &[k, ts] : claims) {
+    if (ts.size() < 2)
+      continue;
+    auto shared = [&, k = k](size_t t) {
+      return sharedPrefix(nameOf(k), savedName(tilings[t].parameter));
+    };
+    std::stable_sort(ts.begin(), ts.end(),
+                     [&](size_t a, size_t b) { return shared(a) > shared(b); });
+    bool tie = shared(ts[0]) == shared(ts[1]);
+    if (tie && said.insert(k).second)
+      out.errors.push_back(
+          {k, "tensor '" + nameOf(k) + "' holds the values of parameters '" +
+                  out.parameters[size_t(tilings[ts[0]].parameter)].name +
+                  "' and '" +
+                  out.parameters[size_t(tilings[ts[1]].parameter)].name +
+                  "'; names cannot tell which it is: export with "
+                  "scripts/export_hf.py, whose checkpoint_names.json says"});
+    for (size_t i = tie ? 0 : 1; i < ts.size(); ++i)
+      dropped[ts[i]] = true;
+  }
+  std::set<int> taken;
+  for (size_t t = 0; t < tilings.size(); ++t) {
+    if (dropped[t])
+      continue;
+    const Tiling &tiling = tilings[t];
+    Parameter &param = out.parameters[size_t(tiling.parameter)];
+    taken.insert(tiling.tensors.begin(), tiling.tensors.end());
+    if (tiling.tensors.size() == 1 &&
+        in.weights[size_t(tiling.tensors[0])].shape == param.shape) {
+      matches[size_t(tiling.parameter)].push_back(tiling.tensors[0]);
+    } else {
+      param.savedParts = tiling.parts;
+      param.partWeights = tiling.tensors;
+    }
+    out.byValue.push_back({tiling.parameter, tiling.tensors});
+  }
+  unbound.erase(
+      std::remove_if(unbound.begin(), unbound.end(),
+                     [&](int k) { return taken.count(k) || said.count(k); }),
+      unbound.end());
 }
 
 /// What the exported program's signature says the --weights tensor of

@@ -177,10 +177,19 @@ struct KeptWeight {
   StateKind kind = StateKind::Buffer;
 };
 
+/// A parameter that no --weights tensor names, bound to the tensors that
+/// hold its values (a head saved under another name; the experts of a
+/// fused parameter saved apart, when no checkpoint_names.json says so).
+struct ValueBinding {
+  int parameter = -1;
+  std::vector<int> weights; ///< in the parameter's element order
+};
+
 struct PolicyResult {
   std::vector<Parameter> parameters;
   std::vector<InitializerRole> roles; ///< one per PolicyInput::initializers
   std::vector<KeptWeight> kept;
+  std::vector<ValueBinding> byValue;
   std::vector<PolicyError> errors;
 };
 

@@ -562,6 +562,32 @@ LogicalResult Importer::decideParameters() {
     return sampleFile(path, int64_t(e->offset), bytes, e->dtype == "BF16", at);
   };
   policy = mt::decideParameters(in);
+  if (!policy.byValue.empty() && policy.errors.empty()) {
+    // Said once: names did not bind these, values did.
+    size_t tensors = 0;
+    std::string list;
+    for (const ValueBinding &v : policy.byValue) {
+      tensors += v.weights.size();
+      if (list.size() < 400)
+        list +=
+            std::string(list.empty() ? "" : ", ") + "'" +
+            policy.parameters[size_t(v.parameter)].name + "' (" +
+            (v.weights.size() == 1
+                 ? "'" + weightEntries[size_t(v.weights[0])].first->name + "'"
+                 : std::to_string(v.weights.size()) + " tensors from '" +
+                       weightEntries[size_t(v.weights[0])].first->name + "'") +
+            ")";
+      else if (list.back() != '.')
+        list += ", ...";
+    }
+    emitRemark(UnknownLoc::get(&ctx))
+        << opts.weightsPath << ": " << tensors << " tensor"
+        << (tensors > 1 ? "s" : "")
+        << " that no parameter's name matches bound by their values to "
+        << policy.byValue.size() << " parameter"
+        << (policy.byValue.size() > 1 ? "s" : "")
+        << " (checkpoints save them under the same names): " << list;
+  }
   std::vector<std::string> diffs;
   for (const PolicyError &e : policy.errors)
     diffs.push_back(e.weight >= 0

@@ -203,13 +203,18 @@ TEST(ImportPolicy, ATiedEmbeddingWithoutMetadataIsFoundByItsValues) {
   ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
   EXPECT_EQ(r.parameters[0].weight, 0);
   EXPECT_FALSE(r.parameters[1].trainable);
-  // The same values in a tensor read only by a Mul do not make a match: a
-  // misnamed tensor is not taken for another by its values.
+  // Read only by a Mul, the table is no tied embedding: the tensor's values
+  // are both parameters', whose names it shares nothing of. Refused, not
+  // taken for either.
   in.initializers[0].uses = {use("Mul", 0, "", "", {})};
   r = decideParameters(in);
-  ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_NE(r.errors[0].message.find("matches no initializer"),
-            std::string::npos);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(errorsOf(r).find("tensor 'model.embed_tokens.weight' holds the "
+                             "values of parameters 'lm_head.weight' and "
+                             "'norm.weight'; names cannot tell"),
+            std::string::npos)
+      << errorsOf(r);
+  EXPECT_TRUE(r.byValue.empty());
 }
 
 TEST(ImportPolicy, ASquareFoldedWeightsLayoutIsCheckedByItsValues) {
@@ -566,6 +571,121 @@ TEST(ImportPolicy, AParametersFoldedTransposeIsFoundByValues) {
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   EXPECT_NE(r.errors[0].message.find("'qkv.weight'"), std::string::npos);
+}
+
+/// A fused [E=2, 2F=4, H=3] gate_up_proj whose element i is value(i), and
+/// the four [2, 3] tensors save_pretrained stores it in (each expert's w1
+/// and w3), their values its runs, without checkpoint_names.json.
+struct ExpertsByValue {
+  PolicyInput in;
+  Values values;
+  std::vector<std::string> parts;
+  explicit ExpertsByValue(std::function<float(int64_t)> value) {
+    in.hfRoot = "m";
+    in.haveWeights = true;
+    in.initializers = {{"m.model.layers.0.mlp.experts.gate_up_proj",
+                        {2, 4, 3},
+                        {use("GatherND", 0, "m.model.layers.0.mlp.experts",
+                             "aten.index.Tensor",
+                             {"m_model_layers_0_mlp_experts_gate_up_proj"})}}};
+    values.of[in.initializers[0].name] = value;
+    for (int e = 0; e < 2; ++e)
+      for (const char *w : {"w1", "w3"}) {
+        int64_t at = int64_t(parts.size()) * 6;
+        parts.push_back("model.layers.0.block_sparse_moe.experts." +
+                        std::to_string(e) + "." + w + ".weight");
+        values.of[parts.back()] = [value, at](int64_t i) {
+          return value(at + i);
+        };
+      }
+    // In another order than the parameter's.
+    for (int k : {2, 0, 3, 1})
+      in.weights.push_back({parts[size_t(k)], {2, 3}});
+    sample();
+  }
+  void sample() {
+    in.sampleInitializer = values.sampler({in.initializers[0].name});
+    std::vector<std::string> names;
+    for (const auto &w : in.weights)
+      names.push_back(w.name);
+    in.sampleWeight = values.sampler(names);
+  }
+};
+
+TEST(ImportPolicy, WithoutNamesAParameterIsBoundToItsPartsByValues) {
+  ExpertsByValue x([](int64_t i) { return 0.25f + float(i); });
+  PolicyResult r = decideParameters(x.in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  const mt::Parameter &p = r.parameters[0];
+  EXPECT_TRUE(p.trainable);
+  // The tensors in the parameter's element order, saved under their names.
+  EXPECT_EQ(p.partWeights, (std::vector<int>{1, 3, 0, 2}));
+  ASSERT_EQ(p.savedParts.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(p.savedParts[i].name, x.parts[i]);
+    EXPECT_EQ(p.savedParts[i].offset, int64_t(i) * 6);
+    EXPECT_EQ(p.savedParts[i].shape, (std::vector<int64_t>{2, 3}));
+  }
+  ASSERT_EQ(r.byValue.size(), 1u);
+  EXPECT_EQ(r.byValue[0].weights, p.partWeights);
+  // Weights of another run (other values): names alone decide, and none
+  // matches; each tensor is named.
+  x.values.of[x.parts[2]] = [](int64_t i) { return 100.0f + float(i); };
+  r = decideParameters(x.in);
+  ASSERT_EQ(r.errors.size(), 4u) << errorsOf(r);
+  EXPECT_NE(errorsOf(r).find("'" + x.parts[2] +
+                             "' matches no initializer (by name or by a "
+                             "unique suffix, as a tied embedding, or by its "
+                             "values"),
+            std::string::npos)
+      << errorsOf(r);
+  EXPECT_TRUE(r.byValue.empty());
+}
+
+TEST(ImportPolicy, EqualValuesNamesCannotTellApartAreRefused) {
+  // Both experts alike (never trained): w1 of expert 0 and of expert 1
+  // hold the same values, and share as much of the parameter's name.
+  ExpertsByValue x([](int64_t i) { return float(i % 12); });
+  PolicyResult r = decideParameters(x.in);
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_NE(errorsOf(r).find("hold the same values, which parameter "
+                             "'m.model.layers.0.mlp.experts.gate_up_proj' "
+                             "holds from element 0; names cannot tell"),
+            std::string::npos)
+      << errorsOf(r);
+}
+
+TEST(ImportPolicy, WithoutNamesARenamedTensorOfEqualValuesIsItsLayers) {
+  // Two layers' routers of equal values saved under other names: each
+  // goes to the layer its name shares.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.haveWeights = true;
+  // Without metadata: each initializer a parameter of its name.
+  for (int l = 0; l < 2; ++l)
+    in.initializers.push_back(
+        {"m.model.layers." + std::to_string(l) + ".mlp.gate.weight",
+         {4, 3},
+         {}});
+  in.weights = {{"model.layers.1.block_sparse_moe.gate.weight", {4, 3}},
+                {"model.layers.0.block_sparse_moe.gate.weight", {4, 3}}};
+  Values values;
+  auto same = [](int64_t i) { return float(i) / 8; };
+  for (const auto &i : in.initializers)
+    values.of[i.name] = same;
+  for (const auto &w : in.weights)
+    values.of[w.name] = same;
+  in.sampleInitializer =
+      values.sampler({in.initializers[0].name, in.initializers[1].name});
+  in.sampleWeight = values.sampler({in.weights[0].name, in.weights[1].name});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 2u);
+  EXPECT_EQ(r.parameters[0].weight, 1);
+  EXPECT_EQ(r.parameters[1].weight, 0);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            (std::vector<std::string>{in.weights[1].name}));
+  EXPECT_EQ(r.byValue.size(), 2u);
 }
 
 TEST(ImportPolicy, ModuleStateTheGraphDoesNotTrainIsKept) {

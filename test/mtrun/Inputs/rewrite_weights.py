@@ -12,7 +12,9 @@
   rewrite_weights.py IN.safetensors drop NAME OUT.safetensors
       without tensor NAME;
   rewrite_weights.py IN.safetensors transpose NAME OUT.safetensors
-      tensor NAME (2-D) transposed, of another shape.
+      tensor NAME (2-D) transposed, of another shape;
+  rewrite_weights.py IN.safetensors perturb NAME OUT.safetensors
+      tensor NAME with its first element changed (another run's values).
 """
 import json
 import os
@@ -69,10 +71,13 @@ elif sys.argv[2] == "copy":
         copy.flat[0] += 1.0
     tensors[dst] = copy
     write(out, {n: ("F32", a) for n, a in tensors.items()})
-elif sys.argv[2] in ("drop", "transpose"):
+elif sys.argv[2] in ("drop", "transpose", "perturb"):
     name, out = sys.argv[3:5]
     if sys.argv[2] == "drop":
         del tensors[name]
+    elif sys.argv[2] == "perturb":
+        tensors[name] = tensors[name].copy()
+        tensors[name].flat[0] += 1.0
     else:
         tensors[name] = np.ascontiguousarray(tensors[name].T)
     write(out, {n: ("F32", a) for n, a in tensors.items()})

@@ -87,6 +87,7 @@ private:
   std::optional<std::vector<float>> parameterAt(const Parameter &param,
                                                 std::vector<int64_t> at) const;
   bool isParameterName(const std::string &name) const;
+  const std::string *renamedTo(const std::string &name) const;
   void matchFoldedForms();
   std::optional<std::vector<int64_t>>
   broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
@@ -232,9 +233,24 @@ bool Decider::isParameterName(const std::string &name) const {
     // optimizer folded away is said, not silently frozen.
     return name.find("lifted_tensor") == std::string::npos &&
            (!in.isKnownBuffer || !in.isKnownBuffer(name));
-  return std::any_of(
-      in.weights.begin(), in.weights.end(),
-      [&](const WeightTensor &w) { return endsWithComponent(name, w.name); });
+  // A --weights tensor of its name, or of the name save_pretrained gives it.
+  const std::string *renamed = renamedTo(name);
+  return std::any_of(in.weights.begin(), in.weights.end(),
+                     [&](const WeightTensor &w) {
+                       return endsWithComponent(name, w.name) ||
+                              (renamed && w.name == *renamed);
+                     });
+}
+
+/// The tensor name save_pretrained writes for the parameter of graph name
+/// `name` where it renames it (checkpoint_names.json); null otherwise.
+const std::string *Decider::renamedTo(const std::string &name) const {
+  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
+  auto it = in.savedNameOf.find(!root.empty() &&
+                                        name.compare(0, root.size(), root) == 0
+                                    ? name.substr(root.size())
+                                    : name);
+  return it == in.savedNameOf.end() ? nullptr : &it->second;
 }
 
 /// An initializer folded from one parameter P and other values is P + c for
@@ -244,10 +260,19 @@ bool Decider::isParameterName(const std::string &name) const {
 void Decider::matchFoldedForms() {
   for (auto [i, name] : foldedForms) {
     const InitializerInfo &init = in.initializers[size_t(i)];
+    // The parameter's tensor: by its name, or by the one save_pretrained
+    // renames it to (Ernie 4.5's gate.moe_statics, saved as moe_statics).
+    const std::string *renamed = renamedTo(name);
     int k = -1;
+    bool byRename = false;
     for (size_t w = 0; w < in.weights.size(); ++w)
-      if (endsWithComponent(name, in.weights[w].name))
+      if (endsWithComponent(name, in.weights[w].name)) {
         k = int(w);
+        byRename = false;
+      } else if (renamed && in.weights[w].name == *renamed && k < 0) {
+        k = int(w);
+        byRename = true;
+      }
     std::string what = "initializer '" + init.name + "' is parameter '" + name +
                        "' combined with other values by the exporter's "
                        "optimizer";
@@ -259,9 +284,11 @@ void Decider::matchFoldedForms() {
     }
     foldedWeights.insert(k);
     const std::vector<int64_t> &shape = in.weights[size_t(k)].shape;
-    std::string graphName = in.hfRoot.empty()
-                                ? in.weights[size_t(k)].name
-                                : in.hfRoot + "." + in.weights[size_t(k)].name;
+    std::string graphName =
+        byRename ? name
+                 : (in.hfRoot.empty()
+                        ? in.weights[size_t(k)].name
+                        : in.hfRoot + "." + in.weights[size_t(k)].name);
     if (shape != init.shape) {
       // The parameter transposed: a module's own x @ W.T (no aten.linear,
       // whose metadata would have said so), its W.T folded.
@@ -327,6 +354,33 @@ void Decider::matchFoldedForms() {
           {k, what + " in a form mtc cannot train through (not the parameter "
                      "plus a constant, nor its transpose); export with "
                      "optimize=False"});
+      continue;
+    }
+    // Values of one element (a scalar parameter, or all alike) fit p + c
+    // whatever the fold was (softplus(p) as well): then only a fold that
+    // was one Add or Sub of the parameter and the exporter's constants
+    // (`val_N`: Gemma's 1 + w) is taken for one, by what the optimizer says
+    // it folded; any other would train with a wrong gradient.
+    bool determined = std::any_of(p->begin(), p->end(),
+                                  [&](float x) { return x != (*p)[0]; });
+    auto constant = [&](const std::string &from) {
+      return from == name ||
+             (from.rfind("val_", 0) == 0 &&
+              from.find_first_not_of("0123456789", 4) == std::string::npos);
+    };
+    bool oneAdd =
+        (init.name.rfind("add", 0) == 0 || init.name.rfind("sub", 0) == 0) &&
+        std::all_of(init.foldedFrom.begin(), init.foldedFrom.end(), constant);
+    if (!determined && !oneAdd) {
+      std::string ops;
+      for (const std::string &from : init.foldedFrom)
+        if (!constant(from))
+          ops += (ops.empty() ? "" : ", ") + from;
+      out.errors.push_back(
+          {k, what + " through other values (" + ops +
+                  "); the parameter's one value cannot tell that form from "
+                  "the parameter plus a constant, and another would train "
+                  "with a wrong gradient; export with optimize=False"});
       continue;
     }
     if (parameterFor(graphName, init.shape, i) >= 0)

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 
 namespace {
@@ -339,6 +340,40 @@ TEST(ImportPolicy, AParameterPlusAConstantIsFoundByValues) {
   EXPECT_EQ(decideParameters(in).errors.size(), 0u);
 }
 
+TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
+  // Apertus's xIELU: softplus(alpha_p) of a one-element parameter folded.
+  // One value fits p + c for some c whatever the function: only the
+  // optimizer's word that the fold was one Add of constants makes it so.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"softplus",
+                      {1},
+                      {use("Mul", 0, "m.act", "aten.mul", {})},
+                      {"m.act.alpha_p", "softplus_4", "threshold", "val_3"}}};
+  in.haveWeights = true;
+  in.weights = {{"act.alpha_p", {1}}};
+  Values v;
+  v.of["act.alpha_p"] = [](int64_t) { return 0.5f; };
+  v.of["softplus"] = [](int64_t) { return std::log1p(std::exp(0.5f)); };
+  in.sampleWeight = v.sampler({"act.alpha_p"});
+  in.sampleInitializer = v.sampler({"softplus"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find(
+                "through other values (softplus_4, threshold); the "
+                "parameter's one value cannot tell"),
+            std::string::npos)
+      << errorsOf(r);
+  // Gemma's 1 + w of a norm weight still all zeros: one Add of a constant.
+  in.initializers[0].name = "add_6";
+  in.initializers[0].foldedFrom = {"m.act.alpha_p", "val_3"};
+  v.of["add_6"] = [](int64_t) { return 1.5f; };
+  in.sampleInitializer = v.sampler({"add_6"});
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].offset, 1.0f);
+}
+
 TEST(ImportPolicy, AParameterPlusOneIsFoundWhereTheSumRounds) {
   // fl(1 + w) - w is 1 only up to the rounding of the sum (0.99999994 for
   // w = 0.3, the first sample), and the constant is found all the same.
@@ -494,6 +529,34 @@ TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
+}
+
+TEST(ImportPolicy, AFoldedParameterIsFoundUnderTheNameItIsSavedAs) {
+  // Ernie 4.5's optimized export: gate.moe_statics.e_score_correction_bias
+  // ([1, 4]) squeezed and folded; save_pretrained renames it to
+  // moe_statics.e_score_correction_bias (checkpoint_names.json).
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"squeeze",
+                      {4},
+                      {use("Add", 1, "m.mlp.gate", "aten.add", {})},
+                      {"m.mlp.gate.moe_statics.bias", "val_2"}}};
+  in.haveWeights = true;
+  in.weights = {{"mlp.moe_statics.bias", {1, 4}}};
+  in.savedNameOf = {{"mlp.gate.moe_statics.bias", "mlp.moe_statics.bias"}};
+  Values v;
+  v.of["mlp.moe_statics.bias"] = [](int64_t i) { return float(i) - 1.5f; };
+  v.of["squeeze"] = v.of["mlp.moe_statics.bias"];
+  in.sampleWeight = v.sampler({"mlp.moe_statics.bias"});
+  in.sampleInitializer = v.sampler({"squeeze"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].name, "m.mlp.gate.moe_statics.bias");
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_TRUE(r.roles[0].firstRows);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            (std::vector<std::string>{"mlp.moe_statics.bias"}));
 }
 
 TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {

@@ -27,6 +27,11 @@ using namespace mt::train;
 
 namespace {
 
+/// On a template's gradient function: the arguments whose gradient it
+/// returns as zeros because none reaches them (no path from them to the
+/// results carries one).
+constexpr StringLiteral kNoGradArgs = "train.no_grad_args";
+
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 bool isFloat(Value v) {
@@ -107,8 +112,12 @@ private:
     auto call = b.create<func::CallOp>(c.getLoc(), grad, operands);
     if (Attribute layer = c->getAttr("train.layer"))
       call->setAttr("train.layer", layer);
-    for (auto [operand, g] : llvm::zip(c.getOperands(), call.getResults()))
-      accumulate(operand, g);
+    // The zeros the template returns for an argument no gradient reaches
+    // are no gradient: a weight that only they would reach gets none.
+    auto none = grad->getAttrOfType<DenseI64ArrayAttr>(kNoGradArgs);
+    for (unsigned i = 0; i < c.getNumOperands(); ++i)
+      if (!none || !llvm::is_contained(none.asArrayRef(), int64_t(i)))
+        accumulate(c.getOperand(i), call.getResult(i));
     return success();
   }
 
@@ -196,14 +205,79 @@ struct DeriveTrainingStep
     numGradOps += bp.emitted;
     b.setInsertionPointToEnd(entry);
     SmallVector<Value> results;
+    SmallVector<int64_t> none;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
       Value g = bp.gradOf(entry->getArgument(i));
-      if (!g)
+      if (!g) {
         g = bp.zeros(fn.getLoc(), entry->getArgument(i).getType());
+        none.push_back(i);
+      }
       results.push_back(g);
     }
     b.create<func::ReturnOp>(fn.getLoc(), results);
+    grad->setAttr(kNoGradArgs, b.getDenseI64ArrayAttr(none));
     return grad;
+  }
+
+  /// A weight the step reads but no gradient reaches (its paths to the
+  /// loss pass only through indices, comparisons or choices: Ernie 4.5's
+  /// e_score_correction_bias, added to the router's scores before TopK)
+  /// is frozen, as PyTorch's AdamW skips a parameter without a gradient
+  /// (a zero one would still decay); a checkpoint copies its tensors from
+  /// the user's weights unchanged (`train.kept`). Said in one remark.
+  void freezeGradientless(ParamOp p) {
+    p.removeTrainableAttr();
+    ModuleOp module = p->getParentOfType<ModuleOp>();
+    Builder b(p.getContext());
+    SmallVector<Attribute> kept;
+    if (auto old = module->getAttrOfType<ArrayAttr>("train.kept"))
+      kept.assign(old.begin(), old.end());
+    size_t before = kept.size();
+    auto dtype = p->getAttrOfType<StringAttr>("data_dtype");
+    auto entry = [&](StringRef name, StringAttr file, IntegerAttr offset,
+                     IntegerAttr length, ArrayRef<int64_t> shape,
+                     StringAttr savedFile) {
+      SmallVector<NamedAttribute> fields{
+          b.getNamedAttr("name", b.getStringAttr(name)),
+          b.getNamedAttr("why", b.getStringAttr("no gradient reaches it")),
+          b.getNamedAttr("file", file),
+          b.getNamedAttr("offset", offset),
+          b.getNamedAttr("length", length),
+          b.getNamedAttr("dtype", dtype ? dtype : b.getStringAttr("F32")),
+          b.getNamedAttr("shape", b.getDenseI64ArrayAttr(shape))};
+      if (savedFile)
+        fields.push_back(b.getNamedAttr("saved_file", savedFile));
+      kept.push_back(b.getDictionaryAttr(fields));
+    };
+    if (p.getSource() == WeightSource::Safetensors && p.getFileAttr()) {
+      // The user's tensor in its own layout.
+      SmallVector<int64_t> shape(p.getTensorType().getShape());
+      if (p.getDataTransposed())
+        std::reverse(shape.begin(), shape.end());
+      ArrayAttr names = p.getSavedAsAttr();
+      for (Attribute n : names ? names.getValue() : ArrayRef<Attribute>{})
+        entry(cast<StringAttr>(n).getValue(), p.getFileAttr(),
+              p.getOffsetAttr(), p.getLengthAttr(), shape,
+              p.getSavedFileAttr());
+    } else if (ArrayAttr parts = p.getPartsAttr()) {
+      for (auto part : parts.getAsRange<DictionaryAttr>())
+        if (auto file = part.getAs<StringAttr>("file"))
+          entry(part.getAs<StringAttr>("name").getValue(), file,
+                part.getAs<IntegerAttr>("offset"),
+                part.getAs<IntegerAttr>("length"),
+                part.getAs<DenseI64ArrayAttr>("shape").asArrayRef(),
+                part.getAs<StringAttr>("saved_file"));
+    }
+    if (kept.size() > before)
+      module->setAttr("train.kept", b.getArrayAttr(kept));
+    mlir::emitRemark(module.getLoc(), "parameter '")
+        << p.getSymName()
+        << "' gets no gradient (every path from it to the loss passes "
+           "through indices, comparisons or choices): not trained, as "
+           "PyTorch's optimizer leaves a parameter without one"
+        << (kept.size() > before
+                ? "; checkpoints copy it from the weights as it is"
+                : "");
   }
 
   /// @train_step(inputs...) -> (loss, d trainable weights...).
@@ -226,8 +300,8 @@ struct DeriveTrainingStep
     Value loss = ret.getOperand(lossIndex);
     SmallVector<Operation *> forward;
     // Every trainable parameter of the module, in its order (one whose
-    // loads are all gone, or that none reaches the loss from, gets a zero
-    // gradient), and its loads in the step.
+    // loads are all gone gets a zero gradient; one that no gradient reaches
+    // is frozen below), and its loads in the step.
     SmallVector<ParamOp> trainable;
     llvm::StringMap<SmallVector<Value, 1>> loads;
     for (auto p : model->getParentOfType<ModuleOp>().getOps<ParamOp>())
@@ -259,9 +333,9 @@ struct DeriveTrainingStep
         scaleIndex, typeOf(loss),
         b.getDictionaryAttr(
             {b.getNamedAttr("train.name", b.getStringAttr("loss_scale")),
-             b.getNamedAttr("train.role", InputRoleAttr::get(
-                                              b.getContext(),
-                                              InputRole::LossScale))}),
+             b.getNamedAttr(
+                 "train.role",
+                 InputRoleAttr::get(b.getContext(), InputRole::LossScale))}),
         model.getLoc());
     bp.accumulate(loss, body.getArgument(scaleIndex));
     if (failed(bp.run(forward)))
@@ -278,6 +352,10 @@ struct DeriveTrainingStep
       for (Value load : loads.lookup(p.getSymName()))
         if (Value part = bp.gradOf(load))
           g = g ? b.create<AddOp>(p.getLoc(), g, part).getResult() : part;
+      if (!g && !loads.lookup(p.getSymName()).empty()) {
+        freezeGradientless(p);
+        continue;
+      }
       if (!g)
         g = bp.zeros(p.getLoc(), p.getTensorType());
       results.push_back(g);

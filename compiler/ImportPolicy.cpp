@@ -112,6 +112,9 @@ private:
   std::vector<std::pair<int, std::string>> foldedForms;
   /// The --weights tensors that are such forms (said once, there).
   std::set<int> foldedWeights;
+  /// Of those, the ones found by their values (no name said): the module
+  /// name (without hfRoot) of the parameter each is.
+  std::map<int, std::string> foldedByValue;
 };
 
 void Decider::findParameters() {
@@ -273,6 +276,28 @@ void Decider::matchFoldedForms() {
         k = int(w);
         byRename = true;
       }
+    if (k < 0 && in.haveWeights && in.sampleWeight && in.sampleInitializer) {
+      // No name says (no checkpoint_names.json): the one tensor of as many
+      // elements that holds the initializer's values (a squeeze or a
+      // reshape folded), if there is one.
+      int64_t n = elementsOf(init.shape);
+      std::vector<int64_t> at = sampleIndices(n);
+      auto v = in.sampleInitializer(i, at);
+      std::vector<int> same;
+      for (size_t w = 0; v && w < in.weights.size(); ++w)
+        if (elementsOf(in.weights[w].shape) == n)
+          if (auto p = in.sampleWeight(int(w), at); p && sameBits(*p, *v))
+            same.push_back(int(w));
+      if (same.size() == 1) {
+        k = same[0];
+        byRename = true;
+        std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
+        foldedByValue[k] =
+            !root.empty() && name.compare(0, root.size(), root) == 0
+                ? name.substr(root.size())
+                : name;
+      }
+    }
     std::string what = "initializer '" + init.name + "' is parameter '" + name +
                        "' combined with other values by the exporter's "
                        "optimizer";
@@ -649,10 +674,13 @@ void Decider::matchWeights() {
       partMatches[p][i] = w.shape != want.shape ? -2 : int(k);
       continue;
     }
-    // The module's name for a checkpoint tensor save_pretrained renamed.
+    // The module's name for a checkpoint tensor save_pretrained renamed
+    // (or whose folded form its values found).
     auto renamed = moduleNameOf.find(w.name);
-    const std::string &name =
-        renamed != moduleNameOf.end() ? renamed->second : w.name;
+    auto byValue = foldedByValue.find(int(k));
+    const std::string &name = renamed != moduleNameOf.end()    ? renamed->second
+                              : byValue != foldedByValue.end() ? byValue->second
+                                                               : w.name;
     auto find = [&](bool byAlias) {
       std::vector<int> found;
       for (size_t p = 0; p < out.parameters.size(); ++p) {

@@ -557,6 +557,23 @@ TEST(ImportPolicy, AFoldedParameterIsFoundUnderTheNameItIsSavedAs) {
   EXPECT_TRUE(r.roles[0].firstRows);
   EXPECT_EQ(r.parameters[0].savedNames,
             (std::vector<std::string>{"mlp.moe_statics.bias"}));
+  // Without the names file: the one tensor of its values.
+  in.savedNameOf.clear();
+  in.signature = {{"m.mlp.gate.moe_statics.bias", mt::StateKind::Parameter}};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.parameters[0].name, "m.mlp.gate.moe_statics.bias");
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_EQ(r.parameters[0].savedNames,
+            (std::vector<std::string>{"mlp.moe_statics.bias"}));
+  // Two tensors of those values: neither is taken.
+  in.weights.push_back({"mlp.other", {4}});
+  v.of["mlp.other"] = v.of["mlp.moe_statics.bias"];
+  in.sampleWeight = v.sampler({"mlp.moe_statics.bias", "mlp.other"});
+  r = decideParameters(in);
+  EXPECT_NE(errorsOf(r).find("can only undo with the parameter's values"),
+            std::string::npos)
+      << errorsOf(r);
 }
 
 TEST(ImportPolicy, AParameterBroadcastIsFoundByValues) {

@@ -187,6 +187,17 @@ struct Fusion {
                    InputRoleAttr::get(f.getContext(), role));
   }
 
+  /// The same value, or one an equal op computes from the same operands
+  /// (a layer norm's x - mean(x) written twice, before CSE merges them).
+  static bool sameValue(Value a, Value b) {
+    if (a == b)
+      return true;
+    Operation *x = a.getDefiningOp(), *y = b.getDefiningOp();
+    return x && y && isPure(x) &&
+           OperationEquivalence::isEquivalentTo(
+               x, y, OperationEquivalence::IgnoreLocations);
+  }
+
   /// x * rsqrt(mean(x^2) + eps) in its exported forms; returns x and eps.
   std::optional<std::pair<Value, double>> matchRmsCore(Value v) {
     Value x, denom;
@@ -228,10 +239,11 @@ struct Fusion {
       return std::nullopt;
     Value sq = mean.getInput();
     if (auto pow = def<PowOp>(sq)) {
-      if (pow.getLhs() != x || !near(splatValue(pow.getRhs()), 2.0, 0))
+      if (!sameValue(pow.getLhs(), x) ||
+          !near(splatValue(pow.getRhs()), 2.0, 0))
         return std::nullopt;
     } else if (auto m = def<MulOp>(sq)) {
-      if (m.getLhs() != x || m.getRhs() != x)
+      if (!sameValue(m.getLhs(), x) || !sameValue(m.getRhs(), x))
         return std::nullopt;
     } else {
       return std::nullopt;
@@ -817,7 +829,9 @@ struct EmbeddingFromGather : FusionPattern<GatherOp> {
   }
 };
 
-/// w * (x * rsqrt(mean(x^2) + eps)) in its exported forms, also (1 + w).
+/// w * (x * rsqrt(mean(x^2) + eps)) in its exported forms, also (1 + w);
+/// and the layer norm spelled the same way over the centred c = X -
+/// mean(X) (Cohere's), with the bias its one use adds when there is one.
 struct RmsNormFromMul : FusionPattern<MulOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(MulOp mul, PatternRewriter &b) const override {
@@ -826,6 +840,31 @@ struct RmsNormFromMul : FusionPattern<MulOp> {
       auto m = f.matchRmsCore(core);
       if (!m)
         continue;
+      if (Value x = centredInput(m->first)) {
+        SmallVector<int64_t, 1> vector{typeOf(x).getShape().back()};
+        if (!isWeight(w) || typeOf(w).getShape() != ArrayRef(vector) ||
+            typeOf(mul).getShape() != typeOf(x).getShape())
+          continue;
+        // + b, a 1-D weight, as the product's one use: the norm's bias.
+        Operation *out = mul;
+        Value bias;
+        if (mul->hasOneUse())
+          if (auto add = dyn_cast<AddOp>(*mul->user_begin()))
+            if (auto ops = operandsWhere(
+                    add, [&](Value v) { return v == mul.getResult(); });
+                ops && isWeight(ops->second) &&
+                typeOf(ops->second).getShape() == ArrayRef(vector)) {
+              out = add;
+              bias = ops->second;
+            }
+        b.setInsertionPoint(out);
+        auto ln = b.create<LayerNormOp>(mul.getLoc(), x, w, bias,
+                                        b.getF32FloatAttr(m->second));
+        b.replaceOp(out, ln);
+        if (out != mul.getOperation())
+          b.eraseOp(mul);
+        return success();
+      }
       bool plusOne = false;
       Value weight = w;
       if (auto add = def<AddOp>(w)) {
@@ -849,6 +888,17 @@ struct RmsNormFromMul : FusionPattern<MulOp> {
     }
     return b.notifyMatchFailure(mul, "no x * rsqrt(mean(x^2) + eps) times a "
                                      "1-D weight of the last dim");
+  }
+
+  /// X where c = X - mean(X) over the last dim (kept); null otherwise.
+  static Value centredInput(Value c) {
+    auto sub = def<SubOp>(c);
+    auto mean = sub ? def<ReduceMeanOp>(sub.getRhs()) : ReduceMeanOp();
+    if (!mean || mean.getInput() != sub.getLhs() || !mean.getKeepdims() ||
+        mean.getAxes().size() != 1)
+      return nullptr;
+    int64_t rank = typeOf(sub.getLhs()).getRank(), axis = mean.getAxes()[0];
+    return axis == -1 || axis == rank - 1 ? sub.getLhs() : Value();
   }
 };
 

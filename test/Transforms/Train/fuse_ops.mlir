@@ -550,3 +550,58 @@ func.func @attention_sliding_window(%q: tensor<1x1x4096x4xf32>, %k: tensor<1x1x4
   %o2 = train.matmul %p2, %v2 : (tensor<1x1x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x1x4x4xf32>
   return %o, %o2 : tensor<1x1x4096x4xf32>, tensor<1x1x4x4xf32>
 }
+
+// -----
+
+// A layer norm spelled in primitives as Cohere's: x - mean(x) written twice
+// (the variance's and the output's, before CSE), pow 2, mean, + eps, sqrt,
+// reciprocal, times the weight; then a bias added: one layer_norm with
+// that bias.
+// CHECK-LABEL: func @layer_norm_primitives
+// CHECK: %[[W:.+]] = train.param.load @ln_w
+// CHECK: %[[B:.+]] = train.param.load @ln_b
+// CHECK: %[[N:.+]] = train.layer_norm %arg0, %[[W]], %[[B]] {eps = 9.99999974E-6 : f32}
+// CHECK-NEXT: return %[[N]]
+train.param @ln_w {source = #train<source inline>, trainable} : tensor<4xf32>
+train.param @ln_b {source = #train<source inline>, trainable} : tensor<4xf32>
+func.func @layer_norm_primitives(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %two = train.constant dense<2.0> : tensor<f32>
+  %eps = train.constant dense<1.0e-5> : tensor<f32>
+  %w = train.param.load @ln_w : tensor<4xf32>
+  %b = train.param.load @ln_b : tensor<4xf32>
+  %m = train.reduce_mean %x {axes = array<i64: -1>, keepdims} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  %c1 = train.sub %x, %m : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %p = train.pow %c1, %two : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %v = train.reduce_mean %p {axes = array<i64: -1>, keepdims} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  %a = train.add %v, %eps : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %s = train.sqrt %a : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %r = train.reciprocal %s : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %c2 = train.sub %x, %m : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %n = train.mul %c2, %r : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %y = train.mul %w, %n : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z = train.add %y, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %z : tensor<2x4xf32>
+}
+
+// -----
+
+// Centred over another axis than the last: no layer norm (an RMS norm of
+// the centred value stays, as it is one).
+// CHECK-LABEL: func @layer_norm_other_axis
+// CHECK-NOT: train.layer_norm
+train.param @ln_w2 {source = #train<source inline>, trainable} : tensor<4xf32>
+func.func @layer_norm_other_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %two = train.constant dense<2.0> : tensor<f32>
+  %eps = train.constant dense<1.0e-5> : tensor<f32>
+  %w = train.param.load @ln_w2 : tensor<4xf32>
+  %m = train.reduce_mean %x {axes = array<i64: 0>, keepdims} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+  %c = train.sub %x, %m : (tensor<2x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %p = train.pow %c, %two : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  %v = train.reduce_mean %p {axes = array<i64: -1>, keepdims} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  %a = train.add %v, %eps : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32>
+  %s = train.sqrt %a : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %r = train.reciprocal %s : (tensor<2x1xf32>) -> tensor<2x1xf32>
+  %n = train.mul %c, %r : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %y = train.mul %w, %n : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}

@@ -94,6 +94,12 @@ private:
                 const std::vector<int64_t> &initShape) const;
   bool isTransposeOf(int weight, const std::vector<int64_t> &shape, int init,
                      const std::vector<int64_t> &initShape) const;
+  std::optional<int64_t> rowsFrom(int weight, const std::vector<int64_t> &shape,
+                                  int init,
+                                  const std::vector<int64_t> &initShape) const;
+  std::optional<std::vector<int64_t>>
+  gatheredRows(int weight, const std::vector<int64_t> &shape, int init,
+               const std::vector<int64_t> &initShape) const;
   void checkLayouts(int p);
   std::optional<StateKind> stateOf(const std::string &name) const;
   bool checkKeptValues(int weight, const std::string &name);
@@ -144,6 +150,8 @@ void Decider::findParameters() {
     bool linear = false;
     for (const InitializerUse &use : init.uses)
       for (const std::string &x : use.fxParams) {
+        if (use.fxNamesIt)
+          break; // the node's parameters are its other inputs
         if (x == mangledName(init.name)) {
           isDirect = true;
           continue;
@@ -322,22 +330,23 @@ void Decider::matchFoldedForms() {
           out.roles[size_t(i)].layout = Layout::Transposed;
         continue;
       }
-      // The first rows of the parameter (a table read at positions 0..n-1)?
-      int64_t n = elementsOf(init.shape), total = elementsOf(shape),
-              row = shape.empty() ? 1 : total / std::max<int64_t>(shape[0], 1);
-      std::vector<int64_t> at = sampleIndices(n);
-      auto p = n <= total && row > 0 && n % row == 0 ? in.sampleWeight(k, at)
-                                                     : std::nullopt;
-      auto v = p ? in.sampleInitializer(i, at) : std::nullopt;
-      if (p && v && sameBits(*p, *v)) {
+      // Rows of the parameter from some row on (a table read at positions
+      // r..r+n-1)?
+      if (std::optional<int64_t> from = rowsFrom(k, shape, i, init.shape)) {
         if (parameterFor(graphName, shape, i) >= 0)
-          out.roles[size_t(i)].firstRows = true;
+          out.roles[size_t(i)].fromRow = *from;
         continue;
       }
       if (std::optional<std::vector<int64_t>> axes =
               broadcastAxes(k, shape, i, init.shape)) {
         if (parameterFor(graphName, shape, i) >= 0)
           out.roles[size_t(i)].broadcastAxes = std::move(*axes);
+        continue;
+      }
+      // Any rows of it, each found by its values?
+      if (auto rows = gatheredRows(k, shape, i, init.shape)) {
+        if (parameterFor(graphName, shape, i) >= 0)
+          out.roles[size_t(i)].rows = std::move(*rows);
         continue;
       }
       out.errors.push_back(
@@ -411,6 +420,89 @@ void Decider::matchFoldedForms() {
     if (parameterFor(graphName, init.shape, i) >= 0)
       out.roles[size_t(i)].offset = *offset;
   }
+}
+
+/// The row r from which initializer `init` holds the rows of --weights
+/// tensor `weight` (its elements, as many as whole rows, equal to those from
+/// row r on), by values: the rows whose first element is the initializer's
+/// first, confirmed on kSamples elements; the first such row.
+std::optional<int64_t>
+Decider::rowsFrom(int weight, const std::vector<int64_t> &shape, int init,
+                  const std::vector<int64_t> &initShape) const {
+  int64_t n = elementsOf(initShape), total = elementsOf(shape);
+  if (shape.empty() || shape[0] <= 0 || n <= 0 || n > total)
+    return std::nullopt;
+  int64_t row = total / shape[0];
+  if (row <= 0 || n % row)
+    return std::nullopt;
+  std::vector<int64_t> starts;
+  for (int64_t r = 0; r + n / row <= shape[0]; ++r)
+    starts.push_back(r * row);
+  auto first = in.sampleInitializer(init, {0});
+  auto heads = in.sampleWeight(weight, starts);
+  if (!first || !heads)
+    return std::nullopt;
+  std::vector<int64_t> at = sampleIndices(n);
+  auto v = in.sampleInitializer(init, at);
+  for (size_t r = 0; v && r < starts.size(); ++r) {
+    if (!sameBits({(*heads)[r]}, *first))
+      continue;
+    std::vector<int64_t> shifted = at;
+    for (int64_t &x : shifted)
+      x += starts[r];
+    if (auto p = in.sampleWeight(weight, shifted); p && sameBits(*p, *v))
+      return int64_t(r);
+  }
+  return std::nullopt;
+}
+
+/// The rows of --weights tensor `weight` that initializer `init` holds, one
+/// per row of its elements (as many as whole rows), by values: each the
+/// one row whose elements equal it on up to 16 evenly spaced ones. None
+/// when a row has no such row or several (a table of repeated rows cannot
+/// say which one a gradient is for). At most 2^20 rows either side.
+std::optional<std::vector<int64_t>>
+Decider::gatheredRows(int weight, const std::vector<int64_t> &shape, int init,
+                      const std::vector<int64_t> &initShape) const {
+  constexpr int64_t kMaxRows = int64_t(1) << 20;
+  int64_t n = elementsOf(initShape), total = elementsOf(shape);
+  if (shape.empty() || shape[0] <= 0 || shape[0] > kMaxRows || n <= 0)
+    return std::nullopt;
+  int64_t row = total / shape[0];
+  if (row <= 0 || n % row || n / row > kMaxRows)
+    return std::nullopt;
+  int64_t mine = n / row;
+  std::vector<int64_t> within = sampleIndices(std::min<int64_t>(row, 16));
+  for (int64_t &e : within)
+    e = row <= 16 ? e : e * (row - 1) / 15;
+  // Every row of each, at those elements.
+  auto read = [&](bool table, int64_t rows) {
+    std::vector<int64_t> at;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t e : within)
+        at.push_back(r * row + e);
+    return table ? in.sampleWeight(weight, at) : in.sampleInitializer(init, at);
+  };
+  auto theirs = read(true, shape[0]), ours = read(false, mine);
+  if (!theirs || !ours)
+    return std::nullopt;
+  size_t w = within.size();
+  std::map<std::vector<uint32_t>, std::vector<int64_t>> byBits;
+  auto bitsOf = [&](const std::vector<float> &v, int64_t r) {
+    std::vector<uint32_t> bits(w);
+    std::memcpy(bits.data(), v.data() + r * int64_t(w), w * sizeof(float));
+    return bits;
+  };
+  for (int64_t r = 0; r < shape[0]; ++r)
+    byBits[bitsOf(*theirs, r)].push_back(r);
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < mine; ++r) {
+    auto it = byBits.find(bitsOf(*ours, r));
+    if (it == byBits.end() || it->second.size() != 1)
+      return std::nullopt;
+    rows.push_back(it->second[0]);
+  }
+  return rows;
 }
 
 /// Whether initializer `init` ([c, r]) holds --weights tensor `weight`

@@ -38,6 +38,11 @@ struct InitializerUse {
   /// parameter arguments, without `%p_` (`m_model_norm_weight`).
   std::string fxTarget;
   std::vector<std::string> fxParams;
+  /// The FX node reads the initializer as a value of its own name
+  /// (`%add_3`, a fold the exporter computed): the node's parameter
+  /// arguments are its other inputs (a layer norm's bias beside its folded
+  /// 1 + w), none of them this initializer.
+  bool fxNamesIt = false;
 };
 
 /// A floating initializer of rank >= 1: a parameter, a folded form of one,
@@ -149,10 +154,15 @@ struct InitializerRole {
   /// The initializer is the parameter plus this (the optimizer folded
   /// Gemma's 1 + w, say): found by values, 0 otherwise.
   float offset = 0;
-  /// The initializer is the parameter's first rows, reshaped (the
-  /// optimizer folded GPT-2's position embedding of positions 0..S-1):
-  /// found by values.
-  bool firstRows = false;
+  /// The initializer is rows of the parameter from this one on, reshaped
+  /// (the optimizer folded GPT-2's position embedding of positions
+  /// 0..S-1, OPT's of positions 2..S+1): found by values; -1 otherwise.
+  int64_t fromRow = -1;
+  /// The initializer's rows (of the parameter's row size) are these rows
+  /// of the parameter, reshaped (OPT's position table gathered at
+  /// positions 2..S+1 for each sequence of the batch): found by values;
+  /// empty otherwise.
+  std::vector<int64_t> rows;
   /// The initializer is the parameter broadcast to the initializer's
   /// shape, the parameter's dims being these axes of it (the optimizer
   /// folded GPT-OSS's attention sinks, [H], expanded to [B, H, S, 1]):

@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/FileSystem.h"
@@ -357,6 +358,16 @@ InitializerUse useOf(const onnx::NodeProto &n, int input,
                            return c == ']' || c == '(' || c == ' ';
                          })
                          .str();
+    // `%name` followed by what ends an FX value's name.
+    std::string self = "%" + n.input(input);
+    for (size_t at = fx.find(self); at != StringRef::npos;
+         at = fx.find(self, at + 1)) {
+      size_t end = at + self.size();
+      if (end == fx.size() || !(llvm::isAlnum(fx[end]) || fx[end] == '_')) {
+        use.fxNamesIt = true;
+        break;
+      }
+    }
     static const llvm::Regex param("%p_([A-Za-z0-9_]+)");
     SmallVector<StringRef> m;
     while (param.match(fx, &m)) {
@@ -983,14 +994,18 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
     weight = *made;
   }
   Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
-  if (role.firstRows) {
-    // The parameter's first rows, in the initializer's shape.
+  if (role.fromRow >= 0) {
+    // The parameter's rows from fromRow on, in the initializer's shape.
     auto wt = cast<RankedTensorType>(weight.getType());
     int64_t row = wt.getNumElements() / wt.getDimSize(0),
-            rows = type.getNumElements() / row;
-    SmallVector<int64_t> sizes{rows};
-    if (rows < wt.getDimSize(0))
-      sizes.push_back(wt.getDimSize(0) - rows);
+            rows = type.getNumElements() / row,
+            after = wt.getDimSize(0) - role.fromRow - rows;
+    SmallVector<int64_t> sizes;
+    if (role.fromRow > 0)
+      sizes.push_back(role.fromRow);
+    sizes.push_back(rows);
+    if (after > 0)
+      sizes.push_back(after);
     auto split = b.create<SplitOp>(l, weight, b.getI64IntegerAttr(0),
                                    b.getDenseI64ArrayAttr(sizes));
     auto shape = b.create<ConstantOp>(
@@ -998,8 +1013,23 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
                RankedTensorType::get({type.getRank()}, b.getI64Type()),
                type.getShape()));
     return b
-        .create<ReshapeOp>(l, type, split.getResult(0), shape,
-                           /*allowzero=*/nullptr)
+        .create<ReshapeOp>(l, type, split.getResult(role.fromRow > 0 ? 1 : 0),
+                           shape, /*allowzero=*/nullptr)
+        .getResult();
+  }
+  if (!role.rows.empty()) {
+    // Those rows of the parameter, in the initializer's shape.
+    int64_t rows = int64_t(role.rows.size());
+    auto indices = b.create<ConstantOp>(
+        l, DenseElementsAttr::get(RankedTensorType::get({rows}, b.getI64Type()),
+                                  ArrayRef<int64_t>(role.rows)));
+    auto gathered =
+        b.create<GatherOp>(l, weight, indices, b.getI64IntegerAttr(0));
+    auto shape = b.create<ConstantOp>(
+        l, DenseElementsAttr::get(
+               RankedTensorType::get({type.getRank()}, b.getI64Type()),
+               type.getShape()));
+    return b.create<ReshapeOp>(l, type, gathered, shape, /*allowzero=*/nullptr)
         .getResult();
   }
   if (!role.broadcastAxes.empty()) {

@@ -374,6 +374,45 @@ TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
   EXPECT_EQ(r.roles[0].offset, 1.0f);
 }
 
+TEST(ImportPolicy, AFoldedNormWeightIsNotTheBiasBesideIt) {
+  // Nemotron's optimized export: LayerNormalization(x, add_3, bias), add_3
+  // the folded 1 + weight, and the FX node aten.layer_norm(%x, [32],
+  // %add_3, %p_..._bias, ...): the bias is the node's only parameter
+  // argument, but add_3 is the node's own value %add_3, not the bias.
+  PolicyInput in;
+  in.hfRoot = "m";
+  InitializerUse scale = use("LayerNormalization", 1, "m.ln", "aten.layer_norm",
+                             {"m_ln_bias"});
+  scale.fxNamesIt = true;
+  in.initializers = {
+      {"add_3", {4}, {scale}, {"m.ln.weight", "val_3"}},
+      {"m.ln.bias",
+       {4},
+       {use("LayerNormalization", 2, "m.ln", "aten.layer_norm",
+            {"m_ln_bias"})}}};
+  in.haveWeights = true;
+  in.weights = {{"ln.weight", {4}}, {"ln.bias", {4}}};
+  in.signature = {{"m.ln.weight", mt::StateKind::Parameter},
+                  {"m.ln.bias", mt::StateKind::Parameter}};
+  Values v;
+  v.of["ln.weight"] = [](int64_t i) { return 0.25f * float(i) - 0.5f; };
+  v.of["add_3"] = [](int64_t i) { return 0.25f * float(i) + 0.5f; };
+  v.of["ln.bias"] = [](int64_t i) { return float(i); };
+  v.of["m.ln.bias"] = v.of["ln.bias"];
+  in.sampleWeight = v.sampler({"ln.weight", "ln.bias"});
+  in.sampleInitializer = v.sampler({"add_3", "m.ln.bias"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 2u);
+  int weight = r.roles[0].parameter, bias = r.roles[1].parameter;
+  ASSERT_GE(weight, 0);
+  EXPECT_NE(weight, bias);
+  EXPECT_EQ(r.parameters[size_t(weight)].name, "m.ln.weight");
+  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  EXPECT_EQ(r.parameters[size_t(bias)].name, "m.ln.bias");
+  EXPECT_TRUE(r.kept.empty());
+}
+
 TEST(ImportPolicy, AParameterPlusOneIsFoundWhereTheSumRounds) {
   // fl(1 + w) - w is 1 only up to the rounding of the sum (0.99999994 for
   // w = 0.3, the first sample), and the constant is found all the same.
@@ -522,10 +561,24 @@ TEST(ImportPolicy, AParametersFirstRowsAreFoundByValues) {
   in.sampleInitializer = v.sampler({"embedding_1"});
   PolicyResult r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
-  EXPECT_TRUE(r.roles[0].firstRows);
+  EXPECT_EQ(r.roles[0].fromRow, 0);
   EXPECT_EQ(r.parameters[0].shape, (std::vector<int64_t>{16, 4}));
-  // Rows from elsewhere in the table: refused, once.
-  v.of["embedding_1"] = [](int64_t i) { return float(i + 4) * 0.5f; };
+  // OPT's table read at positions 2..7: rows from row 2.
+  v.of["embedding_1"] = [](int64_t i) { return float(i + 8) * 0.5f; };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].fromRow, 2);
+  // Rows 2..4 for each of two sequences ([2, 3, 4]): those rows gathered.
+  in.initializers[0].shape = {2, 3, 4};
+  v.of["embedding_1"] = [](int64_t i) {
+    return float((2 + i / 4 % 3) * 4 + i % 4) * 0.5f;
+  };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].fromRow, -1);
+  EXPECT_EQ(r.roles[0].rows, (std::vector<int64_t>{2, 3, 4, 2, 3, 4}));
+  // Values of no rows: refused, once.
+  v.of["embedding_1"] = [](int64_t i) { return float(i + 5) * 0.5f; };
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   EXPECT_NE(r.errors[0].message.find("into another shape"), std::string::npos);
@@ -554,7 +607,7 @@ TEST(ImportPolicy, AFoldedParameterIsFoundUnderTheNameItIsSavedAs) {
   ASSERT_EQ(r.parameters.size(), 1u);
   EXPECT_EQ(r.parameters[0].name, "m.mlp.gate.moe_statics.bias");
   EXPECT_EQ(r.parameters[0].weight, 0);
-  EXPECT_TRUE(r.roles[0].firstRows);
+  EXPECT_EQ(r.roles[0].fromRow, 0);
   EXPECT_EQ(r.parameters[0].savedNames,
             (std::vector<std::string>{"mlp.moe_statics.bias"}));
   // Without the names file: the one tensor of its values.

@@ -2,6 +2,7 @@
 #include "compiler/ImportPolicy.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -1197,7 +1198,10 @@ PolicyResult Decider::run() {
 
 std::string mangledName(const std::string &name) {
   std::string s = name;
-  std::replace(s.begin(), s.end(), '.', '_');
+  for (char &c : s)
+    c = std::isalnum(static_cast<unsigned char>(c))
+            ? char(std::tolower(static_cast<unsigned char>(c)))
+            : '_';
   return s;
 }
 

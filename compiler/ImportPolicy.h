@@ -207,7 +207,9 @@ struct PolicyResult {
 /// its only reads.
 PolicyResult decideParameters(const PolicyInput &input);
 
-/// `a.b.c` -> `a_b_c`: how torch.export names a parameter's placeholder.
+/// `a.B-c` -> `a_b_c`: how torch.export names a parameter's placeholder
+/// (placeholder_naming_pass: each character but letters and digits an
+/// underscore, then lower case; MPT's `attn.Wqkv.weight` is `%p_.._wqkv_..`).
 std::string mangledName(const std::string &name);
 
 } // namespace mt

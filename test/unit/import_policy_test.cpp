@@ -374,6 +374,30 @@ TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
   EXPECT_EQ(r.roles[0].offset, 1.0f);
 }
 
+TEST(ImportPolicy, PlaceholdersAreLowerCase) {
+  // MPT's attn.Wqkv.weight: torch.export's placeholder is
+  // %p_m_blocks_0_attn_wqkv_weight; the initializer keeps its case.
+  EXPECT_EQ(mt::mangledName("m.blocks.0.attn.Wqkv.weight"),
+            "m_blocks_0_attn_wqkv_weight");
+  EXPECT_EQ(mt::mangledName("a-b/c"), "a_b_c");
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {{"m.blocks.0.attn.Wqkv.weight",
+                      {6, 2},
+                      {use("Transpose", 0, "m.blocks.0.attn", kLinear,
+                           {"m_blocks_0_attn_wqkv_weight"})}}};
+  in.haveWeights = true;
+  in.weights = {{"blocks.0.attn.Wqkv.weight", {6, 2}}};
+  in.signature = {{"m.blocks.0.attn.Wqkv.weight", mt::StateKind::Parameter}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].name, "m.blocks.0.attn.Wqkv.weight");
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.parameters[0].weight, 0);
+  EXPECT_TRUE(r.kept.empty());
+}
+
 TEST(ImportPolicy, AFoldedNormWeightIsNotTheBiasBesideIt) {
   // Nemotron's optimized export: LayerNormalization(x, add_3, bias), add_3
   // the folded 1 + weight, and the FX node aten.layer_norm(%x, [32],
@@ -381,15 +405,14 @@ TEST(ImportPolicy, AFoldedNormWeightIsNotTheBiasBesideIt) {
   // argument, but add_3 is the node's own value %add_3, not the bias.
   PolicyInput in;
   in.hfRoot = "m";
-  InitializerUse scale = use("LayerNormalization", 1, "m.ln", "aten.layer_norm",
-                             {"m_ln_bias"});
+  InitializerUse scale =
+      use("LayerNormalization", 1, "m.ln", "aten.layer_norm", {"m_ln_bias"});
   scale.fxNamesIt = true;
-  in.initializers = {
-      {"add_3", {4}, {scale}, {"m.ln.weight", "val_3"}},
-      {"m.ln.bias",
-       {4},
-       {use("LayerNormalization", 2, "m.ln", "aten.layer_norm",
-            {"m_ln_bias"})}}};
+  in.initializers = {{"add_3", {4}, {scale}, {"m.ln.weight", "val_3"}},
+                     {"m.ln.bias",
+                      {4},
+                      {use("LayerNormalization", 2, "m.ln", "aten.layer_norm",
+                           {"m_ln_bias"})}}};
   in.haveWeights = true;
   in.weights = {{"ln.weight", {4}}, {"ln.bias", {4}}};
   in.signature = {{"m.ln.weight", mt::StateKind::Parameter},

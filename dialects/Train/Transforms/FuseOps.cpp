@@ -1127,8 +1127,25 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
     if (safe && mask && !causal && !f.isFinite(mask))
       return b.notifyMatchFailure(pv, "a safe softmax over a mask that may "
                                       "hide a whole row with -inf");
-    if (mask)
+    if (mask) {
       freeze(mask);
+      // A mask broadcast over the queries (MPT's ALiBi bias, [H, 1, S]):
+      // the kernels take [.., S, S], so it is expanded (a constant mask
+      // folds).
+      auto shape = typeOf(mask).getShape();
+      int64_t rank = int64_t(shape.size()), S = qT.getDimSize(2);
+      if (rank >= 2 && shape[rank - 2] == 1 && S > 1) {
+        SmallVector<int64_t> full(shape);
+        full[rank - 2] = S;
+        auto fullType =
+            RankedTensorType::get(full, typeOf(mask).getElementType());
+        auto dims = b.create<ConstantOp>(
+            loc, DenseElementsAttr::get(
+                     RankedTensorType::get({rank}, b.getI64Type()),
+                     ArrayRef<int64_t>(full)));
+        mask = b.create<ExpandOp>(loc, fullType, mask, dims);
+      }
+    }
     auto attn = b.create<AttentionOp>(
         loc, f.packHeads(b, loc, q), f.packHeads(b, loc, k),
         f.packHeads(b, loc, v), mask, b.getI64IntegerAttr(H),

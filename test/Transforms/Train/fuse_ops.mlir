@@ -605,3 +605,26 @@ func.func @layer_norm_other_axis(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %y = train.mul %w, %n : (tensor<4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %y : tensor<2x4xf32>
 }
+
+// -----
+
+// MPT's ALiBi bias, [heads, 1, seq]: broadcast over the queries, which the
+// attention kernels do not take; the fused op's mask is it expanded to
+// [heads, seq, seq] (a constant here, so it folds).
+// CHECK-LABEL: func @attention_bias_per_key
+// CHECK: %[[B:.+]] = train.constant dense<{{\[\[\[}}0.000000e+00, 5.000000e-01], [0.000000e+00, 5.000000e-01]], {{\[\[}}0.000000e+00, 2.500000e-01], [0.000000e+00, 2.500000e-01]]]> : tensor<2x2x2xf32>
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
+func.func @attention_bias_per_key(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %h = train.constant dense<0.5> : tensor<f32>
+  %kt = train.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x2x4xf32>) -> tensor<1x2x4x2xf32>
+  %s = train.matmul %q, %kt : (tensor<1x2x2x4xf32>, tensor<1x2x4x2xf32>) -> tensor<1x2x2x2xf32>
+  %ss = train.mul %s, %h : (tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %bias = train.constant dense<[[[0.0, 0.5]], [[0.0, 0.25]]]> : tensor<2x1x2xf32>
+  %a = train.add %ss, %bias : (tensor<1x2x2x2xf32>, tensor<2x1x2xf32>) -> tensor<1x2x2x2xf32>
+  %cond = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %w = train.where %cond, %a, %ninf : (tensor<2x2xi1>, tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %w {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}

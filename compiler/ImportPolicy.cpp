@@ -398,8 +398,9 @@ void Decider::matchFoldedForms() {
     // it folded; any other would train with a wrong gradient.
     bool determined = std::any_of(p->begin(), p->end(),
                                   [&](float x) { return x != (*p)[0]; });
+    const std::string &parameter = name; // a binding: lambdas take a name
     auto constant = [&](const std::string &from) {
-      return from == name ||
+      return from == parameter ||
              (from.rfind("val_", 0) == 0 &&
               from.find_first_not_of("0123456789", 4) == std::string::npos);
     };

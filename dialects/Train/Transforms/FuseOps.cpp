@@ -288,7 +288,22 @@ struct Fusion {
         SmallVector<Value> f;
         double s = 1.0;
         collectFactors(th.getInput(), f, s);
-        if (f.size() != 1 || !near(s, std::sqrt(2.0 / M_PI)))
+        if (!near(s, std::sqrt(2.0 / M_PI)))
+          continue;
+        // Bloom's spelling: sqrt(2 / pi) x (1 + 0.044715 x x).
+        if (f.size() == 2 && (f[0] == x || f[1] == x)) {
+          auto square =
+              operandsWhere(def<AddOp>(f[0] == x ? f[1] : f[0]), [](Value c) {
+                return near(splatValue(c), 1.0, 0);
+              });
+          SmallVector<Value> xx;
+          double c = 1.0;
+          if (square)
+            collectFactors(square->second, xx, c);
+          if (xx.size() == 2 && xx[0] == x && xx[1] == x && near(c, 0.044715))
+            return std::make_pair(x, Activation::GeluTanh);
+        }
+        if (f.size() != 1)
           continue;
         auto inner =
             operandsWhere(def<AddOp>(f[0]), [&](Value a) { return a == x; });
@@ -1005,6 +1020,108 @@ struct RotaryFromAdd : FusionPattern<AddOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Heads merged into the batch ([B * H, S, D], as Bloom's baddbmm and bmm
+// attention computes) lifted back to [B, H, S, D], op by op, so that the
+// attention pattern sees its 4-D form. Not fusions: the same arithmetic.
+//===----------------------------------------------------------------------===//
+
+/// x ([B, H, M, N]) when v is x reshaped to [B * H, M, N]; null otherwise.
+Value mergedHeads(Value v) {
+  auto rs = def<ReshapeOp>(v);
+  if (!rs)
+    return nullptr;
+  auto in = typeOf(rs.getInput()), out = typeOf(v);
+  if (in.getRank() != 4 || out.getRank() != 3 || !in.hasStaticShape() ||
+      !out.hasStaticShape() ||
+      in.getDimSize(0) * in.getDimSize(1) != out.getDimSize(0) ||
+      in.getShape().drop_front(2) != out.getShape().drop_front(1))
+    return nullptr;
+  return rs.getInput();
+}
+
+/// A batched MatMul of two tensors of merged heads: on the heads.
+struct LiftMergedMatMul : FusionPattern<MatMulOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(MatMulOp mm,
+                                PatternRewriter &b) const override {
+    Value x = mergedHeads(mm.getLhs()), y = mergedHeads(mm.getRhs());
+    if (!x || !y ||
+        typeOf(x).getShape().take_front(2) !=
+            typeOf(y).getShape().take_front(2))
+      return b.notifyMatchFailure(mm, "not two tensors of merged heads");
+    auto heads = b.create<MatMulOp>(mm.getLoc(), x, y);
+    b.replaceOp(mm, f.reshape(b, mm.getLoc(), heads, typeOf(mm).getShape()));
+    return success();
+  }
+};
+
+/// The last two dims of merged heads swapped: on the heads.
+struct LiftMergedTranspose : FusionPattern<TransposeOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(TransposeOp tr,
+                                PatternRewriter &b) const override {
+    Value x = mergedHeads(tr.getInput());
+    if (!x || tr.getPerm() != ArrayRef<int64_t>{0, 2, 1})
+      return b.notifyMatchFailure(tr, "not merged heads' last dims swapped");
+    auto heads = b.create<TransposeOp>(tr.getLoc(), x,
+                                       b.getDenseI64ArrayAttr({0, 1, 3, 2}));
+    b.replaceOp(tr, f.reshape(b, tr.getLoc(), heads, typeOf(tr).getShape()));
+    return success();
+  }
+};
+
+/// Merged heads and a tensor that broadcasts over them (a scale, Bloom's
+/// ALiBi bias of [B * H, 1, S]), added, multiplied, ...: on the heads.
+template <typename OpTy> struct LiftMergedBinary : FusionPattern<OpTy> {
+  using FusionPattern<OpTy>::FusionPattern;
+  LogicalResult matchAndRewrite(OpTy op, PatternRewriter &b) const override {
+    Location loc = op.getLoc();
+    for (bool first : {true, false}) {
+      Value x = mergedHeads(first ? op.getLhs() : op.getRhs());
+      Value other = first ? op.getRhs() : op.getLhs();
+      if (!x)
+        continue;
+      auto ot = typeOf(other);
+      ArrayRef<int64_t> bh = typeOf(x).getShape().take_front(2);
+      if (!ot.hasStaticShape() || ot.getRank() > 3)
+        continue;
+      // Of lower rank, or one batch, it broadcasts over [B, H] as it did
+      // over B * H; one per merged head is split as x is.
+      if (ot.getRank() == 3 && ot.getDimSize(0) != 1) {
+        if (ot.getDimSize(0) != bh[0] * bh[1])
+          continue;
+        Value split = mergedHeads(other);
+        other = split && typeOf(split).getShape().take_front(2) == bh
+                    ? split
+                    : this->f.reshape(
+                          b, loc, other,
+                          {bh[0], bh[1], ot.getDimSize(1), ot.getDimSize(2)});
+      }
+      auto heads =
+          first ? b.create<OpTy>(loc, x, other) : b.create<OpTy>(loc, other, x);
+      b.replaceOp(op, this->f.reshape(b, loc, heads, typeOf(op).getShape()));
+      return success();
+    }
+    return b.notifyMatchFailure(op, "no merged heads with a tensor that "
+                                    "broadcasts over them");
+  }
+};
+
+/// A reshape back to the shape its input was reshaped from: that tensor
+/// (what the lifts leave between lifted ops).
+struct ReshapeBack : FusionPattern<ReshapeOp> {
+  using FusionPattern::FusionPattern;
+  LogicalResult matchAndRewrite(ReshapeOp rs,
+                                PatternRewriter &b) const override {
+    auto inner = def<ReshapeOp>(rs.getInput());
+    if (!inner || inner.getInput().getType() != rs.getType())
+      return b.notifyMatchFailure(rs, "not a reshape back");
+    b.replaceOp(rs, inner.getInput());
+    return success();
+  }
+};
+
 /// softmax(cap(q k^T * scale) + mask) v, with GQA head repetition, causal
 /// and sliding-window masks recognised by their values, and the scores
 /// optionally softcapped (cap(x) = c tanh(x / c)).
@@ -1039,6 +1156,16 @@ struct AttentionFromMatMul : FusionPattern<MatMulOp> {
         return b.notifyMatchFailure(pv, "a Where mask that is not causal");
       }
       causal = true;
+    }
+    // An additive causal mask over scores + bias (Bloom's ALiBi): causal.
+    if (auto outer = operandsWhere(def<AddOp>(scores),
+                                   [](Value v) { return def<AddOp>(v); });
+        outer && !causal) {
+      if (auto inAdd = f.causalWindow(outer->second, std::nullopt)) {
+        window = inAdd;
+        causal = true;
+        scores = outer->first;
+      }
     }
     if (auto add = def<AddOp>(scores)) {
       auto ops = operandsWhere(add, [](Value v) {
@@ -1221,6 +1348,8 @@ struct CrossEntropyFromOnnx : FusionPattern<SoftmaxCrossEntropyLossOp> {
 /// the op it started from (also printed in the debug output).
 struct FusionListener : RewriterBase::Listener {
   StringRef family;
+  /// Failures are not recorded (a normalizing family's).
+  bool quiet = false;
   Operation *root = nullptr;
   DenseSet<Operation *> pending;
   /// The producers of the ops a match erased: dead now if that was their
@@ -1241,7 +1370,8 @@ struct FusionListener : RewriterBase::Listener {
     reason(why);
     LLVM_DEBUG(llvm::dbgs() << DEBUG_TYPE << ": " << family << " at " << loc
                             << ": " << why.str() << "\n");
-    reasons[root].push_back((family + ": " + why.str()).str());
+    if (!quiet)
+      reasons[root].push_back((family + ": " + why.str()).str());
   }
 };
 
@@ -1252,6 +1382,9 @@ struct Family {
   const char *name;
   std::vector<std::unique_ptr<RewritePattern>> patterns;
   llvm::Statistic *fused;
+  /// Rewrites that fuse nothing (a form made plain for the families
+  /// after): where they do not apply is no reason an op stayed unfused.
+  bool normalizes = false;
 };
 
 template <typename... Patterns>
@@ -1306,6 +1439,14 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           family<ActivationFromGelu, ActivationFromMul, GatedActivationFromMul>(
               "activation", numActivations, ctx, f));
       families.push_back(family<RotaryFromAdd>("rotary", numRotary, ctx, f));
+      // In the order one lift feeds the next: k^T, q k^T, its scale and
+      // bias, the reshapes back between them.
+      families.push_back(
+          family<LiftMergedTranspose, LiftMergedMatMul, LiftMergedBinary<MulOp>,
+                 LiftMergedBinary<DivOp>, LiftMergedBinary<AddOp>,
+                 LiftMergedBinary<SubOp>, ReshapeBack>("heads", numLifted, ctx,
+                                                       f));
+      families.back().normalizes = true;
       families.push_back(
           family<AttentionFromMatMul>("attention", numAttention, ctx, f));
     }
@@ -1319,6 +1460,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         continue;
       for (Family &fam : families) {
         listener.family = fam.name;
+        listener.quiet = fam.normalizes;
         // Each pattern in turn over the ops of its root kind, in program
         // order, as they are when it starts.
         for (const auto &pattern : fam.patterns) {
@@ -1338,7 +1480,7 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
             if (failed(pattern->matchAndRewrite(op, rewriter)))
               continue;
             ++*fam.fused;
-            ++numFused;
+            numFused += fam.normalizes ? 0 : 1;
             eraseDead(rewriter, listener);
           }
         }

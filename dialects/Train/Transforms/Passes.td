@@ -72,6 +72,7 @@ def FuseOpsPass : Pass<"mt-fuse-ops", "mlir::ModuleOp"> {
     Statistic<"numActivations", "activations", "activations and gated activations">,
     Statistic<"numRotary", "rotary", "rotary embeddings">,
     Statistic<"numAttention", "attention", "attentions">,
+    Statistic<"numLifted", "lifted", "ops on heads merged into the batch lifted back to [B, H, ., .]">,
     Statistic<"numCrossEntropy", "cross-entropy", "cross-entropy losses">,
   ];
   let options = [

@@ -170,6 +170,30 @@ func.func @gelu_tanh(%x: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) 
 
 // -----
 
+// GELU, tanh, as Bloom writes it: x * 0.5 * (1 + tanh(0.79788456 * x *
+// (1 + 0.044715 * x * x))), the same function.
+// CHECK-LABEL: func @gelu_tanh_bloom
+// CHECK: train.activation %arg0 {act = #train<act gelu_tanh>}
+// CHECK-NOT: train.tanh
+func.func @gelu_tanh_bloom(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %c = train.constant dense<0.044715> : tensor<f32>
+  %cx = train.mul %x, %c : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %cxx = train.mul %cx, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %one = train.constant dense<1.0> : tensor<f32>
+  %sq = train.add %cxx, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %k = train.constant dense<0.79788456> : tensor<f32>
+  %kx = train.mul %x, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %in = train.mul %kx, %sq : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %t = train.tanh %in : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = train.add %t, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %half = train.constant dense<0.5> : tensor<f32>
+  %xh = train.mul %x, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %y = train.mul %xh, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
 // Rotary, half-split with Slice/Neg/Concat on [B, H, S, D]; the result is
 // computed on packed heads, and frozen tables of shape [1, 1, S, D] become [S, D].
 // CHECK-LABEL: func @rotary_slices
@@ -626,5 +650,42 @@ func.func @attention_bias_per_key(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf3
   %w = train.where %cond, %a, %ninf : (tensor<2x2xi1>, tensor<1x2x2x2xf32>, tensor<f32>) -> tensor<1x2x2x2xf32>
   %p = train.softmax %w {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
   %o = train.matmul %p, %v : (tensor<1x2x2x2xf32>, tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}
+
+// -----
+
+// Bloom's attention on heads merged into the batch: q k^T as a bmm of
+// [B * H, S, D] tensors, scaled, plus the ALiBi bias of [B * H, 1, S]
+// (baddbmm), reshaped to [B, H, S, S] for the additive causal mask and the
+// softmax, back to [B * H, S, S] for a bmm with v. Lifted back onto the
+// heads op by op, it is one attention, causal, with the bias (split per
+// head, expanded over the queries) as its mask.
+// CHECK-LABEL: func @attention_merged_heads
+// CHECK: %[[B:.+]] = train.constant dense<{{\[\[\[\[}}0.000000e+00, 5.000000e-01], [0.000000e+00, 5.000000e-01]], {{\[\[}}0.000000e+00, 2.500000e-01], [0.000000e+00, 2.500000e-01]]]]> : tensor<1x2x2x2xf32>
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[B]] {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
+// CHECK-NOT: train.matmul
+// CHECK-NOT: train.softmax
+func.func @attention_merged_heads(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %to3 = train.constant dense<[2, 2, 4]> : tensor<3xi64>
+  %to4 = train.constant dense<[1, 2, 2, 2]> : tensor<4xi64>
+  %sq3 = train.constant dense<[2, 2, 2]> : tensor<3xi64>
+  %o4 = train.constant dense<[1, 2, 2, 4]> : tensor<4xi64>
+  %h = train.constant dense<0.5> : tensor<f32>
+  %q3 = train.reshape %q, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %k3 = train.reshape %k, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %v3 = train.reshape %v, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %kt = train.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<2x2x4xf32>) -> tensor<2x4x2xf32>
+  %s = train.matmul %q3, %kt : (tensor<2x2x4xf32>, tensor<2x4x2xf32>) -> tensor<2x2x2xf32>
+  %ss = train.mul %s, %h : (tensor<2x2x2xf32>, tensor<f32>) -> tensor<2x2x2xf32>
+  %bias = train.constant dense<[[[0.0, 0.5]], [[0.0, 0.25]]]> : tensor<2x1x2xf32>
+  %a = train.add %ss, %bias : (tensor<2x2x2xf32>, tensor<2x1x2xf32>) -> tensor<2x2x2xf32>
+  %a4 = train.reshape %a, %to4 : (tensor<2x2x2xf32>, tensor<4xi64>) -> tensor<1x2x2x2xf32>
+  %mask = train.constant dense<[[[[0.0, -3.4028234663852886e38], [0.0, 0.0]]]]> : tensor<1x1x2x2xf32>
+  %m = train.add %a4, %mask : (tensor<1x2x2x2xf32>, tensor<1x1x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p = train.softmax %m {axis = -1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
+  %p3 = train.reshape %p, %sq3 : (tensor<1x2x2x2xf32>, tensor<3xi64>) -> tensor<2x2x2xf32>
+  %o3 = train.matmul %p3, %v3 : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %o = train.reshape %o3, %o4 : (tensor<2x2x4xf32>, tensor<4xi64>) -> tensor<1x2x2x4xf32>
   return %o : tensor<1x2x2x4xf32>
 }

@@ -181,4 +181,46 @@ ArrayRef<OpRule> pointwiseRules() {
   return rules;
 }
 
+template <typename... OpTys>
+std::map<std::string, kernels::Unary> parameterlessRows() {
+  std::map<std::string, kernels::Unary> rows;
+  auto one = [&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
+      if (!*OpTy::kOnnxAlpha && !*OpTy::kOnnxBeta)
+        rows[OpTy::getOperationName().drop_front(sizeof("train.") - 1).str()] =
+            kernels::Unary(int(OpTy::kFn));
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+  return rows;
+}
+
+const std::map<std::string, kernels::Unary> &parameterlessPointwise() {
+  static const auto rows = parameterlessRows<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >();
+  return rows;
+}
+
+template <typename... OpTys>
+Value applyPointwiseOf(OpBuilder &b, Location l, kernels::Unary fn, Value x) {
+  Value y;
+  auto one = [&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
+      if (!y && kernels::Unary(int(OpTy::kFn)) == fn)
+        y = b.create<OpTy>(l, x).getResult();
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+  return y;
+}
+
+Value applyPointwise(OpBuilder &b, Location l, kernels::Unary fn, Value x) {
+  return applyPointwiseOf<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >(b, l, fn, x);
+}
+
 } // namespace mt::importer

@@ -1,9 +1,14 @@
 //===- ImportPolicy.cpp - which initializers are which parameters ---------===//
 #include "compiler/ImportPolicy.h"
 
+#include "kernels/pointwise.h"
+
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -37,6 +42,35 @@ std::vector<int64_t> sampleIndices(int64_t n) {
 bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
   return a.size() == b.size() &&
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+/// Whether a and b are at most `ulps` floats apart (0: the same bits).
+bool nearFloats(float a, float b, int64_t ulps) {
+  if (a != a || b != b)
+    return false;
+  // Floats ordered as integers: -0 and +0 next to each other.
+  auto ordered = [](float f) {
+    int32_t i;
+    std::memcpy(&i, &f, 4);
+    return i < 0 ? int64_t(INT32_MIN) - int64_t(i) : int64_t(i);
+  };
+  return std::llabs(ordered(a) - ordered(b)) <= ulps;
+}
+
+/// `softplus_4` -> `softplus`: a node's name without the number that the
+/// exporter appends to make it unique.
+std::string stemOf(const std::string &name) {
+  size_t u = name.rfind('_');
+  if (u == std::string::npos || u + 1 == name.size() ||
+      name.find_first_not_of("0123456789", u + 1) != std::string::npos)
+    return name;
+  return name.substr(0, u);
+}
+
+/// A constant the exporter made (`val_12`), not a node of the model.
+bool isExporterConstant(const std::string &name) {
+  return name.rfind("val_", 0) == 0 && name.size() > 4 &&
+         name.find_first_not_of("0123456789", 4) == std::string::npos;
 }
 
 std::string shapeText(const std::vector<int64_t> &shape) {
@@ -78,6 +112,9 @@ private:
                            const InitializerInfo &init) const;
   int parameterFor(const std::string &name, const std::vector<int64_t> &shape,
                    int init);
+  int parameterNamed(const std::string &name, const std::vector<int64_t> &shape,
+                     int init);
+  void matchConcatenations();
   std::vector<std::string> aliasesOf(int p, bool embeddingOnly) const;
   bool isTiedEmbedding(int p) const;
   void attachSavedParts();
@@ -95,9 +132,6 @@ private:
                 const std::vector<int64_t> &initShape) const;
   bool isTransposeOf(int weight, const std::vector<int64_t> &shape, int init,
                      const std::vector<int64_t> &initShape) const;
-  std::optional<int64_t> rowsFrom(int weight, const std::vector<int64_t> &shape,
-                                  int init,
-                                  const std::vector<int64_t> &initShape) const;
   std::optional<std::vector<int64_t>>
   gatheredRows(int weight, const std::vector<int64_t> &shape, int init,
                const std::vector<int64_t> &initShape) const;
@@ -105,8 +139,27 @@ private:
   std::optional<StateKind> stateOf(const std::string &name) const;
   bool checkKeptValues(int weight, const std::string &name);
   void chooseSavedNames();
-  std::optional<std::vector<float>> parameterSample(int init, Layout layout,
-                                                    int64_t n);
+  std::optional<std::vector<float>>
+  parameterFrom(int init, Layout layout, std::vector<int64_t> at) const;
+  std::optional<std::vector<FoldStep>>
+  pointwiseFold(int weight, int init, const std::string &parameter) const;
+  std::string foldOpsOf(const InitializerInfo &init,
+                        const std::string &parameter) const;
+  std::string describeFold(const std::vector<FoldStep> &steps,
+                           const std::string &parameter) const;
+
+  /// A checkpoint's name in the graph: the Hugging Face model's path in
+  /// the export (`m.`) in front.
+  std::string withRoot(const std::string &saved) const {
+    return in.hfRoot.empty() ? saved : in.hfRoot + "." + saved;
+  }
+  /// A graph name as a checkpoint has it: without that path.
+  std::string withoutRoot(const std::string &graph) const {
+    std::string root = in.hfRoot + ".";
+    return !in.hfRoot.empty() && graph.compare(0, root.size(), root) == 0
+               ? graph.substr(root.size())
+               : graph;
+  }
 
   const PolicyInput &in;
   PolicyResult out;
@@ -122,6 +175,9 @@ private:
   /// Of those, the ones found by their values (no name said): the module
   /// name (without hfRoot) of the parameter each is.
   std::map<int, std::string> foldedByValue;
+  /// Initializers folded from several parameters, with their names:
+  /// resolved by values against --weights as their concatenation.
+  std::vector<std::pair<int, std::vector<std::string>>> concatenations;
 };
 
 void Decider::findParameters() {
@@ -217,11 +273,7 @@ void Decider::findParameters() {
       if (params.size() == 1)
         foldedForms.push_back({int(i), params[0]});
       else if (params.size() > 1)
-        out.errors.push_back(
-            {-1, "initializer '" + init.name +
-                     "' is a form the exporter's optimizer folded from "
-                     "several parameters, which cannot be trained as one; "
-                     "export with optimize=False"});
+        concatenations.push_back({int(i), params});
     }
   }
 }
@@ -257,11 +309,7 @@ bool Decider::isParameterName(const std::string &name) const {
 /// The tensor name save_pretrained writes for the parameter of graph name
 /// `name` where it renames it (checkpoint_names.json); null otherwise.
 const std::string *Decider::renamedTo(const std::string &name) const {
-  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
-  auto it = in.savedNameOf.find(!root.empty() &&
-                                        name.compare(0, root.size(), root) == 0
-                                    ? name.substr(root.size())
-                                    : name);
+  auto it = in.savedNameOf.find(withoutRoot(name));
   return it == in.savedNameOf.end() ? nullptr : &it->second;
 }
 
@@ -300,11 +348,7 @@ void Decider::matchFoldedForms() {
       if (same.size() == 1) {
         k = same[0];
         byRename = true;
-        std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
-        foldedByValue[k] =
-            !root.empty() && name.compare(0, root.size(), root) == 0
-                ? name.substr(root.size())
-                : name;
+        foldedByValue[k] = withoutRoot(name);
       }
     }
     std::string what = "initializer '" + init.name + "' is parameter '" + name +
@@ -319,10 +363,7 @@ void Decider::matchFoldedForms() {
     foldedWeights.insert(k);
     const std::vector<int64_t> &shape = in.weights[size_t(k)].shape;
     std::string graphName =
-        byRename ? name
-                 : (in.hfRoot.empty()
-                        ? in.weights[size_t(k)].name
-                        : in.hfRoot + "." + in.weights[size_t(k)].name);
+        byRename ? name : withRoot(in.weights[size_t(k)].name);
     if (shape != init.shape) {
       // The parameter transposed: a module's own x @ W.T (no aten.linear,
       // whose metadata would have said so), its W.T folded.
@@ -331,23 +372,39 @@ void Decider::matchFoldedForms() {
           out.roles[size_t(i)].layout = Layout::Transposed;
         continue;
       }
-      // Rows of the parameter from some row on (a table read at positions
-      // r..r+n-1)?
-      if (std::optional<int64_t> from = rowsFrom(k, shape, i, init.shape)) {
-        if (parameterFor(graphName, shape, i) >= 0)
-          out.roles[size_t(i)].fromRow = *from;
+      // Rows of the parameter, each found by its values: from some row on
+      // (a table read at positions r..r+n-1) or any (read per sequence).
+      std::optional<std::vector<int64_t>> rows =
+          gatheredRows(k, shape, i, init.shape);
+      bool consecutive = rows && std::adjacent_find(rows->begin(), rows->end(),
+                                                    [](int64_t a, int64_t b) {
+                                                      return b != a + 1;
+                                                    }) == rows->end();
+      if (consecutive) {
+        if (parameterFor(graphName, shape, i) >= 0) {
+          out.roles[size_t(i)].fromRow = rows->front();
+          out.recovered.push_back(
+              "'" + init.name + "' = rows " + std::to_string(rows->front()) +
+              ".." + std::to_string(rows->back()) + " of '" + name + "'");
+        }
         continue;
       }
       if (std::optional<std::vector<int64_t>> axes =
               broadcastAxes(k, shape, i, init.shape)) {
-        if (parameterFor(graphName, shape, i) >= 0)
+        if (parameterFor(graphName, shape, i) >= 0) {
           out.roles[size_t(i)].broadcastAxes = std::move(*axes);
+          out.recovered.push_back("'" + init.name + "' = '" + name +
+                                  "' broadcast to " + shapeText(init.shape));
+        }
         continue;
       }
-      // Any rows of it, each found by its values?
-      if (auto rows = gatheredRows(k, shape, i, init.shape)) {
-        if (parameterFor(graphName, shape, i) >= 0)
+      if (rows) {
+        if (parameterFor(graphName, shape, i) >= 0) {
+          out.recovered.push_back("'" + init.name +
+                                  "' = " + std::to_string(rows->size()) +
+                                  " rows of '" + name + "'");
           out.roles[size_t(i)].rows = std::move(*rows);
+        }
         continue;
       }
       out.errors.push_back(
@@ -355,106 +412,359 @@ void Decider::matchFoldedForms() {
                      "export with optimize=False"});
       continue;
     }
-    std::vector<int64_t> at = sampleIndices(elementsOf(init.shape));
-    auto p = in.sampleWeight(k, at);
-    auto v = in.sampleInitializer(i, at);
-    std::optional<float> offset;
-    if (p && v && !p->empty()) {
-      // v = fl(p + c): v[0] - p[0] is c only up to the rounding of the
-      // sum (fl(1 + p) - p is rarely 1 exactly), so c is also tried rounded
-      // to fewer bits (1, 0.5, ...); a candidate must give every sample.
-      float c = (*v)[0] - (*p)[0];
-      std::vector<float> candidates{c};
-      for (int bits = 0; bits <= 12; ++bits)
-        candidates.push_back(float(
-            std::ldexp(std::nearbyint(std::ldexp(double(c), bits)), -bits)));
-      for (float candidate : candidates) {
-        bool all = true;
-        for (size_t j = 0; j < p->size() && all; ++j)
-          all = (*p)[j] + candidate == (*v)[j];
-        if (all) {
-          offset = candidate;
-          break;
-        }
-      }
-    }
-    if (!offset && isTransposeOf(k, shape, i, init.shape)) {
+    std::optional<std::vector<FoldStep>> steps = pointwiseFold(k, i, name);
+    if (!steps && isTransposeOf(k, shape, i, init.shape)) {
       // A square parameter transposed.
       if (parameterFor(graphName, shape, i) >= 0)
         out.roles[size_t(i)].layout = Layout::Transposed;
       continue;
     }
-    if (!offset) {
+    if (!steps) {
       out.errors.push_back(
-          {k, what + " in a form mtc cannot train through (not the parameter "
-                     "plus a constant, nor its transpose); export with "
-                     "optimize=False"});
+          {k, what +
+                  " in a form mtc cannot train through (no pointwise "
+                  "function that its ops name, " +
+                  foldOpsOf(init, name) +
+                  ", gives its values from the parameter's, nor is it the "
+                  "parameter transposed); export with optimize=False"});
       continue;
     }
-    // Values of one element (a scalar parameter, or all alike) fit p + c
-    // whatever the fold was (softplus(p) as well): then only a fold that
-    // was one Add or Sub of the parameter and the exporter's constants
-    // (`val_N`: Gemma's 1 + w) is taken for one, by what the optimizer says
-    // it folded; any other would train with a wrong gradient.
-    bool determined = std::any_of(p->begin(), p->end(),
-                                  [&](float x) { return x != (*p)[0]; });
-    const std::string &parameter = name; // a binding: lambdas take a name
-    auto constant = [&](const std::string &from) {
-      return from == parameter ||
-             (from.rfind("val_", 0) == 0 &&
-              from.find_first_not_of("0123456789", 4) == std::string::npos);
-    };
-    bool oneAdd =
-        (init.name.rfind("add", 0) == 0 || init.name.rfind("sub", 0) == 0) &&
-        std::all_of(init.foldedFrom.begin(), init.foldedFrom.end(), constant);
-    if (!determined && !oneAdd) {
-      std::string ops;
-      for (const std::string &from : init.foldedFrom)
-        if (!constant(from))
-          ops += (ops.empty() ? "" : ", ") + from;
-      out.errors.push_back(
-          {k, what + " through other values (" + ops +
-                  "); the parameter's one value cannot tell that form from "
-                  "the parameter plus a constant, and another would train "
-                  "with a wrong gradient; export with optimize=False"});
-      continue;
+    if (parameterFor(graphName, init.shape, i) >= 0) {
+      out.recovered.push_back("'" + init.name +
+                              "' = " + describeFold(*steps, name));
+      out.roles[size_t(i)].pointwise = std::move(*steps);
     }
-    if (parameterFor(graphName, init.shape, i) >= 0)
-      out.roles[size_t(i)].offset = *offset;
   }
 }
 
-/// The row r from which initializer `init` holds the rows of --weights
-/// tensor `weight` (its elements, as many as whole rows, equal to those from
-/// row r on), by values: the rows whose first element is the initializer's
-/// first, confirmed on kSamples elements; the first such row.
-std::optional<int64_t>
-Decider::rowsFrom(int weight, const std::vector<int64_t> &shape, int init,
-                  const std::vector<int64_t> &initShape) const {
-  int64_t n = elementsOf(initShape), total = elementsOf(shape);
-  if (shape.empty() || shape[0] <= 0 || n <= 0 || n > total)
-    return std::nullopt;
-  int64_t row = total / shape[0];
-  if (row <= 0 || n % row)
-    return std::nullopt;
-  std::vector<int64_t> starts;
-  for (int64_t r = 0; r + n / row <= shape[0]; ++r)
-    starts.push_back(r * row);
-  auto first = in.sampleInitializer(init, {0});
-  auto heads = in.sampleWeight(weight, starts);
-  if (!first || !heads)
-    return std::nullopt;
-  std::vector<int64_t> at = sampleIndices(n);
-  auto v = in.sampleInitializer(init, at);
-  for (size_t r = 0; v && r < starts.size(); ++r) {
-    if (!sameBits({(*heads)[r]}, *first))
+/// The names of what the optimizer folded into `init` besides the
+/// parameter and its own constants, for a message: "" when none.
+std::string Decider::foldOpsOf(const InitializerInfo &init,
+                               const std::string &parameter) const {
+  std::string ops;
+  for (const std::string &from : init.foldedFrom)
+    if (from != parameter && !isExporterConstant(from))
+      ops += (ops.empty() ? "" : ", ") + from;
+  return ops.empty() ? "none named" : ops;
+}
+
+/// `steps` applied to parameter `parameter`, as a formula for a message.
+std::string Decider::describeFold(const std::vector<FoldStep> &steps,
+                                  const std::string &parameter) const {
+  std::string e = "'" + parameter + "'";
+  auto number = [](float c) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.9g", double(c));
+    return std::string(text);
+  };
+  for (const FoldStep &step : steps)
+    switch (step.kind) {
+    case FoldStep::Kind::Add:
+      e += (step.constant < 0 ? " - " : " + ") +
+           number(std::fabs(step.constant));
+      break;
+    case FoldStep::Kind::Mul:
+      e = step.constant == -1.0f ? "-(" + e + ")"
+                                 : "(" + e + ") * " + number(step.constant);
+      break;
+    case FoldStep::Kind::Apply:
+      for (const auto &[fnName, fn] : in.pointwiseByName)
+        if (fn == step.fn) {
+          e = fnName + "(" + e + ")";
+          break;
+        }
+      break;
+    }
+  return e;
+}
+
+/// An initializer folded from several parameters is their concatenation
+/// when the values say so (the model concatenates them at run time, and the
+/// optimizer folded it: a fused projection of q, k and v): along the axis
+/// on which their shapes add up to its shape (in the parameters' layout: a
+/// folded linear weight holds it transposed), each found at its offset by
+/// its values, in the order that tiles it. It then trains as those
+/// parameters behind a Concat. Anything else is refused naming them.
+void Decider::matchConcatenations() {
+  for (const auto &[i, names] : concatenations) {
+    const InitializerInfo &init = in.initializers[size_t(i)];
+    std::string list;
+    for (const std::string &name : names)
+      list += (list.empty() ? "'" : ", '") + name + "'";
+    std::string what = "initializer '" + init.name + "' is parameters " + list +
+                       " combined by the exporter's optimizer";
+    // Each parameter's tensor, by its name or the one it is saved under.
+    std::vector<int> tensors;
+    for (const std::string &name : names) {
+      const std::string *renamed = renamedTo(name);
+      for (size_t w = 0; w < in.weights.size(); ++w)
+        if (endsWithComponent(name, in.weights[w].name) ||
+            (renamed && in.weights[w].name == *renamed)) {
+          tensors.push_back(int(w));
+          break;
+        }
+    }
+    if (tensors.size() != names.size() || !in.sampleWeight ||
+        !in.sampleInitializer) {
+      out.errors.push_back(
+          {tensors.empty() ? -1 : tensors[0],
+           what + ", which mtc can only undo with the parameters' values "
+                  "(--weights); export with optimize=False"});
       continue;
-    std::vector<int64_t> shifted = at;
-    for (int64_t &x : shifted)
-      x += starts[r];
-    if (auto p = in.sampleWeight(weight, shifted); p && sameBits(*p, *v))
-      return int64_t(r);
+    }
+    bool linear =
+        std::any_of(init.uses.begin(), init.uses.end(), readsFoldedLinear);
+    Layout layout =
+        linear && init.shape.size() == 2 ? Layout::Transposed : Layout::Same;
+    std::vector<int64_t> whole = init.shape;
+    if (layout == Layout::Transposed)
+      std::reverse(whole.begin(), whole.end());
+    // Flat index in `whole` of element f of a tensor of `shape` placed at
+    // `offset` along `axis`.
+    auto placed = [&](const std::vector<int64_t> &shape, int64_t f, size_t axis,
+                      int64_t offset) {
+      int64_t flat = 0, stride = 1;
+      for (size_t d = shape.size(); d-- > 0;) {
+        int64_t coord = f % shape[d] + (d == axis ? offset : 0);
+        f /= shape[d];
+        flat += coord * stride;
+        stride *= whole[d];
+      }
+      return flat;
+    };
+    std::optional<size_t> axisFound;
+    std::vector<int> order;
+    for (size_t axis = 0; axis < whole.size() && !axisFound; ++axis) {
+      int64_t sum = 0;
+      bool agree = true;
+      for (int k : tensors) {
+        const std::vector<int64_t> &shape = in.weights[size_t(k)].shape;
+        agree &= shape.size() == whole.size();
+        for (size_t d = 0; agree && d < shape.size(); ++d)
+          agree &= d == axis || shape[d] == whole[d];
+        if (agree)
+          sum += shape[axis];
+      }
+      if (!agree || sum != whole[axis])
+        continue;
+      // Tile along the axis: at each offset, the tensor whose values are
+      // there.
+      std::vector<int> left = tensors;
+      order.clear();
+      for (int64_t offset = 0; !left.empty();) {
+        auto here = std::find_if(left.begin(), left.end(), [&](int k) {
+          const std::vector<int64_t> &shape = in.weights[size_t(k)].shape;
+          std::vector<int64_t> mine = sampleIndices(elementsOf(shape)), theirs;
+          for (int64_t f : mine)
+            theirs.push_back(placed(shape, f, axis, offset));
+          auto a = in.sampleWeight(k, mine);
+          auto b = parameterFrom(i, layout, theirs);
+          return a && b && sameBits(*a, *b);
+        });
+        if (here == left.end())
+          break;
+        offset += in.weights[size_t(*here)].shape[axis];
+        order.push_back(*here);
+        left.erase(here);
+      }
+      if (left.empty())
+        axisFound = axis;
+    }
+    if (!axisFound) {
+      out.errors.push_back(
+          {tensors[0], what + " in a form mtc cannot train through (not their "
+                              "concatenation, by their values); export with "
+                              "optimize=False"});
+      continue;
+    }
+    std::string parts;
+    for (int k : order) {
+      const std::string &name = names[size_t(
+          std::find(tensors.begin(), tensors.end(), k) - tensors.begin())];
+      int p = parameterNamed(name, in.weights[size_t(k)].shape, i);
+      if (p < 0)
+        break;
+      out.roles[size_t(i)].concatOf.push_back(p);
+      parts += (parts.empty() ? "'" : ", '") + name + "'";
+    }
+    if (out.roles[size_t(i)].concatOf.size() != order.size())
+      continue;
+    out.roles[size_t(i)].concatAxis = int64_t(*axisFound);
+    out.roles[size_t(i)].layout = layout;
+    out.recovered.push_back(
+        "'" + init.name + "' = concat(" + parts + ") on axis " +
+        std::to_string(*axisFound) +
+        (layout == Layout::Transposed ? ", transposed" : ""));
   }
+}
+
+/// The pointwise steps that take --weights tensor `weight`'s values to
+/// initializer `init`'s (of the same shape), `parameter` being the
+/// parameter's graph name: the steps the fold's names say it computed (a
+/// node's name is its op's, numbered: `softplus_4`, `add_10`), the
+/// functions of in.pointwiseByName once each and one affine step (add,
+/// sub, rsub, mul, div, neg), in the order and with the constants that
+/// reproduce every sampled value, bit for bit where any does, else within
+/// 4 ulp (the optimizer's evaluator and the C library may round a
+/// function's value differently), round constants first. A constant is the
+/// value of a one-element
+/// --weights tensor the fold names (a buffer: Apertus's beta) or, where the
+/// affine step is last, solved from the values (Gemma's 1 + w). A fold
+/// that names no op is the parameter plus a constant.
+///
+/// One value (a scalar parameter, or all alike) fits some constant
+/// whatever the fold was (p + c fits softplus(p)): a solved constant is
+/// then taken only when every name of the fold is accounted for and none
+/// is a function; otherwise the steps named must give the value with the
+/// constants known.
+std::optional<std::vector<FoldStep>>
+Decider::pointwiseFold(int weight, int init,
+                       const std::string &parameter) const {
+  const InitializerInfo &info = in.initializers[size_t(init)];
+  std::vector<int64_t> at = sampleIndices(elementsOf(info.shape));
+  auto p = in.sampleWeight(weight, at);
+  auto v = in.sampleInitializer(init, at);
+  if (!p || !v || p->empty() || p->size() != v->size())
+    return std::nullopt;
+
+  std::vector<kernels::Unary> fns;
+  bool add = false, mul = false, accounted = true;
+  // Whether the chain starts with a negation: never, maybe (aten.sub(c, p)
+  // is c - p) or always (rsub, neg).
+  enum { Never, Maybe, Always } negate = Never;
+  std::vector<float> known;
+  std::vector<std::string> names = info.foldedFrom;
+  names.push_back(info.name);
+  for (const std::string &from : names) {
+    if (from == parameter || isExporterConstant(from))
+      continue;
+    std::string stem = stemOf(from);
+    if (auto f = in.pointwiseByName.find(stem); f != in.pointwiseByName.end()) {
+      if (std::find(fns.begin(), fns.end(), f->second) == fns.end())
+        fns.push_back(f->second);
+    } else if (stem == "add") {
+      add = true;
+    } else if (stem == "sub") {
+      add = true;
+      negate = negate == Always ? Always : Maybe;
+    } else if (stem == "rsub" || stem == "neg") {
+      add |= stem == "rsub";
+      negate = Always;
+    } else if (stem == "mul" || stem == "div") {
+      mul = true;
+    } else {
+      // A one-element --weights tensor the fold read (a buffer).
+      std::optional<float> value;
+      for (size_t w = 0; w < in.weights.size() && !value; ++w)
+        if (endsWithComponent(from, in.weights[w].name) &&
+            elementsOf(in.weights[w].shape) == 1)
+          if (auto x = in.sampleWeight(int(w), {0}))
+            value = (*x)[0];
+      if (value)
+        known.push_back(*value);
+      else
+        accounted = false;
+    }
+  }
+  bool named = !fns.empty() || add || mul || negate != Never;
+  if (!named)
+    add = true;
+  // Three functions are 6 orders: more is no fold a model writes.
+  if (fns.size() > 3)
+    return std::nullopt;
+  bool determined =
+      std::any_of(p->begin(), p->end(), [&](float x) { return x != (*p)[0]; });
+  // One value cannot tell f(p + c) from f(p) + c' either: a solved
+  // constant with one value only where no function is named.
+  bool solvable = determined || (named && accounted && fns.empty());
+
+  auto apply = [](const std::vector<FoldStep> &steps, float x) {
+    for (const FoldStep &s : steps)
+      x = s.kind == FoldStep::Kind::Add   ? x + s.constant
+          : s.kind == FoldStep::Kind::Mul ? x * s.constant
+                                          : kernels::applyUnary({s.fn}, x);
+    return x;
+  };
+  auto fits = [&](const std::vector<FoldStep> &steps, int64_t ulps) {
+    for (size_t j = 0; j < p->size(); ++j)
+      if (!nearFloats(apply(steps, (*p)[j]), (*v)[j], ulps))
+        return false;
+    return true;
+  };
+  // A solved constant c rounded to fewer bits (1, 0.5, ...), then c itself:
+  // fl(p + 1) - p is rarely 1 exactly, and a model's constant is round.
+  auto roundings = [](float c) {
+    std::vector<float> out;
+    for (int bits = 0; bits <= 12; ++bits)
+      out.push_back(float(
+          std::ldexp(std::nearbyint(std::ldexp(double(c), bits)), -bits)));
+    out.push_back(c);
+    return out;
+  };
+
+  std::sort(fns.begin(), fns.end());
+  // Each chain, and whether its constants are all known or round.
+  std::vector<std::pair<std::vector<FoldStep>, bool>> chains;
+  std::vector<bool> negations;
+  if (negate != Always)
+    negations.push_back(false);
+  if (negate != Never)
+    negations.push_back(true);
+  do {
+    for (bool neg : negations)
+      for (size_t pos = 0; pos <= fns.size(); ++pos) {
+        if (!add && !mul && pos > 0)
+          break; // no affine step: one chain
+        std::vector<FoldStep> before, after;
+        if (neg)
+          before.push_back({FoldStep::Kind::Mul, -1.0f});
+        for (size_t f = 0; f < fns.size(); ++f)
+          (f < pos ? before : after)
+              .push_back({FoldStep::Kind::Apply, 0.0f, fns[f]});
+        bool last = after.empty();
+        float x0 = apply(before, (*p)[0]);
+        // Candidate constants, each with whether it is known or round.
+        using Candidates = std::vector<std::pair<float, bool>>;
+        auto candidates = [&](std::optional<float> solved) {
+          Candidates out;
+          for (float c : known)
+            out.push_back({c, true});
+          if (solved) {
+            std::vector<float> r = roundings(*solved);
+            for (size_t j = 0; j < r.size(); ++j)
+              out.push_back({r[j], j + 1 < r.size()});
+          }
+          return out;
+        };
+        Candidates muls{{1.0f, true}}, adds{{0.0f, true}};
+        if (mul)
+          muls = candidates(!add && last && solvable && x0 != 0
+                                ? std::optional<float>((*v)[0] / x0)
+                                : std::nullopt);
+        for (auto [m, mRound] : muls) {
+          if (add)
+            adds = candidates(last && solvable
+                                  ? std::optional<float>((*v)[0] - x0 * m)
+                                  : std::nullopt);
+          for (auto [a, aRound] : adds) {
+            std::vector<FoldStep> chain = before;
+            if (mul)
+              chain.push_back({FoldStep::Kind::Mul, m});
+            if (add)
+              chain.push_back({FoldStep::Kind::Add, a});
+            chain.insert(chain.end(), after.begin(), after.end());
+            chains.push_back({std::move(chain), mRound && aRound});
+          }
+        }
+      }
+  } while (std::next_permutation(fns.begin(), fns.end()));
+  // Round constants before exact bits: a constant off by an ulp can
+  // absorb the evaluator's rounding of a function, the model's 1 cannot.
+  for (bool round : {true, false})
+    for (int64_t ulps : {0, 4})
+      for (const auto &[chain, isRound] : chains)
+        if (isRound == round && fits(chain, ulps))
+          return chain;
   return std::nullopt;
 }
 
@@ -593,7 +903,7 @@ std::string Decider::nameOfFolded(const std::string &mangled,
       return use.scope + "." + mangled.substr(prefix.size());
   }
   for (const WeightTensor &w : in.weights) {
-    std::string full = in.hfRoot.empty() ? w.name : in.hfRoot + "." + w.name;
+    std::string full = withRoot(w.name);
     if (mangledName(full) == mangled)
       return full;
   }
@@ -602,6 +912,16 @@ std::string Decider::nameOfFolded(const std::string &mangled,
 
 int Decider::parameterFor(const std::string &name,
                           const std::vector<int64_t> &shape, int init) {
+  int p = parameterNamed(name, shape, init);
+  if (p >= 0)
+    out.roles[init].parameter = p;
+  return p;
+}
+
+/// The parameter `name` of `shape`, made with initializer `init` as its
+/// data when new; -1 (and an error) when it exists with another shape.
+int Decider::parameterNamed(const std::string &name,
+                            const std::vector<int64_t> &shape, int init) {
   auto [it, fresh] = byName.try_emplace(name, int(out.parameters.size()));
   if (fresh) {
     Parameter p;
@@ -621,7 +941,6 @@ int Decider::parameterFor(const std::string &name,
              shapeText(shape)});
     return -1;
   }
-  out.roles[init].parameter = it->second;
   return it->second;
 }
 
@@ -664,10 +983,10 @@ bool Decider::isTiedEmbedding(int p) const {
   return table && other;
 }
 
+/// Elements `at` (flat, row-major) of a parameter, read from initializer
+/// `init` that holds it in `layout`.
 std::optional<std::vector<float>>
-Decider::parameterSample(int init, Layout layout, int64_t n) {
-  // Indices of the parameter, read from an initializer in `layout`.
-  std::vector<int64_t> at = sampleIndices(n);
+Decider::parameterFrom(int init, Layout layout, std::vector<int64_t> at) const {
   if (layout == Layout::Transposed) {
     // The parameter is [r, c]; the initializer [c, r] holds P[a][b] at
     // b * r + a.
@@ -682,12 +1001,8 @@ Decider::parameterSample(int init, Layout layout, int64_t n) {
 /// The tensors save_pretrained stores each parameter in, where it splits
 /// it: they must be all of its elements, each once.
 void Decider::attachSavedParts() {
-  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
   for (Parameter &param : out.parameters) {
-    std::string name = param.name;
-    if (!root.empty() && name.compare(0, root.size(), root) == 0)
-      name = name.substr(root.size());
-    auto it = in.savedPartsOf.find(name);
+    auto it = in.savedPartsOf.find(withoutRoot(param.name));
     if (it == in.savedPartsOf.end())
       continue;
     std::vector<SavedPart> parts = it->second;
@@ -803,9 +1118,9 @@ void Decider::matchWeights() {
         const Parameter &param = out.parameters[p];
         if (param.shape != w.shape || !isTiedEmbedding(int(p)))
           continue;
-        auto theirs = parameterSample(param.dataInitializer,
-                                      out.roles[param.dataInitializer].layout,
-                                      elementsOf(param.shape));
+        auto theirs = parameterFrom(param.dataInitializer,
+                                    out.roles[param.dataInitializer].layout,
+                                    sampleIndices(elementsOf(param.shape)));
         if (theirs && sameBits(*mine, *theirs))
           found.push_back(int(p));
       }
@@ -900,15 +1215,10 @@ void Decider::matchWeights() {
 /// from its data initializer (whose layout may be the transpose).
 std::optional<std::vector<float>>
 Decider::parameterAt(const Parameter &param, std::vector<int64_t> at) const {
-  if (param.dataInitializer < 0 || !in.sampleInitializer)
+  if (param.dataInitializer < 0)
     return std::nullopt;
-  if (out.roles[param.dataInitializer].layout == Layout::Transposed) {
-    // [r, c] held as [c, r]: P[a][b] at b * r + a.
-    int64_t r = param.shape[0], c = param.shape[1];
-    for (int64_t &f : at)
-      f = (f % c) * r + f / c;
-  }
-  return in.sampleInitializer(param.dataInitializer, at);
+  return parameterFrom(param.dataInitializer,
+                       out.roles[param.dataInitializer].layout, std::move(at));
 }
 
 namespace {
@@ -960,13 +1270,9 @@ void Decider::bindByValue(std::vector<int> &unbound,
   }
   if (byKey.empty())
     return;
-  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
   // A parameter's name as a checkpoint would have it.
   auto savedName = [&](int p) {
-    const std::string &name = out.parameters[size_t(p)].name;
-    return !root.empty() && name.compare(0, root.size(), root) == 0
-               ? name.substr(root.size())
-               : name;
+    return withoutRoot(out.parameters[size_t(p)].name);
   };
   auto nameOf = [&](int k) -> const std::string & {
     return in.weights[size_t(k)].name;
@@ -1089,8 +1395,7 @@ void Decider::bindByValue(std::vector<int> &unbound,
 /// What the exported program's signature says the --weights tensor of
 /// module name `name` (without hfRoot) is, if anything.
 std::optional<StateKind> Decider::stateOf(const std::string &name) const {
-  auto it =
-      in.signature.find(in.hfRoot.empty() ? name : in.hfRoot + "." + name);
+  auto it = in.signature.find(withRoot(name));
   if (it == in.signature.end())
     return std::nullopt;
   return it->second;
@@ -1100,7 +1405,7 @@ std::optional<StateKind> Decider::stateOf(const std::string &name) const {
 /// (a buffer it reads) must hold the same values, or training would use
 /// the export's and the checkpoint the user's.
 bool Decider::checkKeptValues(int weight, const std::string &name) {
-  std::string graphName = in.hfRoot.empty() ? name : in.hfRoot + "." + name;
+  std::string graphName = withRoot(name);
   for (size_t i = 0; i < in.initializers.size(); ++i) {
     const InitializerInfo &init = in.initializers[i];
     if (init.name != graphName || !in.sampleWeight || !in.sampleInitializer)
@@ -1136,8 +1441,8 @@ void Decider::checkLayouts(int p) {
       continue;
     Layout layout = out.roles[i].layout;
     Layout other = layout == Layout::Same ? Layout::Transposed : Layout::Same;
-    auto got = parameterSample(int(i), layout, n);
-    auto flipped = parameterSample(int(i), other, n);
+    auto got = parameterFrom(int(i), layout, sampleIndices(n));
+    auto flipped = parameterFrom(int(i), other, sampleIndices(n));
     // Values of another run (an export of a random init, trained weights
     // in --weights) decide nothing: the metadata's layout stands.
     if (got && flipped && !sameBits(*want, *got) && sameBits(*want, *flipped))
@@ -1146,7 +1451,6 @@ void Decider::checkLayouts(int p) {
 }
 
 void Decider::chooseSavedNames() {
-  std::string root = in.hfRoot.empty() ? "" : in.hfRoot + ".";
   for (size_t p = 0; p < out.parameters.size(); ++p) {
     Parameter &param = out.parameters[p];
     // Stored as save_pretrained stores it by default, whether --weights
@@ -1158,9 +1462,8 @@ void Decider::chooseSavedNames() {
     // A tied embedding goes under the embedding's name, as save_pretrained
     // stores a tied model.
     std::vector<std::string> embedding = aliasesOf(int(p), true);
-    std::string name = embedding.empty() ? param.name : embedding[0];
-    if (!root.empty() && name.compare(0, root.size(), root) == 0)
-      name = name.substr(root.size());
+    std::string name =
+        withoutRoot(embedding.empty() ? param.name : embedding[0]);
     if (auto it = in.savedNameOf.find(name); it != in.savedNameOf.end())
       name = it->second;
     param.savedNames.push_back(name);
@@ -1171,6 +1474,7 @@ PolicyResult Decider::run() {
   findParameters();
   attachSavedParts();
   matchFoldedForms();
+  matchConcatenations();
   if (in.haveWeights) {
     matchWeights();
   } else {

@@ -17,6 +17,8 @@
 #ifndef MT_COMPILER_IMPORTPOLICY_H
 #define MT_COMPILER_IMPORTPOLICY_H
 
+#include "kernels/shapes.h"
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -118,6 +120,10 @@ struct PolicyInput {
   /// parameter's name without `hfRoot`.
   std::map<std::string, std::vector<SavedPart>> savedPartsOf;
   Sampler sampleInitializer, sampleWeight;
+  /// The pointwise functions without parameters that a fold may have
+  /// applied to a parameter, by the name PyTorch's ops give them
+  /// (`softplus`, `exp`): the compiler's pointwise ops.
+  std::map<std::string, kernels::Unary> pointwiseByName;
 };
 
 struct Parameter {
@@ -147,13 +153,32 @@ struct Parameter {
   bool fromWeights() const { return weight >= 0 || !partWeights.empty(); }
 };
 
+/// One step of a pointwise function that the exporter's optimizer folded
+/// into an initializer: x + constant, x * constant, or fn(x).
+struct FoldStep {
+  enum class Kind { Add, Mul, Apply } kind = Kind::Add;
+  float constant = 0;
+  kernels::Unary fn = kernels::Unary::Exp; ///< for Apply
+  bool operator==(const FoldStep &o) const {
+    return kind == o.kind && constant == o.constant && fn == o.fn;
+  }
+};
+
 /// What an initializer is.
 struct InitializerRole {
   int parameter = -1; ///< -1: a constant of the graph
   Layout layout = Layout::Same;
-  /// The initializer is the parameter plus this (the optimizer folded
-  /// Gemma's 1 + w, say): found by values, 0 otherwise.
-  float offset = 0;
+  /// The initializer is these parameters concatenated along `concatAxis`
+  /// of their layout (`layout` says whether it holds that transposed): the
+  /// optimizer folded a fused projection the model concatenates at run
+  /// time (`torch.cat([q.weight, k.weight, v.weight])`); found by values,
+  /// `parameter` is then -1; empty otherwise.
+  std::vector<int> concatOf;
+  int64_t concatAxis = 0;
+  /// The initializer is these steps applied in order to the parameter
+  /// (the optimizer folded Gemma's 1 + w, Apertus's beta + softplus(a)):
+  /// found by values and the fold's names; empty otherwise.
+  std::vector<FoldStep> pointwise;
   /// The initializer is rows of the parameter from this one on, reshaped
   /// (the optimizer folded GPT-2's position embedding of positions
   /// 0..S-1, OPT's of positions 2..S+1): found by values; -1 otherwise.
@@ -200,6 +225,10 @@ struct PolicyResult {
   std::vector<InitializerRole> roles; ///< one per PolicyInput::initializers
   std::vector<KeptWeight> kept;
   std::vector<ValueBinding> byValue;
+  /// One phrase per initializer the optimizer folded from a parameter that
+  /// trains as that parameter: what it was found to be
+  /// (`'add_4' = 'm.norm.weight' + 1`).
+  std::vector<std::string> recovered;
   std::vector<PolicyError> errors;
 };
 

@@ -398,6 +398,12 @@ ArrayRef<OpRule> compositeRules();
 /// The pointwise functions' rows, made from their ODS descriptions
 /// (Train_PointwiseOp's ONNX name), every opset the importer reads.
 ArrayRef<OpRule> pointwiseRules();
+/// The pointwise functions without parameters by their ops' mnemonics
+/// (`softplus`), which are PyTorch's names for them: what a fold of the
+/// exporter's optimizer may have applied to a parameter.
+const std::map<std::string, kernels::Unary> &parameterlessPointwise();
+/// The pointwise op of function `fn` at its defaults, applied to x.
+Value applyPointwise(OpBuilder &b, Location l, kernels::Unary fn, Value x);
 /// Every table above.
 inline ArrayRef<ArrayRef<OpRule>> ruleTables() {
   static const ArrayRef<OpRule> tables[] = {elementwiseRules(), nnRules(),

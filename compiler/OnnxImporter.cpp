@@ -572,7 +572,23 @@ LogicalResult Importer::decideParameters() {
       return std::nullopt;
     return sampleFile(path, int64_t(e->offset), bytes, e->dtype == "BF16", at);
   };
+  in.pointwiseByName = parameterlessPointwise();
   policy = mt::decideParameters(in);
+  if (!policy.recovered.empty() && policy.errors.empty()) {
+    // Said once: what each fold was found to be, so that a user can check.
+    std::string list;
+    for (const std::string &r : policy.recovered)
+      if (list.size() < 400)
+        list += (list.empty() ? "" : ", ") + r;
+      else if (list.back() != '.')
+        list += ", ...";
+    emitRemark(UnknownLoc::get(&ctx))
+        << policy.recovered.size() << " initializer"
+        << (policy.recovered.size() > 1 ? "s" : "")
+        << " the exporter's optimizer folded from parameters, trained as the "
+           "parameters behind the folds found from their values: "
+        << list;
+  }
   if (!policy.byValue.empty() && policy.errors.empty()) {
     // Said once: names did not bind these, values did.
     size_t tensors = 0;
@@ -970,6 +986,31 @@ void Importer::attachKept(ModuleOp module) {
 FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
                                        RankedTensorType type) {
   const InitializerRole &role = policy.roles[policyIndex.lookup(init.name())];
+  if (!role.concatOf.empty()) {
+    // Parameters the model concatenates at run time, whose concatenation
+    // the optimizer folded: the graph concatenates them again.
+    SmallVector<Value> parts;
+    for (int p : role.concatOf) {
+      const Parameter &part = policy.parameters[size_t(p)];
+      Value &weight = parameterValues[p];
+      if (!weight) {
+        auto made = makeWeight(
+            init, RankedTensorType::get(part.shape, type.getElementType()),
+            part.name, trains(part), &part);
+        if (failed(made))
+          return failure();
+        weight = *made;
+      }
+      parts.push_back(weight);
+    }
+    Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
+    Value whole =
+        b.create<ConcatOp>(l, parts, b.getI64IntegerAttr(role.concatAxis));
+    if (role.layout == Layout::Transposed)
+      whole =
+          b.create<TransposeOp>(l, type, whole, b.getDenseI64ArrayAttr({1, 0}));
+    return whole;
+  }
   const Parameter *param =
       role.parameter >= 0 ? &policy.parameters[role.parameter] : nullptr;
   std::string name = param ? param->name : init.name();
@@ -1051,14 +1092,24 @@ FailureOr<Value> Importer::weightValue(const onnx::TensorProto &init,
     return b.create<ExpandOp>(l, type, reshaped, i64s(type.getShape()))
         .getResult();
   }
-  if (role.layout == Layout::Same && role.offset == 0)
-    return weight;
   if (role.layout == Layout::Same) {
-    // The optimizer folded weight + c into this initializer (Gemma's 1 + w).
-    auto c = b.create<ConstantOp>(
-        l, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
-                                  role.offset));
-    return b.create<AddOp>(l, weight, c).getResult();
+    // The optimizer folded these steps of the weight into this initializer
+    // (Gemma's 1 + w, Apertus's beta + softplus(a)): the graph computes
+    // them, so that the gradient reaches the weight.
+    Value x = weight;
+    for (const FoldStep &step : role.pointwise) {
+      if (step.kind == FoldStep::Kind::Apply) {
+        x = applyPointwise(b, l, step.fn, x);
+        continue;
+      }
+      auto c = b.create<ConstantOp>(
+          l, DenseElementsAttr::get(RankedTensorType::get({}, b.getF32Type()),
+                                    step.constant));
+      x = step.kind == FoldStep::Kind::Add
+              ? b.create<AddOp>(l, x, c).getResult()
+              : b.create<MulOp>(l, x, c).getResult();
+    }
+    return x;
   }
   auto t =
       b.create<TransposeOp>(l, type, weight, b.getDenseI64ArrayAttr({1, 0}));

@@ -5,12 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/pointwise.h"
+
 #include <cmath>
+#include <cstring>
 #include <map>
 
 namespace {
 
 using mt::decideParameters;
+using mt::FoldStep;
 using mt::InitializerInfo;
 using mt::InitializerUse;
 using mt::Layout;
@@ -43,6 +47,16 @@ struct Values {
     };
   }
 };
+
+/// The fold x + c.
+std::vector<FoldStep> plus(float c) { return {{FoldStep::Kind::Add, c}}; }
+
+/// The pointwise functions a fold may name, as the importer gives them.
+std::map<std::string, mt::kernels::Unary> pointwiseFunctions() {
+  return {{"softplus", mt::kernels::Unary::Softplus},
+          {"exp", mt::kernels::Unary::Exp},
+          {"sigmoid", mt::kernels::Unary::Sigmoid}};
+}
 
 std::string errorsOf(const PolicyResult &r) {
   std::string s;
@@ -313,13 +327,13 @@ TEST(ImportPolicy, AParameterPlusAConstantIsFoundByValues) {
   ASSERT_EQ(r.roles[0].parameter, 0);
   EXPECT_EQ(r.parameters[0].name, "m.norm.weight");
   EXPECT_TRUE(r.parameters[0].trainable);
-  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  EXPECT_EQ(r.roles[0].pointwise, plus(1.0f));
   // Other values: not the parameter plus a constant, said so.
   v.of["add_4"] = [](int64_t i) { return float(i * i); };
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   EXPECT_EQ(r.errors[0].weight, 0);
-  EXPECT_NE(r.errors[0].message.find("not the parameter plus a constant"),
+  EXPECT_NE(r.errors[0].message.find("in a form mtc cannot train through"),
             std::string::npos);
   // Without the parameter's values there is nothing to undo it with.
   in.haveWeights = false;
@@ -340,10 +354,9 @@ TEST(ImportPolicy, AParameterPlusAConstantIsFoundByValues) {
   EXPECT_EQ(decideParameters(in).errors.size(), 0u);
 }
 
-TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
-  // Apertus's xIELU: softplus(alpha_p) of a one-element parameter folded.
-  // One value fits p + c for some c whatever the function: only the
-  // optimizer's word that the fold was one Add of constants makes it so.
+TEST(ImportPolicy, AScalarParametersFoldIsWhatItsOpsNameNeverAnyConstant) {
+  // Apertus's xIELU: softplus(alpha_p) of a one-element parameter folded
+  // (softplus_4, threshold: torch's softplus decomposed).
   PolicyInput in;
   in.hfRoot = "m";
   in.initializers = {{"softplus",
@@ -351,19 +364,52 @@ TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
                       {use("Mul", 0, "m.act", "aten.mul", {})},
                       {"m.act.alpha_p", "softplus_4", "threshold", "val_3"}}};
   in.haveWeights = true;
-  in.weights = {{"act.alpha_p", {1}}};
+  in.weights = {{"act.alpha_p", {1}}, {"act.beta", {}}};
+  in.signature = {{"m.act.alpha_p", mt::StateKind::Parameter},
+                  {"m.act.beta", mt::StateKind::Buffer}};
+  in.pointwiseByName = pointwiseFunctions();
   Values v;
   v.of["act.alpha_p"] = [](int64_t) { return 0.5f; };
+  v.of["act.beta"] = [](int64_t) { return 0.25f; };
   v.of["softplus"] = [](int64_t) { return std::log1p(std::exp(0.5f)); };
-  in.sampleWeight = v.sampler({"act.alpha_p"});
+  in.sampleWeight = v.sampler({"act.alpha_p", "act.beta"});
   in.sampleInitializer = v.sampler({"softplus"});
   PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  std::vector<FoldStep> softplus{
+      {FoldStep::Kind::Apply, 0.0f, mt::kernels::Unary::Softplus}};
+  EXPECT_EQ(r.roles[0].pointwise, softplus);
+  ASSERT_EQ(r.recovered.size(), 1u);
+  EXPECT_EQ(r.recovered[0], "'softplus' = softplus('m.act.alpha_p')");
+  // beta + softplus(alpha_n), beta a buffer of the weights: its value is
+  // the constant, and the order is the one that gives the value.
+  in.initializers[0].name = "add_10";
+  in.initializers[0].foldedFrom = {"m.act.alpha_p", "m.act.beta", "softplus_1",
+                                   "threshold", "tmp"};
+  v.of["add_10"] = [](int64_t) { return 0.25f + std::log1p(std::exp(0.5f)); };
+  in.sampleInitializer = v.sampler({"add_10"});
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  softplus.push_back({FoldStep::Kind::Add, 0.25f});
+  EXPECT_EQ(r.roles[0].pointwise, softplus);
+  EXPECT_EQ(r.recovered[0], "'add_10' = softplus('m.act.alpha_p') + 0.25");
+  // The same value from an op mtc does not know (pow) and a constant it
+  // cannot see: one value fits p + c whatever c, so it is refused.
+  in.initializers[0].name = "add_11";
+  in.initializers[0].foldedFrom = {"m.act.alpha_p", "pow_2", "val_4"};
+  v.of["add_11"] = v.of["add_10"];
+  in.sampleInitializer = v.sampler({"add_11"});
+  r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
-  EXPECT_NE(r.errors[0].message.find(
-                "through other values (softplus_4, threshold); the "
-                "parameter's one value cannot tell"),
+  EXPECT_NE(r.errors[0].message.find("no pointwise function that its ops "
+                                     "name, pow_2, gives its values"),
             std::string::npos)
       << errorsOf(r);
+  // exp(p) plus a constant nothing names: one value cannot tell it from
+  // exp(p + c), so it is refused as well.
+  in.initializers[0].foldedFrom = {"m.act.alpha_p", "exp_2"};
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
   // Gemma's 1 + w of a norm weight still all zeros: one Add of a constant.
   in.initializers[0].name = "add_6";
   in.initializers[0].foldedFrom = {"m.act.alpha_p", "val_3"};
@@ -371,7 +417,7 @@ TEST(ImportPolicy, AScalarParametersFoldIsTakenForPlusAConstantOnlyIfOneAdd) {
   in.sampleInitializer = v.sampler({"add_6"});
   r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
-  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  EXPECT_EQ(r.roles[0].pointwise, plus(1.0f));
 }
 
 TEST(ImportPolicy, PlaceholdersAreLowerCase) {
@@ -431,9 +477,47 @@ TEST(ImportPolicy, AFoldedNormWeightIsNotTheBiasBesideIt) {
   ASSERT_GE(weight, 0);
   EXPECT_NE(weight, bias);
   EXPECT_EQ(r.parameters[size_t(weight)].name, "m.ln.weight");
-  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  EXPECT_EQ(r.roles[0].pointwise, plus(1.0f));
   EXPECT_EQ(r.parameters[size_t(bias)].name, "m.ln.bias");
   EXPECT_TRUE(r.kept.empty());
+}
+
+TEST(ImportPolicy, AParametersFunctionIsFoundByValuesWithinAFewUlp) {
+  // sigmoid(w) - 1 of a vector, the optimizer's evaluator rounding some
+  // values one ulp away from the C library's.
+  PolicyInput in = foldedPlusOne();
+  in.initializers[0].name = "sub_2";
+  in.initializers[0].foldedFrom = {"m.norm.weight", "sigmoid", "val_4"};
+  in.pointwiseByName = pointwiseFunctions();
+  auto w = [](int64_t i) { return 0.1f * float(i) - 0.2f; };
+  Values v;
+  v.of["norm.weight"] = w;
+  v.of["sub_2"] = [&](int64_t i) {
+    float y = mt::kernels::sigmoidOf(w(i)) - 1.0f;
+    return i % 2 ? std::nextafter(y, 1.0f) : y;
+  };
+  in.sampleWeight = v.sampler({"norm.weight"});
+  in.sampleInitializer = v.sampler({"sub_2"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  std::vector<FoldStep> steps{
+      {FoldStep::Kind::Apply, 0.0f, mt::kernels::Unary::Sigmoid},
+      {FoldStep::Kind::Add, -1.0f}};
+  EXPECT_EQ(r.roles[0].pointwise, steps);
+  EXPECT_EQ(r.recovered[0], "'sub_2' = sigmoid('m.norm.weight') - 1");
+  // Three ulp from every value is still the fold; a thousand is not.
+  for (int64_t ulps : {3, 1000}) {
+    v.of["sub_2"] = [&, ulps](int64_t i) {
+      float y = mt::kernels::sigmoidOf(w(i)) - 1.0f;
+      int32_t bits;
+      std::memcpy(&bits, &y, 4);
+      bits += int32_t(ulps);
+      std::memcpy(&y, &bits, 4);
+      return y;
+    };
+    r = decideParameters(in);
+    EXPECT_EQ(r.errors.size(), ulps == 3 ? 0u : 1u) << errorsOf(r);
+  }
 }
 
 TEST(ImportPolicy, AParameterPlusOneIsFoundWhereTheSumRounds) {
@@ -448,7 +532,7 @@ TEST(ImportPolicy, AParameterPlusOneIsFoundWhereTheSumRounds) {
   in.sampleInitializer = v.sampler({"add_4"});
   PolicyResult r = decideParameters(in);
   ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
-  EXPECT_EQ(r.roles[0].offset, 1.0f);
+  EXPECT_EQ(r.roles[0].pointwise, plus(1.0f));
 }
 
 TEST(ImportPolicy, CheckpointNamesMapRenamedTensorsBothWays) {
@@ -648,6 +732,58 @@ TEST(ImportPolicy, AFoldedParameterIsFoundUnderTheNameItIsSavedAs) {
   in.sampleWeight = v.sampler({"mlp.moe_statics.bias", "mlp.other"});
   r = decideParameters(in);
   EXPECT_NE(errorsOf(r).find("can only undo with the parameter's values"),
+            std::string::npos)
+      << errorsOf(r);
+}
+
+TEST(ImportPolicy, ParametersConcatenatedAtRunTimeAreFoundByValues) {
+  // torch.cat([q.weight, k.weight, v.weight]) read by a linear: the
+  // optimizer folds the concatenation's transpose ([2, 8]: q [4, 2], k and
+  // v [2, 2]); folded_from names them in another order.
+  PolicyInput in;
+  in.initializers = {{"val_0",
+                      {2, 8},
+                      {use("MatMul", 1, "", kLinear, {})},
+                      {"cat", "k.weight", "q.weight", "v.weight"}}};
+  in.signature = {{"q.weight", mt::StateKind::Parameter},
+                  {"k.weight", mt::StateKind::Parameter},
+                  {"v.weight", mt::StateKind::Parameter}};
+  in.haveWeights = true;
+  in.weights = {
+      {"k.weight", {2, 2}}, {"q.weight", {4, 2}}, {"v.weight", {2, 2}}};
+  // W = [q; k; v] ([8, 2]) holds 100 + i at element i; the initializer W^T.
+  Values v;
+  v.of["q.weight"] = [](int64_t i) { return 100.0f + float(i); };
+  v.of["k.weight"] = [](int64_t i) { return 108.0f + float(i); };
+  v.of["v.weight"] = [](int64_t i) { return 112.0f + float(i); };
+  v.of["val_0"] = [](int64_t i) { return 100.0f + float(i % 8 * 2 + i / 8); };
+  in.sampleWeight = v.sampler({"k.weight", "q.weight", "v.weight"});
+  in.sampleInitializer = v.sampler({"val_0"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.roles[0].concatOf.size(), 3u);
+  EXPECT_EQ(r.roles[0].parameter, -1);
+  EXPECT_EQ(r.roles[0].concatAxis, 0);
+  EXPECT_EQ(r.roles[0].layout, Layout::Transposed);
+  std::vector<std::string> order;
+  for (int p : r.roles[0].concatOf) {
+    order.push_back(r.parameters[size_t(p)].name);
+    EXPECT_TRUE(r.parameters[size_t(p)].trainable);
+    EXPECT_GE(r.parameters[size_t(p)].weight, 0);
+  }
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"q.weight", "k.weight", "v.weight"}));
+  EXPECT_EQ(r.recovered[0], "'val_0' = concat('q.weight', 'k.weight', "
+                            "'v.weight') on axis 0, transposed");
+  // Values that do not tile it (v's shifted by one element): refused,
+  // naming the parameters.
+  v.of["v.weight"] = [](int64_t i) { return 113.0f + float(i); };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("is parameters 'k.weight', 'q.weight', "
+                                     "'v.weight' combined by the exporter's "
+                                     "optimizer in a form mtc cannot train "
+                                     "through (not their concatenation"),
             std::string::npos)
       << errorsOf(r);
 }

@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """A tiny LM whose parameter `scale`, of the root module, the exporter's
 optimizer (torch.onnx.export's default optimize=True) folds into a new
-initializer: broadcast to the activations' shape (`expand`, `repeat`) or
-plus a constant (`plus`); or (`state`) used as it is, beside module state
+initializer: broadcast to the activations' shape (`expand`, `repeat`),
+plus a constant (`plus`), through a function (`exp`: e^scale - 1), or as
+a learned activation's scalar is (`softplus`: Apertus's xIELU reads
+beta + softplus(alpha), alpha of one element, beta a buffer); parameters
+the model concatenates at run time (`concat`: a fused projection of q, k
+and v linears' weights, and two matrices side by side); or (`state`)
+used as it is, beside module state
 the graph does not train: a float buffer it adds (`shift`), an integer
 buffer and a parameter it never reads (`counts`, `spare`), and a buffer
 that is not saved (persistent=False). With the weights save_pretrained-style
@@ -10,7 +15,7 @@ that is not saved (persistent=False). With the weights save_pretrained-style
 AdamW steps (ref.json, the settings of make_hf_fixture.py) of the
 next-token loss mtc adds to a logits graph.
 
-  make_folded_lm.py OUT_DIR expand|repeat|plus|state
+  make_folded_lm.py OUT_DIR expand|repeat|plus|exp|softplus|concat|state
 """
 import json
 import os
@@ -36,6 +41,15 @@ class FoldedLM(torch.nn.Module):
             self.register_buffer("counts", torch.arange(4, dtype=torch.int64))
             self.spare = torch.nn.Parameter(torch.randn(3, 4))
             self.register_buffer("scratch", torch.ones(DIM), persistent=False)
+        if form == "concat":
+            self.q = torch.nn.Linear(DIM, DIM, bias=False)
+            self.k = torch.nn.Linear(DIM, DIM // 2, bias=False)
+            self.v = torch.nn.Linear(DIM, DIM // 2, bias=False)
+            self.a = torch.nn.Parameter(torch.randn(DIM, 3))
+            self.b = torch.nn.Parameter(torch.randn(DIM, DIM - 3))
+        if form == "softplus":
+            self.alpha = torch.nn.Parameter(torch.tensor([0.3]))
+            self.register_buffer("beta", torch.tensor(0.5))
 
     def forward(self, input_ids):
         h = self.embed(input_ids)
@@ -43,6 +57,15 @@ class FoldedLM(torch.nn.Module):
             h = h * self.scale.expand(BATCH, SEQ, DIM)
         elif self.form == "repeat":
             h = h * self.scale.repeat(BATCH, SEQ, 1)
+        elif self.form == "exp":
+            h = h * (self.scale.exp() - 1)
+        elif self.form == "concat":
+            w = torch.cat([self.q.weight, self.k.weight, self.v.weight])
+            q, k, v = F.linear(h, w).split([DIM, DIM // 2, DIM // 2], -1)
+            h = q * torch.cat([k, v], -1) * self.scale
+            h = h + h @ torch.cat([self.a, self.b], 1)
+        elif self.form == "softplus":
+            h = h * self.scale * (self.beta + F.softplus(self.alpha))
         elif self.form == "state":
             h = h * self.scale * self.scratch + self.shift
         else:

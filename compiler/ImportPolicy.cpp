@@ -486,7 +486,11 @@ std::string Decider::describeFold(const std::vector<FoldStep> &steps,
 /// its values, in the order that tiles it. It then trains as those
 /// parameters behind a Concat. Anything else is refused naming them.
 void Decider::matchConcatenations() {
-  for (const auto &[i, names] : concatenations) {
+  for (const auto &concatenation : concatenations) {
+    // Named copies: lambdas below capture them (C++17 cannot capture a
+    // structured binding).
+    int i = concatenation.first;
+    const std::vector<std::string> &names = concatenation.second;
     const InitializerInfo &init = in.initializers[size_t(i)];
     std::string list;
     for (const std::string &name : names)

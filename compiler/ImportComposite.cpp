@@ -1025,6 +1025,118 @@ LogicalResult Importer::importOneHot() {
   return bindValue(off ? resultOf(make<WhereOp>({mask, on, off})) : off);
 }
 
+/// RotaryEmbedding (opset 23): the first rotary_embedding_dim (r) features
+/// of each head rotated by the caches' angles, the rest kept. The input is
+/// [B, H, S, D], or [B, S, H * D] with num_heads; the caches [P, r / 2]
+/// read at position_ids [B, S], or [B, S, r / 2] without them. Halves
+/// (x1, x2) of the rotated part, or its even and odd features
+/// (interleaved), give x1 cos - x2 sin and x1 sin + x2 cos. The halves'
+/// form is written as x cos' + rotate_half(x) sin' with the caches
+/// doubled (cos' = [cos, cos]), the spelling the rotary fusion knows.
+LogicalResult Importer::importRotaryEmbedding() {
+  if (failed(needInputs(3, 4)))
+    return failure();
+  auto interleavedAttr = attrInt("interleaved", 0),
+       dimAttr = attrInt("rotary_embedding_dim", 0),
+       headsAttr = attrInt("num_heads", 0);
+  if (failed(interleavedAttr) || failed(dimAttr) || failed(headsAttr))
+    return failure();
+  Value x = in(0), cos = in(1), sin = in(2), positions = in(3);
+  auto xt = typeOf(x);
+  if (!xt.hasStaticShape() || (xt.getRank() != 3 && xt.getRank() != 4))
+    return nodeError() << "RotaryEmbedding's input must be [B, H, S, D] or "
+                          "[B, S, H * D] of static shape";
+  ArrayRef<int64_t> shape = xt.getShape();
+  int64_t B = shape[0], heads = *headsAttr;
+  // The heads' layout this computes in: [B, H, S, D] (4-D input) or
+  // [B, S, H, D] (3-D input); the caches unsqueezed at the heads' axis.
+  int64_t headAxis = xt.getRank() == 4 ? 1 : 2, S = shape[xt.getRank() - 2];
+  if (xt.getRank() == 3) {
+    S = shape[1];
+    if (heads <= 0 || shape[2] % heads)
+      return nodeError() << "RotaryEmbedding of a 3-D input needs num_heads "
+                            "dividing its last dim ("
+                         << shape[2] << ")";
+  }
+  int64_t D = xt.getRank() == 4 ? shape[3] : shape[2] / heads;
+  int64_t r = *dimAttr == 0 ? D : *dimAttr;
+  if (r <= 0 || r > D || r % 2)
+    return nodeError() << "RotaryEmbedding's rotary_embedding_dim " << r
+                       << " must be even and at most the head size " << D;
+  int64_t half = r / 2;
+  // The caches per position: [B, S, r / 2].
+  auto rows = [&](Value cache) -> Value {
+    if (!positions)
+      return typeOf(cache).getShape() == ArrayRef<int64_t>{B, S, half}
+                 ? cache
+                 : Value();
+    if (typeOf(cache).getRank() != 2 || typeOf(cache).getDimSize(1) != half)
+      return Value();
+    return resultOf(make<GatherOp>({cache, positions},
+                                   {named("axis", b.getI64IntegerAttr(0))}));
+  };
+  Value c = rows(cos), s = c ? rows(sin) : c;
+  if (!c || !s || typeOf(c).getShape() != ArrayRef<int64_t>{B, S, half} ||
+      typeOf(s).getShape() != typeOf(c).getShape())
+    return nodeError() << "RotaryEmbedding's caches must be [positions, "
+                       << half << "] with position_ids [" << B << ", " << S
+                       << "], or [" << B << ", " << S << ", " << half
+                       << "] without";
+  auto unsqueezed = [&](Value v) {
+    return v ? resultOf(make<UnsqueezeOp>(
+                   {v}, {named("axes", b.getDenseI64ArrayAttr({headAxis}))}))
+             : v;
+  };
+  c = unsqueezed(c);
+  s = unsqueezed(s);
+  Value heads4 = xt.getRank() == 4 ? x : reshaped(x, {B, S, heads, D});
+  // Features [from, to) by `step` along the last axis.
+  auto features = [&](Value v, int64_t from, int64_t to,
+                      int64_t step) -> Value {
+    FailureOr<Value> st = intConst({from}), en = intConst({to}),
+                     ax = intConst({-1}), sp = intConst({step});
+    if (!v || failed(st) || failed(en) || failed(ax) || failed(sp))
+      return Value();
+    SmallVector<int64_t> out(typeOf(v).getShape());
+    out.back() = (to - from + step - 1) / step;
+    return resultOf(makeTyped<SliceOp>(
+        {v, *st, *en, *ax, *sp}, {},
+        {RankedTensorType::get(out, typeOf(v).getElementType())}));
+  };
+  auto concat = [&](ValueRange parts) -> Value {
+    if (llvm::any_of(parts, [](Value v) { return !v; }))
+      return Value();
+    return resultOf(
+        make<ConcatOp>(parts, {named("axis", b.getI64IntegerAttr(-1))}));
+  };
+  auto binary = [&](auto tag, Value l, Value r) -> Value {
+    using OpTy = decltype(tag);
+    return l && r ? resultOf(make<OpTy>({l, r})) : Value();
+  };
+  Value rot = r == D ? heads4 : features(heads4, 0, r, 1);
+  Value rotated;
+  if (*interleavedAttr) {
+    Value x1 = features(rot, 0, r, 2), x2 = features(rot, 1, r, 2);
+    Value real =
+        binary(SubOp(), binary(MulOp(), x1, c), binary(MulOp(), x2, s));
+    Value imag =
+        binary(AddOp(), binary(MulOp(), x1, s), binary(MulOp(), x2, c));
+    // Back to even and odd features: [.., r / 2, 2] flattened.
+    SmallVector<int64_t> pairs(typeOf(rot).getShape());
+    pairs.back() = half;
+    pairs.push_back(1);
+    Value pair = concat({reshaped(real, pairs), reshaped(imag, pairs)});
+    rotated = pair ? reshaped(pair, typeOf(rot).getShape()) : pair;
+  } else {
+    Value x1 = features(rot, 0, half, 1), x2 = features(rot, half, r, 1);
+    Value negX2 = x2 ? resultOf(make<NegOp>({x2})) : x2;
+    rotated = binary(AddOp(), binary(MulOp(), rot, concat({c, c})),
+                     binary(MulOp(), concat({negX2, x1}), concat({s, s})));
+  }
+  Value out = r == D ? rotated : concat({rotated, features(heads4, r, D, 1)});
+  return bindValue(xt.getRank() == 4 ? out : reshaped(out, shape));
+}
+
 /// Hardmax: 1 at the first maximum along the axis, 0 elsewhere (TopK of
 /// one's index compared with the axis' positions).
 LogicalResult Importer::importHardmax() {
@@ -1269,6 +1381,7 @@ ArrayRef<OpRule> compositeRules() {
       {"IsInf", kMinOpset, kMaxOpset, &Importer::importIsInf},
       {"EyeLike", kMinOpset, kMaxOpset, &Importer::importEyeLike},
       {"OneHot", kMinOpset, kMaxOpset, &Importer::importOneHot},
+      {"RotaryEmbedding", 23, kMaxOpset, &Importer::importRotaryEmbedding},
       {"Hardmax", kMinOpset, kMaxOpset, &Importer::importHardmax},
       {"NegativeLogLikelihoodLoss", kMinOpset, kMaxOpset,
        &Importer::importNegativeLogLikelihoodLoss},

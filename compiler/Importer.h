@@ -202,6 +202,7 @@ public:
   LogicalResult importEyeLike();
   LogicalResult importOneHot();
   LogicalResult importHardmax();
+  LogicalResult importRotaryEmbedding();
   LogicalResult importNegativeLogLikelihoodLoss();
   Value nllLoss(Value logProb, Value target, Value weight,
                 std::optional<int64_t> ignore, StringRef reduction);

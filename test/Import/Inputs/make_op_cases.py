@@ -363,6 +363,25 @@ case("ScatterND", "elements", [("x", X, "data"),
                                ("i", i64([[0, 1, 2], [1, 2, 3], [1, 0, 0]]), "const"),
                                ("u", f(3), "data")])
 
+# RotaryEmbedding: [B, S, H * D] with num_heads and position ids, in halves;
+# [B, H, S, D] interleaved, a partial rotation, caches per position. Drawn
+# from a generator of their own, so that the cases after keep their data.
+rot = np.random.RandomState(23)
+
+
+def g(*shape):
+    return rot.randn(*shape).astype(np.float32)
+
+
+case("RotaryEmbedding", "halves_3d_positions",
+     [("x", g(2, 3, 8), "data"), ("c", g(5, 2), "const"),
+      ("s", g(5, 2), "const"), ("p", i64([[0, 1, 2], [4, 3, 1]]), "const")],
+     {"num_heads": 2})
+case("RotaryEmbedding", "interleaved_4d_partial",
+     [("x", g(2, 2, 3, 6), "data"), ("c", g(2, 3, 2), "const"),
+      ("s", g(2, 3, 2), "const")],
+     {"interleaved": 1, "rotary_embedding_dim": 4})
+
 
 def split_case(opset):
     if opset >= 18:
@@ -393,6 +412,7 @@ def since(op, at):
 ROWS = {"ReduceMean": [(14, 17), (18, 23)], "ReduceMax": [(14, 17), (18, 23)],
         **{op: [(14, 17), (18, 23)] for op in COMPOSITE_REDUCTIONS},
         "RMSNormalization": [(23, 23)], "Attention": [(23, 23)],
+        "RotaryEmbedding": [(23, 23)],
         "GroupNormalization": [(21, 23)]}
 LAST = 23
 

@@ -138,6 +138,7 @@ private:
   void checkLayouts(int p);
   std::optional<StateKind> stateOf(const std::string &name) const;
   bool checkKeptValues(int weight, const std::string &name);
+  std::optional<std::string> renamedBuffer(int weight) const;
   void chooseSavedNames();
   std::optional<std::vector<float>>
   parameterFrom(int init, Layout layout, std::vector<int64_t> at) const;
@@ -170,7 +171,8 @@ private:
   /// Initializers folded from one parameter and other values, by the
   /// parameter's name: resolved by values against --weights.
   std::vector<std::pair<int, std::string>> foldedForms;
-  /// The --weights tensors that are such forms (said once, there).
+  /// The --weights tensors that are such forms, or parts of a folded
+  /// concatenation (said once, there).
   std::set<int> foldedWeights;
   /// Of those, the ones found by their values (no name said): the module
   /// name (without hfRoot) of the parameter each is.
@@ -194,8 +196,15 @@ void Decider::findParameters() {
     const InitializerInfo &init = in.initializers[i];
     if (!haveMetadata) {
       // An export without metadata (TorchScript, other tools): every
-      // floating initializer is a parameter under its own name.
-      parameterFor(init.name, init.shape, int(i));
+      // floating initializer is a parameter under its own name, but a
+      // scalar, which is one only where --weights has a tensor of its name
+      // (else a constant: an epsilon, a scale).
+      if (!init.shape.empty() ||
+          std::any_of(in.weights.begin(), in.weights.end(),
+                      [&](const WeightTensor &w) {
+                        return endsWithComponent(init.name, w.name);
+                      }))
+        parameterFor(init.name, init.shape, int(i));
       continue;
     }
     bool isDirect = false;
@@ -574,6 +583,8 @@ void Decider::matchConcatenations() {
       if (left.empty())
         axisFound = axis;
     }
+    // Said here, once, whatever follows.
+    foldedWeights.insert(tensors.begin(), tensors.end());
     if (!axisFound) {
       out.errors.push_back(
           {tensors[0], what + " in a form mtc cannot train through (not their "
@@ -1137,6 +1148,12 @@ void Decider::matchWeights() {
           out.kept.push_back({int(k), *kind});
         continue;
       }
+    if (found.empty())
+      if (std::optional<std::string> module = renamedBuffer(int(k))) {
+        if (checkKeptValues(int(k), *module))
+          out.kept.push_back({int(k), StateKind::Buffer});
+        continue;
+      }
     if (found.empty()) {
       unbound.push_back(int(k)); // values may bind it (bindByValue)
       continue;
@@ -1403,6 +1420,51 @@ std::optional<StateKind> Decider::stateOf(const std::string &name) const {
   if (it == in.signature.end())
     return std::nullopt;
   return it->second;
+}
+
+/// The buffer that --weights tensor `weight`, which no name matched, is,
+/// saved under another name (save_pretrained renames some: ExaoneMoE's
+/// `mlp.gate.e_score_correction_bias` is saved as
+/// `mlp.e_score_correction_bias`, which checkpoint_names.json would say):
+/// the buffer of the exported program's signature of the tensor's leaf
+/// name that no tensor names and, where the graph holds it, of its shape
+/// and values; of several, the one whose name shares most leading
+/// components with the tensor's. Its module name (without hfRoot), or none.
+std::optional<std::string> Decider::renamedBuffer(int weight) const {
+  const WeightTensor &w = in.weights[size_t(weight)];
+  std::vector<std::string> candidates;
+  for (const auto &[name, kind] : in.signature) {
+    std::string module = withoutRoot(name);
+    if (kind != StateKind::Buffer || leafOf(module) != leafOf(w.name) ||
+        std::any_of(in.weights.begin(), in.weights.end(),
+                    [&](const WeightTensor &x) { return x.name == module; }))
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < in.initializers.size() && same; ++i) {
+      const InitializerInfo &init = in.initializers[i];
+      if (init.name != name)
+        continue;
+      std::vector<int64_t> at = sampleIndices(elementsOf(init.shape));
+      auto mine = in.sampleWeight ? in.sampleWeight(weight, at) : std::nullopt;
+      auto theirs = in.sampleInitializer ? in.sampleInitializer(int(i), at)
+                                         : std::nullopt;
+      same =
+          init.shape == w.shape && mine && theirs && sameBits(*mine, *theirs);
+    }
+    if (same)
+      candidates.push_back(module);
+  }
+  // Alike ones (zero biases of every layer) go by the names that share
+  // most: the tensor's layer.
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const std::string &a, const std::string &b) {
+                     return sharedPrefix(a, w.name) > sharedPrefix(b, w.name);
+                   });
+  if (candidates.empty() ||
+      (candidates.size() > 1 && sharedPrefix(candidates[0], w.name) ==
+                                    sharedPrefix(candidates[1], w.name)))
+    return std::nullopt;
+  return candidates[0];
 }
 
 /// A kept tensor that the graph also holds as an initializer of its name

@@ -47,7 +47,7 @@ struct InitializerUse {
   bool fxNamesIt = false;
 };
 
-/// A floating initializer of rank >= 1: a parameter, a folded form of one,
+/// A floating initializer (a scalar too): a parameter, a folded form of one,
 /// or a constant (a folded mask or rotary table, a buffer).
 struct InitializerInfo {
   std::string name;

@@ -534,7 +534,7 @@ LogicalResult Importer::decideParameters() {
     }
   for (const auto &init : model.graph().initializer()) {
     Type et = elementTypeOf(ctx, init.data_type());
-    if (!et || !isa<FloatType>(et) || init.dims_size() == 0)
+    if (!et || !isa<FloatType>(et))
       continue;
     policyIndex[init.name()] = int(policyInits.size());
     policyInits.push_back(&init);
@@ -914,8 +914,11 @@ LogicalResult Importer::importInitializers() {
       return failure();
     Location l = NameLoc::get(b.getStringAttr(init.name()), fileLoc);
     bool isFloat = isa<FloatType>(type->getElementType());
-    if (!isFloat || type->getRank() == 0) {
-      // Integers and scalars are constants of the graph, not parameters.
+    if (!isFloat ||
+        (type->getRank() == 0 &&
+         policy.roles[policyIndex.lookup(init.name())].parameter < 0)) {
+      // Integers and scalars are constants of the graph, not parameters,
+      // but a scalar the model trains (nn.Parameter(torch.tensor(0.7))).
       auto value = readTensor(init, "initializer");
       if (failed(value))
         return failure();

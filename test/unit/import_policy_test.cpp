@@ -736,6 +736,64 @@ TEST(ImportPolicy, AFoldedParameterIsFoundUnderTheNameItIsSavedAs) {
       << errorsOf(r);
 }
 
+TEST(ImportPolicy, AScalarParameterIsAParameter) {
+  // nn.Parameter(torch.tensor(0.7)): a rank-0 initializer the FX node
+  // names (it was read as a constant, and the weight kept frozen).
+  PolicyInput in;
+  in.initializers = {{"t", {}, {use("Mul", 1, "", "aten.mul", {"t"})}},
+                     {"eps", {}, {use("Add", 1, "", "aten.add", {})}}};
+  in.signature = {{"t", mt::StateKind::Parameter}};
+  in.haveWeights = true;
+  in.weights = {{"t", {}}};
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.parameters.size(), 1u);
+  EXPECT_EQ(r.parameters[0].name, "t");
+  EXPECT_TRUE(r.parameters[0].trainable);
+  EXPECT_EQ(r.roles[0].parameter, 0);
+  EXPECT_EQ(r.roles[1].parameter, -1);
+  EXPECT_TRUE(r.kept.empty());
+  // Without metadata a scalar is a parameter only where --weights has it.
+  for (auto &init : in.initializers)
+    init.uses[0].fxTarget.clear(), init.uses[0].fxParams.clear();
+  in.signature.clear();
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  EXPECT_EQ(r.roles[0].parameter, 0);
+  EXPECT_EQ(r.roles[1].parameter, -1);
+}
+
+TEST(ImportPolicy, AScalarFoldedFromSeveralParametersIsRefusedOnce) {
+  // DiffLlama's lambda: exp(sum(q1 k1)) - exp(sum(q2 k2)) + c of four
+  // parameters, folded into one scalar: no concatenation, and nothing to
+  // train through; refused once (its parameters were kept frozen, as
+  // parameters the graph did not use).
+  PolicyInput in;
+  in.initializers = {{"add_6",
+                      {},
+                      {use("Mul", 1, "a", "aten.mul", {})},
+                      {"a.k1", "a.q1", "exp", "mul_9", "sum_1", "val_3"}}};
+  in.signature = {{"a.k1", mt::StateKind::Parameter},
+                  {"a.q1", mt::StateKind::Parameter}};
+  in.haveWeights = true;
+  in.weights = {{"a.k1", {4}}, {"a.q1", {4}}};
+  Values v;
+  v.of["a.k1"] = [](int64_t i) { return 0.1f * float(i); };
+  v.of["a.q1"] = [](int64_t i) { return 0.2f * float(i); };
+  v.of["add_6"] = [](int64_t) { return 1.5f; };
+  in.sampleWeight = v.sampler({"a.k1", "a.q1"});
+  in.sampleInitializer = v.sampler({"add_6"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("initializer 'add_6' is parameters "
+                                     "'a.k1', 'a.q1' combined by the "
+                                     "exporter's optimizer in a form mtc "
+                                     "cannot train through"),
+            std::string::npos)
+      << errorsOf(r);
+  EXPECT_TRUE(r.kept.empty());
+}
+
 TEST(ImportPolicy, ParametersConcatenatedAtRunTimeAreFoundByValues) {
   // torch.cat([q.weight, k.weight, v.weight]) read by a linear: the
   // optimizer folds the concatenation's transpose ([2, 8]: q [4, 2], k and
@@ -978,6 +1036,39 @@ TEST(ImportPolicy, WithoutNamesARenamedTensorOfEqualValuesIsItsLayers) {
   EXPECT_EQ(r.parameters[0].savedNames,
             (std::vector<std::string>{in.weights[1].name}));
   EXPECT_EQ(r.byValue.size(), 2u);
+}
+
+TEST(ImportPolicy, ABufferSavedUnderAnotherNameIsKept) {
+  // ExaoneMoE: each layer's mlp.gate.e_score_correction_bias (a buffer,
+  // zeros in both layers) saved as mlp.e_score_correction_bias, with no
+  // checkpoint_names.json to say so: each tensor is its own layer's buffer.
+  PolicyInput in;
+  in.hfRoot = "m";
+  in.initializers = {
+      {"m.l.0.gate.bias", {2}, {use("Add", 1, "m.l.0.gate", "aten.add", {})}},
+      {"m.l.1.gate.bias", {2}, {use("Add", 1, "m.l.1.gate", "aten.add", {})}}};
+  in.signature = {{"m.l.0.gate.bias", mt::StateKind::Buffer},
+                  {"m.l.1.gate.bias", mt::StateKind::Buffer}};
+  in.haveWeights = true;
+  in.weights = {{"l.1.bias", {2}}, {"l.0.bias", {2}}};
+  Values v;
+  for (const char *name :
+       {"l.0.bias", "l.1.bias", "m.l.0.gate.bias", "m.l.1.gate.bias"})
+    v.of[name] = [](int64_t) { return 0.0f; };
+  in.sampleWeight = v.sampler({"l.1.bias", "l.0.bias"});
+  in.sampleInitializer = v.sampler({"m.l.0.gate.bias", "m.l.1.gate.bias"});
+  PolicyResult r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 0u) << errorsOf(r);
+  ASSERT_EQ(r.kept.size(), 2u);
+  EXPECT_EQ(r.kept[0].kind, mt::StateKind::Buffer);
+  // Values the graph's copy does not hold: no buffer it is.
+  v.of["l.1.bias"] = [](int64_t) { return 1.0f; };
+  r = decideParameters(in);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(r.errors[0].message.find("tensor 'l.1.bias' matches no "
+                                     "initializer"),
+            std::string::npos)
+      << errorsOf(r);
 }
 
 TEST(ImportPolicy, ModuleStateTheGraphDoesNotTrainIsKept) {

@@ -6,7 +6,9 @@ plus a constant (`plus`), through a function (`exp`: e^scale - 1), or as
 a learned activation's scalar is (`softplus`: Apertus's xIELU reads
 beta + softplus(alpha), alpha of one element, beta a buffer); parameters
 the model concatenates at run time (`concat`: a fused projection of q, k
-and v linears' weights, and two matrices side by side); or (`state`)
+and v linears' weights, and two matrices side by side); a parameter of no
+dims (`scalar`: nn.Parameter(torch.tensor(0.7)), a rank-0 initializer); or
+(`state`)
 used as it is, beside module state
 the graph does not train: a float buffer it adds (`shift`), an integer
 buffer and a parameter it never reads (`counts`, `spare`), and a buffer
@@ -15,7 +17,7 @@ that is not saved (persistent=False). With the weights save_pretrained-style
 AdamW steps (ref.json, the settings of make_hf_fixture.py) of the
 next-token loss mtc adds to a logits graph.
 
-  make_folded_lm.py OUT_DIR expand|repeat|plus|exp|softplus|concat|state
+  make_folded_lm.py OUT_DIR expand|repeat|plus|exp|softplus|concat|scalar|state
 """
 import json
 import os
@@ -47,6 +49,8 @@ class FoldedLM(torch.nn.Module):
             self.v = torch.nn.Linear(DIM, DIM // 2, bias=False)
             self.a = torch.nn.Parameter(torch.randn(DIM, 3))
             self.b = torch.nn.Parameter(torch.randn(DIM, DIM - 3))
+        if form == "scalar":
+            self.t = torch.nn.Parameter(torch.tensor(0.7))
         if form == "softplus":
             self.alpha = torch.nn.Parameter(torch.tensor([0.3]))
             self.register_buffer("beta", torch.tensor(0.5))
@@ -64,6 +68,8 @@ class FoldedLM(torch.nn.Module):
             q, k, v = F.linear(h, w).split([DIM, DIM // 2, DIM // 2], -1)
             h = q * torch.cat([k, v], -1) * self.scale
             h = h + h @ torch.cat([self.a, self.b], 1)
+        elif self.form == "scalar":
+            h = h * self.scale * self.t
         elif self.form == "softplus":
             h = h * self.scale * (self.beta + F.softplus(self.alpha))
         elif self.form == "state":

@@ -517,6 +517,16 @@ void Decider::matchConcatenations() {
           break;
         }
     }
+    // Each part is found by a search over the others: at most 256 parts
+    // (a fused projection has a few; a hostile file's names are bounded).
+    constexpr size_t kMaxParts = 256;
+    if (names.size() > kMaxParts) {
+      out.errors.push_back(
+          {-1, what + ": more than " + std::to_string(kMaxParts) +
+                   " parameters, a form mtc does not search; export with "
+                   "optimize=False"});
+      continue;
+    }
     if (tensors.size() != names.size() || !in.sampleWeight ||
         !in.sampleInitializer) {
       out.errors.push_back(
@@ -684,8 +694,10 @@ Decider::pointwiseFold(int weight, int init,
   bool named = !fns.empty() || add || mul || negate != Never;
   if (!named)
     add = true;
-  // Three functions are 6 orders: more is no fold a model writes.
-  if (fns.size() > 3)
+  // Three functions are 6 orders, and a model's fold reads a buffer or
+  // two: more is no fold a model writes (and bounds the search that a
+  // hostile file's names could make).
+  if (fns.size() > 3 || known.size() > 4)
     return std::nullopt;
   bool determined =
       std::any_of(p->begin(), p->end(), [&](float x) { return x != (*p)[0]; });

@@ -405,6 +405,28 @@ TEST(ImportPolicy, AScalarParametersFoldIsWhatItsOpsNameNeverAnyConstant) {
                                      "name, pow_2, gives its values"),
             std::string::npos)
       << errorsOf(r);
+  // More buffers than a model's fold reads (a hostile file's names): not
+  // searched, refused.
+  PolicyInput buffers = in;
+  buffers.initializers[0].foldedFrom = {"m.act.alpha_p", "m.act.beta",
+                                        "softplus_1"};
+  for (int i = 0; i < 5; ++i) {
+    std::string name = "act.c" + std::to_string(i);
+    buffers.weights.push_back({name, {}});
+    buffers.signature["m." + name] = mt::StateKind::Buffer;
+    buffers.initializers[0].foldedFrom.push_back("m." + name);
+  }
+  Values bv = v;
+  for (int i = 0; i < 5; ++i)
+    bv.of["act.c" + std::to_string(i)] = [](int64_t) { return 0.25f; };
+  buffers.sampleWeight = bv.sampler({"act.alpha_p", "act.beta", "act.c0",
+                                     "act.c1", "act.c2", "act.c3", "act.c4"});
+  buffers.sampleInitializer = bv.sampler({"add_11"});
+  r = decideParameters(buffers);
+  ASSERT_EQ(r.errors.size(), 1u) << errorsOf(r);
+  EXPECT_NE(errorsOf(r).find("in a form mtc cannot train through"),
+            std::string::npos)
+      << errorsOf(r);
   // exp(p) plus a constant nothing names: one value cannot tell it from
   // exp(p + c), so it is refused as well.
   in.initializers[0].foldedFrom = {"m.act.alpha_p", "exp_2"};
@@ -833,6 +855,17 @@ TEST(ImportPolicy, ParametersConcatenatedAtRunTimeAreFoundByValues) {
             (std::vector<std::string>{"q.weight", "k.weight", "v.weight"}));
   EXPECT_EQ(r.recovered[0], "'val_0' = concat('q.weight', 'k.weight', "
                             "'v.weight') on axis 0, transposed");
+  // More parts than the search takes (a hostile file's names): refused.
+  PolicyInput many = in;
+  for (int i = 0; i < 257; ++i)
+    many.initializers[0].foldedFrom.push_back("p" + std::to_string(i) + ".w");
+  for (int i = 0; i < 257; ++i)
+    many.signature["p" + std::to_string(i) + ".w"] = mt::StateKind::Parameter;
+  r = decideParameters(many);
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_NE(r.errors[0].message.find("more than 256 parameters"),
+            std::string::npos)
+      << errorsOf(r);
   // Values that do not tile it (v's shifted by one element): refused,
   // naming the parameters.
   v.of["v.weight"] = [](int64_t i) { return 113.0f + float(i); };

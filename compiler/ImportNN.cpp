@@ -329,7 +329,9 @@ LogicalResult Importer::importTopK() {
 }
 
 /// ArgMax and ArgMin: the indices of TopK with k 1 (the first of ties, as
-/// both orders), squeezed without keepdims; they carry no gradient.
+/// both orders), squeezed without keepdims; they carry no gradient. The
+/// last of ties (select_last_index) is the first of the axis reversed (a
+/// Slice of step -1): n - 1 minus its index.
 LogicalResult Importer::importArgExtreme() {
   if (failed(needInputs(1, 1)))
     return failure();
@@ -337,24 +339,50 @@ LogicalResult Importer::importArgExtreme() {
        last = attrInt("select_last_index", 0);
   if (failed(axis) || failed(keep) || failed(last))
     return failure();
-  if (*last)
-    return nodeError() << "select_last_index=1 (the last of ties) is not "
-                          "supported";
-  if (!isa<FloatType>(typeOf(in(0)).getElementType()))
-    return nodeError() << opType() << " of " << typeOf(in(0)).getElementType()
+  Value x = in(0);
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return nodeError() << opType() << " of " << typeOf(x).getElementType()
                        << " is not supported (floats only)";
+  int64_t rank = typeOf(x).getRank(), at = *axis < 0 ? *axis + rank : *axis;
+  if (at < 0 || at >= rank)
+    return nodeError() << "axis " << *axis << " is outside rank " << rank;
+  int64_t n = typeOf(x).getDimSize(at);
+  if (*last) {
+    FailureOr<Value> st = intConst({n - 1}), en = intConst({-n - 1}),
+                     ax = intConst({at}), sp = intConst({-1});
+    if (failed(st) || failed(en) || failed(ax) || failed(sp))
+      return failure();
+    x = resultOf(makeTyped<SliceOp>({x, *st, *en, *ax, *sp}, {}, {typeOf(x)}));
+    if (!x)
+      return failure();
+  }
   SmallVector<NamedAttribute> attrs{named("k", b.getI64IntegerAttr(1)),
-                                    named("axis", b.getI64IntegerAttr(*axis))};
+                                    named("axis", b.getI64IntegerAttr(at))};
   if (opType() == "ArgMin")
     attrs.push_back(named("smallest", b.getUnitAttr()));
-  FailureOr<Operation *> top = make<TopKOp>({in(0)}, attrs);
+  FailureOr<Operation *> top = make<TopKOp>({x}, attrs);
   if (failed(top))
     return failure();
   Value indices = (*top)->getResult(1);
+  if (*last) {
+    // n - 1 - i in float32 (exact below 2^24; integer arithmetic has no
+    // kernel), cast back to int64.
+    if (n > (int64_t(1) << 24))
+      return nodeError() << "select_last_index=1 over an axis of " << n
+                         << " elements (at most 2^24) is not supported";
+    Value f = resultOf(
+        make<CastOp>({indices}, {named("to", TypeAttr::get(b.getF32Type()))}));
+    Value back = f ? resultOf(make<SubOp>({floatConst(float(n - 1)), f})) : f;
+    indices = back ? resultOf(make<CastOp>(
+                         {back}, {named("to", TypeAttr::get(b.getI64Type()))}))
+                   : back;
+    if (!indices)
+      return failure();
+  }
   if (*keep)
     return bind(make<IdentityOp>({indices}));
-  return bind(make<SqueezeOp>(
-      {indices}, {named("axes", b.getDenseI64ArrayAttr({*axis}))}));
+  return bind(make<SqueezeOp>({indices},
+                              {named("axes", b.getDenseI64ArrayAttr({at}))}));
 }
 
 /// Clip(x, min, max): Max with the lower bound, then Min with the upper,

@@ -1071,53 +1071,70 @@ struct LiftMergedTranspose : FusionPattern<TransposeOp> {
   }
 };
 
-/// Merged heads and a tensor that broadcasts over them (a scale, Bloom's
-/// ALiBi bias of [B * H, 1, S]), added, multiplied, ...: on the heads.
-template <typename OpTy> struct LiftMergedBinary : FusionPattern<OpTy> {
+/// An elementwise op (Add, Sub, Mul, Div, Where, IsNaN, Cast) on merged
+/// heads and tensors that broadcast over them (a scale, a [S, S] mask,
+/// Bloom's ALiBi bias of [B * H, 1, S], split per head), or a softmax over
+/// the last dim of merged heads: on the heads.
+template <typename OpTy> struct LiftMergedElementwise : FusionPattern<OpTy> {
   using FusionPattern<OpTy>::FusionPattern;
   LogicalResult matchAndRewrite(OpTy op, PatternRewriter &b) const override {
+    auto out = typeOf(op->getResult(0));
+    ArrayRef<int64_t> bh;
+    for (Value v : op->getOperands())
+      if (Value x = mergedHeads(v); x && bh.empty())
+        bh = typeOf(x).getShape().take_front(2);
+    if (bh.empty() || out.getRank() != 3 || !out.hasStaticShape() ||
+        bh[0] * bh[1] != out.getDimSize(0))
+      return b.notifyMatchFailure(op, "no merged heads");
+    SmallVector<NamedAttribute> attrs(op->getAttrs());
+    if constexpr (std::is_same_v<OpTy, SoftmaxOp>) {
+      if (op.getAxis() != -1 && op.getAxis() != 2)
+        return b.notifyMatchFailure(op, "not over the last dim");
+      attrs = {b.getNamedAttr("axis", b.getI64IntegerAttr(-1))};
+    }
     Location loc = op.getLoc();
-    for (bool first : {true, false}) {
-      Value x = mergedHeads(first ? op.getLhs() : op.getRhs());
-      Value other = first ? op.getRhs() : op.getLhs();
-      if (!x)
-        continue;
-      auto ot = typeOf(other);
-      ArrayRef<int64_t> bh = typeOf(x).getShape().take_front(2);
-      if (!ot.hasStaticShape() || ot.getRank() > 3)
-        continue;
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands()) {
+      auto t = typeOf(v);
+      if (!t.hasStaticShape() || t.getRank() > 3)
+        return b.notifyMatchFailure(op, "an operand of rank above 3");
       // Of lower rank, or one batch, it broadcasts over [B, H] as it did
       // over B * H; one per merged head is split as x is.
-      if (ot.getRank() == 3 && ot.getDimSize(0) != 1) {
-        if (ot.getDimSize(0) != bh[0] * bh[1])
-          continue;
-        Value split = mergedHeads(other);
-        other = split && typeOf(split).getShape().take_front(2) == bh
-                    ? split
-                    : this->f.reshape(
-                          b, loc, other,
-                          {bh[0], bh[1], ot.getDimSize(1), ot.getDimSize(2)});
+      if (t.getRank() < 3 || t.getDimSize(0) == 1) {
+        operands.push_back(v);
+        continue;
       }
-      auto heads =
-          first ? b.create<OpTy>(loc, x, other) : b.create<OpTy>(loc, other, x);
-      b.replaceOp(op, this->f.reshape(b, loc, heads, typeOf(op).getShape()));
-      return success();
+      if (t.getDimSize(0) != bh[0] * bh[1])
+        return b.notifyMatchFailure(op, "an operand of another batch");
+      Value split = mergedHeads(v);
+      operands.push_back(split && typeOf(split).getShape().take_front(2) == bh
+                             ? split
+                             : this->f.reshape(b, loc, v,
+                                               {bh[0], bh[1], t.getDimSize(1),
+                                                t.getDimSize(2)}));
     }
-    return b.notifyMatchFailure(op, "no merged heads with a tensor that "
-                                    "broadcasts over them");
+    SmallVector<int64_t> shape(bh);
+    shape.append(out.getShape().drop_front().begin(), out.getShape().end());
+    Operation *heads =
+        b.create(loc, op->getName().getIdentifier(), operands,
+                 {RankedTensorType::get(shape, out.getElementType())}, attrs);
+    b.replaceOp(op,
+                this->f.reshape(b, loc, heads->getResult(0), out.getShape()));
+    return success();
   }
 };
 
-/// A reshape back to the shape its input was reshaped from: that tensor
-/// (what the lifts leave between lifted ops).
+/// A reshape its folder removes, a chain back to where it started (what
+/// the lifts leave between lifted ops): that tensor.
 struct ReshapeBack : FusionPattern<ReshapeOp> {
   using FusionPattern::FusionPattern;
   LogicalResult matchAndRewrite(ReshapeOp rs,
                                 PatternRewriter &b) const override {
-    auto inner = def<ReshapeOp>(rs.getInput());
-    if (!inner || inner.getInput().getType() != rs.getType())
+    SmallVector<OpFoldResult, 1> folded;
+    if (failed(rs->fold(folded)) || folded.size() != 1 ||
+        !isa<Value>(folded[0]))
       return b.notifyMatchFailure(rs, "not a reshape back");
-    b.replaceOp(rs, inner.getInput());
+    b.replaceOp(rs, cast<Value>(folded[0]));
     return success();
   }
 };
@@ -1439,13 +1456,16 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
           family<ActivationFromGelu, ActivationFromMul, GatedActivationFromMul>(
               "activation", numActivations, ctx, f));
       families.push_back(family<RotaryFromAdd>("rotary", numRotary, ctx, f));
-      // In the order one lift feeds the next: k^T, q k^T, its scale and
-      // bias, the reshapes back between them.
+      // In the order one lift feeds the next: k^T, q k^T, its scale, bias
+      // and mask, the softmax, the reshapes back between them.
       families.push_back(
-          family<LiftMergedTranspose, LiftMergedMatMul, LiftMergedBinary<MulOp>,
-                 LiftMergedBinary<DivOp>, LiftMergedBinary<AddOp>,
-                 LiftMergedBinary<SubOp>, ReshapeBack>("heads", numLifted, ctx,
-                                                       f));
+          family<LiftMergedTranspose, LiftMergedMatMul,
+                 LiftMergedElementwise<MulOp>, LiftMergedElementwise<DivOp>,
+                 LiftMergedElementwise<AddOp>, LiftMergedElementwise<SubOp>,
+                 LiftMergedElementwise<WhereOp>, LiftMergedElementwise<IsNaNOp>,
+                 LiftMergedElementwise<CastOp>,
+                 LiftMergedElementwise<SoftmaxOp>, ReshapeBack>(
+              "heads", numLifted, ctx, f));
       families.back().normalizes = true;
       families.push_back(
           family<AttentionFromMatMul>("attention", numAttention, ctx, f));
@@ -1462,26 +1482,33 @@ struct FuseOps : public mt::train::impl::FuseOpsPassBase<FuseOps> {
         listener.family = fam.name;
         listener.quiet = fam.normalizes;
         // Each pattern in turn over the ops of its root kind, in program
-        // order, as they are when it starts.
-        for (const auto &pattern : fam.patterns) {
-          SmallVector<Operation *> roots;
-          func.walk([&](Operation *op) {
-            if (op->getName() == *pattern->getRootKind())
-              roots.push_back(op);
-          });
-          listener.pending = DenseSet<Operation *>(roots.begin(), roots.end());
-          for (Operation *op : roots) {
-            // Erased with an earlier match, or dead from the start (the
-            // canonicalizer after erases it).
-            if (!listener.pending.erase(op) || op->use_empty())
-              continue;
-            rewriter.setInsertionPoint(op);
-            listener.root = op;
-            if (failed(pattern->matchAndRewrite(op, rewriter)))
-              continue;
-            ++*fam.fused;
-            numFused += fam.normalizes ? 0 : 1;
-            eraseDead(rewriter, listener);
+        // order, as they are when it starts; a normalizing family again
+        // until none applies (a lift may enable an earlier pattern's: the
+        // softmax lifted, its bmm with v).
+        for (bool again = true; again;) {
+          again = false;
+          for (const auto &pattern : fam.patterns) {
+            SmallVector<Operation *> roots;
+            func.walk([&](Operation *op) {
+              if (op->getName() == *pattern->getRootKind())
+                roots.push_back(op);
+            });
+            listener.pending =
+                DenseSet<Operation *>(roots.begin(), roots.end());
+            for (Operation *op : roots) {
+              // Erased with an earlier match, or dead from the start (the
+              // canonicalizer after erases it).
+              if (!listener.pending.erase(op) || op->use_empty())
+                continue;
+              rewriter.setInsertionPoint(op);
+              listener.root = op;
+              if (failed(pattern->matchAndRewrite(op, rewriter)))
+                continue;
+              ++*fam.fused;
+              numFused += fam.normalizes ? 0 : 1;
+              again |= fam.normalizes;
+              eraseDead(rewriter, listener);
+            }
           }
         }
       }

@@ -689,3 +689,32 @@ func.func @attention_merged_heads(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf3
   %o = train.reshape %o3, %o4 : (tensor<2x2x4xf32>, tensor<4xi64>) -> tensor<1x2x2x4xf32>
   return %o : tensor<1x2x2x4xf32>
 }
+
+// -----
+
+// The classic bmm attention, all of it on merged heads: q k^T scaled, a
+// causal masked_fill (a Where) and the softmax on [B * H, S, S], then the
+// bmm with v. The lifts apply until none does (the softmax lifted, its bmm
+// with v): one attention, causal.
+// CHECK-LABEL: func @attention_merged_heads_bmm
+// CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} {causal, num_heads = 2 : i64, num_kv_heads = 2 : i64, scale = 5.000000e-01 : f32}
+// CHECK-NOT: train.matmul
+// CHECK-NOT: train.softmax
+func.func @attention_merged_heads_bmm(%q: tensor<1x2x2x4xf32>, %k: tensor<1x2x2x4xf32>, %v: tensor<1x2x2x4xf32>) -> tensor<1x2x2x4xf32> {
+  %to3 = train.constant dense<[2, 2, 4]> : tensor<3xi64>
+  %o4 = train.constant dense<[1, 2, 2, 4]> : tensor<4xi64>
+  %two = train.constant dense<2.0> : tensor<f32>
+  %q3 = train.reshape %q, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %k3 = train.reshape %k, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %v3 = train.reshape %v, %to3 : (tensor<1x2x2x4xf32>, tensor<3xi64>) -> tensor<2x2x4xf32>
+  %kt = train.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<2x2x4xf32>) -> tensor<2x4x2xf32>
+  %s = train.matmul %q3, %kt : (tensor<2x2x4xf32>, tensor<2x4x2xf32>) -> tensor<2x2x2xf32>
+  %ss = train.div %s, %two : (tensor<2x2x2xf32>, tensor<f32>) -> tensor<2x2x2xf32>
+  %cond = train.constant dense<[[true, false], [true, true]]> : tensor<2x2xi1>
+  %ninf = train.constant dense<0xFF800000> : tensor<f32>
+  %w = train.where %cond, %ss, %ninf : (tensor<2x2xi1>, tensor<2x2x2xf32>, tensor<f32>) -> tensor<2x2x2xf32>
+  %p = train.softmax %w {axis = 2 : i64} : (tensor<2x2x2xf32>) -> tensor<2x2x2xf32>
+  %o3 = train.matmul %p, %v3 : (tensor<2x2x2xf32>, tensor<2x2x4xf32>) -> tensor<2x2x4xf32>
+  %o = train.reshape %o3, %o4 : (tensor<2x2x4xf32>, tensor<4xi64>) -> tensor<1x2x2x4xf32>
+  return %o : tensor<1x2x2x4xf32>
+}

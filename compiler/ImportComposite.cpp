@@ -48,17 +48,6 @@ Value Importer::productOver(Value x, ArrayRef<int64_t> axes, bool keep) {
     if (axes.empty() || llvm::is_contained(axes, d) ||
         llvm::is_contained(axes, d - rank))
       all.push_back(d);
-  auto slice = [&](Value v, int64_t axis, int64_t from, int64_t to) -> Value {
-    FailureOr<Value> st = intConst({from}), en = intConst({to}),
-                     ax = intConst({axis}), sp = intConst({1});
-    if (failed(st) || failed(en) || failed(ax) || failed(sp))
-      return Value();
-    SmallVector<int64_t> shape(typeOf(v).getShape());
-    shape[axis] = to - from;
-    return resultOf(makeTyped<SliceOp>(
-        {v, *st, *en, *ax, *sp}, {},
-        {RankedTensorType::get(shape, typeOf(v).getElementType())}));
-  };
   Value v = x;
   for (int64_t axis : all) {
     while (v && typeOf(v).getDimSize(axis) > 1) {
@@ -72,8 +61,8 @@ Value Importer::productOver(Value x, ArrayRef<int64_t> axes, bool keep) {
             {v, one}, {named("axis", b.getI64IntegerAttr(axis))}));
         ++n;
       }
-      Value lo = v ? slice(v, axis, 0, n / 2) : v;
-      Value hi = lo ? slice(v, axis, n / 2, n) : lo;
+      Value lo = v ? sliced(v, axis, 0, n / 2) : v;
+      Value hi = lo ? sliced(v, axis, n / 2, n) : lo;
       v = hi ? resultOf(make<MulOp>({lo, hi})) : hi;
     }
   }
@@ -736,6 +725,23 @@ Value Importer::reshaped(Value v, ArrayRef<int64_t> shape) {
       {v, *s}, {}, {RankedTensorType::get(shape, typeOf(v).getElementType())}));
 }
 
+Value Importer::sliced(Value v, int64_t axis, int64_t from, int64_t to,
+                       int64_t step) {
+  if (!v)
+    return v;
+  SliceParams p;
+  std::string err;
+  if (!sliceShape(typeOf(v).getShape(), {from}, {to}, {axis}, {step}, p, err))
+    return nodeError() << err, Value();
+  FailureOr<Value> st = intConst({from}), en = intConst({to}),
+                   ax = intConst({axis}), sp = intConst({step});
+  if (failed(st) || failed(en) || failed(ax) || failed(sp))
+    return Value();
+  return resultOf(makeTyped<SliceOp>(
+      {v, *st, *en, *ax, *sp}, {},
+      {RankedTensorType::get(p.size, typeOf(v).getElementType())}));
+}
+
 Value Importer::transposed(Value v, ArrayRef<int64_t> perm) {
   return v ? resultOf(make<TransposeOp>(
                  {v}, {named("perm", b.getDenseI64ArrayAttr(perm))}))
@@ -967,10 +973,6 @@ LogicalResult Importer::importEyeLike() {
 }
 
 /// `axis` of a rank-`rank` result, negative from the end.
-static int64_t axisOf(int64_t axis, int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
-
 /// The float iota 0 .. n-1 along `axis` of a rank-`rank` tensor (size 1 in
 /// the other dims).
 Value Importer::iotaAlong(int64_t n, int64_t axis, int64_t rank) {
@@ -1091,17 +1093,8 @@ LogicalResult Importer::importRotaryEmbedding() {
   s = unsqueezed(s);
   Value heads4 = xt.getRank() == 4 ? x : reshaped(x, {B, S, heads, D});
   // Features [from, to) by `step` along the last axis.
-  auto features = [&](Value v, int64_t from, int64_t to,
-                      int64_t step) -> Value {
-    FailureOr<Value> st = intConst({from}), en = intConst({to}),
-                     ax = intConst({-1}), sp = intConst({step});
-    if (!v || failed(st) || failed(en) || failed(ax) || failed(sp))
-      return Value();
-    SmallVector<int64_t> out(typeOf(v).getShape());
-    out.back() = (to - from + step - 1) / step;
-    return resultOf(makeTyped<SliceOp>(
-        {v, *st, *en, *ax, *sp}, {},
-        {RankedTensorType::get(out, typeOf(v).getElementType())}));
+  auto features = [&](Value v, int64_t from, int64_t to, int64_t step) {
+    return sliced(v, -1, from, to, step);
   };
   auto concat = [&](ValueRange parts) -> Value {
     if (llvm::any_of(parts, [](Value v) { return !v; }))

@@ -159,68 +159,61 @@ ArrayRef<OpRule> elementwiseRules() {
   return rules;
 }
 
-template <typename... OpTys> std::vector<OpRule> pointwiseRows() {
-  std::vector<OpRule> rows;
+/// Calls f(tag) for each pointwise op of the dialect, tag an OpTy *.
+template <typename... OpTys, typename F> void eachPointwiseOf(F &&f) {
   auto one = [&](auto *tag) {
     using OpTy = std::remove_pointer_t<decltype(tag)>;
     if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
+      f(tag);
+  };
+  (one(static_cast<OpTys *>(nullptr)), ...);
+}
+
+template <typename F> void eachPointwise(F &&f) {
+  eachPointwiseOf<
+#define GET_OP_LIST
+#include "dialects/Train/IR/TrainOps.cpp.inc"
+      >(std::forward<F>(f));
+}
+
+ArrayRef<OpRule> pointwiseRules() {
+  static const std::vector<OpRule> rules = [] {
+    std::vector<OpRule> rows;
+    eachPointwise([&](auto *tag) {
+      using OpTy = std::remove_pointer_t<decltype(tag)>;
       // A rounding has no ONNX operator of its own, so no rule.
       if (*OpTy::kOnnxName)
         rows.push_back({OpTy::kOnnxName, kMinOpset, kMaxOpset,
                         &Importer::importPointwise<OpTy>});
-  };
-  (one(static_cast<OpTys *>(nullptr)), ...);
-  return rows;
-}
-
-ArrayRef<OpRule> pointwiseRules() {
-  static const std::vector<OpRule> rules = pointwiseRows<
-#define GET_OP_LIST
-#include "dialects/Train/IR/TrainOps.cpp.inc"
-      >();
+    });
+    return rows;
+  }();
   return rules;
 }
 
-template <typename... OpTys>
-std::map<std::string, kernels::Unary> parameterlessRows() {
-  std::map<std::string, kernels::Unary> rows;
-  auto one = [&](auto *tag) {
-    using OpTy = std::remove_pointer_t<decltype(tag)>;
-    if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
-      if (!*OpTy::kOnnxAlpha && !*OpTy::kOnnxBeta)
-        rows[OpTy::getOperationName().drop_front(sizeof("train.") - 1).str()] =
-            kernels::Unary(int(OpTy::kFn));
-  };
-  (one(static_cast<OpTys *>(nullptr)), ...);
-  return rows;
-}
-
 const std::map<std::string, kernels::Unary> &parameterlessPointwise() {
-  static const auto rows = parameterlessRows<
-#define GET_OP_LIST
-#include "dialects/Train/IR/TrainOps.cpp.inc"
-      >();
+  static const auto rows = [] {
+    std::map<std::string, kernels::Unary> byName;
+    eachPointwise([&](auto *tag) {
+      using OpTy = std::remove_pointer_t<decltype(tag)>;
+      if (!*OpTy::kOnnxAlpha && !*OpTy::kOnnxBeta)
+        byName
+            [OpTy::getOperationName().drop_front(sizeof("train.") - 1).str()] =
+                kernels::Unary(int(OpTy::kFn));
+    });
+    return byName;
+  }();
   return rows;
-}
-
-template <typename... OpTys>
-Value applyPointwiseOf(OpBuilder &b, Location l, kernels::Unary fn, Value x) {
-  Value y;
-  auto one = [&](auto *tag) {
-    using OpTy = std::remove_pointer_t<decltype(tag)>;
-    if constexpr (OpTy::template hasTrait<train::PointwiseOpInterface::Trait>())
-      if (!y && kernels::Unary(int(OpTy::kFn)) == fn)
-        y = b.create<OpTy>(l, x).getResult();
-  };
-  (one(static_cast<OpTys *>(nullptr)), ...);
-  return y;
 }
 
 Value applyPointwise(OpBuilder &b, Location l, kernels::Unary fn, Value x) {
-  return applyPointwiseOf<
-#define GET_OP_LIST
-#include "dialects/Train/IR/TrainOps.cpp.inc"
-      >(b, l, fn, x);
+  Value y;
+  eachPointwise([&](auto *tag) {
+    using OpTy = std::remove_pointer_t<decltype(tag)>;
+    if (!y && kernels::Unary(int(OpTy::kFn)) == fn)
+      y = b.create<OpTy>(l, x).getResult();
+  });
+  return y;
 }
 
 } // namespace mt::importer

@@ -343,16 +343,15 @@ LogicalResult Importer::importArgExtreme() {
   if (!isa<FloatType>(typeOf(x).getElementType()))
     return nodeError() << opType() << " of " << typeOf(x).getElementType()
                        << " is not supported (floats only)";
-  int64_t rank = typeOf(x).getRank(), at = *axis < 0 ? *axis + rank : *axis;
+  int64_t rank = typeOf(x).getRank(), at = axisOf(*axis, rank);
   if (at < 0 || at >= rank)
     return nodeError() << "axis " << *axis << " is outside rank " << rank;
   int64_t n = typeOf(x).getDimSize(at);
   if (*last) {
-    FailureOr<Value> st = intConst({n - 1}), en = intConst({-n - 1}),
-                     ax = intConst({at}), sp = intConst({-1});
-    if (failed(st) || failed(en) || failed(ax) || failed(sp))
-      return failure();
-    x = resultOf(makeTyped<SliceOp>({x, *st, *en, *ax, *sp}, {}, {typeOf(x)}));
+    if (n > (int64_t(1) << 24))
+      return nodeError() << "select_last_index=1 over an axis of " << n
+                         << " elements (at most 2^24) is not supported";
+    x = sliced(x, at, n - 1, -n - 1, -1);
     if (!x)
       return failure();
   }
@@ -367,9 +366,6 @@ LogicalResult Importer::importArgExtreme() {
   if (*last) {
     // n - 1 - i in float32 (exact below 2^24; integer arithmetic has no
     // kernel), cast back to int64.
-    if (n > (int64_t(1) << 24))
-      return nodeError() << "select_last_index=1 over an axis of " << n
-                         << " elements (at most 2^24) is not supported";
     Value f = resultOf(
         make<CastOp>({indices}, {named("to", TypeAttr::get(b.getF32Type()))}));
     Value back = f ? resultOf(make<SubOp>({floatConst(float(n - 1)), f})) : f;

@@ -44,7 +44,7 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
          std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// Whether a and b are at most `ulps` floats apart (0: the same bits).
+/// Whether a and b are at most `ulps` floats apart (0: equal).
 bool nearFloats(float a, float b, int64_t ulps) {
   if (a != a || b != b)
     return false;
@@ -126,6 +126,7 @@ private:
                                                 std::vector<int64_t> at) const;
   bool isParameterName(const std::string &name) const;
   const std::string *renamedTo(const std::string &name) const;
+  int tensorOf(const std::string &name) const;
   void matchFoldedForms();
   std::optional<std::vector<int64_t>>
   broadcastAxes(int weight, const std::vector<int64_t> &shape, int init,
@@ -315,6 +316,20 @@ bool Decider::isParameterName(const std::string &name) const {
                      });
 }
 
+/// The --weights tensor of the module state of graph name `name`: the one
+/// of its name (the last of a unique suffix), else the one save_pretrained
+/// renames it to; -1 when none.
+int Decider::tensorOf(const std::string &name) const {
+  const std::string *renamed = renamedTo(name);
+  int k = -1;
+  for (size_t w = 0; w < in.weights.size(); ++w)
+    if (endsWithComponent(name, in.weights[w].name))
+      k = int(w);
+    else if (renamed && in.weights[w].name == *renamed && k < 0)
+      k = int(w);
+  return k;
+}
+
 /// The tensor name save_pretrained writes for the parameter of graph name
 /// `name` where it renames it (checkpoint_names.json); null otherwise.
 const std::string *Decider::renamedTo(const std::string &name) const {
@@ -331,17 +346,8 @@ void Decider::matchFoldedForms() {
     const InitializerInfo &init = in.initializers[size_t(i)];
     // The parameter's tensor: by its name, or by the one save_pretrained
     // renames it to (Ernie 4.5's gate.moe_statics, saved as moe_statics).
-    const std::string *renamed = renamedTo(name);
-    int k = -1;
-    bool byRename = false;
-    for (size_t w = 0; w < in.weights.size(); ++w)
-      if (endsWithComponent(name, in.weights[w].name)) {
-        k = int(w);
-        byRename = false;
-      } else if (renamed && in.weights[w].name == *renamed && k < 0) {
-        k = int(w);
-        byRename = true;
-      }
+    int k = tensorOf(name);
+    bool byRename = k >= 0 && !endsWithComponent(name, in.weights[k].name);
     if (k < 0 && in.haveWeights && in.sampleWeight && in.sampleInitializer) {
       // No name says (no checkpoint_names.json): the one tensor of as many
       // elements that holds the initializer's values (a squeeze or a
@@ -381,8 +387,19 @@ void Decider::matchFoldedForms() {
           out.roles[size_t(i)].layout = Layout::Transposed;
         continue;
       }
-      // Rows of the parameter, each found by its values: from some row on
-      // (a table read at positions r..r+n-1) or any (read per sequence).
+      if (std::optional<std::vector<int64_t>> axes =
+              broadcastAxes(k, shape, i, init.shape)) {
+        if (parameterFor(graphName, shape, i) >= 0) {
+          out.roles[size_t(i)].broadcastAxes = std::move(*axes);
+          out.recovered.push_back("'" + init.name + "' = '" + name +
+                                  "' broadcast to " + shapeText(init.shape));
+        }
+        continue;
+      }
+      // Rows of the parameter, each found by its values (reading a row of
+      // the table each, so after the broadcast's few samples): from some
+      // row on (a table read at positions r..r+n-1) or any (read per
+      // sequence).
       std::optional<std::vector<int64_t>> rows =
           gatheredRows(k, shape, i, init.shape);
       bool consecutive = rows && std::adjacent_find(rows->begin(), rows->end(),
@@ -395,15 +412,6 @@ void Decider::matchFoldedForms() {
           out.recovered.push_back(
               "'" + init.name + "' = rows " + std::to_string(rows->front()) +
               ".." + std::to_string(rows->back()) + " of '" + name + "'");
-        }
-        continue;
-      }
-      if (std::optional<std::vector<int64_t>> axes =
-              broadcastAxes(k, shape, i, init.shape)) {
-        if (parameterFor(graphName, shape, i) >= 0) {
-          out.roles[size_t(i)].broadcastAxes = std::move(*axes);
-          out.recovered.push_back("'" + init.name + "' = '" + name +
-                                  "' broadcast to " + shapeText(init.shape));
         }
         continue;
       }
@@ -508,15 +516,9 @@ void Decider::matchConcatenations() {
                        " combined by the exporter's optimizer";
     // Each parameter's tensor, by its name or the one it is saved under.
     std::vector<int> tensors;
-    for (const std::string &name : names) {
-      const std::string *renamed = renamedTo(name);
-      for (size_t w = 0; w < in.weights.size(); ++w)
-        if (endsWithComponent(name, in.weights[w].name) ||
-            (renamed && in.weights[w].name == *renamed)) {
-          tensors.push_back(int(w));
-          break;
-        }
-    }
+    for (const std::string &name : names)
+      if (int k = tensorOf(name); k >= 0)
+        tensors.push_back(k);
     // Each part is found by a search over the others: at most 256 parts
     // (a fused projection has a few; a hostile file's names are bounded).
     constexpr size_t kMaxParts = 256;
@@ -680,11 +682,10 @@ Decider::pointwiseFold(int weight, int init,
     } else {
       // A one-element --weights tensor the fold read (a buffer).
       std::optional<float> value;
-      for (size_t w = 0; w < in.weights.size() && !value; ++w)
-        if (endsWithComponent(from, in.weights[w].name) &&
-            elementsOf(in.weights[w].shape) == 1)
-          if (auto x = in.sampleWeight(int(w), {0}))
-            value = (*x)[0];
+      if (int w = tensorOf(from);
+          w >= 0 && elementsOf(in.weights[size_t(w)].shape) == 1)
+        if (auto x = in.sampleWeight(w, {0}))
+          value = (*x)[0];
       if (value)
         known.push_back(*value);
       else

@@ -221,6 +221,11 @@ public:
   Value reshaped(Value v, ArrayRef<int64_t> shape);
   /// v's dims permuted.
   Value transposed(Value v, ArrayRef<int64_t> perm);
+  /// v's elements [from, to) by `step` along `axis`, as ONNX Slice reads
+  /// them (negative bounds from the end, clamped; a negative step walks
+  /// back); null when they are not one (reported).
+  Value sliced(Value v, int64_t axis, int64_t from, int64_t to,
+               int64_t step = 1);
   /// v [C] as [C, 1, ...] against x [N, C, ...].
   Value perChannel(Value v, Value x);
   /// y * scale + bias per channel (a null scale or bias: none).
@@ -384,6 +389,11 @@ public:
   // Graph-level names for the diagnostics of shapes.
   llvm::StringMap<std::string> symbolicDims;
 };
+
+/// An ONNX axis of a rank-`rank` tensor, negative ones from the end.
+inline int64_t axisOf(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
 
 /// One ONNX op over a range of default-domain opsets, and its handler.
 struct OpRule {

@@ -46,6 +46,15 @@ using namespace mt::train;
 namespace mt::importer {
 namespace {
 
+/// Appends `item` to a note's comma-separated list, which stops growing
+/// past about 400 characters (", ..." says that there is more).
+void appendToNote(std::string &list, const std::string &item) {
+  if (list.size() < 400)
+    list += (list.empty() ? "" : ", ") + item;
+  else if (list.back() != '.')
+    list += ", ...";
+}
+
 // IR versions 12 to 14 (onnx 1.19 to 1.23) add element types only, which
 // the importer checks tensor by tensor.
 constexpr int64_t kMinIrVersion = 7, kMaxIrVersion = 14;
@@ -578,10 +587,7 @@ LogicalResult Importer::decideParameters() {
     // Said once: what each fold was found to be, so that a user can check.
     std::string list;
     for (const std::string &r : policy.recovered)
-      if (list.size() < 400)
-        list += (list.empty() ? "" : ", ") + r;
-      else if (list.back() != '.')
-        list += ", ...";
+      appendToNote(list, r);
     emitRemark(UnknownLoc::get(&ctx))
         << policy.recovered.size() << " initializer"
         << (policy.recovered.size() > 1 ? "s" : "")
@@ -595,17 +601,15 @@ LogicalResult Importer::decideParameters() {
     std::string list;
     for (const ValueBinding &v : policy.byValue) {
       tensors += v.weights.size();
-      if (list.size() < 400)
-        list +=
-            std::string(list.empty() ? "" : ", ") + "'" +
-            policy.parameters[size_t(v.parameter)].name + "' (" +
-            (v.weights.size() == 1
-                 ? "'" + weightEntries[size_t(v.weights[0])].first->name + "'"
-                 : std::to_string(v.weights.size()) + " tensors from '" +
-                       weightEntries[size_t(v.weights[0])].first->name + "'") +
-            ")";
-      else if (list.back() != '.')
-        list += ", ...";
+      const std::string &first =
+          weightEntries[size_t(v.weights[0])].first->name;
+      appendToNote(list, "'" + policy.parameters[size_t(v.parameter)].name +
+                             "' (" +
+                             (v.weights.size() == 1
+                                  ? "'" + first + "'"
+                                  : std::to_string(v.weights.size()) +
+                                        " tensors from '" + first + "'") +
+                             ")");
     }
     emitRemark(UnknownLoc::get(&ctx))
         << opts.weightsPath << ": " << tensors << " tensor"

@@ -7,13 +7,12 @@ with the weights (model.safetensors) and PyTorch's losses over 5 AdamW steps
 
   make_alibi_lm.py OUT_DIR
 """
-import json, math, os, sys
+import math, os, sys
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from torch_reference import save_weights, write_adamw_reference
 V, D, H, B, S = 32, 16, 4, 2, 8
 torch.manual_seed(0)
-ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
 def alibi_bias(h, s):
     slopes = torch.tensor([2 ** (-8 * (i + 1) / h) for i in range(h)])
     pos = torch.arange(s)
@@ -44,8 +43,5 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 m = LM(); ids = torch.randint(0, V, (B, S))
 torch.onnx.export(m, (ids, ids.clone()), f"{out}/model.onnx", dynamo=True, input_names=["input_ids", "labels"])
-save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, f"{out}/model.safetensors")
-opt = torch.optim.AdamW(m.parameters(), **ADAMW); losses = []
-for _ in range(5):
-    l = m(ids, ids.clone()); losses.append(l.item()); opt.zero_grad(); l.backward(); opt.step()
-json.dump({"tokens": ids.flatten().tolist(), "adamw_losses": losses}, open(f"{out}/ref.json", "w"))
+save_weights(m, out)
+write_adamw_reference(out, m, ids, lambda m: m(ids, ids.clone()))

@@ -19,15 +19,12 @@ next-token loss mtc adds to a logits graph.
 
   make_folded_lm.py OUT_DIR expand|repeat|plus|exp|softplus|concat|scalar|state
 """
-import json
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
-
-ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+from torch_reference import next_token_loss, save_weights, write_adamw_reference
 VOCAB, DIM, BATCH, SEQ = 32, 8, 2, 6
 
 
@@ -87,20 +84,9 @@ def main(out, form):
     torch.onnx.export(model, (ids,), os.path.join(out, "model.onnx"),
                       dynamo=True, input_names=["input_ids"],
                       output_names=["logits"], verbose=False)
-    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
-              os.path.join(out, "model.safetensors"))
-    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
-    losses = []
-    for _ in range(5):
-        logits = model(ids)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB),
-                               ids[:, 1:].reshape(-1))
-        losses.append(loss.item())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with open(os.path.join(out, "ref.json"), "w") as f:
-        json.dump({"tokens": ids.flatten().tolist(), "adamw_losses": losses}, f)
+    save_weights(model, out)
+    write_adamw_reference(out, model, ids,
+                          lambda m: next_token_loss(m(ids), ids))
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ settings of make_hf_fixture.py).
 
   make_gradientless_lm.py OUT_DIR
 """
-import json, os, sys
+import os, sys
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from torch_reference import save_weights, write_adamw_reference
 V, D, E, B, S = 32, 16, 4, 2, 8
 torch.manual_seed(0)
-ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
 class LM(torch.nn.Module):
     def __init__(s):
         super().__init__()
@@ -34,9 +33,6 @@ out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 m = LM(); ids = torch.randint(0, V, (B, S))
 torch.onnx.export(m, (ids, ids.clone()), f"{out}/model.onnx", dynamo=True, input_names=["input_ids", "labels"])
-save_file({k: v.detach().contiguous() for k, v in m.state_dict().items()}, f"{out}/model.safetensors")
-opt = torch.optim.AdamW(m.parameters(), **ADAMW); losses = []
-for _ in range(5):
-    l = m(ids, ids.clone()); losses.append(l.item()); opt.zero_grad(); l.backward(); opt.step()
+save_weights(m, out)
+write_adamw_reference(out, m, ids, lambda m: m(ids, ids.clone()))
 assert m.bias.grad is None
-json.dump({"tokens": ids.flatten().tolist(), "adamw_losses": losses}, open(f"{out}/ref.json", "w"))

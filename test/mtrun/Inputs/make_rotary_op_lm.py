@@ -10,15 +10,12 @@ definition in torch (the op itself has no autograd formula in eager).
 
   make_rotary_op_lm.py OUT_DIR halves|interleaved
 """
-import json
 import os
 import sys
 
 import torch
-import torch.nn.functional as F
-from safetensors.torch import save_file
+from torch_reference import next_token_loss, save_weights, write_adamw_reference
 
-ADAMW = {"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
 V, H, D, B, S = 32, 2, 8, 2, 6
 
 
@@ -77,34 +74,19 @@ def main(out, form):
     torch.onnx.export(model, (ids,), os.path.join(out, "model.onnx"),
                       dynamo=True, opset_version=23, input_names=["input_ids"],
                       output_names=["logits"], verbose=False)
-    save_file({k: v.detach().contiguous()
-               for k, v in model.state_dict().items()},
-              os.path.join(out, "model.safetensors"))
+    save_weights(model, out)
     # The definition is the operator's: checked against torch's own forward.
     with torch.no_grad():
         x = torch.randn(B, S, H * D)
         pos = torch.arange(S).expand(B, S)
-        for kw in ({"num_heads": H}, {"num_heads": H, "rotary_embedding_dim": 4}):
-            want = torch.onnx.ops.rotary_embedding(
-                x, model.cos[:, :kw.get("rotary_embedding_dim", D) // 2],
-                model.sin[:, :kw.get("rotary_embedding_dim", D) // 2], pos,
-                interleaved=model.interleaved, **kw)
-            got = rotary(x, model.cos[:, :kw.get("rotary_embedding_dim", D) // 2],
-                         model.sin[:, :kw.get("rotary_embedding_dim", D) // 2],
-                         pos, interleaved=model.interleaved, **kw)
-            assert torch.allclose(want, got, atol=1e-6), kw
-    opt = torch.optim.AdamW(model.parameters(), **ADAMW)
-    losses = []
-    for _ in range(5):
-        logits = model(ids)
-        loss = F.cross_entropy(logits[:, :-1].reshape(-1, V),
-                               ids[:, 1:].reshape(-1))
-        losses.append(loss.item())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with open(os.path.join(out, "ref.json"), "w") as f:
-        json.dump({"tokens": ids.flatten().tolist(), "adamw_losses": losses}, f)
+        for r in (D, 4):
+            caches = (model.cos[:, :r // 2], model.sin[:, :r // 2], pos)
+            kw = {"interleaved": model.interleaved, "num_heads": H,
+                  "rotary_embedding_dim": r % D}
+            want = torch.onnx.ops.rotary_embedding(x, *caches, **kw)
+            assert torch.allclose(want, rotary(x, *caches, **kw), atol=1e-6), r
+    write_adamw_reference(out, model, ids,
+                          lambda m: next_token_loss(m(ids), ids))
 
 
 if __name__ == "__main__":
